@@ -1,0 +1,81 @@
+# Hearth build. `make` builds ./hearth only; see README for the other targets.
+CC       ?= cc
+PKGS      = libmicrohttpd sqlite3 libzstd libprotobuf-c jansson zlib
+CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -I. -Ibuild/gen
+OPT      ?= -O2 -g
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
+
+PROTOS   = ingest/profile.proto
+GEN_C    = $(patsubst %.proto,build/gen/%.pb-c.c,$(PROTOS))
+GEN_H    = $(GEN_C:.c=.h)
+
+LIB_SRC  = $(wildcard common/*.c ingest/*.c storage/*.c query/*.c) \
+           $(filter-out server/main.c,$(wildcard server/*.c))
+UNIT_SRC = $(wildcard tests/unit/*.c)
+
+# Two build flavours share the source list: release (./hearth) and asan (./hearth-asan).
+REL_DIR  = build/rel
+ASAN_DIR = build/asan
+ASAN_FLAGS = -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+
+objs = $(patsubst %.c,$(1)/%.o,$(GEN_C:build/gen/%=%) $(LIB_SRC))
+
+.PHONY: all deps test-deps run test test-unit test-integration test-asan bench clean fmt
+all: hearth
+
+deps:
+	@deploy/install-deps.sh build
+test-deps:
+	@deploy/install-deps.sh test
+
+build/gen/%.pb-c.c build/gen/%.pb-c.h: %.proto
+	@mkdir -p build/gen
+	protoc-c --c_out=build/gen $<
+
+$(REL_DIR)/%.o: %.c $(GEN_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(OPT) $(PKG_CFLAGS) -MMD -MP -c $< -o $@
+$(REL_DIR)/%.o: build/gen/%.c $(GEN_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(OPT) $(PKG_CFLAGS) -Wno-unused-parameter -c $< -o $@
+$(ASAN_DIR)/%.o: %.c $(GEN_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(ASAN_FLAGS) $(PKG_CFLAGS) -MMD -MP -c $< -o $@
+$(ASAN_DIR)/%.o: build/gen/%.c $(GEN_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(ASAN_FLAGS) $(PKG_CFLAGS) -Wno-unused-parameter -c $< -o $@
+
+hearth: $(call objs,$(REL_DIR)) $(REL_DIR)/server/main.o
+	$(CC) $(OPT) -o $@ $^ $(PKG_LIBS)
+hearth-asan: $(call objs,$(ASAN_DIR)) $(ASAN_DIR)/server/main.o
+	$(CC) $(ASAN_FLAGS) -o $@ $^ $(PKG_LIBS)
+
+build/rel/unit-tests: $(call objs,$(REL_DIR)) $(patsubst %.c,$(REL_DIR)/%.o,$(UNIT_SRC))
+	$(CC) $(OPT) -o $@ $^ $(PKG_LIBS)
+build/asan/unit-tests: $(call objs,$(ASAN_DIR)) $(patsubst %.c,$(ASAN_DIR)/%.o,$(UNIT_SRC))
+	$(CC) $(ASAN_FLAGS) -o $@ $^ $(PKG_LIBS)
+
+run: deps
+	$(MAKE) hearth
+	./hearth serve --listen 127.0.0.1:4040 --data-dir ./data
+
+TESTDATA ?= $(abspath ../shared/testdata)
+test: test-deps
+	$(MAKE) hearth build/rel/unit-tests
+	build/rel/unit-tests $(TESTDATA)
+	python3 tests/integration/run.py --binary ./hearth --testdata $(TESTDATA)
+
+test-asan: test-deps
+	$(MAKE) hearth-asan build/asan/unit-tests
+	ASAN_OPTIONS=detect_leaks=1 build/asan/unit-tests $(TESTDATA)
+	ASAN_OPTIONS=detect_leaks=1 python3 tests/integration/run.py --binary ./hearth-asan --testdata $(TESTDATA) --quick
+
+bench: test-deps
+	$(MAKE) hearth
+	python3 tests/bench/bench.py --binary ./hearth --testdata $(TESTDATA)
+
+clean:
+	rm -rf build hearth hearth-asan
+
+-include $(shell find build -name '*.d' 2>/dev/null)

@@ -1,0 +1,50 @@
+/* buf.h - a growable byte buffer and the varint codecs built on it.
+ *
+ * Every on-disk encoding (WAL records, block columns, symbol tables) is written into
+ * a buf_t and read back through a buf_reader_t, so bounds checks live in one place:
+ * a reader that runs past its end sets `bad` and returns zeros from then on, and the
+ * caller checks `bad` once at the end instead of after every field. */
+#ifndef HEARTH_BUF_H
+#define HEARTH_BUF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    uint8_t *data;
+    size_t len, cap;
+    int oom; /* set when an allocation failed; later appends are no-ops */
+} buf_t;
+
+void buf_init(buf_t *b);
+void buf_free(buf_t *b);
+/* Ensures room for n more bytes; returns 0, or -1 (and sets oom) on failure. */
+int buf_reserve(buf_t *b, size_t n);
+void buf_append(buf_t *b, const void *p, size_t n);
+void buf_putc(buf_t *b, uint8_t c);
+void buf_printf(buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void buf_put_uvarint(buf_t *b, uint64_t v);
+void buf_put_svarint(buf_t *b, int64_t v); /* zigzag */
+void buf_put_u32le(buf_t *b, uint32_t v);
+void buf_put_u64le(buf_t *b, uint64_t v);
+/* A length-prefixed byte string. */
+void buf_put_bytes(buf_t *b, const void *p, size_t n);
+/* Hands the bytes to the caller (who frees them) and leaves b empty. */
+uint8_t *buf_steal(buf_t *b, size_t *len);
+
+typedef struct {
+    const uint8_t *p, *end;
+    int bad;
+} buf_reader_t;
+
+void buf_reader_init(buf_reader_t *r, const void *p, size_t n);
+uint64_t buf_get_uvarint(buf_reader_t *r);
+int64_t buf_get_svarint(buf_reader_t *r);
+uint32_t buf_get_u32le(buf_reader_t *r);
+uint64_t buf_get_u64le(buf_reader_t *r);
+/* Returns a pointer into the reader's memory (borrowed) and its length. */
+const uint8_t *buf_get_bytes(buf_reader_t *r, size_t *n);
+const uint8_t *buf_get_raw(buf_reader_t *r, size_t n);
+size_t buf_reader_left(const buf_reader_t *r);
+
+#endif

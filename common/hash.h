@@ -1,0 +1,38 @@
+/* hash.h - hashing and an open-addressing set of 32-bit ids.
+ *
+ * The interning tables (symbols, series) store their entries in arrays and need a
+ * set that answers "is an entry equal to this key already there, and what is its
+ * id?". idset_t keeps only (hash, id) pairs; equality is decided by a callback that
+ * compares the candidate id's entry with the key, so entries are never duplicated
+ * inside the table. */
+#ifndef HEARTH_HASH_H
+#define HEARTH_HASH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+uint64_t hash_bytes(const void *p, size_t n, uint64_t seed);
+static inline uint64_t hash_mix(uint64_t h, uint64_t v) {
+    h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+    h *= 0xff51afd7ed558ccdULL;
+    return h ^ (h >> 33);
+}
+
+/* eq(ctx, id, key) returns non-zero when entry `id` equals `key`. */
+typedef int (*idset_eq_fn)(const void *ctx, uint32_t id, const void *key);
+
+typedef struct {
+    uint64_t *hashes; /* 0 = empty slot (hashes are forced non-zero) */
+    uint32_t *ids;
+    size_t cap, len;
+} idset_t;
+
+void idset_init(idset_t *s);
+void idset_free(idset_t *s);
+/* Looks up key; returns its id, or UINT32_MAX if absent. */
+uint32_t idset_find(const idset_t *s, uint64_t hash, const void *key, idset_eq_fn eq,
+                    const void *ctx);
+/* Adds id under hash (the caller has checked it is absent). Returns 0 or -1 (OOM). */
+int idset_add(idset_t *s, uint64_t hash, uint32_t id);
+
+#endif

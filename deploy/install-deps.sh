@@ -1,0 +1,22 @@
+#!/bin/sh
+# Installs the Debian packages Hearth needs to build and test, only those missing.
+# Usage: deploy/install-deps.sh [build|test]
+set -eu
+BUILD="make gcc pkg-config libmicrohttpd-dev libsqlite3-dev libzstd-dev libprotobuf-c-dev protobuf-c-compiler libjansson-dev zlib1g-dev"
+TEST="golang-go python3 curl clang libclang-rt-14-dev"
+want="$BUILD"
+[ "${1:-build}" = "test" ] && want="$BUILD $TEST"
+missing=""
+for p in $want; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+  echo "hearth: missing Debian packages:$missing" >&2
+  echo "hearth: run as root, or: sudo apt-get install$missing" >&2
+  exit 1
+fi
+echo "hearth: installing$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends $missing >/dev/null

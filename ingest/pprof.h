@@ -1,0 +1,37 @@
+/* pprof.h - decoding pprof (profile.proto, gzipped or not) into a batch.
+ *
+ * The wire format is parsed by protobuf-c code generated from ingest/profile.proto.
+ * Every reference in the profile (string indices, location/function/mapping ids) is
+ * checked before use: a profile that refers to something it does not contain is
+ * rejected with a message naming the first bad reference.
+ *
+ * Each sample type becomes its own profile type; each distinct set of string
+ * sample labels becomes its own series (numeric labels are not series labels). */
+#ifndef HEARTH_PPROF_H
+#define HEARTH_PPROF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "storage/batch.h"
+#include "storage/labels.h"
+
+typedef struct {
+    const char *sample_type, *display_name; /* from sample_type_config */
+} pprof_display_t;
+
+typedef struct {
+    const labels_t *base;   /* series labels every sample gets */
+    int64_t time_ns;        /* 0: take time_nanos (or now) */
+    int64_t duration_ns;    /* 0: take duration_nanos */
+    int64_t now_ns;
+    size_t max_decompressed;
+    size_t max_samples;     /* 0 = unlimited */
+    const pprof_display_t *display;
+    size_t ndisplay;
+} pprof_opts_t;
+
+int pprof_decode(const uint8_t *body, size_t n, const pprof_opts_t *opts, batch_t *out, hr_err_t *err);
+
+#endif

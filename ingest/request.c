@@ -1,0 +1,178 @@
+/* request.c - see request.h. */
+#include "ingest/request.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/ptype.h"
+#include "ingest/appname.h"
+#include "ingest/folded.h"
+#include "ingest/pprof.h"
+
+#define RECORD_VERSION 1
+
+static void put_str(buf_t *b, const char *s) {
+    if (!s) {
+        buf_putc(b, 0);
+        return;
+    }
+    buf_putc(b, 1);
+    buf_put_bytes(b, s, strlen(s) + 1); /* keep the NUL so decode can borrow */
+}
+
+static const char *get_str(buf_reader_t *r) {
+    const uint8_t *present = buf_get_raw(r, 1);
+    if (!present || !*present) return NULL;
+    size_t n;
+    const uint8_t *s = buf_get_bytes(r, &n);
+    if (!s || n == 0 || s[n - 1] != 0) {
+        r->bad = 1;
+        return NULL;
+    }
+    return (const char *)s;
+}
+
+void ingest_request_encode(const ingest_request_t *r, buf_t *b) {
+    buf_putc(b, RECORD_VERSION);
+    put_str(b, r->tenant);
+    put_str(b, r->name);
+    buf_putc(b, (uint8_t)r->format);
+    put_str(b, r->spy_name);
+    put_str(b, r->sample_type_config);
+    buf_putc(b, (uint8_t)(r->has_from | r->has_until << 1));
+    buf_put_svarint(b, r->from_ns);
+    buf_put_svarint(b, r->until_ns);
+    buf_put_svarint(b, r->received_ns);
+    buf_put_svarint(b, r->sample_rate);
+    buf_put_bytes(b, r->body, r->body_len);
+}
+
+int ingest_request_decode(const uint8_t *p, size_t n, ingest_request_t *r, hr_err_t *err) {
+    buf_reader_t rd;
+    buf_reader_init(&rd, p, n);
+    memset(r, 0, sizeof *r);
+    const uint8_t *v = buf_get_raw(&rd, 1);
+    if (!v || *v != RECORD_VERSION) return hr_fail(err, HR_EUNPROC, "WAL record: unknown version");
+    r->tenant = get_str(&rd);
+    r->name = get_str(&rd);
+    const uint8_t *f = buf_get_raw(&rd, 1);
+    r->format = f ? (ingest_format_t)*f : 0;
+    r->spy_name = get_str(&rd);
+    r->sample_type_config = get_str(&rd);
+    const uint8_t *flags = buf_get_raw(&rd, 1);
+    r->has_from = flags && (*flags & 1);
+    r->has_until = flags && (*flags & 2);
+    r->from_ns = buf_get_svarint(&rd);
+    r->until_ns = buf_get_svarint(&rd);
+    r->received_ns = buf_get_svarint(&rd);
+    r->sample_rate = buf_get_svarint(&rd);
+    r->body = buf_get_bytes(&rd, &r->body_len);
+    if (rd.bad || !r->tenant || !r->name || r->format < INGEST_PPROF || r->format > INGEST_LINES)
+        return hr_fail(err, HR_EUNPROC, "WAL record: malformed");
+    return 0;
+}
+
+/* Display names from Pyroscope's sample_type_config JSON ({"type": {"display-name": ...}}). */
+static int parse_display(const char *json, json_t **root, pprof_display_t *out, size_t *n, hr_err_t *err) {
+    *n = 0;
+    *root = NULL;
+    if (!json || !*json) return 0;
+    json_error_t je;
+    json_t *o = json_loads(json, 0, &je);
+    if (!json_is_object(o)) {
+        json_decref(o);
+        return hr_fail(err, HR_EINVAL, "sample_type_config is not a JSON object: %s", je.text);
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach(o, k, v) {
+        if (*n == 64) break;
+        json_t *d = json_object_get(v, "display-name");
+        out[(*n)++] = (pprof_display_t){k, json_is_string(d) ? json_string_value(d) : NULL};
+    }
+    *root = o;
+    return 0;
+}
+
+/* Pyroscope's mapping of a text upload's name suffix to a profile type. The period
+ * scaling applies to cpu and wall: values are samples at sampleRate Hz. */
+/* Pyroscope's mapping of a text upload's name suffix to a profile type. cpu and wall
+ * values are samples at sampleRate Hz, scaled to nanoseconds by the period. */
+static int folded_type(const char *suffix, int64_t rate, char *out, size_t n, int64_t *scale, hr_err_t *err) {
+    *scale = 1;
+    const char *type = ptype_from_suffix(suffix);
+    if (!type)
+        return hr_fail(err, HR_EINVAL, "unknown profile type `%s` (the name's last .suffix; use cpu, wall, "
+                                       "alloc_space, inuse_space, ... or upload pprof)", suffix);
+    int cpu = !strcmp(suffix, "cpu") || !strcmp(suffix, "itimer");
+    if (cpu || !strcmp(suffix, "wall")) {
+        if (rate > 0) *scale = 1000000000LL / rate;
+        else type = cpu ? "process_cpu:samples:count:cpu:nanoseconds" : "wall:samples:count:wall:nanoseconds";
+    }
+    snprintf(out, n, "%s", type);
+    return 0;
+}
+
+static int base_labels(const ingest_request_t *r, const char *service, labels_t *labels,
+                       const ingest_limits_t *lim, hr_err_t *err) {
+    if (!labels_get(labels, "service_name") && labels_set(labels, "service_name", service))
+        return hr_fail(err, HR_ENOMEM, "out of memory");
+    if (r->spy_name && *r->spy_name && labels_set(labels, "pyroscope_spy", r->spy_name))
+        return hr_fail(err, HR_ENOMEM, "out of memory");
+    if (lim->max_labels && labels->n > lim->max_labels)
+        return hr_fail(err, HR_EINVAL, "%zu labels, over the limit of %zu", labels->n, lim->max_labels);
+    return 0;
+}
+
+static int decode_folded(const ingest_request_t *r, const ingest_limits_t *lim, char *app, labels_t *labels,
+                         batch_t *b, hr_err_t *err) {
+    char *dot = strrchr(app, '.');
+    const char *suffix = dot ? dot + 1 : "cpu";
+    if (dot) *dot = 0;
+    char type[256];
+    int64_t scale;
+    if (folded_type(suffix, r->sample_rate, type, sizeof type, &scale, err)) return -1;
+    if (!app[0]) return hr_fail(err, HR_EINVAL, "empty application name");
+    if (base_labels(r, app, labels, lim, err)) return -1;
+    int64_t t = r->has_from ? r->from_ns : r->received_ns;
+    int64_t d = r->has_from && r->has_until ? r->until_ns - r->from_ns : 0;
+    batch_profile_t *p = batch_profile(b, type, labels, t, d);
+    if (!p) return hr_fail(err, HR_ENOMEM, "out of memory");
+    return folded_decode((const char *)r->body, r->body_len, r->format == INGEST_LINES, scale, b, p, err);
+}
+
+int ingest_to_batch(const ingest_request_t *r, const ingest_limits_t *lim, batch_t *b, hr_err_t *err) {
+    char app[512];
+    labels_t labels;
+    labels_init(&labels);
+    int rc = appname_parse(r->name, app, sizeof app, &labels, err);
+    if (rc == 0 && r->format != INGEST_PPROF) {
+        rc = decode_folded(r, lim, app, &labels, b, err);
+    } else if (rc == 0) {
+        pprof_display_t disp[64];
+        size_t nd;
+        json_t *root;
+        rc = base_labels(r, app, &labels, lim, err);
+        if (rc == 0 && (rc = parse_display(r->sample_type_config, &root, disp, &nd, err)) == 0) {
+            pprof_opts_t o = {.base = &labels,
+                              .time_ns = r->has_from ? r->from_ns : 0,
+                              .duration_ns = r->has_from && r->has_until ? r->until_ns - r->from_ns : 0,
+                              .now_ns = r->received_ns,
+                              .max_decompressed = lim->max_decompressed,
+                              .max_samples = lim->max_samples,
+                              .display = disp,
+                              .ndisplay = nd};
+            rc = pprof_decode(r->body, r->body_len, &o, b, err);
+            json_decref(root);
+        }
+    }
+    if (rc == 0 && lim->max_labels)
+        for (size_t i = 0; i < b->n && rc == 0; i++)
+            if (b->p[i].labels.n > lim->max_labels)
+                rc = hr_fail(err, HR_EINVAL, "a series has %zu labels, over the limit of %zu", b->p[i].labels.n,
+                             lim->max_labels);
+    labels_destroy(&labels);
+    return rc;
+}

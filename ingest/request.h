@@ -1,0 +1,48 @@
+/* request.h - an ingest request: what the WAL stores and replays.
+ *
+ * The HTTP layer turns an upload into an ingest_request_t (parameters resolved,
+ * multipart fields extracted), ingest_to_batch decodes it, and the same request,
+ * encoded by ingest_request_encode, is the WAL record. Replay decodes the record and
+ * runs ingest_to_batch again: one code path for live ingest and recovery, so a
+ * replayed profile is bit-for-bit the profile that was acknowledged. */
+#ifndef HEARTH_REQUEST_H
+#define HEARTH_REQUEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/buf.h"
+#include "common/err.h"
+#include "storage/batch.h"
+
+typedef enum { INGEST_PPROF = 1, INGEST_FOLDED = 2, INGEST_LINES = 3 } ingest_format_t;
+
+typedef struct {
+    const char *tenant;
+    const char *name;               /* app.name{k=v} */
+    ingest_format_t format;
+    const char *spy_name;           /* NULL when absent */
+    const char *sample_type_config; /* JSON, NULL when absent */
+    int has_from, has_until;
+    int64_t from_ns, until_ns, received_ns;
+    int64_t sample_rate;
+    const uint8_t *body;
+    size_t body_len;
+} ingest_request_t;
+
+typedef struct {
+    size_t max_decompressed; /* gunzipped pprof bytes */
+    size_t max_samples;      /* per profile, 0 = unlimited */
+    size_t max_labels;       /* per series */
+} ingest_limits_t;
+
+/* Appends the WAL form of r. */
+void ingest_request_encode(const ingest_request_t *r, buf_t *out);
+/* Parses a WAL record; r's strings and body borrow from p (which must outlive r;
+ * strings are NUL-terminated in the record). */
+int ingest_request_decode(const uint8_t *p, size_t n, ingest_request_t *r, hr_err_t *err);
+
+/* Decodes the upload into b (initialized by the caller). */
+int ingest_to_batch(const ingest_request_t *r, const ingest_limits_t *lim, batch_t *b, hr_err_t *err);
+
+#endif

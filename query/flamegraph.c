@@ -1,0 +1,184 @@
+/* flamegraph.c - Pyroscope's flamebearer JSON.
+ *
+ * levels[d] lists the nodes at depth d left to right, 4 numbers each:
+ * [x offset from the end of the previous node in the level, total, self, name
+ * index]. A node's children start at its x + self (self first, then children in
+ * name order), which is how Pyroscope's and Grafana's renderers read it.
+ *
+ * Trimming to max_nodes keeps the largest nodes by total: a dropped node's whole
+ * subtree is folded into its parent's self, so every level still sums correctly. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/jsonw.h"
+#include "query/render.h"
+
+typedef struct {
+    const tree_t *t;
+    uint8_t *keep;
+    int64_t *dself;  /* displayed self: own self plus dropped children */
+    int64_t *next_x; /* by depth: where the next child at that depth starts */
+    int64_t *level_end;
+    buf_t *levels;
+    size_t nlevels;
+    uint32_t *name_idx; /* by string id */
+    uint32_t nnames;
+    buf_t names;
+    int64_t max_self;
+} fb_t;
+
+static int cmp_desc(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x < y) - (x > y);
+}
+
+/* Decides which nodes survive max_nodes; parents are decided before children. */
+static int choose_nodes(fb_t *f, size_t max_nodes) {
+    const tree_t *t = f->t;
+    int64_t thr = 0;
+    size_t ties = SIZE_MAX;
+    if (max_nodes && t->len > max_nodes) {
+        int64_t *tot = malloc(t->len * sizeof *tot);
+        if (!tot) return -1;
+        for (size_t i = 0; i < t->len; i++) tot[i] = t->n[i].total;
+        qsort(tot, t->len, sizeof *tot, cmp_desc);
+        thr = tot[max_nodes - 1];
+        ties = 0;
+        for (size_t i = 0; i < max_nodes; i++) ties += tot[i] == thr;
+        free(tot);
+    }
+    for (size_t i = 0; i < t->len; i++) {
+        const tree_node_t *n = &t->n[i];
+        int k = i == 0;
+        if (!k && f->keep[n->parent]) {
+            if (n->total > thr) k = 1;
+            else if (n->total == thr && ties) k = 1, ties--;
+        }
+        f->keep[i] = (uint8_t)k;
+        f->dself[i] = n->self;
+        if (!k && i && f->keep[n->parent]) f->dself[n->parent] += n->total;
+    }
+    return 0;
+}
+
+static uint32_t name_index(fb_t *f, uint32_t sid) {
+    if (f->name_idx[sid] == UINT32_MAX) {
+        if (f->nnames) buf_putc(&f->names, ',');
+        jsonw_str(&f->names, symtab_str(f->t->sym, sid));
+        f->name_idx[sid] = f->nnames++;
+    }
+    return f->name_idx[sid];
+}
+
+static int visit(void *ctx, uint32_t node, size_t d, int enter) {
+    fb_t *f = ctx;
+    if (!enter) return 0;
+    if (!f->keep[node]) return 0;
+    const tree_node_t *n = &f->t->n[node];
+    int64_t x = node == 0 ? 0 : f->next_x[d];
+    f->next_x[d] = x + n->total;
+    f->next_x[d + 1] = x + f->dself[node];
+    if (d + 1 > f->nlevels) f->nlevels = d + 1;
+    buf_t *lv = &f->levels[d];
+    if (lv->len) buf_putc(lv, ',');
+    buf_printf(lv, "%lld,%lld,%lld,%u", (long long)(x - f->level_end[d]), (long long)n->total,
+               (long long)f->dself[node], name_index(f, n->name));
+    f->level_end[d] = x + n->total;
+    if (f->dself[node] > f->max_self) f->max_self = f->dself[node];
+    return 1;
+}
+
+static size_t tree_depth(const tree_t *t, size_t *depth) {
+    /* Depth of node i is depth of its parent + 1; parents come first. */
+    size_t max = 0;
+    for (size_t i = 1; i < t->len; i++) {
+        depth[i] = depth[t->n[i].parent] + 1;
+        if (depth[i] > max) max = depth[i];
+    }
+    return max;
+}
+
+void render_metadata(const merge_result_t *r, buf_t *out) {
+    long long rate;
+    const char *units = ptype_units(&r->type, &rate);
+    buf_printf(out, "{\"format\":\"single\",\"spyName\":\"\",\"sampleRate\":%lld,\"units\":", rate);
+    jsonw_str(out, units);
+    buf_printf(out, ",\"name\":");
+    jsonw_str(out, r->type.sample_type);
+    buf_printf(out, ",\"profileType\":");
+    jsonw_str(out, r->type_id);
+    buf_printf(out, ",\"aggregation\":\"%s\",\"profiles\":%llu}", r->gauge ? "average" : "sum",
+               (unsigned long long)r->profiles);
+}
+
+static void render_timeline(const merge_result_t *r, buf_t *out) {
+    if (!r->nbuckets) {
+        buf_printf(out, "null");
+        return;
+    }
+    buf_printf(out, "{\"startTime\":%lld,\"samples\":[", (long long)(r->tl_start / 1000000000));
+    for (size_t i = 0; i < r->nbuckets; i++) buf_printf(out, "%s%lld", i ? "," : "", (long long)llround(r->timeline[i]));
+    buf_printf(out, "],\"durationDelta\":%lld,\"watermarks\":null}", (long long)(r->tl_step / 1000000000));
+}
+
+int render_flamegraph(const tree_t *t, const merge_result_t *r, size_t max_nodes, buf_t *out) {
+    fb_t f = {.t = t};
+    size_t *depth = calloc(t->len, sizeof *depth);
+    int rc = -1;
+    if (!depth) return -1;
+    size_t maxd = tree_depth(t, depth) + 2;
+    free(depth);
+    f.keep = malloc(t->len);
+    f.dself = malloc(t->len * sizeof *f.dself);
+    f.next_x = calloc(maxd + 1, sizeof *f.next_x);
+    f.level_end = calloc(maxd + 1, sizeof *f.level_end);
+    f.levels = calloc(maxd + 1, sizeof *f.levels);
+    f.name_idx = malloc(t->sym->nstrings * sizeof *f.name_idx);
+    buf_init(&f.names);
+    if (!f.keep || !f.dself || !f.next_x || !f.level_end || !f.levels || !f.name_idx) goto out;
+    memset(f.name_idx, 0xff, t->sym->nstrings * sizeof *f.name_idx);
+    if (choose_nodes(&f, max_nodes) || tree_walk(t, visit, &f)) goto out;
+    buf_printf(out, "{\"version\":1,\"flamebearer\":{\"names\":[");
+    buf_append(out, f.names.data, f.names.len);
+    buf_printf(out, "],\"levels\":[");
+    for (size_t d = 0; d < f.nlevels; d++) {
+        buf_printf(out, "%s[", d ? "," : "");
+        buf_append(out, f.levels[d].data, f.levels[d].len);
+        buf_putc(out, ']');
+    }
+    buf_printf(out, "],\"numTicks\":%lld,\"maxSelf\":%lld},\"metadata\":", (long long)t->n[0].total,
+               (long long)f.max_self);
+    render_metadata(r, out);
+    buf_printf(out, ",\"timeline\":");
+    render_timeline(r, out);
+    buf_printf(out, ",\"groups\":null,\"heatmap\":null}");
+    rc = out->oom ? -1 : 0;
+out:
+    if (f.levels)
+        for (size_t d = 0; d <= maxd; d++) buf_free(&f.levels[d]);
+    free(f.levels);
+    free(f.keep);
+    free(f.dself);
+    free(f.next_x);
+    free(f.level_end);
+    free(f.name_idx);
+    buf_free(&f.names);
+    return rc;
+}
+
+void render_timeseries(const merge_result_t *r, buf_t *out) {
+    long long rate;
+    buf_printf(out, "{\"profileType\":");
+    jsonw_str(out, r->type_id);
+    buf_printf(out, ",\"unit\":");
+    jsonw_str(out, r->type.sample_unit);
+    buf_printf(out, ",\"units\":");
+    jsonw_str(out, ptype_units(&r->type, &rate));
+    buf_printf(out, ",\"aggregation\":\"%s\",\"step\":%lld,\"points\":[", r->gauge ? "average" : "sum",
+               (long long)(r->tl_step / 1000000));
+    for (size_t i = 0; i < r->nbuckets; i++)
+        buf_printf(out, "%s{\"timestamp\":%lld,\"value\":%lld}", i ? "," : "",
+                   (long long)((r->tl_start + (int64_t)i * r->tl_step) / 1000000), (long long)llround(r->timeline[i]));
+    buf_printf(out, "],\"total\":%lld,\"profiles\":%llu}", (long long)llround(r->total), (unsigned long long)r->profiles);
+}

@@ -1,0 +1,231 @@
+/* merge.c - see merge.h. */
+#include "query/merge.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/vec.h"
+
+typedef struct {
+    const selector_t *sel;
+    uint8_t *bits;
+} select_ctx_t;
+
+static void select_one(void *ctx, const series_t *s) {
+    select_ctx_t *c = ctx;
+    if (selector_matches(c->sel, s->profile_type, &s->labels)) c->bits[s->id] = 1;
+}
+
+uint8_t *merge_select_series(store_t *st, const char *tenant, const selector_t *sel, uint32_t *n) {
+    /* Size the bitmap generously, then fill it under the index lock. */
+    size_t cap = index_series_total(store_index(st)) + 1024;
+    select_ctx_t c = {sel, NULL};
+    for (;;) {
+        c.bits = calloc(cap, 1);
+        if (!c.bits) return NULL;
+        uint32_t need = index_each_series(store_index(st), tenant, NULL, NULL);
+        if (need <= cap) {
+            *n = index_each_series(store_index(st), tenant, select_one, &c);
+            if (*n <= cap) return c.bits;
+        }
+        free(c.bits);
+        cap = (size_t)need * 2;
+    }
+}
+
+/* Counts of profiles per series (and per series and bucket), for gauge weights. */
+typedef struct {
+    uint64_t *keys;
+    uint32_t *vals;
+    size_t cap, len;
+} countmap_t;
+
+static uint32_t *countmap_slot(countmap_t *m, uint64_t key) {
+    if ((m->len + 1) * 2 > m->cap) {
+        size_t ncap = m->cap ? m->cap * 2 : 1024;
+        uint64_t *k = calloc(ncap, sizeof *k);
+        uint32_t *v = calloc(ncap, sizeof *v);
+        if (!k || !v) {
+            free(k);
+            free(v);
+            return NULL;
+        }
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->keys[i]) {
+                size_t j = (m->keys[i] * 0x9e3779b97f4a7c15ULL) & (ncap - 1);
+                while (k[j]) j = (j + 1) & (ncap - 1);
+                k[j] = m->keys[i];
+                v[j] = m->vals[i];
+            }
+        free(m->keys);
+        free(m->vals);
+        m->keys = k;
+        m->vals = v;
+        m->cap = ncap;
+    }
+    key++; /* 0 marks an empty slot */
+    size_t j = (key * 0x9e3779b97f4a7c15ULL) & (m->cap - 1);
+    while (m->keys[j] && m->keys[j] != key) j = (j + 1) & (m->cap - 1);
+    if (!m->keys[j]) {
+        m->keys[j] = key;
+        m->len++;
+    }
+    return &m->vals[j];
+}
+
+typedef struct {
+    const merge_query_t *q;
+    merge_result_t *r;
+    uint8_t *bits;
+    uint32_t nbits;
+    int pass; /* 1: count (gauges only), 2: merge */
+    countmap_t per_series, per_bucket;
+    double *acc;
+    size_t acc_cap;
+    int oom;
+} scan_ctx_t;
+
+static int row_selected(const scan_ctx_t *c, const seg_profile_t *p) {
+    return p->series < c->nbits && c->bits[p->series] && p->time_ns >= c->q->from && p->time_ns <= c->q->until;
+}
+
+static size_t bucket_of(const scan_ctx_t *c, int64_t t) {
+    return (size_t)((t - c->r->tl_start) / c->r->tl_step);
+}
+
+static int count_segment(scan_ctx_t *c, const segment_t *seg) {
+    for (size_t i = 0; i < seg->nprofiles; i++) {
+        const seg_profile_t *p = &seg->profiles[i];
+        if (!row_selected(c, p)) continue;
+        uint32_t *a = countmap_slot(&c->per_series, p->series);
+        uint32_t *b = c->r->nbuckets ? countmap_slot(&c->per_bucket, (uint64_t)p->series << 24 | bucket_of(c, p->time_ns)) : NULL;
+        if (!a || (c->r->nbuckets && !b)) return -1;
+        (*a)++;
+        if (b) (*b)++;
+    }
+    return 0;
+}
+
+/* Grows r->self to cover every stack of r->sym, zero-filling new entries. */
+static int ensure_self(merge_result_t *r) {
+    size_t n = r->sym->nstacks;
+    if (n <= r->nself) return 0;
+    if (VEC_RESERVE(r->self, r->self_cap, n)) return -1;
+    memset(r->self + r->nself, 0, (n - r->nself) * sizeof *r->self);
+    r->nself = n;
+    return 0;
+}
+
+/* Folds the per-stack accumulator of one segment into the result symtab. */
+static int fold_segment(scan_ctx_t *c, const segment_t *seg) {
+    symtab_remap_t m;
+    if (symtab_remap_init(&m, seg->sym)) return -1;
+    merge_result_t *r = c->r;
+    int rc = 0;
+    for (size_t s = 1; s < seg->sym->nstacks && rc == 0; s++) {
+        if (c->acc[s] == 0) continue;
+        uint32_t out = symtab_import_stack(r->sym, &m, (uint32_t)s);
+        if (out == SYM_NONE || ensure_self(r)) {
+            rc = -1;
+            break;
+        }
+        r->self[out] += c->acc[s];
+    }
+    symtab_remap_destroy(&m);
+    return rc;
+}
+
+static int merge_segment(scan_ctx_t *c, const segment_t *seg) {
+    merge_result_t *r = c->r;
+    int touched = 0;
+    if (c->q->want_stacks) {
+        if (vec_reserve(&c->acc, &c->acc_cap, seg->sym->nstacks, sizeof *c->acc)) return -1;
+        memset(c->acc, 0, seg->sym->nstacks * sizeof *c->acc);
+    }
+    for (size_t i = 0; i < seg->nprofiles; i++) {
+        const seg_profile_t *p = &seg->profiles[i];
+        if (!row_selected(c, p)) continue;
+        double w = 1;
+        if (r->gauge) {
+            uint32_t *n = countmap_slot(&c->per_series, p->series);
+            if (!n) return -1;
+            w = 1.0 / *n;
+        }
+        r->profiles++;
+        r->total += (double)p->total * w;
+        if (r->nbuckets) {
+            double bw = 1;
+            if (r->gauge) {
+                uint32_t *n = countmap_slot(&c->per_bucket, (uint64_t)p->series << 24 | bucket_of(c, p->time_ns));
+                if (!n) return -1;
+                bw = 1.0 / *n;
+            }
+            r->timeline[bucket_of(c, p->time_ns)] += (double)p->total * bw;
+        }
+        if (!c->q->want_stacks) continue;
+        touched = 1;
+        for (uint32_t j = 0; j < p->nsamples; j++) c->acc[seg->stacks[p->first + j]] += (double)seg->values[p->first + j] * w;
+    }
+    return touched ? fold_segment(c, seg) : 0;
+}
+
+static int scan_one(void *ctx, const segment_t *seg) {
+    scan_ctx_t *c = ctx;
+    int rc = c->pass == 1 ? count_segment(c, seg) : merge_segment(c, seg);
+    if (rc) c->oom = 1;
+    return rc;
+}
+
+static int init_result(const merge_query_t *q, merge_result_t *r, hr_err_t *err) {
+    memset(r, 0, sizeof *r);
+    if (!q->sel->profile_type)
+        return hr_fail(err, HR_EINVAL, "the query must name a profile type, e.g. "
+                                       "process_cpu:cpu:nanoseconds:cpu:nanoseconds{service_name=\"api\"}");
+    snprintf(r->type_id, sizeof r->type_id, "%s", q->sel->profile_type);
+    if (ptype_split(r->type_id, &r->type)) return hr_fail(err, HR_EINVAL, "bad profile type %s", r->type_id);
+    r->gauge = ptype_is_gauge(&r->type);
+    if (!(r->sym = symtab_new()) || ensure_self(r)) return hr_fail(err, HR_ENOMEM, "out of memory");
+    if (q->step > 0) {
+        r->tl_step = q->step;
+        r->tl_start = q->from - (q->from % q->step + q->step) % q->step; /* snapped to the step */
+        r->nbuckets = (size_t)((q->until - r->tl_start) / q->step) + 1;
+        if (r->nbuckets > 100000) return hr_fail(err, HR_EINVAL, "step too small for the range (over 100000 points)");
+        if (!(r->timeline = calloc(r->nbuckets, sizeof *r->timeline))) return hr_fail(err, HR_ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
+int merge_run(store_t *st, const merge_query_t *q, merge_result_t *r, hr_err_t *err) {
+    if (init_result(q, r, err)) return -1;
+    if (q->until < q->from) return hr_fail(err, HR_EINVAL, "`until` is before `from`");
+    scan_ctx_t c = {.q = q, .r = r};
+    c.bits = merge_select_series(st, q->tenant, q->sel, &c.nbits);
+    if (!c.bits) return hr_fail(err, HR_ENOMEM, "out of memory");
+    int rc = 0;
+    if (r->gauge) {
+        c.pass = 1;
+        rc = store_scan(st, q->tenant, q->from, q->until, scan_one, &c, err);
+    }
+    if (rc == 0) {
+        c.pass = 2;
+        rc = store_scan(st, q->tenant, q->from, q->until, scan_one, &c, err);
+    }
+    if (rc && c.oom) hr_fail(err, HR_ENOMEM, "out of memory during merge");
+    free(c.bits);
+    free(c.acc);
+    free(c.per_series.keys);
+    free(c.per_series.vals);
+    free(c.per_bucket.keys);
+    free(c.per_bucket.vals);
+    if (rc == 0 && ensure_self(r)) rc = hr_fail(err, HR_ENOMEM, "out of memory");
+    return rc;
+}
+
+void merge_result_destroy(merge_result_t *r) {
+    symtab_free(r->sym);
+    free(r->self);
+    free(r->timeline);
+    memset(r, 0, sizeof *r);
+}

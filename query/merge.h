@@ -1,0 +1,50 @@
+/* merge.h - selecting series and merging their samples over a time range.
+ *
+ * A merge walks every segment of the tenant overlapping the range (store_scan),
+ * sums each matching profile's values per stack into a per-segment accumulator,
+ * then copies only the touched stacks into one output symtab (symtab_import_stack),
+ * so the result is itself a deduplicated profile: a stack trie with a self value per
+ * node. Renderers (flamegraph, top, folded, pprof) read that result.
+ *
+ * Gauges (inuse_*, goroutines) are averaged over time per series, then summed
+ * across series, as Pyroscope does: merging 6 heap snapshots of one process gives
+ * its typical heap, not six times it. Everything else is summed. */
+#ifndef HEARTH_MERGE_H
+#define HEARTH_MERGE_H
+
+#include <stdint.h>
+
+#include "common/ptype.h"
+#include "query/selector.h"
+#include "storage/store.h"
+
+typedef struct {
+    const char *tenant;
+    const selector_t *sel; /* must name a profile type */
+    int64_t from, until;   /* ns, inclusive */
+    int64_t step;          /* timeline bucket width in ns; 0 = no timeline */
+    int want_stacks;       /* 0 = totals and timeline only */
+} merge_query_t;
+
+typedef struct {
+    symtab_t *sym;
+    double *self; /* by stack id in sym; nself == sym->nstacks after a merge */
+    size_t nself, self_cap;
+    char type_id[512];
+    ptype_parts_t type;
+    int gauge;
+    uint64_t profiles;
+    double total;
+    double *timeline; /* nbuckets values from tl_start, tl_step apart */
+    size_t nbuckets;
+    int64_t tl_start, tl_step;
+} merge_result_t;
+
+int merge_run(store_t *st, const merge_query_t *q, merge_result_t *out, hr_err_t *err);
+void merge_result_destroy(merge_result_t *r);
+
+/* Marks the series of tenant selected by sel in a bitmap (one byte per series id,
+ * caller frees). *n receives its length. */
+uint8_t *merge_select_series(store_t *st, const char *tenant, const selector_t *sel, uint32_t *n);
+
+#endif

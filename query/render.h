@@ -1,0 +1,34 @@
+/* render.h - the output formats of a merged profile.
+ *
+ * All renderers append to a buf_t and read a tree (tree.h) or the merge result
+ * itself; none of them changes the merged data.
+ *   flamegraph: Pyroscope's flamebearer JSON (levels of [x delta, total, self,
+ *               name index], see README), with metadata and timeline
+ *   top:        functions by self value, with totals counted once per stack
+ *   folded:     `root;...;leaf value` lines
+ *   pprof:      a gzipped profile.proto that go tool pprof opens
+ *   timeseries: totals per step */
+#ifndef HEARTH_RENDER_H
+#define HEARTH_RENDER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/buf.h"
+#include "query/merge.h"
+#include "query/tree.h"
+
+#define RENDER_DEFAULT_MAX_NODES 8192
+
+/* Writes the flamebearer document. max_nodes 0 = no trimming. */
+int render_flamegraph(const tree_t *t, const merge_result_t *r, size_t max_nodes, buf_t *out);
+/* Writes {"functions":[{"name","self","total"}...],"total":N,"unit":U,...}. */
+int render_top(const tree_t *t, const merge_result_t *r, size_t limit, buf_t *out);
+int render_folded(const tree_t *t, buf_t *out);
+int render_pprof(const merge_result_t *r, int64_t from, int64_t until, buf_t *out, hr_err_t *err);
+void render_timeseries(const merge_result_t *r, buf_t *out);
+
+/* Shared by flamegraph and timeseries: the metadata object for r. */
+void render_metadata(const merge_result_t *r, buf_t *out);
+
+#endif

@@ -1,0 +1,208 @@
+/* selector.c - see selector.h. */
+#include "query/selector.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/ptype.h"
+#include "common/vec.h"
+
+typedef struct {
+    const char *s, *p;
+    hr_err_t *err;
+} lexer_t;
+
+static void skip_ws(lexer_t *l) {
+    while (isspace((unsigned char)*l->p)) l->p++;
+}
+
+static int fail_at(lexer_t *l, const char *what) {
+    return hr_fail(l->err, HR_EINVAL, "bad selector at offset %ld: %s (in `%s`)", (long)(l->p - l->s), what, l->s);
+}
+
+static char *read_quoted(lexer_t *l) {
+    char q = *l->p++;
+    size_t cap = 64, n = 0;
+    char *out = malloc(cap);
+    if (!out) return NULL;
+    while (*l->p && *l->p != q) {
+        char c = *l->p++;
+        if (c == '\\' && *l->p) {
+            c = *l->p++;
+            if (c == 'n') c = '\n';
+            else if (c == 't') c = '\t';
+        }
+        if (n + 2 > cap) {
+            char *t = realloc(out, cap *= 2);
+            if (!t) {
+                free(out);
+                return NULL;
+            }
+            out = t;
+        }
+        out[n++] = c;
+    }
+    if (*l->p != q) {
+        free(out);
+        fail_at(l, "unterminated string");
+        return NULL;
+    }
+    l->p++;
+    out[n] = 0;
+    return out;
+}
+
+static char *read_bare(lexer_t *l) {
+    const char *b = l->p;
+    while (*l->p && *l->p != ',' && *l->p != '}') l->p++;
+    const char *e = l->p;
+    while (e > b && isspace((unsigned char)e[-1])) e--;
+    return strndup(b, (size_t)(e - b));
+}
+
+static int add_matcher(selector_t *sel, char *name, char *value, match_op_t op, hr_err_t *err) {
+    if (VEC_RESERVE(sel->m, sel->cap, sel->n + 1)) {
+        free(name);
+        free(value);
+        return hr_fail(err, HR_ENOMEM, "out of memory");
+    }
+    matcher_t *m = &sel->m[sel->n++];
+    memset(m, 0, sizeof *m);
+    m->name = name;
+    m->value = value;
+    m->op = op;
+    if (op == MATCH_RE || op == MATCH_NRE) {
+        size_t n = strlen(value) + 8;
+        char *anchored = malloc(n);
+        if (!anchored) return hr_fail(err, HR_ENOMEM, "out of memory");
+        snprintf(anchored, n, "^(%s)$", value);
+        int rc = regcomp(&m->re, anchored, REG_EXTENDED | REG_NOSUB);
+        free(anchored);
+        if (rc != 0) {
+            m->op = MATCH_EQ; /* nothing compiled: destroy must not regfree */
+            return hr_fail(err, HR_EINVAL, "bad regular expression `%s` for label %s", value, name);
+        }
+    }
+    return 0;
+}
+
+static int parse_matcher(lexer_t *l, selector_t *sel) {
+    skip_ws(l);
+    const char *nb = l->p;
+    while (isalnum((unsigned char)*l->p) || *l->p == '_' || *l->p == '.') l->p++;
+    if (l->p == nb) return fail_at(l, "expected a label name");
+    char *name = strndup(nb, (size_t)(l->p - nb));
+    skip_ws(l);
+    match_op_t op;
+    if (!strncmp(l->p, "=~", 2)) op = MATCH_RE, l->p += 2;
+    else if (!strncmp(l->p, "!~", 2)) op = MATCH_NRE, l->p += 2;
+    else if (!strncmp(l->p, "!=", 2)) op = MATCH_NEQ, l->p += 2;
+    else if (*l->p == '=') op = MATCH_EQ, l->p++;
+    else {
+        free(name);
+        return fail_at(l, "expected one of = != =~ !~");
+    }
+    skip_ws(l);
+    char *value = (*l->p == '"' || *l->p == '\'') ? read_quoted(l) : read_bare(l);
+    if (!value || !name) {
+        free(name);
+        free(value);
+        return l->err && l->err->code ? -1 : hr_fail(l->err, HR_ENOMEM, "out of memory");
+    }
+    return add_matcher(sel, name, value, op, l->err);
+}
+
+/* A legacy Pyroscope name `app.cpu`: service_name plus the suffix's type. */
+static int legacy_type(selector_t *sel, const char *name, hr_err_t *err) {
+    const char *dot = strrchr(name, '.');
+    const char *type = dot ? ptype_from_suffix(dot + 1) : NULL;
+    if (!type)
+        return hr_fail(err, HR_EINVAL, "unknown profile type `%s`: use a type id such as "
+                                       "process_cpu:cpu:nanoseconds:cpu:nanoseconds, or app.cpu", name);
+    sel->profile_type = strdup(type);
+    return add_matcher(sel, strdup("service_name"), strndup(name, (size_t)(dot - name)), MATCH_EQ, err);
+}
+
+int selector_parse(const char *s, selector_t *sel, hr_err_t *err) {
+    memset(sel, 0, sizeof *sel);
+    if (!s) s = "";
+    lexer_t l = {s, s, err};
+    skip_ws(&l);
+    const char *tb = l.p;
+    while (*l.p && *l.p != '{' && !isspace((unsigned char)*l.p)) l.p++;
+    if (l.p > tb) {
+        char *t = strndup(tb, (size_t)(l.p - tb));
+        if (!t) return hr_fail(err, HR_ENOMEM, "out of memory");
+        ptype_parts_t parts;
+        int rc = 0;
+        if (strchr(t, ':')) {
+            if (ptype_split(t, &parts)) rc = hr_fail(err, HR_EINVAL, "bad profile type `%s`: want "
+                                                     "name:sample_type:sample_unit:period_type:period_unit", t);
+            else sel->profile_type = t, t = NULL;
+        } else {
+            rc = legacy_type(sel, t, err);
+        }
+        free(t);
+        if (rc) return -1;
+    }
+    skip_ws(&l);
+    if (!*l.p) return 0;
+    if (*l.p != '{') return fail_at(&l, "expected '{'");
+    l.p++;
+    skip_ws(&l);
+    while (*l.p != '}') {
+        if (parse_matcher(&l, sel)) return -1;
+        skip_ws(&l);
+        if (*l.p == ',') {
+            l.p++;
+            skip_ws(&l);
+            continue;
+        }
+        if (*l.p != '}') return fail_at(&l, "expected ',' or '}'");
+    }
+    l.p++;
+    skip_ws(&l);
+    if (*l.p) return fail_at(&l, "unexpected text after '}'");
+    return 0;
+}
+
+void selector_destroy(selector_t *sel) {
+    for (size_t i = 0; i < sel->n; i++) {
+        if (sel->m[i].op == MATCH_RE || sel->m[i].op == MATCH_NRE) regfree(&sel->m[i].re);
+        free(sel->m[i].name);
+        free(sel->m[i].value);
+    }
+    free(sel->m);
+    free(sel->profile_type);
+    memset(sel, 0, sizeof *sel);
+}
+
+static int match_one(const matcher_t *m, const char *v) {
+    if (!v) v = ""; /* an absent label matches as the empty string, as in PromQL */
+    switch (m->op) {
+    case MATCH_EQ: return strcmp(v, m->value) == 0;
+    case MATCH_NEQ: return strcmp(v, m->value) != 0;
+    case MATCH_RE: return regexec(&m->re, v, 0, NULL, 0) == 0;
+    case MATCH_NRE: return regexec(&m->re, v, 0, NULL, 0) != 0;
+    }
+    return 0;
+}
+
+int selector_matches(const selector_t *sel, const char *ptype, const labels_t *labels) {
+    if (sel->profile_type && strcmp(sel->profile_type, ptype)) return 0;
+    for (size_t i = 0; i < sel->n; i++) {
+        const matcher_t *m = &sel->m[i];
+        const char *v;
+        char name[128];
+        if (!strcmp(m->name, "__profile_type__")) v = ptype;
+        else if (!strcmp(m->name, "__name__")) {
+            size_t k = strcspn(ptype, ":");
+            snprintf(name, sizeof name, "%.*s", (int)k, ptype);
+            v = name;
+        } else v = labels_get(labels, m->name);
+        if (!match_one(m, v)) return 0;
+    }
+    return 1;
+}

@@ -1,0 +1,40 @@
+/* selector.h - series selectors, as in Parca and Prometheus:
+ *
+ *   PROFILE_TYPE{label="v", label!="v", label=~"re", label!~"re"}
+ *
+ * PROFILE_TYPE is a full type id (process_cpu:cpu:nanoseconds:cpu:nanoseconds) and
+ * may be omitted (`{service_name="api"}`). For Pyroscope compatibility a legacy
+ * `app.cpu{...}` is read as service_name="app" plus the type its suffix names.
+ * Regexes are POSIX extended and anchored at both ends, like PromQL's. Values are
+ * quoted with " or ' (backslash escapes) or, as in Pyroscope names, bare. The
+ * pseudo-labels __profile_type__ and __name__ match the type id and its first part. */
+#ifndef HEARTH_SELECTOR_H
+#define HEARTH_SELECTOR_H
+
+#include <regex.h>
+#include <stddef.h>
+
+#include "common/err.h"
+#include "storage/labels.h"
+
+typedef enum { MATCH_EQ, MATCH_NEQ, MATCH_RE, MATCH_NRE } match_op_t;
+
+typedef struct {
+    char *name, *value;
+    match_op_t op;
+    regex_t re;
+} matcher_t;
+
+typedef struct {
+    char *profile_type; /* NULL when the selector names none */
+    matcher_t *m;
+    size_t n, cap;
+} selector_t;
+
+/* Parses s into out (which the caller destroys, also after a failure). */
+int selector_parse(const char *s, selector_t *out, hr_err_t *err);
+void selector_destroy(selector_t *sel);
+/* 1 when a series of this type and labels is selected. */
+int selector_matches(const selector_t *sel, const char *profile_type, const labels_t *labels);
+
+#endif

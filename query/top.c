@@ -1,0 +1,102 @@
+/* top.c - the top table and folded text.
+ *
+ * A function's self is the sum of self over its nodes; its total counts each
+ * sample once even under recursion (a node adds its total only when no ancestor
+ * has the same name), which is what go tool pprof's `cum` column means. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/jsonw.h"
+#include "query/render.h"
+
+typedef struct {
+    const tree_t *t;
+    int64_t *self, *total;
+    uint32_t *onpath;
+} top_t;
+
+static int top_visit(void *ctx, uint32_t node, size_t depth, int enter) {
+    (void)depth;
+    top_t *c = ctx;
+    if (node == 0) return 1;
+    const tree_node_t *n = &c->t->n[node];
+    if (enter) {
+        c->self[n->name] += n->self;
+        if (c->onpath[n->name]++ == 0) c->total[n->name] += n->total;
+    } else {
+        c->onpath[n->name]--;
+    }
+    return 1;
+}
+
+typedef struct {
+    const top_t *c;
+} sort_ctx_t;
+
+static int cmp_fn(const void *a, const void *b, void *ctx) {
+    const top_t *c = ctx;
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    if (c->self[x] != c->self[y]) return c->self[x] > c->self[y] ? -1 : 1;
+    return strcmp(symtab_str(c->t->sym, x), symtab_str(c->t->sym, y));
+}
+
+int render_top(const tree_t *t, const merge_result_t *r, size_t limit, buf_t *out) {
+    size_t ns = t->sym->nstrings;
+    top_t c = {t, calloc(ns, sizeof(int64_t)), calloc(ns, sizeof(int64_t)), calloc(ns, sizeof(uint32_t))};
+    uint32_t *ids = malloc(ns * sizeof *ids);
+    int rc = -1;
+    if (!c.self || !c.total || !c.onpath || !ids || tree_walk(t, top_visit, &c)) goto out;
+    size_t n = 0;
+    for (size_t i = 0; i < ns; i++)
+        if (c.total[i] || c.self[i]) ids[n++] = (uint32_t)i;
+    qsort_r(ids, n, sizeof *ids, cmp_fn, &c);
+    if (limit && n > limit) n = limit;
+    buf_printf(out, "{\"functions\":[");
+    for (size_t i = 0; i < n; i++) {
+        buf_printf(out, "%s{\"name\":", i ? "," : "");
+        jsonw_str(out, symtab_str(t->sym, ids[i]));
+        buf_printf(out, ",\"self\":%lld,\"total\":%lld}", (long long)c.self[ids[i]], (long long)c.total[ids[i]]);
+    }
+    buf_printf(out, "],\"total\":%lld,\"unit\":", (long long)t->n[0].total);
+    jsonw_str(out, r->type.sample_unit);
+    buf_printf(out, ",\"profileType\":");
+    jsonw_str(out, r->type_id);
+    buf_printf(out, ",\"aggregation\":\"%s\",\"profiles\":%llu}", r->gauge ? "average" : "sum",
+               (unsigned long long)r->profiles);
+    rc = out->oom ? -1 : 0;
+out:
+    free(c.self);
+    free(c.total);
+    free(c.onpath);
+    free(ids);
+    return rc;
+}
+
+typedef struct {
+    const tree_t *t;
+    uint32_t *path;
+    buf_t *out;
+} folded_t;
+
+static int folded_visit(void *ctx, uint32_t node, size_t depth, int enter) {
+    folded_t *f = ctx;
+    if (!enter) return 1;
+    f->path[depth] = node;
+    const tree_node_t *n = &f->t->n[node];
+    if (node == 0 || n->self == 0) return 1;
+    for (size_t i = 1; i <= depth; i++) {
+        if (i > 1) buf_putc(f->out, ';');
+        const char *s = tree_name(f->t, f->path[i]);
+        buf_append(f->out, s, strlen(s));
+    }
+    buf_printf(f->out, " %lld\n", (long long)n->self);
+    return 1;
+}
+
+int render_folded(const tree_t *t, buf_t *out) {
+    folded_t f = {t, malloc((t->len + 1) * sizeof(uint32_t)), out};
+    if (!f.path) return -1;
+    int rc = tree_walk(t, folded_visit, &f);
+    free(f.path);
+    return rc || out->oom ? -1 : 0;
+}

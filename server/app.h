@@ -1,0 +1,40 @@
+/* app.h - the running server: configuration, store, metrics, readiness.
+ *
+ * One app_t exists per process, created by main and passed to every handler (no
+ * globals). Handlers are split by concern: ingest_api.c (writes), query_api.c
+ * (reads), static.c (web UI files), routes.c (dispatch). */
+#ifndef HEARTH_APP_H
+#define HEARTH_APP_H
+
+#include <stdatomic.h>
+
+#include "ingest/request.h"
+#include "server/config.h"
+#include "server/http.h"
+#include "server/metrics.h"
+#include "storage/store.h"
+
+#define APP_TENANT "anonymous" /* single-tenant until multitenancy lands */
+
+typedef struct {
+    config_t cfg;
+    store_t *store;
+    metrics_t metrics;
+    ingest_limits_t limits;
+    atomic_int ready;
+} app_t;
+
+void app_route(void *app, http_req_t *req, http_resp_t *resp);
+
+void api_ingest(app_t *a, http_req_t *req, http_resp_t *resp);
+void api_query(app_t *a, http_req_t *req, http_resp_t *resp);
+void api_timeseries(app_t *a, http_req_t *req, http_resp_t *resp);
+void api_series(app_t *a, http_req_t *req, http_resp_t *resp);
+void api_profile_types(app_t *a, http_req_t *req, http_resp_t *resp);
+void api_labels(app_t *a, http_req_t *req, http_resp_t *resp, const char *name);
+void api_pyroscope_render(app_t *a, http_req_t *req, http_resp_t *resp);
+void api_pyroscope_label_values(app_t *a, http_req_t *req, http_resp_t *resp);
+void api_pyroscope_labels(app_t *a, http_req_t *req, http_resp_t *resp);
+void static_serve(app_t *a, http_req_t *req, http_resp_t *resp);
+
+#endif

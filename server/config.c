@@ -1,0 +1,158 @@
+/* config.c - see config.h. */
+#include "server/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/timeparse.h"
+
+typedef enum { T_STR, T_SIZE, T_DURATION, T_INT, T_FSYNC, T_LEVEL } opt_type_t;
+
+typedef struct {
+    const char *name, *def, *help;
+    opt_type_t type;
+    size_t offset, len;
+} opt_t;
+
+#define O(field) offsetof(config_t, field), sizeof(((config_t *)0)->field)
+static const opt_t OPTS[] = {
+    {"listen", "127.0.0.1:4040", "address and port to serve HTTP on", T_STR, O(listen)},
+    {"data-dir", "./data", "directory for the WAL, blocks and index.db", T_STR, O(data_dir)},
+    {"web-dir", "", "directory of the web UI files (default: web/ beside the binary)", T_STR, O(web_dir)},
+    {"wal-fsync", "always", "always: fsync the WAL before acknowledging an ingest; none: leave it to the OS", T_FSYNC, O(wal_fsync)},
+    {"max-body-bytes", "16MiB", "largest accepted request body", T_SIZE, O(max_body_bytes)},
+    {"max-decompressed-bytes", "128MiB", "largest accepted profile after gunzip (gzip-bomb guard)", T_SIZE, O(max_decompressed_bytes)},
+    {"max-samples", "2000000", "most samples accepted in one profile", T_SIZE, O(max_samples)},
+    {"max-labels", "64", "most labels on one series", T_SIZE, O(max_labels)},
+    {"head-max-bytes", "256MiB", "cut the in-memory head into a block past this size", T_SIZE, O(head_max_bytes)},
+    {"block-duration", "1h", "cut the head into a block when it is older than this", T_DURATION, O(block_duration_ns)},
+    {"block-cache-bytes", "1GiB", "decoded blocks kept in memory for queries", T_SIZE, O(block_cache_bytes)},
+    {"zstd-level", "3", "zstd compression level of blocks (1-19)", T_INT, O(zstd_level)},
+    {"max-connections", "1024", "concurrent HTTP connections", T_INT, O(max_connections)},
+    {"log-level", "info", "debug, info, warn or error", T_LEVEL, O(log_level)},
+};
+#define NOPTS (sizeof OPTS / sizeof *OPTS)
+
+static int parse_size(const char *s, size_t *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || v < 0) return -1;
+    double mul = 1;
+    if (!strcasecmp(end, "k") || !strcasecmp(end, "kib") || !strcasecmp(end, "kb")) mul = 1024.0;
+    else if (!strcasecmp(end, "m") || !strcasecmp(end, "mib") || !strcasecmp(end, "mb")) mul = 1024.0 * 1024;
+    else if (!strcasecmp(end, "g") || !strcasecmp(end, "gib") || !strcasecmp(end, "gb")) mul = 1024.0 * 1024 * 1024;
+    else if (*end) return -1;
+    *out = (size_t)(v * mul);
+    return 0;
+}
+
+static int set_opt(config_t *c, const opt_t *o, const char *v, FILE *err) {
+    char *field = (char *)c + o->offset;
+    size_t sz;
+    int64_t d;
+    long n;
+    char *end;
+    switch (o->type) {
+    case T_STR:
+        if (strlen(v) >= o->len) goto bad;
+        memcpy(field, v, strlen(v) + 1);
+        return 0;
+    case T_SIZE:
+        if (parse_size(v, &sz)) goto bad;
+        *(size_t *)(void *)field = sz;
+        return 0;
+    case T_DURATION:
+        if (duration_parse(v, &d) || d <= 0) goto bad;
+        *(int64_t *)(void *)field = d;
+        return 0;
+    case T_INT:
+        n = strtol(v, &end, 10);
+        if (*end || n <= 0 || n > INT_MAX) goto bad;
+        if (o->len == sizeof(int)) *(int *)(void *)field = (int)n;
+        else *(unsigned *)(void *)field = (unsigned)n;
+        return 0;
+    case T_FSYNC:
+        if (!strcmp(v, "always")) c->wal_fsync = WAL_FSYNC_ALWAYS;
+        else if (!strcmp(v, "none")) c->wal_fsync = WAL_FSYNC_NONE;
+        else goto bad;
+        return 0;
+    case T_LEVEL:
+        if (log_parse_level(v, &c->log_level)) goto bad;
+        return 0;
+    }
+bad:
+    fprintf(err, "hearth: invalid value `%s` for --%s (%s)\n", v, o->name, o->help);
+    return -1;
+}
+
+static void env_name(const opt_t *o, char *out, size_t n) {
+    size_t k = (size_t)snprintf(out, n, "HEARTH_");
+    for (const char *p = o->name; *p && k + 1 < n; p++) out[k++] = *p == '-' ? '_' : (char)toupper((unsigned char)*p);
+    out[k] = 0;
+}
+
+void config_usage(FILE *out) {
+    fprintf(out,
+            "Usage: hearth [serve] [flags]\n\n"
+            "Hearth stores continuous-profiling data: agents push pprof or folded stacks to\n"
+            "/ingest (Pyroscope's protocol); the API and web UI query them.\n\n"
+            "Flags (each also read from the environment variable shown):\n");
+    for (size_t i = 0; i < NOPTS; i++) {
+        char env[64];
+        env_name(&OPTS[i], env, sizeof env);
+        fprintf(out, "  --%-24s %s\n  %-26s default: %s; env %s\n", OPTS[i].name, OPTS[i].help, "",
+                OPTS[i].def[0] ? OPTS[i].def : "(none)", env);
+    }
+    fprintf(out, "  --%-24s show this help\n\nExample:\n  hearth --listen 0.0.0.0:4040 --data-dir /var/lib/hearth\n", "help");
+}
+
+int config_load(config_t *c, int argc, char **argv, FILE *err) {
+    memset(c, 0, sizeof *c);
+    for (size_t i = 0; i < NOPTS; i++)
+        if (OPTS[i].def[0] && set_opt(c, &OPTS[i], OPTS[i].def, err)) return -1;
+    for (size_t i = 0; i < NOPTS; i++) {
+        char env[64];
+        env_name(&OPTS[i], env, sizeof env);
+        const char *v = getenv(env);
+        if (v && set_opt(c, &OPTS[i], v, err)) return -1;
+    }
+    int i = 1;
+    if (i < argc && !strcmp(argv[i], "serve")) i++;
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            config_usage(stdout);
+            return 1;
+        }
+        if (strncmp(a, "--", 2)) {
+            fprintf(err, "hearth: unexpected argument `%s` (see hearth --help)\n", a);
+            return -1;
+        }
+        const char *eq = strchr(a, '=');
+        size_t nl = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+        const opt_t *o = NULL;
+        for (size_t k = 0; k < NOPTS; k++)
+            if (strlen(OPTS[k].name) == nl && !strncmp(OPTS[k].name, a + 2, nl)) o = &OPTS[k];
+        if (!o) {
+            fprintf(err, "hearth: unknown flag `%s` (see hearth --help)\n", a);
+            return -1;
+        }
+        const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+        if (!v) {
+            fprintf(err, "hearth: flag --%s needs a value\n", o->name);
+            return -1;
+        }
+        if (set_opt(c, o, v, err)) return -1;
+    }
+    if (c->zstd_level > 19) {
+        fprintf(err, "hearth: --zstd-level must be 1-19\n");
+        return -1;
+    }
+    return 0;
+}

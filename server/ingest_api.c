@@ -1,0 +1,102 @@
+/* ingest_api.c - POST /ingest, Pyroscope's legacy push protocol.
+ *
+ * Parameters: name (app.type{k=v}), from, until, format, sampleRate, spyName,
+ * units, aggregationType. The body is raw (pprof, gzipped or not; folded text) or
+ * multipart/form-data with `profile` (+ `sample_type_config`). The request is
+ * decoded completely before anything is stored, so bad input never reaches the
+ * WAL; the reply comes only after the WAL record is durable. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/timeparse.h"
+#include "server/app.h"
+
+static int parse_time_arg(http_req_t *req, const char *name, int64_t now, int *has, int64_t *out, http_resp_t *resp) {
+    const char *v = http_arg(req, name);
+    *has = v && *v;
+    if (!*has) return 0;
+    if (time_parse(v, now, out) == 0) return 0;
+    http_error(resp, 400, "bad `%s` time `%s`: use unix seconds/ms/us/ns, RFC 3339 or now-1h", name, v);
+    return -1;
+}
+
+static int64_t sample_rate_arg(http_req_t *req) {
+    const char *v = http_arg(req, "sampleRate");
+    if (!v) return 100;
+    char *end;
+    long long n = strtoll(v, &end, 10);
+    return (*end || n < 0) ? 100 : n; /* Pyroscope falls back to 100; 0 is kept */
+}
+
+/* Picks the body and format as Pyroscope does. Returns 0, or -1 with resp set. */
+static int choose_body(http_req_t *req, ingest_request_t *r, http_resp_t *resp) {
+    const char *fmt = http_arg(req, "format");
+    if (req->multipart) {
+        if (req->multipart < 0) return http_error(resp, 400, "malformed multipart/form-data body"), -1;
+        if (http_field(req, "prev_profile"))
+            return http_error(resp, 422, "unsupported client version: `prev_profile` (cumulative profiles) is not "
+                                         "accepted, as in Pyroscope; send delta profiles"), -1;
+        const http_field_t *p = http_field(req, "profile");
+        if (!p) return http_error(resp, 400, "multipart body has no `profile` field"), -1;
+        r->format = INGEST_PPROF;
+        r->body = p->data.data;
+        r->body_len = p->data.len;
+        const http_field_t *c = http_field(req, "sample_type_config");
+        if (c && c->data.len) {
+            buf_putc((buf_t *)&c->data, 0); /* NUL-terminate in place */
+            r->sample_type_config = (const char *)c->data.data;
+        }
+        return 0;
+    }
+    r->body = req->body.data;
+    r->body_len = req->body.len;
+    if (!fmt || !strcmp(fmt, "folded") || !strcmp(fmt, "groups") || !strcmp(fmt, "collapsed")) r->format = INGEST_FOLDED;
+    else if (!strcmp(fmt, "pprof")) r->format = INGEST_PPROF;
+    else if (!strcmp(fmt, "lines")) r->format = INGEST_LINES;
+    else if (!strcmp(fmt, "trie") || !strcmp(fmt, "tree") || !strcmp(fmt, "jfr") || !strcmp(fmt, "speedscope"))
+        return http_error(resp, 422, "format `%s` is not supported by Hearth yet (use pprof, folded or lines)", fmt), -1;
+    else r->format = INGEST_FOLDED; /* Pyroscope reads any other format as folded */
+    return 0;
+}
+
+void api_ingest(app_t *a, http_req_t *req, http_resp_t *resp) {
+    if (strcmp(req->method, "POST")) return http_error(resp, 405, "use POST for /ingest");
+    if (!atomic_load(&a->ready)) return http_error(resp, 503, "starting up: WAL replay in progress");
+    if (req->body_too_big) {
+        metrics_ingest_error(&a->metrics, HR_ETOOBIG);
+        return http_error(resp, 413, "request body exceeds the limit of %zu bytes (--max-body-bytes)", a->cfg.max_body_bytes);
+    }
+    ingest_request_t r = {.tenant = APP_TENANT, .name = http_arg(req, "name"), .spy_name = http_arg(req, "spyName")};
+    r.received_ns = time_now_ns();
+    r.sample_rate = sample_rate_arg(req);
+    if (parse_time_arg(req, "from", r.received_ns, &r.has_from, &r.from_ns, resp) ||
+        parse_time_arg(req, "until", r.received_ns, &r.has_until, &r.until_ns, resp) || choose_body(req, &r, resp)) {
+        metrics_ingest_error(&a->metrics, hr_code_of_status(resp->status));
+        return;
+    }
+    if (!r.body_len && r.format == INGEST_PPROF) {
+        metrics_ingest_error(&a->metrics, HR_EUNPROC);
+        return http_error(resp, 422, "empty profile: the body holds no pprof data");
+    }
+    hr_err_t err = {0};
+    batch_t b;
+    if (batch_init(&b)) return http_error(resp, 500, "out of memory");
+    buf_t rec;
+    buf_init(&rec);
+    int rc = ingest_to_batch(&r, &a->limits, &b, &err);
+    if (rc == 0) {
+        ingest_request_encode(&r, &rec);
+        rc = rec.oom ? hr_fail(&err, HR_ENOMEM, "out of memory") : store_ingest(a->store, r.tenant, rec.data, rec.len, &b, &err);
+    }
+    if (rc == 0) {
+        metrics_ingest_ok(&a->metrics, req->body.len, b.n, batch_samples(&b));
+        http_reply_text(resp, 200, "application/json", "");
+    } else {
+        metrics_ingest_error(&a->metrics, err.code);
+        if (err.code == HR_EIO) log_error("ingest.storage_failed", "err=\"%s\"", err.msg);
+        http_error_from(resp, &err);
+    }
+    buf_free(&rec);
+    batch_destroy(&b);
+}

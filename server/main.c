@@ -1,0 +1,138 @@
+/* main.c - process lifecycle: configure, open the store, replay the WAL, serve,
+ * cut blocks in the background, and shut down cleanly on SIGINT/SIGTERM (stop
+ * accepting, finish in-flight requests, flush the head into a block). */
+#include <errno.h>
+#include <libgen.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "server/app.h"
+
+#define HEARTH_VERSION "0.1.0"
+
+static int replay_one(void *ctx, const uint8_t *p, size_t n) {
+    app_t *a = ctx;
+    ingest_request_t r;
+    hr_err_t err = {0};
+    batch_t b;
+    if (ingest_request_decode(p, n, &r, &err)) {
+        log_warn("wal.bad_record", "err=\"%s\"", err.msg);
+        return -1;
+    }
+    if (batch_init(&b)) return -1;
+    int rc = ingest_to_batch(&r, &a->limits, &b, &err);
+    if (rc == 0) rc = store_apply(a->store, r.tenant, &b, &err);
+    if (rc) log_warn("wal.replay_failed", "err=\"%s\"", err.msg);
+    batch_destroy(&b);
+    return rc;
+}
+
+typedef struct {
+    app_t *app;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int stop;
+} cutter_t;
+
+/* Checks the head limits every few seconds and cuts blocks when they are due. */
+static void *cutter_main(void *arg) {
+    cutter_t *c = arg;
+    pthread_mutex_lock(&c->mu);
+    while (!c->stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += 2;
+        pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+        if (c->stop) break;
+        pthread_mutex_unlock(&c->mu);
+        hr_err_t err = {0};
+        if (store_maybe_cut(c->app->store, &err) < 0) log_error("head.cut_failed", "err=\"%s\"", err.msg);
+        pthread_mutex_lock(&c->mu);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+static void default_web_dir(config_t *cfg, const char *argv0) {
+    if (cfg->web_dir[0]) return;
+    char exe[2048];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) snprintf(exe, sizeof exe, "%s", argv0);
+    else exe[n] = 0;
+    snprintf(cfg->web_dir, sizeof cfg->web_dir, "%s/web", dirname(exe));
+}
+
+static int serve(app_t *a) {
+    store_config_t sc = {a->cfg.data_dir, a->cfg.wal_fsync, a->cfg.head_max_bytes, a->cfg.block_duration_ns,
+                         a->cfg.zstd_level, a->cfg.block_cache_bytes};
+    a->limits = (ingest_limits_t){a->cfg.max_decompressed_bytes, a->cfg.max_samples, a->cfg.max_labels};
+    hr_err_t err = {0};
+    if (!(a->store = store_open(&sc, &err))) {
+        fprintf(stderr, "hearth: cannot open data dir %s: %s\n", a->cfg.data_dir, err.msg);
+        return 1;
+    }
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL); /* every thread inherits this; main waits */
+    signal(SIGPIPE, SIG_IGN);
+    http_server_t *http = http_start(a->cfg.listen, a->cfg.max_connections, a->cfg.max_body_bytes, app_route, a, &err);
+    if (!http) {
+        fprintf(stderr, "hearth: %s\n", err.msg);
+        store_close(a->store);
+        return 1;
+    }
+    log_info("server.listening", "addr=%s data_dir=%s version=%s", a->cfg.listen, a->cfg.data_dir, HEARTH_VERSION);
+    size_t records, skipped;
+    int64_t t0 = time(NULL);
+    if (store_replay(a->store, replay_one, a, &records, &skipped, &err)) {
+        fprintf(stderr, "hearth: WAL replay failed: %s\n", err.msg);
+        http_stop(http);
+        store_close(a->store);
+        return 1;
+    }
+    a->metrics.wal_replayed = records;
+    a->metrics.wal_replay_skipped = skipped;
+    log_info("wal.replayed", "records=%zu skipped=%zu seconds=%lld", records, skipped, (long long)(time(NULL) - t0));
+    atomic_store(&a->ready, 1);
+    cutter_t cut = {.app = a, .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    pthread_t th;
+    pthread_create(&th, NULL, cutter_main, &cut);
+    int sig;
+    sigwait(&sigs, &sig);
+    log_info("server.stopping", "signal=%d", sig);
+    pthread_mutex_lock(&cut.mu);
+    cut.stop = 1;
+    pthread_cond_signal(&cut.cv);
+    pthread_mutex_unlock(&cut.mu);
+    pthread_join(th, NULL);
+    http_stop(http); /* waits for in-flight requests */
+    int rc = 0;
+    if (store_cut(a->store, &err)) {
+        log_error("head.flush_failed", "err=\"%s\" (the WAL still holds the data)", err.msg);
+        rc = 1;
+    }
+    store_close(a->store);
+    log_info("server.stopped", "%s", "");
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version"))) {
+        printf("hearth %s\n", HEARTH_VERSION);
+        return 0;
+    }
+    static app_t app; /* large; lives for the process */
+    int rc = config_load(&app.cfg, argc, argv, stderr);
+    if (rc) return rc > 0 ? 0 : 2;
+    log_set_level(app.cfg.log_level);
+    default_web_dir(&app.cfg, argv[0]);
+    return serve(&app);
+}

@@ -1,0 +1,33 @@
+/* metrics.h - the server's own counters, rendered as Prometheus text at /metrics.
+ *
+ * Counters are atomics bumped on the request path; storage figures (head size,
+ * blocks, series) are read from the store when /metrics is scraped. */
+#ifndef HEARTH_METRICS_H
+#define HEARTH_METRICS_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/buf.h"
+#include "common/err.h"
+#include "storage/store.h"
+
+#define METRICS_NBUCKETS 12
+
+typedef struct {
+    atomic_ullong ingest_requests, ingest_profiles, ingest_bytes, ingest_samples;
+    atomic_ullong ingest_errors[HR_EINTERNAL + 1]; /* by error code */
+    atomic_ullong ingest_too_big;                  /* bodies over --max-body-bytes */
+    atomic_ullong queries, query_errors;
+    atomic_ullong query_buckets[METRICS_NBUCKETS + 1]; /* last = +Inf */
+    atomic_ullong query_sum_us;
+    atomic_ullong wal_replayed, wal_replay_skipped;
+} metrics_t;
+
+void metrics_ingest_ok(metrics_t *m, size_t bytes, size_t profiles, size_t samples);
+void metrics_ingest_error(metrics_t *m, hr_code_t code);
+void metrics_query(metrics_t *m, double seconds, int failed);
+void metrics_render(metrics_t *m, store_t *st, buf_t *out);
+
+#endif

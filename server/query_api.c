@@ -1,0 +1,307 @@
+/* query_api.c - the read endpoints: the /api/v1 family and Pyroscope-compatible routes.
+ *
+ * Every handler parses its parameters (errors are 400 with a message naming the
+ * parameter), runs the query against the store and renders one format. Times
+ * default to the last hour for merges and to "all time" for discovery endpoints. */
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/jsonw.h"
+#include "common/timeparse.h"
+#include "query/catalog.h"
+#include "query/merge.h"
+#include "query/render.h"
+#include "query/tree.h"
+#include "server/app.h"
+
+#define HOUR_NS (3600LL * 1000000000)
+
+typedef struct {
+    int64_t from, until;
+    int ranged; /* from or until was given */
+} range_t;
+
+static int parse_range(http_req_t *req, const char *fk, const char *uk, int64_t def_span, range_t *r,
+                       http_resp_t *resp) {
+    int64_t now = time_now_ns();
+    const char *f = http_arg(req, fk), *u = http_arg(req, uk);
+    r->ranged = (f && *f) || (u && *u);
+    r->until = now;
+    r->from = def_span ? now - def_span : 0;
+    if (u && *u && time_parse(u, now, &r->until))
+        return http_error(resp, 400, "bad `%s` time `%s`: use unix seconds/ms/ns, RFC 3339 or now-1h", uk, u), -1;
+    if (f && *f && time_parse(f, now, &r->from))
+        return http_error(resp, 400, "bad `%s` time `%s`: use unix seconds/ms/ns, RFC 3339 or now-1h", fk, f), -1;
+    if (r->until < r->from) return http_error(resp, 400, "`%s` is before `%s`", uk, fk), -1;
+    return 0;
+}
+
+static int parse_selector(http_req_t *req, const char *key, int required, selector_t *sel, http_resp_t *resp) {
+    const char *q = http_arg(req, key);
+    hr_err_t err = {0};
+    if (required && (!q || !*q))
+        return http_error(resp, 400, "missing `%s`, e.g. %s=process_cpu:cpu:nanoseconds:cpu:nanoseconds{service_name=\"api\"}",
+                          key, key), -1;
+    if (selector_parse(q, sel, &err)) return http_error_from(resp, &err), -1;
+    return 0;
+}
+
+static long long num_arg(http_req_t *req, const char *key, long long def) {
+    const char *v = http_arg(req, key);
+    if (!v || !*v) return def;
+    char *end;
+    long long n = strtoll(v, &end, 10);
+    return *end || n < 0 ? -1 : n;
+}
+
+/* Pyroscope's timeline step: range/1500, at least 15 s, whole seconds. */
+static int64_t auto_step(const range_t *r) {
+    int64_t s = (r->until - r->from) / 1500;
+    if (s < 15000000000LL) s = 15000000000LL;
+    return s / 1000000000 * 1000000000;
+}
+
+static void reply_buf(http_resp_t *resp, const char *ctype, buf_t *b) {
+    if (b->oom) {
+        buf_free(b);
+        return http_error(resp, 500, "out of memory rendering the response");
+    }
+    http_reply(resp, 200, ctype, b);
+}
+
+/* Merges the selection and renders format into resp. */
+static void run_merge(app_t *a, http_req_t *req, http_resp_t *resp, const selector_t *sel, const range_t *r,
+                      const char *format, long long max_nodes) {
+    int64_t t0 = time_now_ns();
+    int is_pprof = !strcmp(format, "pprof"), is_fg = !strcmp(format, "flamegraph") || !strcmp(format, "json");
+    if (!is_pprof && !is_fg && strcmp(format, "top") && strcmp(format, "folded"))
+        return http_error(resp, 400, "unknown format `%s`: use flamegraph, top, folded or pprof", format);
+    merge_query_t q = {APP_TENANT, sel, r->from, r->until, is_fg ? auto_step(r) : 0, 1};
+    merge_result_t m;
+    hr_err_t err = {0};
+    buf_t out;
+    buf_init(&out);
+    tree_t t = {0};
+    int rc = merge_run(a->store, &q, &m, &err);
+    if (rc == 0 && is_pprof) {
+        rc = render_pprof(&m, r->from, r->until, &out, &err);
+    } else if (rc == 0 && (rc = tree_build(&t, &m, &err)) == 0) {
+        long long limit = num_arg(req, "limit", 0);
+        if (is_fg) rc = render_flamegraph(&t, &m, (size_t)max_nodes, &out);
+        else if (!strcmp(format, "top")) rc = render_top(&t, &m, limit > 0 ? (size_t)limit : 0, &out);
+        else rc = render_folded(&t, &out);
+        if (rc) hr_fail(&err, HR_ENOMEM, "out of memory rendering %s", format);
+    }
+    tree_destroy(&t);
+    merge_result_destroy(&m);
+    metrics_query(&a->metrics, (double)(time_now_ns() - t0) / 1e9, rc != 0);
+    if (rc) {
+        buf_free(&out);
+        return http_error_from(resp, &err);
+    }
+    if (is_pprof) {
+        resp->content_disposition = "attachment; filename=\"profile.pb.gz\"";
+        return reply_buf(resp, "application/octet-stream", &out);
+    }
+    reply_buf(resp, strcmp(format, "folded") ? "application/json" : "text/plain; charset=utf-8", &out);
+}
+
+void api_query(app_t *a, http_req_t *req, http_resp_t *resp) {
+    selector_t sel;
+    range_t r;
+    const char *format = http_arg(req, "format");
+    long long max_nodes = num_arg(req, "max_nodes", RENDER_DEFAULT_MAX_NODES);
+    if (max_nodes < 0) return http_error(resp, 400, "`max_nodes` must be a non-negative integer");
+    if (parse_selector(req, "query", 1, &sel, resp) == 0 && parse_range(req, "from", "until", HOUR_NS, &r, resp) == 0)
+        run_merge(a, req, resp, &sel, &r, format && *format ? format : "flamegraph", max_nodes);
+    selector_destroy(&sel);
+}
+
+void api_pyroscope_render(app_t *a, http_req_t *req, http_resp_t *resp) {
+    selector_t sel;
+    range_t r;
+    const char *format = http_arg(req, "format");
+    if (format && strcmp(format, "json")) return http_error(resp, 400, "format `%s` is not supported (use json)", format);
+    long long max_nodes = num_arg(req, "maxNodes", num_arg(req, "max-nodes", RENDER_DEFAULT_MAX_NODES));
+    if (max_nodes < 0) return http_error(resp, 400, "`maxNodes` must be a non-negative integer");
+    if (parse_selector(req, "query", 1, &sel, resp) == 0 && parse_range(req, "from", "until", HOUR_NS, &r, resp) == 0)
+        run_merge(a, req, resp, &sel, &r, "flamegraph", max_nodes);
+    selector_destroy(&sel);
+}
+
+void api_timeseries(app_t *a, http_req_t *req, http_resp_t *resp) {
+    selector_t sel;
+    range_t r;
+    if (parse_selector(req, "query", 1, &sel, resp) || parse_range(req, "from", "until", HOUR_NS, &r, resp)) {
+        selector_destroy(&sel);
+        return;
+    }
+    int64_t step = auto_step(&r);
+    const char *sv = http_arg(req, "step");
+    if (sv && *sv) {
+        char *end;
+        double secs = strtod(sv, &end);
+        if (*end ? duration_parse(sv, &step) : (step = (int64_t)(secs * 1e9), secs <= 0)) {
+            selector_destroy(&sel);
+            return http_error(resp, 400, "bad `step` `%s`: use seconds or a duration like 10s, 1m", sv);
+        }
+        if (step < 1000000) step = 1000000;
+    }
+    int64_t t0 = time_now_ns();
+    merge_query_t q = {APP_TENANT, &sel, r.from, r.until, step, 0};
+    merge_result_t m;
+    hr_err_t err = {0};
+    int rc = merge_run(a->store, &q, &m, &err);
+    buf_t out;
+    buf_init(&out);
+    if (rc == 0) render_timeseries(&m, &out);
+    merge_result_destroy(&m);
+    selector_destroy(&sel);
+    metrics_query(&a->metrics, (double)(time_now_ns() - t0) / 1e9, rc != 0);
+    if (rc) return buf_free(&out), http_error_from(resp, &err);
+    reply_buf(resp, "application/json", &out);
+}
+
+static void reply_json(http_resp_t *resp, json_t *doc) {
+    char *text = json_dumps(doc, JSON_COMPACT);
+    json_decref(doc);
+    if (!text) return http_error(resp, 500, "out of memory");
+    http_reply_text(resp, 200, "application/json", text);
+    free(text);
+}
+
+static void add_series(void *ctx, const series_t *s) {
+    json_t *labels = json_object();
+    for (size_t i = 0; i < s->labels.n; i++) json_object_set_new(labels, s->labels.v[i].name, json_string(s->labels.v[i].value));
+    json_array_append_new(ctx, json_pack("{s:s,s:o}", "profileType", s->profile_type, "labels", labels));
+}
+
+/* Parses the common discovery parameters; returns 0 or -1 (resp set). */
+static int discovery_args(http_req_t *req, selector_t *sel, range_t *r, http_resp_t *resp) {
+    if (parse_selector(req, "query", 0, sel, resp)) return -1;
+    if (parse_range(req, "from", "until", 0, r, resp)) return -1;
+    return 0;
+}
+
+void api_series(app_t *a, http_req_t *req, http_resp_t *resp) {
+    selector_t sel;
+    range_t r;
+    if (discovery_args(req, &sel, &r, resp) == 0) {
+        json_t *arr = json_array();
+        hr_err_t err = {0};
+        if (catalog_series(a->store, APP_TENANT, &sel, r.ranged, r.from, r.until, add_series, arr, &err)) {
+            json_decref(arr);
+            http_error_from(resp, &err);
+        } else {
+            reply_json(resp, json_pack("{s:o}", "series", arr));
+        }
+    }
+    selector_destroy(&sel);
+}
+
+static void add_type(void *ctx, const series_t *s) {
+    json_t *seen = ctx;
+    if (json_object_get(seen, s->profile_type)) return;
+    ptype_parts_t p;
+    if (ptype_split(s->profile_type, &p)) return;
+    json_object_set_new(seen, s->profile_type,
+                        json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "id", s->profile_type, "name", p.name, "sampleType",
+                                  p.sample_type, "sampleUnit", p.sample_unit, "periodType", p.period_type,
+                                  "periodUnit", p.period_unit));
+}
+
+static int cmp_str_ptr(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+/* A JSON array of the object's keys (keys=1) or values, in key order. */
+static json_t *sorted(json_t *obj, int keys) {
+    const char **names = malloc((json_object_size(obj) + 1) * sizeof *names);
+    json_t *arr = json_array();
+    if (!names) return arr;
+    size_t n = 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach(obj, k, v) names[n++] = k;
+    qsort(names, n, sizeof *names, cmp_str_ptr);
+    for (size_t i = 0; i < n; i++) {
+        if (keys) json_array_append_new(arr, json_string(names[i]));
+        else json_array_append(arr, json_object_get(obj, names[i]));
+    }
+    free(names);
+    return arr;
+}
+
+/* Collects profile types, label names or one label's values into a set. */
+typedef struct {
+    json_t *set;
+    const char *label; /* NULL: label names; "__name__": profile type ids */
+} collect_t;
+
+static void collect(void *ctx, const series_t *s) {
+    collect_t *c = ctx;
+    if (!c->label) {
+        for (size_t i = 0; i < s->labels.n; i++) json_object_set_new(c->set, s->labels.v[i].name, json_true());
+        return;
+    }
+    if (!strcmp(c->label, "__name__") || !strcmp(c->label, "__profile_type__")) {
+        json_object_set_new(c->set, s->profile_type, json_true());
+        return;
+    }
+    const char *v = labels_get(&s->labels, c->label);
+    if (v) json_object_set_new(c->set, v, json_true());
+}
+
+/* Runs a collection over the discovery selection; NULL (resp set) on error. */
+static json_t *collect_run(app_t *a, http_req_t *req, http_resp_t *resp, index_series_fn fn, const char *label) {
+    selector_t sel;
+    range_t r;
+    json_t *set = NULL;
+    if (discovery_args(req, &sel, &r, resp) == 0) {
+        collect_t c = {json_object(), label};
+        hr_err_t err = {0};
+        if (catalog_series(a->store, APP_TENANT, &sel, r.ranged, r.from, r.until, fn ? fn : collect, fn ? (void *)c.set : (void *)&c, &err)) {
+            json_decref(c.set);
+            http_error_from(resp, &err);
+        } else {
+            set = c.set;
+        }
+    }
+    selector_destroy(&sel);
+    return set;
+}
+
+void api_profile_types(app_t *a, http_req_t *req, http_resp_t *resp) {
+    json_t *set = collect_run(a, req, resp, add_type, NULL);
+    if (!set) return;
+    json_t *arr = sorted(set, 0);
+    json_decref(set);
+    reply_json(resp, json_pack("{s:o}", "profileTypes", arr));
+}
+
+void api_labels(app_t *a, http_req_t *req, http_resp_t *resp, const char *name) {
+    if (name && !*name) return http_error(resp, 400, "missing label name in /api/v1/labels/NAME/values");
+    json_t *set = collect_run(a, req, resp, NULL, name);
+    if (!set) return;
+    json_t *arr = sorted(set, 1);
+    json_decref(set);
+    reply_json(resp, json_pack("{s:o}", name ? "values" : "names", arr));
+}
+
+void api_pyroscope_label_values(app_t *a, http_req_t *req, http_resp_t *resp) {
+    const char *label = http_arg(req, "label");
+    if (!label || !*label) return http_error(resp, 400, "missing `label` parameter");
+    json_t *set = collect_run(a, req, resp, NULL, label);
+    if (!set) return;
+    json_t *arr = sorted(set, 1);
+    json_decref(set);
+    reply_json(resp, arr);
+}
+
+void api_pyroscope_labels(app_t *a, http_req_t *req, http_resp_t *resp) {
+    json_t *set = collect_run(a, req, resp, NULL, NULL);
+    if (!set) return;
+    json_t *arr = sorted(set, 1);
+    json_decref(set);
+    reply_json(resp, arr);
+}

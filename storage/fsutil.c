@@ -1,0 +1,98 @@
+/* fsutil.c - see fsutil.h. */
+#include "storage/fsutil.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int fs_mkdirs(const char *path, hr_err_t *err) {
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp)
+        return hr_fail(err, HR_EINVAL, "path too long: %s", path);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+            return hr_fail(err, HR_EIO, "mkdir %s: %s", tmp, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+        return hr_fail(err, HR_EIO, "mkdir %s: %s", tmp, strerror(errno));
+    return 0;
+}
+
+int fs_sync_parent(const char *path, hr_err_t *err) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = 0;
+    else snprintf(dir, sizeof dir, ".");
+    int fd = open(dir[0] ? dir : "/", O_RDONLY | O_DIRECTORY);
+    if (fd < 0) return hr_fail(err, HR_EIO, "open %s: %s", dir, strerror(errno));
+    int rc = fsync(fd);
+    close(fd);
+    if (rc != 0) return hr_fail(err, HR_EIO, "fsync %s: %s", dir, strerror(errno));
+    return 0;
+}
+
+int fs_write_atomic(const char *path, const void *p, size_t n, hr_err_t *err) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return hr_fail(err, HR_EIO, "create %s: %s", tmp, strerror(errno));
+    const uint8_t *b = p;
+    while (n) {
+        ssize_t w = write(fd, b, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            int e = errno;
+            close(fd);
+            unlink(tmp);
+            return hr_fail(err, HR_EIO, "write %s: %s", tmp, strerror(e));
+        }
+        b += w;
+        n -= (size_t)w;
+    }
+    if (fsync(fd) != 0) {
+        int e = errno;
+        close(fd);
+        unlink(tmp);
+        return hr_fail(err, HR_EIO, "fsync %s: %s", tmp, strerror(e));
+    }
+    close(fd);
+    if (rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return hr_fail(err, HR_EIO, "rename %s: %s", tmp, strerror(e));
+    }
+    return fs_sync_parent(path, err);
+}
+
+int fs_read_file(const char *path, size_t max, uint8_t **data, size_t *n, hr_err_t *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return hr_fail(err, errno == ENOENT ? HR_ENOTFOUND : HR_EIO, "open %s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || (size_t)st.st_size > max) {
+        fclose(f);
+        return hr_fail(err, HR_ETOOBIG, "%s: too large or unreadable", path);
+    }
+    size_t len = (size_t)st.st_size;
+    uint8_t *d = malloc(len ? len : 1);
+    if (!d) {
+        fclose(f);
+        return hr_fail(err, HR_ENOMEM, "out of memory");
+    }
+    if (fread(d, 1, len, f) != len) {
+        fclose(f);
+        free(d);
+        return hr_fail(err, HR_EIO, "read %s failed", path);
+    }
+    fclose(f);
+    *data = d;
+    *n = len;
+    return 0;
+}

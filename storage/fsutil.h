@@ -1,0 +1,19 @@
+/* fsutil.h - the few file-system operations whose crash-safety matters. */
+#ifndef HEARTH_FSUTIL_H
+#define HEARTH_FSUTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+
+/* mkdir -p; returns 0 or -1 (HR_EIO). */
+int fs_mkdirs(const char *path, hr_err_t *err);
+/* Writes path.tmp, fsyncs it, renames it over path, fsyncs the directory. */
+int fs_write_atomic(const char *path, const void *p, size_t n, hr_err_t *err);
+/* Reads a whole file (at most max bytes) into a malloc'd buffer. */
+int fs_read_file(const char *path, size_t max, uint8_t **data, size_t *n, hr_err_t *err);
+/* fsyncs the directory containing path (so a create/rename/unlink is durable). */
+int fs_sync_parent(const char *path, hr_err_t *err);
+
+#endif

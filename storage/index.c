@@ -1,0 +1,358 @@
+/* index.c - see index.h. */
+#include "storage/index.h"
+
+#include <jansson.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/hash.h"
+#include "common/vec.h"
+
+struct index {
+    sqlite3 *db;
+    pthread_mutex_t mu;
+    series_t **series; /* by id; [0] unused */
+    size_t nseries, series_cap;
+    idset_t set;
+    int64_t next_block_id;
+    uint32_t wal_checkpoint;
+};
+
+static const char *SCHEMA =
+    "PRAGMA journal_mode=WAL;"
+    "PRAGMA synchronous=FULL;"
+    "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS series(id INTEGER PRIMARY KEY, tenant TEXT NOT NULL,"
+    "  profile_type TEXT NOT NULL, labels TEXT NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS series_labels(series_id INTEGER NOT NULL, name TEXT NOT NULL,"
+    "  value TEXT NOT NULL, PRIMARY KEY(series_id, name));"
+    "CREATE INDEX IF NOT EXISTS series_labels_by_value ON series_labels(name, value);"
+    "CREATE TABLE IF NOT EXISTS blocks(id INTEGER PRIMARY KEY, tenant TEXT NOT NULL,"
+    "  path TEXT NOT NULL, min_time INTEGER NOT NULL, max_time INTEGER NOT NULL,"
+    "  profiles INTEGER NOT NULL, samples INTEGER NOT NULL, bytes INTEGER NOT NULL);";
+
+typedef struct {
+    const char *tenant, *ptype;
+    const labels_t *labels;
+} series_key_t;
+
+static uint64_t key_hash(const char *tenant, const char *ptype, const labels_t *l) {
+    uint64_t h = hash_bytes(tenant, strlen(tenant), 1);
+    h = hash_bytes(ptype, strlen(ptype), h);
+    for (size_t i = 0; i < l->n; i++) {
+        h = hash_bytes(l->v[i].name, strlen(l->v[i].name), h);
+        h = hash_bytes(l->v[i].value, strlen(l->v[i].value), h ^ 0x5bd1e995);
+    }
+    return h;
+}
+
+static int key_eq(const void *ctx, uint32_t id, const void *key) {
+    const index_t *ix = ctx;
+    const series_key_t *k = key;
+    const series_t *s = ix->series[id];
+    if (strcmp(s->tenant, k->tenant) || strcmp(s->profile_type, k->ptype) || s->labels.n != k->labels->n)
+        return 0;
+    for (size_t i = 0; i < s->labels.n; i++)
+        if (strcmp(s->labels.v[i].name, k->labels->v[i].name) ||
+            strcmp(s->labels.v[i].value, k->labels->v[i].value))
+            return 0;
+    return 1;
+}
+
+static void series_free(series_t *s) {
+    if (!s) return;
+    free(s->tenant);
+    free(s->profile_type);
+    labels_destroy(&s->labels);
+    free(s);
+}
+
+/* Adds a series to the in-memory mirror (not to SQLite). */
+static int mirror_add(index_t *ix, uint32_t id, const char *tenant, const char *ptype,
+                      const labels_t *labels) {
+    series_t *s = calloc(1, sizeof *s);
+    if (!s) return -1;
+    s->id = id;
+    s->tenant = strdup(tenant);
+    s->profile_type = strdup(ptype);
+    if (!s->tenant || !s->profile_type || labels_copy(&s->labels, labels) ||
+        VEC_RESERVE(ix->series, ix->series_cap, (size_t)id + 1)) {
+        series_free(s);
+        return -1;
+    }
+    while (ix->nseries <= id) ix->series[ix->nseries++] = NULL;
+    ix->series[id] = s;
+    return idset_add(&ix->set, key_hash(tenant, ptype, labels), id);
+}
+
+static int sql_fail(index_t *ix, hr_err_t *err, const char *what) {
+    return hr_fail(err, HR_EIO, "sqlite %s: %s", what, sqlite3_errmsg(ix->db));
+}
+
+static int load_meta(index_t *ix, hr_err_t *err) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(ix->db, "SELECT key, value FROM meta", -1, &st, NULL) != SQLITE_OK)
+        return sql_fail(ix, err, "meta");
+    int version = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const char *k = (const char *)sqlite3_column_text(st, 0);
+        long long v = atoll((const char *)sqlite3_column_text(st, 1));
+        if (strcmp(k, "schema_version") == 0) version = (int)v;
+        if (strcmp(k, "wal_checkpoint") == 0) ix->wal_checkpoint = (uint32_t)v;
+    }
+    sqlite3_finalize(st);
+    if (version > INDEX_SCHEMA_VERSION)
+        return hr_fail(err, HR_EIO, "index: schema version %d is newer than this binary (%d)",
+                       version, INDEX_SCHEMA_VERSION);
+    char sql[128];
+    snprintf(sql, sizeof sql, "INSERT OR REPLACE INTO meta VALUES('schema_version','%d')",
+             INDEX_SCHEMA_VERSION);
+    if (sqlite3_exec(ix->db, sql, NULL, NULL, NULL) != SQLITE_OK) return sql_fail(ix, err, "meta");
+    if (sqlite3_prepare_v2(ix->db, "SELECT COALESCE(MAX(id),0)+1 FROM blocks", -1, &st, NULL) != SQLITE_OK)
+        return sql_fail(ix, err, "blocks");
+    if (sqlite3_step(st) == SQLITE_ROW) ix->next_block_id = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return 0;
+}
+
+static int labels_from_json(const char *text, labels_t *out) {
+    json_t *o = json_loads(text, 0, NULL);
+    if (!json_is_object(o)) {
+        json_decref(o);
+        return -1;
+    }
+    const char *k;
+    json_t *v;
+    int rc = 0;
+    json_object_foreach(o, k, v) {
+        if (!json_is_string(v) || labels_set(out, k, json_string_value(v))) rc = -1;
+    }
+    json_decref(o);
+    return rc;
+}
+
+static int load_series(index_t *ix, hr_err_t *err) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(ix->db, "SELECT id, tenant, profile_type, labels FROM series ORDER BY id",
+                           -1, &st, NULL) != SQLITE_OK)
+        return sql_fail(ix, err, "series");
+    int rc = 0;
+    while (rc == 0 && sqlite3_step(st) == SQLITE_ROW) {
+        labels_t l;
+        labels_init(&l);
+        uint32_t id = (uint32_t)sqlite3_column_int64(st, 0);
+        if (labels_from_json((const char *)sqlite3_column_text(st, 3), &l) ||
+            mirror_add(ix, id, (const char *)sqlite3_column_text(st, 1),
+                       (const char *)sqlite3_column_text(st, 2), &l))
+            rc = hr_fail(err, HR_EIO, "index: series %u is unreadable", id);
+        labels_destroy(&l);
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+index_t *index_open(const char *path, hr_err_t *err) {
+    index_t *ix = calloc(1, sizeof *ix);
+    if (!ix) {
+        hr_fail(err, HR_ENOMEM, "out of memory");
+        return NULL;
+    }
+    pthread_mutex_init(&ix->mu, NULL);
+    idset_init(&ix->set);
+    ix->nseries = 1; /* id 0 is never a series */
+    if (VEC_RESERVE(ix->series, ix->series_cap, 1)) goto fail;
+    ix->series[0] = NULL;
+    if (sqlite3_open(path, &ix->db) != SQLITE_OK) {
+        hr_fail(err, HR_EIO, "sqlite open %s: %s", path, sqlite3_errmsg(ix->db));
+        goto fail;
+    }
+    sqlite3_busy_timeout(ix->db, 5000);
+    char *msg = NULL;
+    if (sqlite3_exec(ix->db, SCHEMA, NULL, NULL, &msg) != SQLITE_OK) {
+        hr_fail(err, HR_EIO, "sqlite schema: %s", msg ? msg : "?");
+        sqlite3_free(msg);
+        goto fail;
+    }
+    if (load_meta(ix, err) || load_series(ix, err)) goto fail;
+    return ix;
+fail:
+    index_close(ix);
+    return NULL;
+}
+
+void index_close(index_t *ix) {
+    if (!ix) return;
+    for (size_t i = 0; i < ix->nseries; i++) series_free(ix->series[i]);
+    free(ix->series);
+    idset_free(&ix->set);
+    sqlite3_close(ix->db);
+    pthread_mutex_destroy(&ix->mu);
+    free(ix);
+}
+
+static int persist_series(index_t *ix, uint32_t id, const char *tenant, const char *ptype,
+                          const labels_t *l, hr_err_t *err) {
+    json_t *o = json_object();
+    for (size_t i = 0; i < l->n; i++) json_object_set_new(o, l->v[i].name, json_string(l->v[i].value));
+    char *text = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(o);
+    if (!text) return hr_fail(err, HR_ENOMEM, "out of memory");
+    int rc = -1;
+    sqlite3_stmt *st = NULL, *lst = NULL;
+    if (sqlite3_exec(ix->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK) goto out;
+    if (sqlite3_prepare_v2(ix->db, "INSERT INTO series VALUES(?,?,?,?)", -1, &st, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(ix->db, "INSERT INTO series_labels VALUES(?,?,?)", -1, &lst, NULL) != SQLITE_OK)
+        goto rollback;
+    sqlite3_bind_int64(st, 1, id);
+    sqlite3_bind_text(st, 2, tenant, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, ptype, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, text, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) != SQLITE_DONE) goto rollback;
+    for (size_t i = 0; i < l->n; i++) {
+        sqlite3_reset(lst);
+        sqlite3_bind_int64(lst, 1, id);
+        sqlite3_bind_text(lst, 2, l->v[i].name, -1, SQLITE_STATIC);
+        sqlite3_bind_text(lst, 3, l->v[i].value, -1, SQLITE_STATIC);
+        if (sqlite3_step(lst) != SQLITE_DONE) goto rollback;
+    }
+    if (sqlite3_exec(ix->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) goto rollback;
+    rc = 0;
+    goto out;
+rollback:
+    hr_fail(err, HR_EIO, "sqlite insert series: %s", sqlite3_errmsg(ix->db));
+    sqlite3_exec(ix->db, "ROLLBACK", NULL, NULL, NULL);
+out:
+    if (rc && err && err->code == HR_OK) hr_fail(err, HR_EIO, "sqlite: %s", sqlite3_errmsg(ix->db));
+    sqlite3_finalize(st);
+    sqlite3_finalize(lst);
+    free(text);
+    return rc;
+}
+
+int index_series(index_t *ix, const char *tenant, const char *ptype, const labels_t *labels,
+                 uint32_t *id, hr_err_t *err) {
+    series_key_t k = {tenant, ptype, labels};
+    uint64_t h = key_hash(tenant, ptype, labels);
+    pthread_mutex_lock(&ix->mu);
+    uint32_t found = idset_find(&ix->set, h, &k, key_eq, ix);
+    int rc = 0;
+    if (found == UINT32_MAX) {
+        found = (uint32_t)ix->nseries;
+        if (persist_series(ix, found, tenant, ptype, labels, err)) rc = -1;
+        else if (mirror_add(ix, found, tenant, ptype, labels))
+            rc = hr_fail(err, HR_ENOMEM, "out of memory");
+    }
+    pthread_mutex_unlock(&ix->mu);
+    *id = found;
+    return rc;
+}
+
+uint32_t index_each_series(index_t *ix, const char *tenant, index_series_fn fn, void *ctx) {
+    pthread_mutex_lock(&ix->mu);
+    for (size_t i = 1; i < ix->nseries; i++) {
+        const series_t *s = ix->series[i];
+        if (fn && s && strcmp(s->tenant, tenant) == 0) fn(ctx, s);
+    }
+    uint32_t n = (uint32_t)ix->nseries;
+    pthread_mutex_unlock(&ix->mu);
+    return n;
+}
+
+size_t index_series_total(index_t *ix) {
+    pthread_mutex_lock(&ix->mu);
+    size_t n = ix->set.len;
+    pthread_mutex_unlock(&ix->mu);
+    return n;
+}
+
+int index_blocks(index_t *ix, block_meta_t **out, size_t *n, hr_err_t *err) {
+    pthread_mutex_lock(&ix->mu);
+    sqlite3_stmt *st;
+    *out = NULL;
+    *n = 0;
+    size_t cap = 0;
+    int rc = 0;
+    if (sqlite3_prepare_v2(ix->db, "SELECT id, tenant, path, min_time, max_time, profiles, samples,"
+                           " bytes FROM blocks ORDER BY id", -1, &st, NULL) != SQLITE_OK) {
+        rc = sql_fail(ix, err, "blocks");
+        goto out;
+    }
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        if (VEC_RESERVE(*out, cap, *n + 1)) {
+            rc = hr_fail(err, HR_ENOMEM, "out of memory");
+            break;
+        }
+        block_meta_t *b = &(*out)[(*n)++];
+        memset(b, 0, sizeof *b);
+        b->id = sqlite3_column_int64(st, 0);
+        snprintf(b->tenant, sizeof b->tenant, "%s", (const char *)sqlite3_column_text(st, 1));
+        snprintf(b->path, sizeof b->path, "%s", (const char *)sqlite3_column_text(st, 2));
+        b->min_time = sqlite3_column_int64(st, 3);
+        b->max_time = sqlite3_column_int64(st, 4);
+        b->profiles = sqlite3_column_int64(st, 5);
+        b->samples = sqlite3_column_int64(st, 6);
+        b->bytes = sqlite3_column_int64(st, 7);
+    }
+    sqlite3_finalize(st);
+out:
+    pthread_mutex_unlock(&ix->mu);
+    return rc;
+}
+
+int64_t index_next_block_id(index_t *ix) {
+    pthread_mutex_lock(&ix->mu);
+    int64_t id = ix->next_block_id++;
+    pthread_mutex_unlock(&ix->mu);
+    return id;
+}
+
+uint32_t index_wal_checkpoint(index_t *ix) {
+    pthread_mutex_lock(&ix->mu);
+    uint32_t c = ix->wal_checkpoint;
+    pthread_mutex_unlock(&ix->mu);
+    return c;
+}
+
+int index_commit_blocks(index_t *ix, const block_meta_t *b, size_t n, uint32_t wal_segment,
+                        hr_err_t *err) {
+    pthread_mutex_lock(&ix->mu);
+    int rc = -1;
+    sqlite3_stmt *st = NULL, *mst = NULL;
+    if (sqlite3_exec(ix->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
+        sql_fail(ix, err, "begin");
+        goto out;
+    }
+    if (sqlite3_prepare_v2(ix->db, "INSERT INTO blocks VALUES(?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(ix->db, "INSERT OR REPLACE INTO meta VALUES('wal_checkpoint', ?)", -1, &mst,
+                           NULL) != SQLITE_OK)
+        goto rollback;
+    for (size_t i = 0; i < n; i++) {
+        sqlite3_reset(st);
+        sqlite3_bind_int64(st, 1, b[i].id);
+        sqlite3_bind_text(st, 2, b[i].tenant, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 3, b[i].path, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 4, b[i].min_time);
+        sqlite3_bind_int64(st, 5, b[i].max_time);
+        sqlite3_bind_int64(st, 6, b[i].profiles);
+        sqlite3_bind_int64(st, 7, b[i].samples);
+        sqlite3_bind_int64(st, 8, b[i].bytes);
+        if (sqlite3_step(st) != SQLITE_DONE) goto rollback;
+    }
+    sqlite3_bind_int64(mst, 1, wal_segment);
+    if (sqlite3_step(mst) != SQLITE_DONE) goto rollback;
+    if (sqlite3_exec(ix->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) goto rollback;
+    ix->wal_checkpoint = wal_segment;
+    rc = 0;
+    goto out;
+rollback:
+    sql_fail(ix, err, "commit blocks");
+    sqlite3_exec(ix->db, "ROLLBACK", NULL, NULL, NULL);
+out:
+    sqlite3_finalize(st);
+    sqlite3_finalize(mst);
+    pthread_mutex_unlock(&ix->mu);
+    return rc;
+}

@@ -1,0 +1,58 @@
+/* index.h - the metadata store (SQLite): series and their labels, the block
+ * catalog, the WAL checkpoint and the schema version.
+ *
+ * SQLite is the durable truth; the series are also mirrored in memory (an array
+ * indexed by series id) because every ingest and query consults them. Series ids
+ * are dense, assigned here, and never reused. All functions are thread-safe (one
+ * mutex; every call is short). */
+#ifndef HEARTH_INDEX_H
+#define HEARTH_INDEX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "storage/labels.h"
+
+#define INDEX_SCHEMA_VERSION 1
+
+typedef struct {
+    uint32_t id;
+    char *tenant, *profile_type;
+    labels_t labels;
+} series_t;
+
+typedef struct {
+    int64_t id;
+    char tenant[128];
+    char path[512]; /* relative to the data dir */
+    int64_t min_time, max_time, profiles, samples, bytes;
+} block_meta_t;
+
+typedef struct index index_t;
+
+/* Opens (creating if needed) the database at path and loads the series. A database
+ * of a newer schema version is refused. */
+index_t *index_open(const char *path, hr_err_t *err);
+void index_close(index_t *ix);
+
+/* Finds the series (tenant, profile type, labels) or creates it, committed to SQLite
+ * before returning. *id receives its id. */
+int index_series(index_t *ix, const char *tenant, const char *profile_type, const labels_t *labels,
+                 uint32_t *id, hr_err_t *err);
+
+/* Calls fn for every series of tenant, under the index lock (fn must not call back
+ * into the index). Returns the highest series id + 1 (the size a bitmap needs). */
+typedef void (*index_series_fn)(void *ctx, const series_t *s);
+uint32_t index_each_series(index_t *ix, const char *tenant, index_series_fn fn, void *ctx);
+size_t index_series_total(index_t *ix);
+
+/* The block catalog. */
+int index_blocks(index_t *ix, block_meta_t **out, size_t *n, hr_err_t *err);
+int64_t index_next_block_id(index_t *ix);
+/* Registers blocks and moves the WAL checkpoint to wal_segment in one transaction. */
+int index_commit_blocks(index_t *ix, const block_meta_t *b, size_t n, uint32_t wal_segment,
+                        hr_err_t *err);
+uint32_t index_wal_checkpoint(index_t *ix);
+
+#endif

@@ -1,0 +1,103 @@
+/* segment.c - see segment.h. */
+#include "storage/segment.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/vec.h"
+
+segment_t *segment_new(void) {
+    segment_t *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    if (!(s->sym = symtab_new())) {
+        free(s);
+        return NULL;
+    }
+    s->min_time = INT64_MAX;
+    s->max_time = INT64_MIN;
+    return s;
+}
+
+void segment_free(segment_t *s) {
+    if (!s) return;
+    symtab_free(s->sym);
+    free(s->profiles);
+    free(s->stacks);
+    free(s->values);
+    free(s);
+}
+
+typedef struct {
+    uint32_t stack;
+    int64_t value;
+} pair_t;
+
+static int cmp_pair(const void *a, const void *b) {
+    uint32_t x = ((const pair_t *)a)->stack, y = ((const pair_t *)b)->stack;
+    return (x > y) - (x < y);
+}
+
+int segment_add(segment_t *s, uint32_t series, int64_t time_ns, int64_t duration_ns,
+                const uint32_t *stacks, const int64_t *values, size_t n) {
+    pair_t *p = malloc((n ? n : 1) * sizeof *p);
+    if (!p) return -1;
+    for (size_t i = 0; i < n; i++) p[i] = (pair_t){stacks[i], values[i]};
+    qsort(p, n, sizeof *p, cmp_pair);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (m && p[m - 1].stack == p[i].stack)
+            p[m - 1].value += p[i].value;
+        else
+            p[m++] = p[i];
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < m; i++)
+        if (p[i].value != 0) p[k++] = p[i];
+    if (VEC_RESERVE(s->profiles, s->profiles_cap, s->nprofiles + 1)) goto oom;
+    size_t cap = s->samples_cap;
+    if (VEC_RESERVE(s->stacks, cap, s->nsamples + k)) goto oom;
+    if (cap != s->samples_cap) {
+        int64_t *v = realloc(s->values, cap * sizeof *v);
+        if (!v) goto oom;
+        s->values = v;
+        s->samples_cap = cap;
+    }
+    seg_profile_t *row = &s->profiles[s->nprofiles++];
+    *row = (seg_profile_t){series, (uint32_t)k, time_ns, duration_ns, s->nsamples, 0};
+    for (size_t i = 0; i < k; i++) {
+        s->stacks[s->nsamples + i] = p[i].stack;
+        s->values[s->nsamples + i] = p[i].value;
+        row->total += p[i].value;
+    }
+    s->nsamples += k;
+    if (time_ns < s->min_time) s->min_time = time_ns;
+    if (time_ns > s->max_time) s->max_time = time_ns;
+    free(p);
+    return 0;
+oom:
+    free(p);
+    return -1;
+}
+
+size_t segment_bytes(const segment_t *s) {
+    return symtab_bytes(s->sym) + s->profiles_cap * sizeof(seg_profile_t) +
+           s->samples_cap * (sizeof(uint32_t) + sizeof(int64_t));
+}
+
+static int cmp_row(const void *a, const void *b, void *ctx) {
+    const segment_t *s = ctx;
+    uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
+    const seg_profile_t *x = &s->profiles[i], *y = &s->profiles[j];
+    if (x->series != y->series) return x->series < y->series ? -1 : 1;
+    if (x->time_ns != y->time_ns) return x->time_ns < y->time_ns ? -1 : 1;
+    return (i > j) - (i < j);
+}
+
+int segment_sorted_order(const segment_t *s, uint32_t **order) {
+    uint32_t *o = malloc((s->nprofiles ? s->nprofiles : 1) * sizeof *o);
+    if (!o) return -1;
+    for (size_t i = 0; i < s->nprofiles; i++) o[i] = (uint32_t)i;
+    qsort_r(o, s->nprofiles, sizeof *o, cmp_row, (void *)s);
+    *order = o;
+    return 0;
+}

@@ -1,0 +1,403 @@
+/* store.c - see store.h. */
+#include "storage/store.h"
+
+#include <dirent.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/vec.h"
+#include "storage/block.h"
+#include "storage/fsutil.h"
+
+typedef struct {
+    char tenant[128];
+    segment_t *seg;
+    int64_t opened_ns; /* wall clock of the head's first ingest */
+} head_t;
+
+typedef struct {
+    block_meta_t meta;
+    segment_t *cached; /* NULL until loaded; guarded by cache_mu */
+    int bad;
+    uint64_t last_use;
+    int refs;
+} block_t;
+
+struct store {
+    store_config_t cfg;
+    char dir[2048];
+    index_t *index;
+    wal_t *wal;
+    pthread_rwlock_t cut, data;
+    pthread_mutex_t cache_mu;
+    head_t *heads;
+    size_t nheads, heads_cap;
+    block_t *blocks;
+    size_t nblocks, blocks_cap;
+    size_t cached_bytes;
+    uint64_t clock, cuts;
+};
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Deletes block files the catalog does not know: left by a cut that crashed before
+ * its commit, so the WAL still holds their data. */
+static void remove_orphans(store_t *s, const char *tenant_dir) {
+    DIR *d = opendir(tenant_dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char rel[1024];
+        const char *t = strrchr(tenant_dir, '/') + 1;
+        snprintf(rel, sizeof rel, "blocks/%s/%s", t, e->d_name);
+        int known = 0;
+        for (size_t i = 0; i < s->nblocks && !known; i++) known = !strcmp(s->blocks[i].meta.path, rel);
+        if (!known) {
+            char full[4096];
+            snprintf(full, sizeof full, "%s/%s", s->dir, rel);
+            log_warn("block.orphan_removed", "path=%s", rel);
+            unlink(full);
+        }
+    }
+    closedir(d);
+}
+
+static void remove_all_orphans(store_t *s) {
+    char bdir[2100];
+    snprintf(bdir, sizeof bdir, "%s/blocks", s->dir);
+    DIR *d = opendir(bdir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char td[2400];
+        snprintf(td, sizeof td, "%s/%s", bdir, e->d_name);
+        remove_orphans(s, td);
+    }
+    closedir(d);
+}
+
+store_t *store_open(const store_config_t *cfg, hr_err_t *err) {
+    store_t *s = calloc(1, sizeof *s);
+    if (!s) {
+        hr_fail(err, HR_ENOMEM, "out of memory");
+        return NULL;
+    }
+    s->cfg = *cfg;
+    snprintf(s->dir, sizeof s->dir, "%s", cfg->data_dir);
+    s->cfg.data_dir = s->dir;
+    pthread_rwlock_init(&s->cut, NULL);
+    pthread_rwlock_init(&s->data, NULL);
+    pthread_mutex_init(&s->cache_mu, NULL);
+    char path[2200];
+    snprintf(path, sizeof path, "%s/blocks", s->dir);
+    if (fs_mkdirs(path, err)) goto fail;
+    snprintf(path, sizeof path, "%s/index.db", s->dir);
+    if (!(s->index = index_open(path, err))) goto fail;
+    snprintf(path, sizeof path, "%s/wal", s->dir);
+    if (!(s->wal = wal_open(path, cfg->fsync, err))) goto fail;
+    block_meta_t *metas;
+    size_t n;
+    if (index_blocks(s->index, &metas, &n, err)) goto fail;
+    if (VEC_RESERVE(s->blocks, s->blocks_cap, n + 1)) {
+        free(metas);
+        hr_fail(err, HR_ENOMEM, "out of memory");
+        goto fail;
+    }
+    for (size_t i = 0; i < n; i++) s->blocks[i] = (block_t){.meta = metas[i]};
+    s->nblocks = n;
+    free(metas);
+    remove_all_orphans(s);
+    return s;
+fail:
+    store_close(s);
+    return NULL;
+}
+
+void store_close(store_t *s) {
+    if (!s) return;
+    for (size_t i = 0; i < s->nheads; i++) segment_free(s->heads[i].seg);
+    free(s->heads);
+    for (size_t i = 0; i < s->nblocks; i++) segment_free(s->blocks[i].cached);
+    free(s->blocks);
+    wal_close(s->wal);
+    index_close(s->index);
+    pthread_rwlock_destroy(&s->cut);
+    pthread_rwlock_destroy(&s->data);
+    pthread_mutex_destroy(&s->cache_mu);
+    free(s);
+}
+
+index_t *store_index(store_t *s) { return s->index; }
+
+int store_replay(store_t *s, wal_replay_fn fn, void *ctx, size_t *records, size_t *skipped,
+                 hr_err_t *err) {
+    return wal_replay(s->wal, index_wal_checkpoint(s->index), fn, ctx, records, skipped, err);
+}
+
+/* Returns the tenant's head, creating it; call with `data` held for writing. */
+static head_t *head_for(store_t *s, const char *tenant) {
+    for (size_t i = 0; i < s->nheads; i++)
+        if (!strcmp(s->heads[i].tenant, tenant)) return &s->heads[i];
+    if (VEC_RESERVE(s->heads, s->heads_cap, s->nheads + 1)) return NULL;
+    head_t *h = &s->heads[s->nheads];
+    memset(h, 0, sizeof *h);
+    snprintf(h->tenant, sizeof h->tenant, "%s", tenant);
+    if (!(h->seg = segment_new())) return NULL;
+    s->nheads++;
+    return h;
+}
+
+/* Resolves series ids first (SQLite work, no data lock held), then copies. */
+static int apply_locked(store_t *s, const char *tenant, const batch_t *b, const uint32_t *series,
+                        hr_err_t *err) {
+    pthread_rwlock_wrlock(&s->data);
+    int rc = 0;
+    head_t *h = head_for(s, tenant);
+    symtab_remap_t m;
+    uint32_t *stacks = NULL;
+    size_t cap = 0;
+    if (!h || symtab_remap_init(&m, b->sym)) {
+        pthread_rwlock_unlock(&s->data);
+        return hr_fail(err, HR_ENOMEM, "out of memory");
+    }
+    if (h->seg->nprofiles == 0) h->opened_ns = now_ns();
+    for (size_t i = 0; i < b->n && rc == 0; i++) {
+        const batch_profile_t *p = &b->p[i];
+        if (VEC_RESERVE(stacks, cap, p->n + 1)) rc = hr_fail(err, HR_ENOMEM, "out of memory");
+        for (size_t j = 0; j < p->n && rc == 0; j++) {
+            stacks[j] = symtab_import_stack(h->seg->sym, &m, p->stacks[j]);
+            if (stacks[j] == SYM_NONE) rc = hr_fail(err, HR_ENOMEM, "out of memory");
+        }
+        if (rc == 0 && segment_add(h->seg, series[i], p->time_ns, p->duration_ns, stacks, p->values, p->n))
+            rc = hr_fail(err, HR_ENOMEM, "out of memory");
+    }
+    free(stacks);
+    symtab_remap_destroy(&m);
+    pthread_rwlock_unlock(&s->data);
+    return rc;
+}
+
+int store_apply(store_t *s, const char *tenant, const batch_t *b, hr_err_t *err) {
+    uint32_t *series = malloc((b->n ? b->n : 1) * sizeof *series);
+    if (!series) return hr_fail(err, HR_ENOMEM, "out of memory");
+    int rc = 0;
+    for (size_t i = 0; i < b->n && rc == 0; i++)
+        rc = index_series(s->index, tenant, b->p[i].profile_type, &b->p[i].labels, &series[i], err);
+    if (rc == 0) rc = apply_locked(s, tenant, b, series, err);
+    free(series);
+    return rc;
+}
+
+int store_ingest(store_t *s, const char *tenant, const void *rec, size_t len, const batch_t *b,
+                 hr_err_t *err) {
+    pthread_rwlock_rdlock(&s->cut);
+    int rc = wal_append(s->wal, rec, len, err);
+    if (rc == 0) rc = store_apply(s, tenant, b, err);
+    pthread_rwlock_unlock(&s->cut);
+    return rc;
+}
+
+/* Writes one head as a block file; fills meta. Called with `cut` held exclusively. */
+static int write_head(store_t *s, const head_t *h, block_meta_t *meta, hr_err_t *err) {
+    memset(meta, 0, sizeof *meta);
+    meta->id = index_next_block_id(s->index);
+    snprintf(meta->tenant, sizeof meta->tenant, "%s", h->tenant);
+    snprintf(meta->path, sizeof meta->path, "blocks/%s/%08lld.blk", h->tenant, (long long)meta->id);
+    char full[4096];
+    snprintf(full, sizeof full, "%s/blocks/%s", s->dir, h->tenant);
+    if (fs_mkdirs(full, err)) return -1;
+    snprintf(full, sizeof full, "%s/%s", s->dir, meta->path);
+    size_t bytes;
+    if (block_write(full, h->seg, s->cfg.zstd_level, &bytes, err)) return -1;
+    meta->min_time = h->seg->min_time;
+    meta->max_time = h->seg->max_time;
+    meta->profiles = (int64_t)h->seg->nprofiles;
+    meta->samples = (int64_t)h->seg->nsamples;
+    meta->bytes = (int64_t)bytes;
+    return 0;
+}
+
+static void evict_locked(store_t *s);
+
+int store_cut(store_t *s, hr_err_t *err) {
+    pthread_rwlock_wrlock(&s->cut);
+    /* No ingest is running now, so the heads are stable and readers may keep
+     * reading them while the blocks are written. */
+    size_t n = 0;
+    block_meta_t *metas = calloc(s->nheads ? s->nheads : 1, sizeof *metas);
+    int rc = metas ? 0 : hr_fail(err, HR_ENOMEM, "out of memory");
+    for (size_t i = 0; i < s->nheads && rc == 0; i++) {
+        if (s->heads[i].seg->nprofiles == 0) continue;
+        rc = write_head(s, &s->heads[i], &metas[n], err);
+        if (rc == 0) n++;
+    }
+    uint32_t closed = 0;
+    if (rc == 0 && n == 0) goto out;
+    if (rc == 0) rc = wal_rotate(s->wal, &closed, err);
+    if (rc == 0) rc = index_commit_blocks(s->index, metas, n, closed, err);
+    if (rc != 0) {
+        for (size_t i = 0; i < n; i++) {
+            char full[4096];
+            snprintf(full, sizeof full, "%s/%s", s->dir, metas[i].path);
+            unlink(full);
+        }
+        goto out;
+    }
+    /* Swap: the written heads become cached blocks, atomically for readers. */
+    pthread_rwlock_wrlock(&s->data);
+    pthread_mutex_lock(&s->cache_mu);
+    if (VEC_RESERVE(s->blocks, s->blocks_cap, s->nblocks + n) == 0) {
+        size_t k = 0;
+        for (size_t i = 0; i < s->nheads; i++) {
+            if (s->heads[i].seg->nprofiles == 0) continue;
+            block_t *b = &s->blocks[s->nblocks++];
+            *b = (block_t){.meta = metas[k++], .cached = s->heads[i].seg, .last_use = ++s->clock};
+            s->cached_bytes += segment_bytes(b->cached);
+            s->heads[i].seg = segment_new();
+            if (!s->heads[i].seg) rc = hr_fail(err, HR_ENOMEM, "out of memory");
+        }
+        evict_locked(s);
+    } else {
+        rc = hr_fail(err, HR_ENOMEM, "out of memory");
+    }
+    pthread_mutex_unlock(&s->cache_mu);
+    pthread_rwlock_unlock(&s->data);
+    s->cuts++;
+    wal_remove_upto(s->wal, closed);
+    log_info("head.cut", "blocks=%zu wal_checkpoint=%u", n, closed);
+out:
+    free(metas);
+    pthread_rwlock_unlock(&s->cut);
+    return rc;
+}
+
+int store_maybe_cut(store_t *s, hr_err_t *err) {
+    int due = 0;
+    int64_t now = now_ns();
+    pthread_rwlock_rdlock(&s->data);
+    for (size_t i = 0; i < s->nheads && !due; i++) {
+        const segment_t *seg = s->heads[i].seg;
+        if (!seg->nprofiles) continue;
+        due = segment_bytes(seg) > s->cfg.head_max_bytes ||
+              now - s->heads[i].opened_ns > s->cfg.block_duration_ns;
+    }
+    pthread_rwlock_unlock(&s->data);
+    if (!due) return 0;
+    return store_cut(s, err) ? -1 : 1;
+}
+
+/* Frees least-recently used decoded blocks that no scan holds. cache_mu held. */
+static void evict_locked(store_t *s) {
+    while (s->cached_bytes > s->cfg.block_cache_bytes) {
+        block_t *victim = NULL;
+        for (size_t i = 0; i < s->nblocks; i++) {
+            block_t *b = &s->blocks[i];
+            if (b->cached && b->refs == 0 && (!victim || b->last_use < victim->last_use)) victim = b;
+        }
+        if (!victim) return;
+        s->cached_bytes -= segment_bytes(victim->cached);
+        segment_free(victim->cached);
+        victim->cached = NULL;
+    }
+}
+
+/* Pins block i's segment, loading it on first use; NULL if it cannot be read. */
+static segment_t *pin_block(store_t *s, size_t i) {
+    block_t *b = &s->blocks[i];
+    pthread_mutex_lock(&s->cache_mu);
+    if (b->bad) {
+        pthread_mutex_unlock(&s->cache_mu);
+        return NULL;
+    }
+    if (b->cached) {
+        b->refs++;
+        b->last_use = ++s->clock;
+        pthread_mutex_unlock(&s->cache_mu);
+        return b->cached;
+    }
+    pthread_mutex_unlock(&s->cache_mu);
+    char full[4096];
+    snprintf(full, sizeof full, "%s/%s", s->dir, b->meta.path);
+    hr_err_t e = {0};
+    segment_t *seg = block_read(full, &e);
+    pthread_mutex_lock(&s->cache_mu);
+    if (!seg) {
+        b->bad = 1;
+        log_error("block.unreadable", "path=%s err=\"%s\"", b->meta.path, e.msg);
+    } else if (b->cached) { /* another scan loaded it meanwhile */
+        segment_free(seg);
+        seg = b->cached;
+    } else {
+        b->cached = seg;
+        s->cached_bytes += segment_bytes(seg);
+    }
+    if (seg) {
+        b->refs++;
+        b->last_use = ++s->clock;
+    }
+    pthread_mutex_unlock(&s->cache_mu);
+    return seg;
+}
+
+static void unpin_block(store_t *s, size_t i) {
+    pthread_mutex_lock(&s->cache_mu);
+    s->blocks[i].refs--;
+    evict_locked(s);
+    pthread_mutex_unlock(&s->cache_mu);
+}
+
+int store_scan(store_t *s, const char *tenant, int64_t from, int64_t until, store_segment_fn fn,
+               void *ctx, hr_err_t *err) {
+    (void)err;
+    pthread_rwlock_rdlock(&s->data);
+    int rc = 0;
+    for (size_t i = 0; i < s->nblocks && rc == 0; i++) {
+        const block_meta_t *m = &s->blocks[i].meta;
+        if (strcmp(m->tenant, tenant) || m->max_time < from || m->min_time > until) continue;
+        segment_t *seg = pin_block(s, i);
+        if (!seg) continue;
+        rc = fn(ctx, seg);
+        unpin_block(s, i);
+    }
+    for (size_t i = 0; i < s->nheads && rc == 0; i++) {
+        const segment_t *seg = s->heads[i].seg;
+        if (strcmp(s->heads[i].tenant, tenant) || !seg->nprofiles || seg->max_time < from ||
+            seg->min_time > until)
+            continue;
+        rc = fn(ctx, seg);
+    }
+    pthread_rwlock_unlock(&s->data);
+    return rc;
+}
+
+void store_stats(store_t *s, store_stats_t *out) {
+    memset(out, 0, sizeof *out);
+    pthread_rwlock_rdlock(&s->data);
+    for (size_t i = 0; i < s->nheads; i++) {
+        out->head_bytes += segment_bytes(s->heads[i].seg);
+        out->head_profiles += s->heads[i].seg->nprofiles;
+        out->head_samples += s->heads[i].seg->nsamples;
+    }
+    out->blocks = s->nblocks;
+    pthread_mutex_lock(&s->cache_mu);
+    for (size_t i = 0; i < s->nblocks; i++) {
+        out->block_bytes += (size_t)s->blocks[i].meta.bytes;
+        out->blocks_corrupt += s->blocks[i].bad != 0;
+    }
+    pthread_mutex_unlock(&s->cache_mu);
+    out->cuts = s->cuts;
+    pthread_rwlock_unlock(&s->data);
+    out->series = index_series_total(s->index);
+    out->wal_bytes = wal_segment_bytes(s->wal);
+}

@@ -1,0 +1,77 @@
+/* store.h - the storage engine: WAL + in-memory head + immutable blocks + index.
+ *
+ * Write path: store_ingest appends the caller's encoded request to the WAL (durable
+ * before it returns), then copies the decoded batch into the tenant's head segment.
+ * When a head grows past its size or age limit, store_cut writes each tenant's head
+ * as a block file, registers the blocks and the WAL checkpoint in one SQLite
+ * transaction, rotates the WAL and deletes the segments the blocks now cover.
+ *
+ * Read path: store_scan hands a query every segment (head or cached block) of a
+ * tenant that overlaps a time range, under a read lock, so a query never sees a
+ * half-finished cut.
+ *
+ * Locks: `cut` (rwlock) is held shared by ingests and exclusively by a cut, so no
+ * ingest can be in the WAL but not in the head when the WAL is rotated; `data`
+ * (rwlock) guards the head segments and the block list. */
+#ifndef HEARTH_STORE_H
+#define HEARTH_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "storage/batch.h"
+#include "storage/index.h"
+#include "storage/segment.h"
+#include "storage/wal.h"
+
+typedef struct {
+    const char *data_dir;
+    wal_fsync_t fsync;
+    size_t head_max_bytes;       /* cut when a tenant's head exceeds this */
+    int64_t block_duration_ns;   /* ... or when the head is older than this */
+    int zstd_level;
+    size_t block_cache_bytes;    /* decoded blocks kept in memory */
+} store_config_t;
+
+typedef struct store store_t;
+
+store_t *store_open(const store_config_t *cfg, hr_err_t *err);
+/* Flushes nothing: a clean shutdown calls store_cut first if it wants blocks. */
+void store_close(store_t *s);
+
+/* Replays the WAL past the checkpoint through fn (which normally decodes the record
+ * and calls store_apply). */
+int store_replay(store_t *s, wal_replay_fn fn, void *ctx, size_t *records, size_t *skipped,
+                 hr_err_t *err);
+
+/* Durably logs rec, then applies batch to tenant's head. */
+int store_ingest(store_t *s, const char *tenant, const void *rec, size_t len, const batch_t *b,
+                 hr_err_t *err);
+/* Applies a batch to the head without logging it (WAL replay). */
+int store_apply(store_t *s, const char *tenant, const batch_t *b, hr_err_t *err);
+
+/* Writes every non-empty head as a block (see above). */
+int store_cut(store_t *s, hr_err_t *err);
+/* Cuts if any head is over its limits; returns 1 if it cut, 0 if not, -1 on error. */
+int store_maybe_cut(store_t *s, hr_err_t *err);
+
+/* Calls fn for each segment of tenant overlapping [from, until] (ns, inclusive).
+ * Segments are borrowed for the duration of the call. A block that fails to load
+ * is logged and skipped. fn returning -1 stops the scan. */
+typedef int (*store_segment_fn)(void *ctx, const segment_t *seg);
+int store_scan(store_t *s, const char *tenant, int64_t from, int64_t until, store_segment_fn fn,
+               void *ctx, hr_err_t *err);
+
+index_t *store_index(store_t *s);
+
+typedef struct {
+    size_t head_bytes, head_profiles, head_samples;
+    size_t blocks, block_bytes, blocks_corrupt;
+    size_t series;
+    uint64_t wal_bytes;
+    uint64_t cuts;
+} store_stats_t;
+void store_stats(store_t *s, store_stats_t *out);
+
+#endif

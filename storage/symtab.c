@@ -1,0 +1,448 @@
+/* symtab.c - see symtab.h.
+ *
+ * Each table is an array plus an idset over it; the idset's equality callbacks
+ * compare a candidate entry with the lookup key, so an entry is stored exactly once.
+ * Locations keep their lines in one shared array to avoid an allocation per
+ * location. */
+#include "storage/symtab.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/vec.h"
+
+typedef struct {
+    const char *s;
+    size_t n;
+} str_key_t;
+
+typedef struct {
+    uint32_t mapping;
+    uint64_t address;
+    const sym_line_t *lines;
+    uint32_t nlines;
+} loc_key_t;
+
+static int eq_string(const void *ctx, uint32_t id, const void *key) {
+    const symtab_t *t = ctx;
+    const str_key_t *k = key;
+    return t->slen[id] == k->n && memcmp(t->sdata + t->soff[id], k->s, k->n) == 0;
+}
+
+static int eq_function(const void *ctx, uint32_t id, const void *key) {
+    const symtab_t *t = ctx;
+    const sym_function_t *a = &t->functions[id], *b = key;
+    return a->name == b->name && a->system_name == b->system_name &&
+           a->filename == b->filename && a->start_line == b->start_line;
+}
+
+static int eq_mapping(const void *ctx, uint32_t id, const void *key) {
+    const symtab_t *t = ctx;
+    const sym_mapping_t *a = &t->mappings[id], *b = key;
+    return a->start == b->start && a->limit == b->limit && a->offset == b->offset &&
+           a->filename == b->filename && a->build_id == b->build_id;
+}
+
+static int eq_location(const void *ctx, uint32_t id, const void *key) {
+    const symtab_t *t = ctx;
+    const sym_location_t *a = &t->locations[id];
+    const loc_key_t *k = key;
+    if (a->mapping != k->mapping || a->address != k->address || a->nlines != k->nlines)
+        return 0;
+    const sym_line_t *la = t->lines + a->first_line;
+    for (uint32_t i = 0; i < k->nlines; i++)
+        if (la[i].function != k->lines[i].function || la[i].line != k->lines[i].line) return 0;
+    return 1;
+}
+
+static int eq_stack(const void *ctx, uint32_t id, const void *key) {
+    const symtab_t *t = ctx;
+    const sym_stack_t *a = &t->stacks[id], *b = key;
+    return a->parent == b->parent && a->location == b->location;
+}
+
+static uint64_t hash_function(const sym_function_t *f) {
+    uint64_t h = hash_mix(f->name, f->system_name);
+    return hash_mix(hash_mix(h, f->filename), (uint64_t)f->start_line);
+}
+
+static uint64_t hash_mapping(const sym_mapping_t *m) {
+    uint64_t h = hash_mix(m->start, m->limit);
+    h = hash_mix(h, m->offset);
+    return hash_mix(hash_mix(h, m->filename), m->build_id);
+}
+
+static uint64_t hash_location(const loc_key_t *k) {
+    uint64_t h = hash_mix(k->mapping, k->address);
+    for (uint32_t i = 0; i < k->nlines; i++)
+        h = hash_mix(hash_mix(h, k->lines[i].function), (uint64_t)k->lines[i].line);
+    return h;
+}
+
+static uint64_t hash_stack(const sym_stack_t *s) { return hash_mix(s->parent, s->location); }
+
+symtab_t *symtab_new(void) {
+    symtab_t *t = calloc(1, sizeof *t);
+    if (!t) return NULL;
+    static const sym_function_t f0;
+    static const sym_mapping_t m0;
+    static const sym_stack_t s0;
+    /* The reserved entries are appended without entering the sets, except the
+     * empty string, which callers legitimately intern. */
+    if (symtab_string(t, "", 0) != 0 || VEC_RESERVE(t->functions, t->functions_cap, 1) ||
+        VEC_RESERVE(t->mappings, t->mappings_cap, 1) ||
+        VEC_RESERVE(t->locations, t->locations_cap, 1) ||
+        VEC_RESERVE(t->stacks, t->stacks_cap, 1)) {
+        symtab_free(t);
+        return NULL;
+    }
+    t->functions[t->nfunctions++] = f0;
+    t->mappings[t->nmappings++] = m0;
+    t->locations[t->nlocations++] = (sym_location_t){0};
+    t->stacks[t->nstacks++] = s0;
+    return t;
+}
+
+void symtab_free(symtab_t *t) {
+    if (!t) return;
+    free(t->sdata);
+    free(t->soff);
+    free(t->slen);
+    free(t->functions);
+    free(t->mappings);
+    free(t->locations);
+    free(t->lines);
+    free(t->stacks);
+    idset_free(&t->set_strings);
+    idset_free(&t->set_functions);
+    idset_free(&t->set_mappings);
+    idset_free(&t->set_locations);
+    idset_free(&t->set_stacks);
+    free(t);
+}
+
+uint32_t symtab_string(symtab_t *t, const char *s, size_t n) {
+    str_key_t k = {s, n};
+    uint64_t h = hash_bytes(s, n, 0);
+    uint32_t id = idset_find(&t->set_strings, h, &k, eq_string, t);
+    if (id != UINT32_MAX) return id;
+    size_t cap = t->strings_cap;
+    if (t->nstrings >= UINT32_MAX - 1 ||
+        vec_reserve(&t->sdata, &t->sdata_cap, t->sdata_len + n + 1, 1) ||
+        VEC_RESERVE(t->soff, cap, t->nstrings + 1))
+        return SYM_NONE;
+    if (cap != t->strings_cap) { /* slen grows in step with soff */
+        uint32_t *sl = realloc(t->slen, cap * sizeof *sl);
+        if (!sl) return SYM_NONE;
+        t->slen = sl;
+        t->strings_cap = cap;
+    }
+    id = (uint32_t)t->nstrings;
+    memcpy(t->sdata + t->sdata_len, s, n);
+    t->sdata[t->sdata_len + n] = 0;
+    t->soff[id] = (uint32_t)t->sdata_len;
+    t->slen[id] = (uint32_t)n;
+    if (idset_add(&t->set_strings, h, id)) return SYM_NONE;
+    t->sdata_len += n + 1;
+    t->nstrings++;
+    return id;
+}
+
+uint32_t symtab_function(symtab_t *t, const sym_function_t *f) {
+    uint64_t h = hash_function(f);
+    uint32_t id = idset_find(&t->set_functions, h, f, eq_function, t);
+    if (id != UINT32_MAX) return id;
+    if (VEC_RESERVE(t->functions, t->functions_cap, t->nfunctions + 1)) return SYM_NONE;
+    id = (uint32_t)t->nfunctions;
+    t->functions[id] = *f;
+    if (idset_add(&t->set_functions, h, id)) return SYM_NONE;
+    t->nfunctions++;
+    return id;
+}
+
+uint32_t symtab_mapping(symtab_t *t, const sym_mapping_t *m) {
+    uint64_t h = hash_mapping(m);
+    uint32_t id = idset_find(&t->set_mappings, h, m, eq_mapping, t);
+    if (id != UINT32_MAX) return id;
+    if (VEC_RESERVE(t->mappings, t->mappings_cap, t->nmappings + 1)) return SYM_NONE;
+    id = (uint32_t)t->nmappings;
+    t->mappings[id] = *m;
+    if (idset_add(&t->set_mappings, h, id)) return SYM_NONE;
+    t->nmappings++;
+    return id;
+}
+
+uint32_t symtab_location(symtab_t *t, uint32_t mapping, uint64_t address,
+                         const sym_line_t *lines, uint32_t nlines) {
+    loc_key_t k = {mapping, address, lines, nlines};
+    uint64_t h = hash_location(&k);
+    uint32_t id = idset_find(&t->set_locations, h, &k, eq_location, t);
+    if (id != UINT32_MAX) return id;
+    if (VEC_RESERVE(t->locations, t->locations_cap, t->nlocations + 1) ||
+        VEC_RESERVE(t->lines, t->lines_cap, t->nlines + nlines))
+        return SYM_NONE;
+    id = (uint32_t)t->nlocations;
+    t->locations[id] = (sym_location_t){mapping, address, (uint32_t)t->nlines, nlines};
+    if (nlines) memcpy(t->lines + t->nlines, lines, nlines * sizeof *lines);
+    if (idset_add(&t->set_locations, h, id)) return SYM_NONE;
+    t->nlines += nlines;
+    t->nlocations++;
+    return id;
+}
+
+uint32_t symtab_stack(symtab_t *t, uint32_t parent, uint32_t location) {
+    sym_stack_t k = {parent, location};
+    uint64_t h = hash_stack(&k);
+    uint32_t id = idset_find(&t->set_stacks, h, &k, eq_stack, t);
+    if (id != UINT32_MAX) return id;
+    if (VEC_RESERVE(t->stacks, t->stacks_cap, t->nstacks + 1)) return SYM_NONE;
+    id = (uint32_t)t->nstacks;
+    t->stacks[id] = k;
+    if (idset_add(&t->set_stacks, h, id)) return SYM_NONE;
+    t->nstacks++;
+    return id;
+}
+
+size_t symtab_stack_depth(const symtab_t *t, uint32_t stack) {
+    size_t d = 0;
+    for (; stack; stack = t->stacks[stack].parent) d++;
+    return d;
+}
+
+size_t symtab_bytes(const symtab_t *t) {
+    return t->sdata_cap + t->strings_cap * 8 + t->functions_cap * sizeof(sym_function_t) +
+           t->mappings_cap * sizeof(sym_mapping_t) +
+           t->locations_cap * sizeof(sym_location_t) + t->lines_cap * sizeof(sym_line_t) +
+           t->stacks_cap * sizeof(sym_stack_t) +
+           (t->set_strings.cap + t->set_functions.cap + t->set_mappings.cap +
+            t->set_locations.cap + t->set_stacks.cap) * 12;
+}
+
+/* ---- copying between symtabs ---- */
+
+int symtab_remap_init(symtab_remap_t *m, const symtab_t *src) {
+    m->src = src;
+    m->strings = calloc(src->nstrings, sizeof *m->strings);
+    m->functions = calloc(src->nfunctions, sizeof *m->functions);
+    m->mappings = calloc(src->nmappings, sizeof *m->mappings);
+    m->locations = calloc(src->nlocations, sizeof *m->locations);
+    m->stacks = calloc(src->nstacks, sizeof *m->stacks);
+    if (!m->strings || !m->functions || !m->mappings || !m->locations || !m->stacks) {
+        symtab_remap_destroy(m);
+        return -1;
+    }
+    return 0;
+}
+
+void symtab_remap_destroy(symtab_remap_t *m) {
+    free(m->strings);
+    free(m->functions);
+    free(m->mappings);
+    free(m->locations);
+    free(m->stacks);
+    memset(m, 0, sizeof *m);
+}
+
+static uint32_t import_string(symtab_t *dst, symtab_remap_t *m, uint32_t id) {
+    if (id == 0) return 0;
+    if (!m->strings[id])
+        m->strings[id] = symtab_string(dst, symtab_str(m->src, id), m->src->slen[id]);
+    return m->strings[id];
+}
+
+static uint32_t import_function(symtab_t *dst, symtab_remap_t *m, uint32_t id) {
+    if (id == 0) return 0;
+    if (m->functions[id]) return m->functions[id];
+    const sym_function_t *f = &m->src->functions[id];
+    sym_function_t g = {import_string(dst, m, f->name), import_string(dst, m, f->system_name),
+                        import_string(dst, m, f->filename), f->start_line};
+    if (g.name == SYM_NONE || g.system_name == SYM_NONE || g.filename == SYM_NONE)
+        return SYM_NONE;
+    return m->functions[id] = symtab_function(dst, &g);
+}
+
+static uint32_t import_mapping(symtab_t *dst, symtab_remap_t *m, uint32_t id) {
+    if (id == 0) return 0;
+    if (m->mappings[id]) return m->mappings[id];
+    sym_mapping_t g = m->src->mappings[id];
+    g.filename = import_string(dst, m, g.filename);
+    g.build_id = import_string(dst, m, g.build_id);
+    if (g.filename == SYM_NONE || g.build_id == SYM_NONE) return SYM_NONE;
+    return m->mappings[id] = symtab_mapping(dst, &g);
+}
+
+static uint32_t import_location(symtab_t *dst, symtab_remap_t *m, uint32_t id) {
+    if (id == 0) return 0;
+    if (m->locations[id]) return m->locations[id];
+    const sym_location_t *l = &m->src->locations[id];
+    sym_line_t small[16], *lines = small;
+    if (l->nlines > 16 && !(lines = malloc(l->nlines * sizeof *lines))) return SYM_NONE;
+    uint32_t out = SYM_NONE, mapping = import_mapping(dst, m, l->mapping);
+    for (uint32_t i = 0; i < l->nlines; i++) {
+        const sym_line_t *s = &m->src->lines[l->first_line + i];
+        lines[i] = (sym_line_t){import_function(dst, m, s->function), s->line};
+        if (lines[i].function == SYM_NONE) goto done;
+    }
+    if (mapping != SYM_NONE)
+        out = m->locations[id] = symtab_location(dst, mapping, l->address, lines, l->nlines);
+done:
+    if (lines != small) free(lines);
+    return out;
+}
+
+uint32_t symtab_import_stack(symtab_t *dst, symtab_remap_t *m, uint32_t src_stack) {
+    /* Walk up to the nearest already-imported ancestor, then intern downwards:
+     * iterative, because real stacks can be thousands of frames deep. */
+    uint32_t path[64], *p = path;
+    size_t n = 0, cap = 64;
+    uint32_t s = src_stack;
+    while (s && !m->stacks[s]) {
+        if (n == cap) {
+            uint32_t *q = p == path ? malloc(cap * 2 * sizeof *q) : realloc(p, cap * 2 * sizeof *q);
+            if (!q) goto fail;
+            if (p == path) memcpy(q, path, sizeof path);
+            p = q;
+            cap *= 2;
+        }
+        p[n++] = s;
+        s = m->src->stacks[s].parent;
+    }
+    uint32_t parent = s ? m->stacks[s] : 0;
+    while (n) {
+        uint32_t cur = p[--n];
+        uint32_t loc = import_location(dst, m, m->src->stacks[cur].location);
+        if (loc == SYM_NONE) goto fail;
+        parent = symtab_stack(dst, parent, loc);
+        if (parent == SYM_NONE) goto fail;
+        m->stacks[cur] = parent;
+    }
+    if (p != path) free(p);
+    return parent;
+fail:
+    if (p != path) free(p);
+    return SYM_NONE;
+}
+
+/* ---- serialization ---- */
+
+void symtab_encode(const symtab_t *t, buf_t *out) {
+    buf_put_uvarint(out, t->nstrings - 1);
+    for (size_t i = 1; i < t->nstrings; i++) buf_put_bytes(out, symtab_str(t, (uint32_t)i), t->slen[i]);
+    buf_put_uvarint(out, t->nfunctions - 1);
+    for (size_t i = 1; i < t->nfunctions; i++) {
+        const sym_function_t *f = &t->functions[i];
+        buf_put_uvarint(out, f->name);
+        buf_put_uvarint(out, f->system_name);
+        buf_put_uvarint(out, f->filename);
+        buf_put_svarint(out, f->start_line);
+    }
+    buf_put_uvarint(out, t->nmappings - 1);
+    for (size_t i = 1; i < t->nmappings; i++) {
+        const sym_mapping_t *m = &t->mappings[i];
+        buf_put_uvarint(out, m->start);
+        buf_put_uvarint(out, m->limit);
+        buf_put_uvarint(out, m->offset);
+        buf_put_uvarint(out, m->filename);
+        buf_put_uvarint(out, m->build_id);
+    }
+    buf_put_uvarint(out, t->nlocations - 1);
+    for (size_t i = 1; i < t->nlocations; i++) {
+        const sym_location_t *l = &t->locations[i];
+        buf_put_uvarint(out, l->mapping);
+        buf_put_uvarint(out, l->address);
+        buf_put_uvarint(out, l->nlines);
+        for (uint32_t j = 0; j < l->nlines; j++) {
+            buf_put_uvarint(out, t->lines[l->first_line + j].function);
+            buf_put_svarint(out, t->lines[l->first_line + j].line);
+        }
+    }
+    /* A node's parent always precedes it, so (id - parent) is small and positive. */
+    buf_put_uvarint(out, t->nstacks - 1);
+    for (size_t i = 1; i < t->nstacks; i++) {
+        buf_put_uvarint(out, i - t->stacks[i].parent);
+        buf_put_uvarint(out, t->stacks[i].location);
+    }
+}
+
+static int decode_count(buf_reader_t *r, uint64_t *n, hr_err_t *err, const char *what) {
+    *n = buf_get_uvarint(r);
+    if (r->bad || *n > buf_reader_left(r))
+        return hr_fail(err, HR_EUNPROC, "symbol table: bad %s count", what);
+    return 0;
+}
+
+#define BAD(...) do { hr_fail(err, HR_EUNPROC, "symbol table: " __VA_ARGS__); goto fail; } while (0)
+
+symtab_t *symtab_decode(const uint8_t *p, size_t len, hr_err_t *err) {
+    symtab_t *t = symtab_new();
+    if (!t) {
+        hr_fail(err, HR_ENOMEM, "out of memory");
+        return NULL;
+    }
+    buf_reader_t r;
+    buf_reader_init(&r, p, len);
+    uint64_t n;
+    sym_line_t *lines = NULL;
+    if (decode_count(&r, &n, err, "string")) goto fail;
+    for (uint64_t i = 1; i <= n; i++) {
+        size_t sl;
+        const uint8_t *s = buf_get_bytes(&r, &sl);
+        if (r.bad) BAD("truncated string %llu", (unsigned long long)i);
+        if (symtab_string(t, (const char *)s, sl) != i) BAD("duplicate string %llu", (unsigned long long)i);
+    }
+    if (decode_count(&r, &n, err, "function")) goto fail;
+    for (uint64_t i = 1; i <= n; i++) {
+        sym_function_t f;
+        f.name = (uint32_t)buf_get_uvarint(&r);
+        f.system_name = (uint32_t)buf_get_uvarint(&r);
+        f.filename = (uint32_t)buf_get_uvarint(&r);
+        f.start_line = buf_get_svarint(&r);
+        if (r.bad || f.name >= t->nstrings || f.system_name >= t->nstrings || f.filename >= t->nstrings)
+            BAD("bad function %llu", (unsigned long long)i);
+        if (symtab_function(t, &f) != i) BAD("duplicate function %llu", (unsigned long long)i);
+    }
+    if (decode_count(&r, &n, err, "mapping")) goto fail;
+    for (uint64_t i = 1; i <= n; i++) {
+        sym_mapping_t m;
+        m.start = buf_get_uvarint(&r);
+        m.limit = buf_get_uvarint(&r);
+        m.offset = buf_get_uvarint(&r);
+        m.filename = (uint32_t)buf_get_uvarint(&r);
+        m.build_id = (uint32_t)buf_get_uvarint(&r);
+        if (r.bad || m.filename >= t->nstrings || m.build_id >= t->nstrings)
+            BAD("bad mapping %llu", (unsigned long long)i);
+        if (symtab_mapping(t, &m) != i) BAD("duplicate mapping %llu", (unsigned long long)i);
+    }
+    if (decode_count(&r, &n, err, "location")) goto fail;
+    size_t lines_cap = 0;
+    for (uint64_t i = 1; i <= n; i++) {
+        uint32_t mapping = (uint32_t)buf_get_uvarint(&r);
+        uint64_t address = buf_get_uvarint(&r);
+        uint64_t nl = buf_get_uvarint(&r);
+        if (r.bad || mapping >= t->nmappings || nl > buf_reader_left(&r))
+            BAD("bad location %llu", (unsigned long long)i);
+        if (VEC_RESERVE(lines, lines_cap, nl)) BAD("out of memory");
+        for (uint64_t j = 0; j < nl; j++) {
+            lines[j].function = (uint32_t)buf_get_uvarint(&r);
+            lines[j].line = buf_get_svarint(&r);
+            if (lines[j].function >= t->nfunctions) BAD("bad line in location %llu", (unsigned long long)i);
+        }
+        if (r.bad || symtab_location(t, mapping, address, lines, (uint32_t)nl) != i)
+            BAD("bad or duplicate location %llu", (unsigned long long)i);
+    }
+    if (decode_count(&r, &n, err, "stack")) goto fail;
+    for (uint64_t i = 1; i <= n; i++) {
+        uint64_t d = buf_get_uvarint(&r);
+        uint32_t loc = (uint32_t)buf_get_uvarint(&r);
+        if (r.bad || d == 0 || d > i || loc == 0 || loc >= t->nlocations)
+            BAD("bad stack %llu", (unsigned long long)i);
+        if (symtab_stack(t, (uint32_t)(i - d), loc) != i) BAD("duplicate stack %llu", (unsigned long long)i);
+    }
+    if (buf_reader_left(&r)) BAD("%zu trailing bytes", buf_reader_left(&r));
+    free(lines);
+    return t;
+fail:
+    free(lines);
+    symtab_free(t);
+    return NULL;
+}

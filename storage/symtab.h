@@ -1,0 +1,112 @@
+/* symtab.h - deduplicated symbol tables: strings, functions, mappings, locations and
+ * stacks.
+ *
+ * Every profile that reaches Hearth is mostly symbols: the same function names,
+ * files and call paths arrive again in every upload. A symtab interns each of them
+ * once and hands out dense 32-bit ids, so samples shrink to (stack id, value).
+ *
+ * Stacks are stored as a trie: a stack id names a node (parent stack, location),
+ * with id 0 the empty stack. A call path root..leaf is therefore the chain of
+ * parents from its leaf node, prefixes are shared, and merging profiles is adding
+ * values per node. Id 0 is reserved in every table ("none"; string 0 is "").
+ *
+ * Tables are append-only; ids stay valid for the symtab's lifetime. A symtab is not
+ * thread-safe: its owner (a head, a block, a query) serializes access. */
+#ifndef HEARTH_SYMTAB_H
+#define HEARTH_SYMTAB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/buf.h"
+#include "common/err.h"
+#include "common/hash.h"
+
+#define SYM_NONE UINT32_MAX /* returned by the intern functions when out of memory */
+
+typedef struct {
+    uint32_t name, system_name, filename;
+    int64_t start_line;
+} sym_function_t;
+
+typedef struct {
+    uint64_t start, limit, offset;
+    uint32_t filename, build_id;
+} sym_mapping_t;
+
+typedef struct {
+    uint32_t function;
+    int64_t line;
+} sym_line_t;
+
+typedef struct {
+    uint32_t mapping;
+    uint64_t address;
+    uint32_t first_line, nlines; /* a slice of symtab_t.lines; [0] is the innermost */
+} sym_location_t;
+
+typedef struct {
+    uint32_t parent, location;
+} sym_stack_t;
+
+typedef struct symtab {
+    char *sdata; /* NUL-terminated strings back to back */
+    size_t sdata_len, sdata_cap;
+    uint32_t *soff, *slen;
+    size_t nstrings, strings_cap;
+    sym_function_t *functions;
+    size_t nfunctions, functions_cap;
+    sym_mapping_t *mappings;
+    size_t nmappings, mappings_cap;
+    sym_location_t *locations;
+    size_t nlocations, locations_cap;
+    sym_line_t *lines;
+    size_t nlines, lines_cap;
+    sym_stack_t *stacks;
+    size_t nstacks, stacks_cap;
+    idset_t set_strings, set_functions, set_mappings, set_locations, set_stacks;
+} symtab_t;
+
+/* Returns a new symtab holding only the reserved id-0 entries, or NULL (OOM). */
+symtab_t *symtab_new(void);
+void symtab_free(symtab_t *t);
+
+/* Intern functions: return the id of an equal entry, adding it if absent, or
+ * SYM_NONE when out of memory. Ids passed inside entries must be valid in t. */
+uint32_t symtab_string(symtab_t *t, const char *s, size_t n);
+uint32_t symtab_function(symtab_t *t, const sym_function_t *f);
+uint32_t symtab_mapping(symtab_t *t, const sym_mapping_t *m);
+uint32_t symtab_location(symtab_t *t, uint32_t mapping, uint64_t address,
+                         const sym_line_t *lines, uint32_t nlines);
+uint32_t symtab_stack(symtab_t *t, uint32_t parent, uint32_t location);
+
+/* Borrowed NUL-terminated string for id (valid while t lives). */
+static inline const char *symtab_str(const symtab_t *t, uint32_t id) {
+    return t->sdata + t->soff[id];
+}
+
+/* Number of frames in a stack (the depth of its trie node). */
+size_t symtab_stack_depth(const symtab_t *t, uint32_t stack);
+
+/* Approximate heap bytes held, for head-size accounting. */
+size_t symtab_bytes(const symtab_t *t);
+
+/* Copies symbols from one symtab into another, remembering what it has copied so
+ * each source entry is looked up once. Create one per (dst, src) pair. */
+typedef struct {
+    const symtab_t *src;
+    uint32_t *strings, *functions, *mappings, *locations, *stacks; /* 0 = not yet */
+} symtab_remap_t;
+
+int symtab_remap_init(symtab_remap_t *m, const symtab_t *src);
+void symtab_remap_destroy(symtab_remap_t *m);
+/* Returns the id in dst of src's stack (interning the whole path), or SYM_NONE. */
+uint32_t symtab_import_stack(symtab_t *dst, symtab_remap_t *m, uint32_t src_stack);
+
+/* Serializes every table (varint-encoded, ids implicit by position). */
+void symtab_encode(const symtab_t *t, buf_t *out);
+/* Rebuilds a symtab from symtab_encode's bytes, validating every reference.
+ * Returns NULL and fills err on malformed input. */
+symtab_t *symtab_decode(const uint8_t *p, size_t n, hr_err_t *err);
+
+#endif
