@@ -82,7 +82,7 @@ static int list_segments(const wal_t *w, uint32_t **out, size_t *n, hr_err_t *er
         (*out)[(*n)++] = seg;
     }
     closedir(d);
-    qsort(*out, *n, sizeof **out, cmp_u32);
+    if (*n > 1) qsort(*out, *n, sizeof **out, cmp_u32);
     return 0;
 }
 

@@ -1,0 +1,63 @@
+/* test_common.c - varints, time parsing, JSON escaping. */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "common/buf.h"
+#include "common/jsonw.h"
+#include "common/timeparse.h"
+#include "tests/unit/unit.h"
+
+void test_varint_roundtrip(void) {
+    static const int64_t vals[] = {0, 1, -1, 63, -64, 64, 127, 128, 300, -300, INT64_MAX, INT64_MIN, 1LL << 40};
+    buf_t b;
+    buf_init(&b);
+    for (size_t i = 0; i < sizeof vals / sizeof *vals; i++) {
+        buf_put_svarint(&b, vals[i]);
+        buf_put_uvarint(&b, (uint64_t)vals[i]);
+    }
+    buf_put_bytes(&b, "abc", 3);
+    buf_reader_t r;
+    buf_reader_init(&r, b.data, b.len);
+    for (size_t i = 0; i < sizeof vals / sizeof *vals; i++) {
+        CHECK_INT(buf_get_svarint(&r), vals[i]);
+        CHECK(buf_get_uvarint(&r) == (uint64_t)vals[i]);
+    }
+    size_t n;
+    const uint8_t *s = buf_get_bytes(&r, &n);
+    CHECK(n == 3 && !memcmp(s, "abc", 3));
+    CHECK(!r.bad && buf_reader_left(&r) == 0);
+    buf_get_uvarint(&r); /* reading past the end marks the reader bad */
+    CHECK(r.bad);
+    buf_free(&b);
+}
+
+void test_timeparse(void) {
+    int64_t now = 1700000000LL * 1000000000, t;
+    CHECK(time_parse("1700000000", now, &t) == 0 && t == now);
+    CHECK(time_parse("1700000000000", now, &t) == 0 && t == now);
+    CHECK(time_parse("1700000000000000", now, &t) == 0 && t == now);
+    CHECK(time_parse("1700000000000000000", now, &t) == 0 && t == now);
+    CHECK(time_parse("now", now, &t) == 0 && t == now);
+    CHECK(time_parse("now-1h", now, &t) == 0 && t == now - 3600LL * 1000000000);
+    CHECK(time_parse("now-30s", now, &t) == 0 && t == now - 30LL * 1000000000);
+    CHECK(time_parse("2023-11-14T22:13:20Z", now, &t) == 0 && t == now);
+    CHECK(time_parse("2023-11-14T23:13:20+01:00", now, &t) == 0 && t == now);
+    CHECK(time_parse("2023-11-14T22:13:20.5Z", now, &t) == 0 && t == now + 500000000);
+    CHECK(time_parse("20231114", now, &t) == 0 && t == 1699920000LL * 1000000000);
+    CHECK(time_parse("yesterday", now, &t) == -1);
+    CHECK(time_parse("now-1x", now, &t) == -1);
+    CHECK(time_parse("", now, &t) == -1);
+    int64_t d;
+    CHECK(duration_parse("7d", &d) == 0 && d == 7 * 86400LL * 1000000000);
+    CHECK(duration_parse("250ms", &d) == 0 && d == 250000000);
+    CHECK(duration_parse("-1s", &d) == -1);
+}
+
+void test_jsonw(void) {
+    buf_t b;
+    buf_init(&b);
+    jsonw_str(&b, "a\"b\\c\n\x01é");
+    buf_putc(&b, 0);
+    CHECK_STR((const char *)b.data, "\"a\\\"b\\\\c\\n\\u0001é\"");
+    buf_free(&b);
+}

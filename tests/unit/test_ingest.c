@@ -1,0 +1,185 @@
+/* test_ingest.c - app names, folded text, pprof decoding, WAL request records. */
+#include <stdlib.h>
+
+#include "ingest/appname.h"
+#include "ingest/folded.h"
+#include "ingest/pprof.h"
+#include "ingest/request.h"
+#include "tests/unit/unit.h"
+
+void test_appname(void) {
+    char app[256];
+    labels_t l;
+    hr_err_t err = {0};
+    labels_init(&l);
+    CHECK(appname_parse("api.cpu{env=prod, region = eu,otel.scope.name=x}", app, sizeof app, &l, &err) == 0);
+    CHECK_STR(app, "api.cpu");
+    CHECK_INT(l.n, 3);
+    CHECK_STR(labels_get(&l, "region"), "eu");
+    CHECK_STR(labels_get(&l, "otel.scope.name"), "x");
+    labels_destroy(&l);
+    labels_init(&l);
+    CHECK(appname_parse("svc{}", app, sizeof app, &l, &err) == 0 && l.n == 0);
+    CHECK(appname_parse("", app, sizeof app, &l, &err) == -1 && err.code == HR_EINVAL);
+    CHECK(appname_parse("bad name", app, sizeof app, &l, &err) == -1);
+    CHECK(appname_parse("a{k=v", app, sizeof app, &l, &err) == -1);
+    CHECK(appname_parse("a{1k=v}", app, sizeof app, &l, &err) == -1);
+    CHECK(appname_parse("a{k}", app, sizeof app, &l, &err) == -1);
+    CHECK(appname_parse("a{k=v}x", app, sizeof app, &l, &err) == -1);
+    CHECK(appname_parse("a{k=\xff}", app, sizeof app, &l, &err) == -1);
+    labels_destroy(&l);
+}
+
+void test_folded(void) {
+    batch_t b;
+    batch_init(&b);
+    labels_t l;
+    labels_init(&l);
+    batch_profile_t *p = batch_profile(&b, "t:a:b:c:d", &l, 1, 0);
+    hr_err_t err = {0};
+    const char *text = "a;b;c 10\r\n\na;b 5\nx y;z 2\n";
+    CHECK(folded_decode(text, strlen(text), 0, 3, &b, p, &err) == 0);
+    CHECK_INT(p->n, 3);
+    CHECK_INT(p->values[0] + p->values[1] + p->values[2], 51);
+    CHECK_INT(symtab_stack_depth(b.sym, p->stacks[0]), 3);
+    CHECK(b.sym->stacks[p->stacks[0]].parent == p->stacks[1]); /* a;b is the prefix of a;b;c */
+    CHECK(folded_decode("a;b notanumber\n", 15, 0, 1, &b, p, &err) == -1 && err.code == HR_EUNPROC);
+    CHECK(strstr(err.msg, "line 1") != NULL);
+    CHECK(folded_decode("a;b\n", 4, 0, 1, &b, p, &err) == -1);
+    CHECK(folded_decode("a;b\na;b\n", 8, 1, 1, &b, p, &err) == 0); /* lines format */
+    CHECK_INT(p->n, 5);
+    labels_destroy(&l);
+    batch_destroy(&b);
+}
+
+static int decode_file(const char *rel, batch_t *b, hr_err_t *err) {
+    size_t n;
+    unsigned char *d = unit_read(rel, &n);
+    labels_t l;
+    labels_init(&l);
+    labels_set(&l, "service_name", "t");
+    pprof_opts_t o = {.base = &l, .time_ns = 1, .now_ns = 1, .max_decompressed = 64 << 20};
+    int rc = pprof_decode(d, n, &o, b, err);
+    labels_destroy(&l);
+    free(d);
+    return rc;
+}
+
+static int64_t type_total(const batch_t *b, const char *type) {
+    int64_t t = 0;
+    for (size_t i = 0; i < b->n; i++)
+        if (!strcmp(b->p[i].profile_type, type))
+            for (size_t j = 0; j < b->p[i].n; j++) t += b->p[i].values[j];
+    return t;
+}
+
+void test_pprof_totals(void) {
+    batch_t b;
+    batch_init(&b);
+    hr_err_t err = {0};
+    /* Totals from ../shared/testdata/SOURCES.md (what go tool pprof reports). */
+    CHECK(decode_file("pprof/pprof-large.cpu.pb.gz", &b, &err) == 0);
+    CHECK_INT(type_total(&b, "process_cpu:samples:count:cpu:nanoseconds"), 24029);
+    CHECK_INT(type_total(&b, "process_cpu:cpu:nanoseconds:cpu:nanoseconds"), 240290000000LL);
+    batch_destroy(&b);
+    batch_init(&b);
+    CHECK(decode_file("pprof/go-runtime-heap.pb.gz", &b, &err) == 0);
+    int types = 0;
+    for (size_t i = 0; i < b.n; i++) types += !strncmp(b.p[i].profile_type, "memory:", 7);
+    CHECK_INT(types, 4);
+    CHECK(type_total(&b, "memory:inuse_space:bytes:space:bytes") > 0);
+    batch_destroy(&b);
+    batch_init(&b);
+    CHECK(decode_file("corpus/gen__go119.cpu.empty.pb.gz", &b, &err) == 0); /* zero samples is valid */
+    CHECK_INT(b.n, 2);
+    CHECK_INT(batch_samples(&b), 0);
+    batch_destroy(&b);
+    batch_init(&b);
+    CHECK(decode_file("corpus/gen__go119.threadcreate.pb.gz", &b, &err) == 0); /* empty stack */
+    CHECK_STR(b.p[0].profile_type, "threadcreate:threadcreate:count:threadcreate:count");
+    batch_destroy(&b);
+    batch_init(&b);
+    CHECK(decode_file("corpus/parca__pkg__normalizer__profile.pb.gz", &b, &err) == 0); /* empty type names */
+    CHECK_STR(b.p[0].profile_type, "unknown:unknown:unknown:unknown:unknown");
+    batch_destroy(&b);
+}
+
+void test_pprof_twice_no_new_symbols(void) {
+    batch_t b;
+    batch_init(&b);
+    hr_err_t err = {0};
+    CHECK(decode_file("pprof/go-runtime-cpu-00.pb.gz", &b, &err) == 0);
+    size_t s = b.sym->nstrings, f = b.sym->nfunctions, l = b.sym->nlocations, st = b.sym->nstacks, m = b.sym->nmappings;
+    CHECK(decode_file("pprof/go-runtime-cpu-00.pb.gz", &b, &err) == 0);
+    CHECK_INT(b.sym->nstrings, s);
+    CHECK_INT(b.sym->nfunctions, f);
+    CHECK_INT(b.sym->nlocations, l);
+    CHECK_INT(b.sym->nstacks, st);
+    CHECK_INT(b.sym->nmappings, m);
+    batch_destroy(&b);
+}
+
+void test_pprof_negative(void) {
+    static const char *bad[] = {"corpus/synthetic__empty.pb", "corpus/synthetic__empty.pb.gz",
+                                "corpus/synthetic__truncated.pb.gz", "corpus/pprof__profile__testdata__cppbench.cpu.legacy",
+                                "corpus/flamegraph__test__results__perf-java-stacks-01-collapsed-pid.txt",
+                                "corpus/jfrparser__parser__testdata__cortex-dev-01__kafka-0__cpu_lock0_alloc0__0.jfr.gz"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        batch_t b;
+        batch_init(&b);
+        hr_err_t err = {0};
+        CHECK(decode_file(bad[i], &b, &err) == -1);
+        CHECK(err.code == HR_EUNPROC && err.msg[0]);
+        batch_destroy(&b);
+    }
+    /* A gzip bomb stops at the limit. */
+    size_t n;
+    unsigned char *d = unit_read("corpus/gen__go119.allocs.huge.pb.gz", &n);
+    batch_t b;
+    batch_init(&b);
+    labels_t l;
+    labels_init(&l);
+    pprof_opts_t o = {.base = &l, .max_decompressed = 1 << 20};
+    hr_err_t err = {0};
+    CHECK(pprof_decode(d, n, &o, &b, &err) == -1 && err.code == HR_ETOOBIG);
+    free(d);
+    batch_destroy(&b);
+}
+
+void test_pprof_labels_split_series(void) {
+    batch_t b;
+    batch_init(&b);
+    hr_err_t err = {0};
+    CHECK(decode_file("pprof/go-runtime-cpu-00.pb.gz", &b, &err) == 0);
+    int with_endpoint = 0;
+    for (size_t i = 0; i < b.n; i++) with_endpoint += labels_get(&b.p[i].labels, "endpoint") != NULL;
+    CHECK(b.n >= 4 && with_endpoint >= 4); /* per endpoint x 2 sample types */
+    batch_destroy(&b);
+}
+
+void test_request_roundtrip(void) {
+    ingest_request_t r = {.tenant = "anonymous", .name = "app.cpu{a=b}", .format = INGEST_FOLDED, .spy_name = NULL,
+                          .sample_type_config = "{}", .has_from = 1, .from_ns = 5, .until_ns = -3, .received_ns = 9,
+                          .sample_rate = 100, .body = (const uint8_t *)"a;b 1", .body_len = 5};
+    buf_t b;
+    buf_init(&b);
+    ingest_request_encode(&r, &b);
+    ingest_request_t d;
+    hr_err_t err = {0};
+    CHECK(ingest_request_decode(b.data, b.len, &d, &err) == 0);
+    CHECK_STR(d.name, r.name);
+    CHECK_STR(d.sample_type_config, "{}");
+    CHECK(d.spy_name == NULL && d.has_from && !d.has_until && d.from_ns == 5 && d.until_ns == -3);
+    CHECK(d.body_len == 5 && !memcmp(d.body, "a;b 1", 5));
+    ingest_request_t cut;
+    CHECK(ingest_request_decode(b.data, b.len - 2, &cut, &err) == -1);
+    batch_t bt;
+    batch_init(&bt);
+    ingest_limits_t lim = {1 << 20, 0, 64};
+    CHECK(ingest_to_batch(&d, &lim, &bt, &err) == 0);
+    CHECK_STR(bt.p[0].profile_type, "process_cpu:cpu:nanoseconds:cpu:nanoseconds");
+    CHECK_INT(bt.p[0].values[0], 10000000); /* 1 sample at 100 Hz */
+    CHECK_STR(labels_get(&bt.p[0].labels, "service_name"), "app");
+    batch_destroy(&bt);
+    buf_free(&b);
+}

@@ -1,0 +1,225 @@
+/* test_query.c - selectors, merging and every renderer, against a real store. */
+#include <jansson.h>
+#include <stdlib.h>
+
+#include "ingest/gzip.h"
+#include "ingest/pprof.h"
+#include "ingest/request.h"
+#include "query/merge.h"
+#include "query/render.h"
+#include "query/selector.h"
+#include "query/tree.h"
+#include "tests/unit/unit.h"
+
+#define S 1000000000LL
+
+static store_t *new_store(const char *name) {
+    char dir[512];
+    unit_tmpdir(name, dir, sizeof dir);
+    store_config_t cfg = {dir, WAL_FSYNC_NONE, 64 << 20, 3600 * S, 3, 64 << 20};
+    hr_err_t err = {0};
+    store_t *s = store_open(&cfg, &err);
+    size_t rec, skip;
+    store_replay(s, NULL, NULL, &rec, &skip, &err);
+    return s;
+}
+
+static void put_folded(store_t *s, const char *name, const char *text, int64_t from_s, int64_t rate) {
+    ingest_request_t r = {.tenant = "anonymous", .name = name, .format = INGEST_FOLDED, .has_from = 1,
+                          .from_ns = from_s * S, .received_ns = from_s * S, .sample_rate = rate,
+                          .body = (const uint8_t *)text, .body_len = strlen(text)};
+    ingest_limits_t lim = {1 << 20, 0, 64};
+    batch_t b;
+    batch_init(&b);
+    hr_err_t err = {0};
+    CHECK(ingest_to_batch(&r, &lim, &b, &err) == 0);
+    CHECK(store_apply(s, "anonymous", &b, &err) == 0);
+    batch_destroy(&b);
+}
+
+/* Merges sel over [from, until] seconds and renders format into a NUL-terminated string. */
+static char *render(store_t *s, const char *sel_text, int64_t from, int64_t until, const char *format, size_t max_nodes) {
+    selector_t sel;
+    hr_err_t err = {0};
+    if (selector_parse(sel_text, &sel, &err)) {
+        fprintf(stderr, "selector: %s\n", err.msg);
+        return NULL;
+    }
+    merge_query_t q = {"anonymous", &sel, from * S, until * S, 0, 1};
+    merge_result_t m;
+    tree_t t = {0};
+    buf_t out;
+    buf_init(&out);
+    int rc = merge_run(s, &q, &m, &err);
+    if (rc == 0 && (rc = tree_build(&t, &m, &err)) == 0) {
+        if (!strcmp(format, "flamegraph")) rc = render_flamegraph(&t, &m, max_nodes, &out);
+        else if (!strcmp(format, "top")) rc = render_top(&t, &m, 0, &out);
+        else rc = render_folded(&t, &out);
+    }
+    buf_putc(&out, 0);
+    tree_destroy(&t);
+    merge_result_destroy(&m);
+    selector_destroy(&sel);
+    if (rc) {
+        fprintf(stderr, "render: %s\n", err.msg);
+        buf_free(&out);
+        return NULL;
+    }
+    return (char *)buf_steal(&out, NULL);
+}
+
+void test_selector(void) {
+    selector_t s;
+    hr_err_t err = {0};
+    labels_t l;
+    labels_init(&l);
+    labels_set(&l, "service_name", "api");
+    labels_set(&l, "env", "prod");
+    const char *pt = "process_cpu:cpu:nanoseconds:cpu:nanoseconds";
+    CHECK(selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds{service_name=\"api\", env!=\"dev\"}", &s, &err) == 0);
+    CHECK(selector_matches(&s, pt, &l));
+    CHECK(!selector_matches(&s, "memory:alloc_space:bytes:space:bytes", &l));
+    selector_destroy(&s);
+    CHECK(selector_parse("{env=~\"pr.*\", region!~\"eu|us\"}", &s, &err) == 0);
+    CHECK(s.profile_type == NULL && selector_matches(&s, pt, &l));
+    selector_destroy(&s);
+    CHECK(selector_parse("{env=~\"pro\"}", &s, &err) == 0); /* anchored */
+    CHECK(!selector_matches(&s, pt, &l));
+    selector_destroy(&s);
+    CHECK(selector_parse("api.cpu{env=prod}", &s, &err) == 0); /* Pyroscope legacy form */
+    CHECK_STR(s.profile_type, pt);
+    CHECK(selector_matches(&s, pt, &l));
+    selector_destroy(&s);
+    CHECK(selector_parse("{__name__=\"process_cpu\"}", &s, &err) == 0 && selector_matches(&s, pt, &l));
+    selector_destroy(&s);
+    static const char *bad[] = {"{env=\"prod}", "{=\"x\"}", "{env~\"x\"}", "{env=\"x\"", "{env=~\"(\"}",
+                                "a:b{}", "nosuffix{}", "{a=\"b\"} junk"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        CHECK(selector_parse(bad[i], &s, &err) == -1 && err.code == HR_EINVAL);
+        selector_destroy(&s);
+    }
+    labels_destroy(&l);
+}
+
+void test_flamebearer_layout(void) {
+    /* The example of Pyroscope's Test_ExportToFlamebearer: a;b;e=1, a;c=2, a;c;d=1. */
+    store_t *s = new_store("fb");
+    put_folded(s, "app.cpu", "a;b;e 1\na;c 2\na;c;d 1\n", 100, 0);
+    char *json = render(s, "process_cpu:samples:count:cpu:nanoseconds{service_name=\"app\"}", 0, 200, "flamegraph", 0);
+    CHECK(json != NULL);
+    json_t *doc = json ? json_loads(json, 0, NULL) : NULL;
+    CHECK(doc != NULL);
+    json_t *fb = json_object_get(doc, "flamebearer");
+    char *names = json_dumps(json_object_get(fb, "names"), JSON_COMPACT);
+    char *levels = json_dumps(json_object_get(fb, "levels"), JSON_COMPACT);
+    CHECK_STR(names, "[\"total\",\"a\",\"b\",\"e\",\"c\",\"d\"]");
+    CHECK_STR(levels, "[[0,4,0,0],[0,4,0,1],[0,1,0,2,0,3,2,4],[0,1,1,3,2,1,1,5]]");
+    CHECK_INT(json_integer_value(json_object_get(fb, "numTicks")), 4);
+    CHECK_INT(json_integer_value(json_object_get(fb, "maxSelf")), 2);
+    CHECK_STR(json_string_value(json_object_get(json_object_get(doc, "metadata"), "format")), "single");
+    free(names);
+    free(levels);
+    json_decref(doc);
+    free(json);
+    store_close(s);
+}
+
+void test_top_and_folded(void) {
+    store_t *s = new_store("top");
+    /* Recursion: f appears twice on one stack; its total must count the sample once. */
+    put_folded(s, "app.cpu", "main;f;g;f 3\nmain;h 5\nmain 1\n", 100, 100);
+    put_folded(s, "app.cpu", "main;h 5\n", 110, 100);
+    put_folded(s, "other.cpu", "main;zzz 100\n", 110, 100);
+    char *top = render(s, "process_cpu:cpu:nanoseconds:cpu:nanoseconds{service_name=\"app\"}", 0, 200, "top", 0);
+    json_t *doc = top ? json_loads(top, 0, NULL) : NULL;
+    json_t *fns = json_object_get(doc, "functions");
+    CHECK_INT(json_array_size(fns), 4);
+    CHECK_STR(json_string_value(json_object_get(json_array_get(fns, 0), "name")), "h");
+    CHECK_INT(json_integer_value(json_object_get(json_array_get(fns, 0), "self")), 100000000);
+    CHECK_STR(json_string_value(json_object_get(json_array_get(fns, 1), "name")), "f");
+    CHECK_INT(json_integer_value(json_object_get(json_array_get(fns, 1), "total")), 30000000);
+    CHECK_INT(json_integer_value(json_object_get(doc, "total")), 140000000);
+    json_decref(doc);
+    free(top);
+    char *folded = render(s, "process_cpu:cpu:nanoseconds:cpu:nanoseconds{service_name=\"app\"}", 0, 200, "folded", 0);
+    CHECK_STR(folded, "main 10000000\nmain;f;g;f 30000000\nmain;h 100000000\n");
+    free(folded);
+    /* The time range is honoured (only the profile at t=100). */
+    folded = render(s, "process_cpu:cpu:nanoseconds:cpu:nanoseconds{service_name=\"app\"}", 90, 105, "folded", 0);
+    CHECK_STR(folded, "main 10000000\nmain;f;g;f 30000000\nmain;h 50000000\n");
+    free(folded);
+    store_close(s);
+}
+
+void test_max_nodes(void) {
+    store_t *s = new_store("maxn");
+    put_folded(s, "app.cpu", "a;big 100\na;small1 1\na;small2 1\nb 2\n", 100, 0);
+    char *json = render(s, "process_cpu:samples:count:cpu:nanoseconds", 0, 200, "flamegraph", 3);
+    json_t *doc = json ? json_loads(json, 0, NULL) : NULL;
+    json_t *fb = json_object_get(doc, "flamebearer");
+    char *levels = json_dumps(json_object_get(fb, "levels"), JSON_COMPACT);
+    /* Kept: total(104), a(102), big(100); b and the smalls fold into their parents' self. */
+    CHECK_STR(levels, "[[0,104,2,0],[2,102,2,1],[4,100,100,2]]");
+    CHECK_INT(json_integer_value(json_object_get(fb, "numTicks")), 104);
+    free(levels);
+    json_decref(doc);
+    free(json);
+    store_close(s);
+}
+
+void test_gauge_average(void) {
+    store_t *s = new_store("gauge");
+    /* Two snapshots of one process's heap average to one; two processes add up. */
+    put_folded(s, "p1.inuse_space", "main;alloc 100\n", 100, 0);
+    put_folded(s, "p1.inuse_space", "main;alloc 300\n", 110, 0);
+    put_folded(s, "p2.inuse_space", "main;alloc 50\n", 110, 0);
+    char *f = render(s, "memory:inuse_space:bytes:space:bytes", 0, 200, "folded", 0);
+    CHECK_STR(f, "main;alloc 250\n");
+    free(f);
+    put_folded(s, "p1.alloc_space", "main;alloc 100\n", 100, 0);
+    put_folded(s, "p1.alloc_space", "main;alloc 300\n", 110, 0);
+    f = render(s, "memory:alloc_space:bytes:space:bytes", 0, 200, "folded", 0);
+    CHECK_STR(f, "main;alloc 400\n"); /* cumulative types sum */
+    free(f);
+    store_close(s);
+}
+
+void test_pprof_output(void) {
+    store_t *s = new_store("pprofout");
+    size_t n;
+    unsigned char *d = unit_read("pprof/go-runtime-cpu-00.pb.gz", &n);
+    ingest_request_t r = {.tenant = "anonymous", .name = "svc", .format = INGEST_PPROF, .has_from = 1,
+                          .from_ns = 100 * S, .received_ns = 100 * S, .sample_rate = 100, .body = d, .body_len = n};
+    ingest_limits_t lim = {64 << 20, 0, 64};
+    batch_t b;
+    batch_init(&b);
+    hr_err_t err = {0};
+    CHECK(ingest_to_batch(&r, &lim, &b, &err) == 0 && store_apply(s, "anonymous", &b, &err) == 0);
+    batch_destroy(&b);
+    free(d);
+    selector_t sel;
+    selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds", &sel, &err);
+    merge_query_t q = {"anonymous", &sel, 0, 200 * S, 0, 1};
+    merge_result_t m;
+    CHECK(merge_run(s, &q, &m, &err) == 0);
+    buf_t out;
+    buf_init(&out);
+    CHECK(render_pprof(&m, 0, 200 * S, &out, &err) == 0);
+    /* Re-decode our own output: the total must be the input's (1.96 s). */
+    batch_init(&b);
+    labels_t l;
+    labels_init(&l);
+    pprof_opts_t o = {.base = &l, .time_ns = 1, .max_decompressed = 64 << 20};
+    CHECK(pprof_decode(out.data, out.len, &o, &b, &err) == 0);
+    int64_t total = 0;
+    for (size_t i = 0; i < b.n; i++)
+        for (size_t j = 0; j < b.p[i].n; j++) total += b.p[i].values[j];
+    CHECK_INT(total, 1960000000);
+    CHECK_STR(b.p[0].profile_type, "process_cpu:cpu:nanoseconds:cpu:nanoseconds");
+    batch_destroy(&b);
+    labels_destroy(&l);
+    buf_free(&out);
+    merge_result_destroy(&m);
+    selector_destroy(&sel);
+    store_close(s);
+}

@@ -1,0 +1,275 @@
+/* test_storage.c - symbol tables, blocks, the WAL and the store. */
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "storage/block.h"
+#include "storage/store.h"
+#include "storage/symtab.h"
+#include "storage/wal.h"
+#include "tests/unit/unit.h"
+
+/* Interns the stack "f0;f1;...;f(n-1)" (root first) into t. */
+static uint32_t make_stack(symtab_t *t, const char *const *names, size_t n) {
+    uint32_t stack = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t s = symtab_string(t, names[i], strlen(names[i]));
+        sym_function_t f = {s, s, symtab_string(t, "file.go", 7), 10};
+        sym_line_t line = {symtab_function(t, &f), (int64_t)i + 1};
+        sym_mapping_t m = {0x1000, 0x2000, 0, symtab_string(t, "bin", 3), 0};
+        uint32_t loc = symtab_location(t, symtab_mapping(t, &m), 0x1000 + i, &line, 1);
+        stack = symtab_stack(t, stack, loc);
+    }
+    return stack;
+}
+
+void test_symtab_dedup(void) {
+    symtab_t *t = symtab_new();
+    const char *a[] = {"main", "work", "leaf"}, *b[] = {"main", "work", "other"};
+    uint32_t s1 = make_stack(t, a, 3);
+    size_t nstr = t->nstrings, nfn = t->nfunctions, nloc = t->nlocations, nst = t->nstacks;
+    CHECK(make_stack(t, a, 3) == s1); /* the same stack again adds nothing */
+    CHECK_INT(t->nstrings, nstr);
+    CHECK_INT(t->nfunctions, nfn);
+    CHECK_INT(t->nlocations, nloc);
+    CHECK_INT(t->nstacks, nst);
+    uint32_t s2 = make_stack(t, b, 3);
+    CHECK(s2 != s1);
+    CHECK_INT(t->nstacks, nst + 1); /* shares the main;work prefix */
+    CHECK(t->stacks[s2].parent == t->stacks[s1].parent);
+    CHECK_INT(symtab_stack_depth(t, s2), 3);
+    CHECK_INT(t->nmappings, 2); /* reserved + one */
+    symtab_free(t);
+}
+
+void test_symtab_roundtrip(void) {
+    symtab_t *t = symtab_new();
+    const char *a[] = {"main", "work", "leaf"}, *b[] = {"x", "y"};
+    make_stack(t, a, 3);
+    make_stack(t, b, 2);
+    buf_t e;
+    buf_init(&e);
+    symtab_encode(t, &e);
+    hr_err_t err = {0};
+    symtab_t *d = symtab_decode(e.data, e.len, &err);
+    CHECK(d != NULL);
+    if (d) {
+        CHECK_INT(d->nstrings, t->nstrings);
+        CHECK_INT(d->nstacks, t->nstacks);
+        CHECK_INT(d->nlocations, t->nlocations);
+        CHECK_STR(symtab_str(d, 3), symtab_str(t, 3));
+        buf_t e2;
+        buf_init(&e2);
+        symtab_encode(d, &e2);
+        CHECK(e2.len == e.len && !memcmp(e2.data, e.data, e.len)); /* stable encoding */
+        buf_free(&e2);
+        symtab_free(d);
+    }
+    /* A reference past a table's end is caught. */
+    e.data[e.len - 1] = 0x7f;
+    CHECK(symtab_decode(e.data, e.len, &err) == NULL);
+    CHECK(symtab_decode(e.data, e.len / 2, &err) == NULL);
+    buf_free(&e);
+    symtab_free(t);
+}
+
+void test_symtab_import(void) {
+    symtab_t *src = symtab_new(), *dst = symtab_new();
+    const char *a[] = {"main", "work", "leaf"};
+    const char *pre[] = {"zzz"};
+    make_stack(dst, pre, 1); /* dst ids differ from src ids */
+    uint32_t s = make_stack(src, a, 3);
+    symtab_remap_t m;
+    CHECK(symtab_remap_init(&m, src) == 0);
+    uint32_t d = symtab_import_stack(dst, &m, s);
+    CHECK(d != SYM_NONE && d != s);
+    CHECK_INT(symtab_stack_depth(dst, d), 3);
+    const sym_location_t *l = &dst->locations[dst->stacks[d].location];
+    CHECK_STR(symtab_str(dst, dst->functions[dst->lines[l->first_line].function].name), "leaf");
+    CHECK(symtab_import_stack(dst, &m, s) == d);
+    symtab_remap_destroy(&m);
+    symtab_free(src);
+    symtab_free(dst);
+}
+
+static segment_t *sample_segment(void) {
+    segment_t *s = segment_new();
+    const char *a[] = {"main", "a"}, *b[] = {"main", "b"};
+    uint32_t sa = make_stack(s->sym, a, 2), sb = make_stack(s->sym, b, 2);
+    uint32_t st1[] = {sb, sa, sa};
+    int64_t v1[] = {5, 3, 4};
+    segment_add(s, 2, 2000, 10, st1, v1, 3);
+    uint32_t st2[] = {sa};
+    int64_t v2[] = {-7};
+    segment_add(s, 1, 1000, 10, st2, v2, 1);
+    segment_add(s, 2, 1500, 10, st2, v2, 0); /* empty profile */
+    return s;
+}
+
+void test_block_roundtrip(void) {
+    segment_t *s = sample_segment();
+    CHECK_INT(s->profiles[0].nsamples, 2); /* sa summed: 3+4 */
+    CHECK_INT(s->profiles[0].total, 12);
+    buf_t b;
+    buf_init(&b);
+    hr_err_t err = {0};
+    CHECK(block_encode(s, 3, &b, &err) == 0);
+    segment_t *d = block_decode(b.data, b.len, &err);
+    CHECK(d != NULL);
+    if (d) {
+        CHECK_INT(d->nprofiles, 3);
+        CHECK_INT(d->nsamples, 3);
+        /* Rows come back sorted by (series, time). */
+        CHECK_INT(d->profiles[0].series, 1);
+        CHECK_INT(d->profiles[0].time_ns, 1000);
+        CHECK_INT(d->profiles[0].total, -7);
+        CHECK_INT(d->profiles[1].time_ns, 1500);
+        CHECK_INT(d->profiles[1].nsamples, 0);
+        CHECK_INT(d->profiles[2].time_ns, 2000);
+        CHECK_INT(d->profiles[2].total, 12);
+        CHECK_INT(d->min_time, 1000);
+        CHECK_INT(d->max_time, 2000);
+        CHECK_INT(d->sym->nstacks, s->sym->nstacks);
+        segment_free(d);
+    }
+    buf_free(&b);
+    segment_free(s);
+}
+
+void test_block_corruption(void) {
+    segment_t *s = sample_segment();
+    buf_t b;
+    buf_init(&b);
+    hr_err_t err = {0};
+    block_encode(s, 3, &b, &err);
+    for (size_t i = 0; i < b.len; i += 7) { /* flip a byte anywhere: always detected */
+        b.data[i] ^= 0x55;
+        segment_t *d = block_decode(b.data, b.len, &err);
+        CHECK(d == NULL);
+        segment_free(d);
+        b.data[i] ^= 0x55;
+    }
+    CHECK(block_decode(b.data, b.len - 1, &err) == NULL);
+    buf_free(&b);
+    segment_free(s);
+}
+
+typedef struct {
+    int n;
+    char seen[16][16];
+} wal_seen_t;
+
+static int collect_record(void *ctx, const uint8_t *p, size_t n) {
+    wal_seen_t *w = ctx;
+    if (w->n < 16 && n < 16) memcpy(w->seen[w->n], p, n), w->seen[w->n][n] = 0;
+    w->n++;
+    return 0;
+}
+
+void test_wal_replay(void) {
+    char dir[512];
+    unit_tmpdir("wal1", dir, sizeof dir);
+    hr_err_t err = {0};
+    wal_t *w = wal_open(dir, WAL_FSYNC_ALWAYS, &err);
+    size_t rec, skip;
+    wal_seen_t seen = {0};
+    CHECK(wal_replay(w, 0, collect_record, &seen, &rec, &skip, &err) == 0 && rec == 0);
+    CHECK(wal_append(w, "one", 3, &err) == 0);
+    CHECK(wal_append(w, "two", 3, &err) == 0);
+    uint32_t closed;
+    CHECK(wal_rotate(w, &closed, &err) == 0 && closed == 1);
+    CHECK(wal_append(w, "three", 5, &err) == 0);
+    wal_close(w);
+    w = wal_open(dir, WAL_FSYNC_ALWAYS, &err);
+    CHECK(wal_replay(w, 0, collect_record, &seen, &rec, &skip, &err) == 0);
+    CHECK_INT(rec, 3);
+    CHECK_STR(seen.seen[2], "three");
+    wal_close(w);
+    /* After a checkpoint at segment 1 only segment 2 replays. */
+    w = wal_open(dir, WAL_FSYNC_ALWAYS, &err);
+    memset(&seen, 0, sizeof seen);
+    CHECK(wal_replay(w, 1, collect_record, &seen, &rec, &skip, &err) == 0);
+    CHECK_INT(rec, 1);
+    CHECK_STR(seen.seen[0], "three");
+    wal_close(w);
+}
+
+void test_wal_torn_tail(void) {
+    char dir[512], path[600];
+    unit_tmpdir("wal2", dir, sizeof dir);
+    hr_err_t err = {0};
+    wal_t *w = wal_open(dir, WAL_FSYNC_NONE, &err);
+    size_t rec, skip;
+    wal_seen_t seen = {0};
+    wal_replay(w, 0, collect_record, &seen, &rec, &skip, &err);
+    wal_append(w, "intact", 6, &err);
+    wal_append(w, "torn-record", 11, &err);
+    wal_close(w);
+    snprintf(path, sizeof path, "%s/00000001.wal", dir);
+    struct stat st;
+    stat(path, &st);
+    CHECK(truncate(path, st.st_size - 4) == 0); /* a crash mid-write */
+    w = wal_open(dir, WAL_FSYNC_NONE, &err);
+    CHECK(wal_replay(w, 0, collect_record, &seen, &rec, &skip, &err) == 0);
+    CHECK_INT(rec, 1);
+    CHECK_STR(seen.seen[0], "intact");
+    CHECK(wal_append(w, "after", 5, &err) == 0); /* appends follow the intact prefix */
+    wal_close(w);
+    w = wal_open(dir, WAL_FSYNC_NONE, &err);
+    memset(&seen, 0, sizeof seen);
+    wal_replay(w, 0, collect_record, &seen, &rec, &skip, &err);
+    CHECK_INT(rec, 2);
+    CHECK_STR(seen.seen[1], "after");
+    wal_close(w);
+}
+
+static int count_segments(void *ctx, const segment_t *seg) {
+    int64_t *total = ctx;
+    for (size_t i = 0; i < seg->nprofiles; i++) total[0] += seg->profiles[i].total, total[1]++;
+    return 0;
+}
+
+void test_store_cut_and_reopen(void) {
+    char dir[512];
+    unit_tmpdir("store1", dir, sizeof dir);
+    store_config_t cfg = {dir, WAL_FSYNC_NONE, 1 << 20, 3600LL * 1000000000, 3, 1 << 20};
+    hr_err_t err = {0};
+    store_t *s = store_open(&cfg, &err);
+    CHECK(s != NULL);
+    size_t rec, skip;
+    CHECK(store_replay(s, NULL, NULL, &rec, &skip, &err) == 0 && rec == 0);
+    batch_t b;
+    batch_init(&b);
+    labels_t l;
+    labels_init(&l);
+    labels_set(&l, "service_name", "svc");
+    batch_profile_t *p = batch_profile(&b, "process_cpu:cpu:nanoseconds:cpu:nanoseconds", &l, 5000, 10);
+    const char *a[] = {"main", "a"};
+    batch_sample(p, make_stack(b.sym, a, 2), 42);
+    CHECK(store_ingest(s, "anonymous", "rec", 3, &b, &err) == 0);
+    int64_t got[2] = {0, 0};
+    store_scan(s, "anonymous", 0, 10000, count_segments, got, &err);
+    CHECK(got[0] == 42 && got[1] == 1);
+    CHECK(store_cut(s, &err) == 0);
+    store_stats_t st;
+    store_stats(s, &st);
+    CHECK_INT(st.blocks, 1);
+    CHECK_INT(st.head_profiles, 0);
+    memset(got, 0, sizeof got);
+    store_scan(s, "anonymous", 0, 10000, count_segments, got, &err);
+    CHECK(got[0] == 42 && got[1] == 1); /* same answer from the block */
+    memset(got, 0, sizeof got);
+    store_scan(s, "other-tenant", 0, 10000, count_segments, got, &err);
+    CHECK(got[1] == 0);
+    store_close(s);
+    s = store_open(&cfg, &err); /* blocks and series survive a reopen; the WAL is empty */
+    CHECK(store_replay(s, NULL, NULL, &rec, &skip, &err) == 0 && rec == 0);
+    memset(got, 0, sizeof got);
+    store_scan(s, "anonymous", 0, 10000, count_segments, got, &err);
+    CHECK(got[0] == 42 && got[1] == 1);
+    CHECK_INT(index_series_total(store_index(s)), 1);
+    store_close(s);
+    labels_destroy(&l);
+    batch_destroy(&b);
+}

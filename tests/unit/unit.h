@@ -1,0 +1,68 @@
+/* unit.h - a minimal test harness: CHECK macros that count and report, and the
+ * list of test functions main.c runs. Exits non-zero when anything failed and ends
+ * with the line "N passed, N failed". */
+#ifndef HEARTH_UNIT_H
+#define HEARTH_UNIT_H
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+    int passed, failed;
+    const char *testdata; /* ../shared/testdata */
+    char tmpdir[256];     /* a fresh directory per run */
+} unit_t;
+
+extern unit_t U;
+
+#define CHECK(c)                                                                     \
+    do {                                                                             \
+        if (c) U.passed++;                                                           \
+        else {                                                                       \
+            U.failed++;                                                              \
+            fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #c);             \
+        }                                                                            \
+    } while (0)
+
+#define CHECK_INT(a, b)                                                              \
+    do {                                                                             \
+        long long _a = (long long)(a), _b = (long long)(b);                          \
+        if (_a == _b) U.passed++;                                                    \
+        else {                                                                       \
+            U.failed++;                                                              \
+            fprintf(stderr, "FAIL %s:%d: %s == %lld, want %lld\n", __FILE__, __LINE__, #a, _a, _b); \
+        }                                                                            \
+    } while (0)
+
+#define CHECK_STR(a, b)                                                              \
+    do {                                                                             \
+        const char *_a = (a), *_b = (b);                                             \
+        if (_a && _b && !strcmp(_a, _b)) U.passed++;                                 \
+        else {                                                                       \
+            U.failed++;                                                              \
+            fprintf(stderr, "FAIL %s:%d: %s == \"%s\", want \"%s\"\n", __FILE__, __LINE__, #a, \
+                    _a ? _a : "(null)", _b ? _b : "(null)");                         \
+        }                                                                            \
+    } while (0)
+
+/* Reads a test file under U.testdata into a malloc'd buffer (exits if missing). */
+unsigned char *unit_read(const char *rel, size_t *n);
+/* A fresh empty directory under U.tmpdir. */
+void unit_tmpdir(const char *name, char *out, size_t n);
+
+/* The test functions, one per behaviour. */
+#define UNIT_TESTS(X)                                                                \
+    X(test_varint_roundtrip) X(test_timeparse) X(test_jsonw)                         \
+    X(test_symtab_dedup) X(test_symtab_roundtrip) X(test_symtab_import)              \
+    X(test_block_roundtrip) X(test_block_corruption) X(test_wal_replay)              \
+    X(test_wal_torn_tail) X(test_store_cut_and_reopen)                               \
+    X(test_appname) X(test_folded) X(test_pprof_totals) X(test_pprof_twice_no_new_symbols) \
+    X(test_pprof_negative) X(test_pprof_labels_split_series) X(test_request_roundtrip) \
+    X(test_selector) X(test_flamebearer_layout) X(test_top_and_folded)               \
+    X(test_max_nodes) X(test_gauge_average) X(test_pprof_output)
+
+#define DECLARE(name) void name(void);
+UNIT_TESTS(DECLARE)
+#undef DECLARE
+
+#endif
