@@ -1,0 +1,133 @@
+// goprof writes real Go runtime profiles (cpu, heap, allocs, mutex, block,
+// goroutine) of a small service-like workload into a directory, for Hearth's
+// integration tests. Standard library only.
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"sort"
+	"sync"
+	"time"
+)
+
+var sink []byte
+
+func hashLoop(stop <-chan struct{}) {
+	buf := make([]byte, 4096)
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		sum := sha256.Sum256(buf)
+		buf[0] = sum[0]
+	}
+}
+
+func jsonLoop(stop <-chan struct{}) {
+	type rec struct {
+		ID   int               `json:"id"`
+		Tags map[string]string `json:"tags"`
+	}
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		recs := make([]rec, 64)
+		for j := range recs {
+			recs[j] = rec{ID: i + j, Tags: map[string]string{"k": fmt.Sprint(j)}}
+		}
+		b, _ := json.Marshal(recs)
+		sink = b
+		var out []rec
+		_ = json.Unmarshal(b, &out)
+		keys := make([]string, 0, 256)
+		for j := 0; j < 256; j++ {
+			keys = append(keys, fmt.Sprintf("%08d", (j*7919)%1000))
+		}
+		sort.Strings(keys)
+	}
+}
+
+func contend(stop <-chan struct{}) {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				mu.Lock()
+				time.Sleep(200 * time.Microsecond)
+				mu.Unlock()
+			}
+		}()
+	}
+	ch := make(chan int)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case ch <- 1:
+			}
+		}
+	}()
+	for {
+		select {
+		case <-stop:
+			wg.Wait()
+			return
+		case <-ch:
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+}
+
+func write(dir, name string, fn func(f *os.File) error) {
+	f, err := os.Create(filepath.Join(dir, name))
+	if err != nil {
+		panic(err)
+	}
+	if err := fn(f); err != nil {
+		panic(err)
+	}
+	f.Close()
+}
+
+func main() {
+	dir := os.Args[1]
+	runtime.MemProfileRate = 4096
+	runtime.SetMutexProfileFraction(1)
+	runtime.SetBlockProfileRate(1)
+	stop := make(chan struct{})
+	go hashLoop(stop)
+	go jsonLoop(stop)
+	go contend(stop)
+	write(dir, "cpu.pb.gz", func(f *os.File) error {
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		time.Sleep(1500 * time.Millisecond)
+		pprof.StopCPUProfile()
+		return nil
+	})
+	for _, p := range []string{"heap", "allocs", "mutex", "block", "goroutine"} {
+		write(dir, p+".pb.gz", func(f *os.File) error { return pprof.Lookup(p).WriteTo(f, 0) })
+	}
+	close(stop)
+}

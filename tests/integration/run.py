@@ -1,0 +1,605 @@
+#!/usr/bin/env python3
+"""Integration tests: the real ./hearth binary, real profiles, go tool pprof as the reference.
+
+Each test starts its own server on a free port with a fresh data dir, pushes profiles over
+HTTP exactly as agents do, and checks answers against `go tool pprof` run on the same files.
+Ends with the line "integration: N passed, M failed"; exits non-zero if anything failed.
+"""
+import argparse
+import gzip
+import io
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import urllib.error
+import urllib.parse
+import urllib.request
+
+ARGS = None
+T0 = 1700000000  # a fixed push time (unix seconds) for deterministic ranges
+CPU = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
+
+
+# ---------------------------------------------------------------- server control
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, data_dir=None, extra=()):
+        self.data_dir = data_dir or tempfile.mkdtemp(prefix="hearth-it-", dir=ARGS.tmp)
+        self.extra = list(extra)
+        self.proc = None
+        self.port = None
+
+    def start(self):
+        self.port = free_port()
+        self.log = open(os.path.join(self.data_dir, "server.log"), "ab")
+        self.proc = subprocess.Popen(
+            [ARGS.binary, "--listen", f"127.0.0.1:{self.port}", "--data-dir", self.data_dir] + self.extra,
+            stdout=self.log, stderr=self.log)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited with {self.proc.returncode}: {self.tail()}")
+            try:
+                if self.get("/ready")[0] == 200:
+                    return self
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError("server did not become ready")
+
+    def tail(self):
+        with open(os.path.join(self.data_dir, "server.log"), "rb") as f:
+            return f.read()[-3000:].decode(errors="replace")
+
+    def url(self, path):
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def request(self, method, path, body=None, headers=None):
+        req = urllib.request.Request(self.url(path), data=body, method=method, headers=headers or {})
+        try:
+            with urllib.request.urlopen(req, timeout=120) as r:
+                return r.status, r.read(), dict(r.headers)
+        except urllib.error.HTTPError as e:
+            return e.code, e.read(), dict(e.headers)
+
+    def get(self, path, **params):
+        q = ("?" + urllib.parse.urlencode(params)) if params else ""
+        return self.request("GET", path + q)[:2]
+
+    def get_json(self, path, **params):
+        status, body = self.get(path, **params)
+        assert status == 200, f"GET {path} {params} -> {status} {body[:300]!r}"
+        return json.loads(body)
+
+    def ingest(self, body, headers=None, **params):
+        path = "/ingest?" + urllib.parse.urlencode(params)
+        status, resp, _ = self.request("POST", path, body, headers or {"Content-Type": "application/octet-stream"})
+        return status, resp
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc and sig == signal.SIGTERM and self.proc.returncode != 0:
+            raise RuntimeError(f"server exited {self.proc.returncode} on SIGTERM: {self.tail()}")
+        self.log.close()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+# ---------------------------------------------------------------- go tool pprof reference
+
+def pprof_raw(path):
+    """Sample types and per-type totals, as `go tool pprof -raw` reports them."""
+    out = subprocess.run(["go", "tool", "pprof", "-raw", path], capture_output=True, text=True, check=True).stdout
+    lines = out.splitlines()
+    i = lines.index("Samples:")
+    types = []
+    for t in lines[i + 1].split():
+        name, _, unit = t.replace("[dflt]", "").partition("/")
+        types.append((name or "unknown", unit or "unknown"))
+    totals = [0] * len(types)
+    sample = re.compile(r"^\s*((?:-?\d+\s+)*-?\d+):")
+    for line in lines[i + 2:]:
+        if not line.startswith(" "):
+            break
+        m = sample.match(line)
+        if m:
+            for k, v in enumerate(m.group(1).split()):
+                totals[k] += int(v)
+    return types, totals
+
+
+def pprof_top(path, sample_index, unit):
+    """{function: (flat, cum)} from `go tool pprof -top`, with raw integer values."""
+    args = ["go", "tool", "pprof", "-top", "-nodecount=100000", "-nodefraction=0", "-edgefraction=0",
+            f"-sample_index={sample_index}"]
+    if unit in ("nanoseconds", "bytes"):
+        args.append("-unit=" + ("ns" if unit == "nanoseconds" else "B"))
+    out = subprocess.run(args + [path], capture_output=True, text=True, check=True).stdout
+    res = {}
+    row = re.compile(r"^\s*(-?\d+)(?:ns|B)?\s+\S+%\s+\S+%\s+(-?\d+)(?:ns|B)?\s+\S+%\s+(.+)$")
+    for line in out.splitlines():
+        m = row.match(line)
+        if m:
+            res[re.sub(r" \((partial-)?inline\)$", "", m.group(3).strip())] = (int(m.group(1)), int(m.group(2)))
+    return res
+
+
+def valid_profiles():
+    """Every pprof in the shared test data that go tool pprof reads."""
+    files = []
+    for d in ("pprof", "corpus"):
+        for name in sorted(os.listdir(os.path.join(ARGS.testdata, d))):
+            p = os.path.join(ARGS.testdata, d, name)
+            if not (name.endswith(".pb.gz") or name.endswith(".pb")) or name.startswith("synthetic__"):
+                continue
+            if "jfr" in name:
+                continue
+            files.append(p)
+    return files
+
+
+def types_of(srv, service):
+    sel = '{service_name="%s"}' % service
+    return {(t["sampleType"], t["sampleUnit"]): t["id"]
+            for t in srv.get_json("/api/v1/profile-types", query=sel)["profileTypes"]}
+
+
+def query(srv, sel, fmt="top", frm=T0 - 10, until=T0 + 3600, **kw):
+    return srv.get_json("/api/v1/query", query=sel, format=fmt, **{"from": frm, "until": until}, **kw)
+
+
+# ---------------------------------------------------------------- tests
+
+TESTS = []
+
+
+def test(fn):
+    TESTS.append(fn)
+    return fn
+
+
+@test
+def every_corpus_profile_matches_go_pprof_totals():
+    files = valid_profiles()
+    assert len(files) >= 40, f"only {len(files)} profiles found under {ARGS.testdata}"
+    with Server() as srv:
+        for i, path in enumerate(files):
+            body = open(path, "rb").read()
+            status, resp = srv.ingest(body, name=f"corpus{i}", format="pprof", **{"from": T0, "until": T0 + 10})
+            assert status == 200, f"{os.path.basename(path)}: {status} {resp!r}"
+        for i, path in enumerate(files):
+            types, totals = pprof_raw(path)
+            got = types_of(srv, f"corpus{i}")
+            for (st, unit), total in zip(types, totals):
+                assert (st, unit) in got, f"{os.path.basename(path)}: type {st}/{unit} missing, have {list(got)}"
+                ans = query(srv, '%s{service_name="corpus%d"}' % (got[(st, unit)], i), limit=1)
+                assert ans["total"] == total, f"{os.path.basename(path)} {st}: hearth {ans['total']} != pprof {total}"
+
+
+@test
+def top_functions_match_go_pprof():
+    cases = [("pprof/go-runtime-cpu-00.pb.gz", "cpu", "nanoseconds"),
+             ("pprof/pprof-large.cpu.pb.gz", "cpu", "nanoseconds"),
+             ("pprof/go-runtime-heap.pb.gz", "inuse_space", "bytes"),
+             ("pprof/go-runtime-heap.pb.gz", "alloc_objects", "count"),
+             ("corpus/gen__go119.block.pb.gz", "delay", "nanoseconds"),
+             ("corpus/parca__pkg__query__testdata__profile-with-labels.pb.gz", "samples", "count"),
+             ("corpus/gen__go119.allocs.huge.pb.gz", "alloc_objects", "count")]
+    with Server() as srv:
+        for i, (rel, st, unit) in enumerate(cases):
+            path = os.path.join(ARGS.testdata, rel)
+            assert srv.ingest(open(path, "rb").read(), name=f"top{i}", format="pprof", **{"from": T0})[0] == 200
+            tid = types_of(srv, f"top{i}")[(st, unit)]
+            ans = query(srv, '%s{service_name="top%d"}' % (tid, i), limit=15)
+            ref = pprof_top(path, st, unit)
+            assert ans["functions"], rel
+            for fn in ans["functions"]:
+                assert fn["name"] in ref, f"{rel}: {fn['name']} not in go tool pprof -top"
+                assert (fn["self"], fn["total"]) == ref[fn["name"]], \
+                    f"{rel} {fn['name']}: hearth self/total {fn['self']}/{fn['total']} != pprof {ref[fn['name']]}"
+            best = max(ref.values())[0]
+            assert ans["functions"][0]["self"] == best, f"{rel}: top self {ans['functions'][0]['self']} != {best}"
+
+
+@test
+def merged_pprof_opens_in_go_pprof_with_exact_total():
+    files = [os.path.join(ARGS.testdata, "pprof", f"go-runtime-cpu-0{i}.pb.gz") for i in range(6)]
+    with Server() as srv:
+        for i, p in enumerate(files):
+            assert srv.ingest(open(p, "rb").read(), name="six", format="pprof", **{"from": T0 + i})[0] == 200
+        want = sum(pprof_raw(p)[1][1] for p in files)
+        # go tool pprof's own merge is the reference.
+        merged = os.path.join(ARGS.tmp, "six-merged.pb.gz")
+        with open(merged, "wb") as f:
+            subprocess.run(["go", "tool", "pprof", "-proto"] + files, stdout=f, stderr=subprocess.DEVNULL, check=True)
+        assert pprof_raw(merged)[1][1] == want
+        ans = query(srv, CPU + '{service_name="six"}', limit=5)
+        assert ans["total"] == want, (ans["total"], want)
+        ref = pprof_top(merged, "cpu", "nanoseconds")
+        for fn in ans["functions"]:
+            assert (fn["self"], fn["total"]) == ref[fn["name"]], fn
+        # go tool pprof reads the server's merged pprof straight from the URL.
+        url = srv.url("/api/v1/query?" + urllib.parse.urlencode(
+            {"query": CPU + '{service_name="six"}', "from": T0 - 10, "until": T0 + 60, "format": "pprof"}))
+        env = dict(os.environ, PPROF_TMPDIR=ARGS.tmp)
+        out = subprocess.run(["go", "tool", "pprof", "-raw", url], capture_output=True, text=True, env=env)
+        assert out.returncode == 0, out.stderr
+        status, body = srv.get("/api/v1/query", query=CPU + '{service_name="six"}', format="pprof",
+                               **{"from": T0 - 10, "until": T0 + 60})
+        path = os.path.join(ARGS.tmp, "from-server.pb.gz")
+        open(path, "wb").write(body)
+        assert pprof_raw(path)[1][0] == want
+        top = subprocess.run(["go", "tool", "pprof", "-top", url], capture_output=True, text=True, env=env)
+        assert top.returncode == 0 and "crypto/sha256.block" in top.stdout, top.stderr
+        # Time series: one point per profile, summing to the same total.
+        ts = srv.get_json("/api/v1/timeseries", query=CPU + '{service_name="six"}', step="1s",
+                          **{"from": T0, "until": T0 + 5})
+        assert sum(p["value"] for p in ts["points"]) == want
+        assert sum(1 for p in ts["points"] if p["value"] > 0) == 6
+        # A narrower range merges fewer profiles.
+        two = query(srv, CPU + '{service_name="six"}', frm=T0, until=T0 + 1)
+        assert two["total"] == sum(pprof_raw(p)[1][1] for p in files[:2])
+
+
+@test
+def flamegraph_json_has_pyroscope_shape():
+    path = os.path.join(ARGS.testdata, "pprof", "go-runtime-cpu-00.pb.gz")
+    with Server() as srv:
+        srv.ingest(open(path, "rb").read(), name="fg", format="pprof", **{"from": T0})
+        fg = query(srv, CPU + '{service_name="fg"}', fmt="flamegraph")
+        fb = fg["flamebearer"]
+        assert fb["names"][0] == "total" and fb["numTicks"] == pprof_raw(path)[1][1]
+        assert all(len(level) % 4 == 0 for level in fb["levels"])
+        assert fb["levels"][0] == [0, fb["numTicks"], 0, 0]
+        # Every level's totals fit within the root, and the self values sum to it.
+        assert sum(level[i + 2] for level in fb["levels"] for i in range(0, len(level), 4)) == fb["numTicks"]
+        assert fg["metadata"]["units"] == "samples" and fg["metadata"]["sampleRate"] == 1000000000
+        assert fg["metadata"]["format"] == "single" and fg["timeline"]["samples"]
+        small = query(srv, CPU + '{service_name="fg"}', fmt="flamegraph", max_nodes=10)
+        nodes = sum(len(level) // 4 for level in small["flamebearer"]["levels"])
+        assert nodes <= 10 and small["flamebearer"]["numTicks"] == fb["numTicks"], nodes
+        # Pyroscope's own read routes answer the same document.
+        for route in ("/pyroscope/render", "/render"):
+            r = srv.get_json(route, query="fg.cpu{}", **{"from": T0 - 10, "until": T0 + 3600})
+            assert r["flamebearer"]["numTicks"] == fb["numTicks"], route
+        assert "fg" in srv.get_json("/pyroscope/label-values", label="service_name")
+        assert CPU in srv.get_json("/pyroscope/label-values", label="__name__")
+        assert "endpoint" in srv.get_json("/pyroscope/labels")
+        folded = srv.get("/api/v1/query", query=CPU + '{service_name="fg"}', format="folded",
+                         **{"from": T0 - 10, "until": T0 + 60})[1].decode()
+        assert sum(int(l.rsplit(" ", 1)[1]) for l in folded.splitlines()) == fb["numTicks"]
+
+
+@test
+def labels_series_and_selectors():
+    path = os.path.join(ARGS.testdata, "pprof", "go-runtime-cpu-00.pb.gz")
+    with Server() as srv:
+        body = open(path, "rb").read()
+        for env in ("prod", "dev"):
+            st, r = srv.ingest(body, name="api{env=%s,otel.scope.name=x.y,region=eu}" % env, format="pprof",
+                               spyName="gospy", **{"from": T0})
+            assert st == 200, r
+        names = srv.get_json("/api/v1/labels")["names"]
+        for n in ("env", "otel.scope.name", "region", "service_name", "endpoint", "pyroscope_spy"):
+            assert n in names, (n, names)
+        assert srv.get_json("/api/v1/labels/env/values")["values"] == ["dev", "prod"]
+        endpoints = srv.get_json("/api/v1/labels/endpoint/values")["values"]
+        assert "/api/orders" in endpoints, endpoints
+        total = pprof_raw(path)[1][1]
+        assert query(srv, CPU + '{service_name="api"}')["total"] == 2 * total
+        assert query(srv, CPU + '{service_name="api",env="prod"}')["total"] == total
+        assert query(srv, CPU + '{env=~"pr.*"}')["total"] == total
+        assert query(srv, CPU + '{env!="prod"}')["total"] == total
+        assert query(srv, CPU + '{env="none"}')["total"] == 0
+        # Samples without the label form their own series (endpoint="" matches an absent label).
+        by_endpoint = sum(query(srv, CPU + '{env="prod",endpoint="%s"}' % e)["total"] for e in endpoints + [""])
+        assert by_endpoint == total
+        series = srv.get_json("/api/v1/series", query='{env="prod"}')["series"]
+        assert series and all(s["labels"]["env"] == "prod" for s in series)
+        assert srv.get_json("/api/v1/series", query="{}", **{"from": T0 + 100, "until": T0 + 200})["series"] == []
+        ids = [t["id"] for t in srv.get_json("/api/v1/profile-types")["profileTypes"]]
+        assert ids == sorted(set(ids)) and CPU in ids
+        for bad in ('{env="prod"', "nosuchtype{}", '{env=~"("}'):
+            st, b = srv.get("/api/v1/query", query=bad)
+            assert st == 400 and "error" in json.loads(b), (bad, st, b)
+        st, b = srv.get("/api/v1/query", query='{env="prod"}')
+        assert st == 400 and "profile type" in json.loads(b)["error"]
+        st, b = srv.get("/api/v1/query", query=CPU, **{"from": "yesterday"})
+        assert st == 400 and "from" in json.loads(b)["error"]
+
+
+@test
+def bad_input_gets_clear_errors_and_stored_data_survives():
+    good = open(os.path.join(ARGS.testdata, "pprof", "go-runtime-cpu-00.pb.gz"), "rb").read()
+    total = pprof_raw(os.path.join(ARGS.testdata, "pprof", "go-runtime-cpu-00.pb.gz"))[1][1]
+    with Server(extra=["--max-body-bytes", "2MiB", "--max-decompressed-bytes", "8MiB"]) as srv:
+        assert srv.ingest(good, name="keep", format="pprof", **{"from": T0})[0] == 200
+        cases = [
+            ("corpus/synthetic__empty.pb", "pprof", 422), ("corpus/synthetic__empty.pb.gz", "pprof", 422),
+            ("corpus/synthetic__truncated.pb.gz", "pprof", 422),
+            ("corpus/pprof__profile__testdata__cppbench.cpu.legacy", "pprof", 422),
+            ("corpus/flamegraph__test__results__perf-java-stacks-01-collapsed-pid.txt", "pprof", 422),
+        ]
+        for rel, fmt, want in cases:
+            st, b = srv.ingest(open(os.path.join(ARGS.testdata, rel), "rb").read(), name="keep", format=fmt)
+            assert st == want and json.loads(b)["error"], (rel, st, b)
+        bomb = gzip.compress(b"\0" * (64 << 20))  # 64 MiB of zeros in ~64 KiB
+        st, b = srv.ingest(bomb, name="keep", format="pprof")
+        assert st == 413 and "limit" in json.loads(b)["error"], (st, b)
+        st, b = srv.ingest(os.urandom(3 << 20), name="keep", format="pprof")
+        assert st == 413 and "max-body-bytes" in json.loads(b)["error"], (st, b)
+        for name, want in (("", 400), ("bad name", 400), ("a{k=v", 400), ("a{1x=v}", 400),
+                           (b"a{k=\xff}", 400), ("app.nosuchtype", 400)):
+            fmt = "folded" if name == "app.nosuchtype" else "pprof"
+            st, b = srv.ingest(good if fmt == "pprof" else b"a;b 1\n", name=name, format=fmt)
+            assert st == want and json.loads(b)["error"], (name, st, b)
+        st, b = srv.ingest(good, name="keep", format="pprof", **{"from": "notatime"})
+        assert st == 400 and "from" in json.loads(b)["error"]
+        st, b = srv.ingest(b"a;b;c x\n", name="keep.cpu", format="folded")
+        assert st == 422 and "line 1" in json.loads(b)["error"]
+        st, b = srv.ingest(b"\x00\x01", name="keep", format="trie")
+        assert st == 422
+        st, _, _ = srv.request("GET", "/ingest?name=x")
+        assert st == 405
+        assert srv.get("/api/v1/nope")[0] == 404
+        # Nothing stored before was touched.
+        assert query(srv, CPU + '{service_name="keep"}')["total"] == total
+        metrics = srv.get("/metrics")[1].decode()
+        assert re.search(r'hearth_ingest_errors_total\{reason="unprocessable"\} [1-9]', metrics), metrics
+        assert re.search(r'hearth_ingest_errors_total\{reason="too_large"\} [1-9]', metrics)
+
+
+@test
+def folded_and_lines_formats():
+    path = os.path.join(ARGS.testdata, "folded", "go-runtime-cpu.folded")
+    text = open(path, "rb").read()
+    want = sum(int(l.rsplit(b" ", 1)[1]) for l in text.splitlines() if l.strip())
+    with Server() as srv:
+        # sampleRate=1e9 makes the period 1 ns, so values stay as written.
+        st, b = srv.ingest(text, name="fold.cpu{env=prod}", format="folded", sampleRate=1000000000, **{"from": T0})
+        assert st == 200, b
+        ans = query(srv, CPU + '{service_name="fold",env="prod"}')
+        assert ans["total"] == want
+        # The folded file is the six CPU profiles merged: the same answer as merging the pprofs.
+        six = sum(pprof_raw(os.path.join(ARGS.testdata, "pprof", f"go-runtime-cpu-0{i}.pb.gz"))[1][1] for i in range(6))
+        assert want == six
+        # Default sampleRate 100: each count is 10 ms.
+        srv.ingest(b"main;a 3\nmain;b 1\n", name="rate.cpu", format="folded", **{"from": T0})
+        assert query(srv, CPU + '{service_name="rate"}')["total"] == 4 * 10000000
+        srv.ingest(b"main;a\nmain;a\nmain;b\n", name="lines.cpu", format="lines", **{"from": T0})
+        assert query(srv, CPU + '{service_name="lines"}')["total"] == 3 * 10000000
+        srv.ingest(b"main;alloc 4096\n", name="mem.alloc_space", format="folded", **{"from": T0})
+        assert query(srv, 'memory:alloc_space:bytes:space:bytes{service_name="mem"}')["total"] == 4096
+        java = open(os.path.join(ARGS.testdata, "corpus", "flamegraph__test__results__perf-java-stacks-01-collapsed-pid.txt"), "rb").read()
+        st, b = srv.ingest(java, name="java.cpu", sampleRate=1000000000, **{"from": T0})  # no format: folded
+        assert st == 200, b
+        jwant = sum(int(l.rsplit(b" ", 1)[1]) for l in java.splitlines() if l.strip())
+        assert query(srv, CPU + '{service_name="java"}')["total"] == jwant
+
+
+def multipart(fields):
+    boundary = "hearthboundary%d" % random.randint(0, 1 << 30)
+    out = io.BytesIO()
+    for name, data in fields:
+        out.write(f"--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"; filename=\"{name}\"\r\n"
+                  "Content-Type: application/octet-stream\r\n\r\n".encode())
+        out.write(data + b"\r\n")
+    out.write(f"--{boundary}--\r\n".encode())
+    return out.getvalue(), {"Content-Type": f"multipart/form-data; boundary={boundary}"}
+
+
+@test
+def go_runtime_profiles_raw_and_multipart():
+    gdir = tempfile.mkdtemp(prefix="goprof-", dir=ARGS.tmp)
+    env = dict(os.environ, GOPROXY="off", GOFLAGS="", GOCACHE=os.path.join(ARGS.tmp, "gocache"))
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "goprof", "main.go")
+    subprocess.run(["go", "run", src, gdir], check=True, env=env, capture_output=True)
+    kinds = ["cpu", "heap", "allocs", "mutex", "block", "goroutine"]
+    with Server() as srv:
+        for k in kinds:
+            data = open(os.path.join(gdir, k + ".pb.gz"), "rb").read()
+            st, b = srv.ingest(data, name=f"go-raw-{k}", format="pprof", **{"from": T0, "until": T0 + 10})
+            assert st == 200, (k, b)
+            # pyroscope-go style: multipart, nanosecond timestamps, a sample_type_config.
+            cfg = json.dumps({"contentions": {"display-name": "block_count", "units": "lock_samples"},
+                              "delay": {"display-name": "block_duration"}}).encode() if k == "block" else b""
+            fields = [("profile", data)] + ([("sample_type_config", cfg)] if cfg else [])
+            body, headers = multipart(fields)
+            st, b = srv.ingest(body, headers=headers, name=f"go-mp-{k}", spyName="gospy",
+                               **{"from": T0 * 10**9, "until": (T0 + 10) * 10**9})
+            assert st == 200, (k, b)
+        for k in kinds:
+            types, totals = pprof_raw(os.path.join(gdir, k + ".pb.gz"))
+            for svc in (f"go-raw-{k}", f"go-mp-{k}"):
+                got = types_of(srv, svc)
+                for (st_, unit), total in zip(types, totals):
+                    ans = query(srv, '%s{service_name="%s"}' % (got[(st_, unit)], svc), limit=1)
+                    assert ans["total"] == total, (svc, st_, ans["total"], total)
+        mp_types = set(types_of(srv, "go-mp-block").values())
+        assert "block:delay:nanoseconds:contentions:count" in mp_types, mp_types
+        assert "mutex:delay:nanoseconds:contentions:count" in set(types_of(srv, "go-raw-mutex").values())
+        assert "memory:inuse_space:bytes:space:bytes" in set(types_of(srv, "go-raw-heap").values())
+        assert "goroutine:goroutine:count:goroutine:count" in set(types_of(srv, "go-raw-goroutine").values())
+        body, headers = multipart([("profile", b"x"), ("prev_profile", b"y")])
+        st, b = srv.ingest(body, headers=headers, name="old")
+        assert st == 422 and "prev_profile" in json.loads(b)["error"]
+        body, headers = multipart([("other", b"x")])
+        assert srv.ingest(body, headers=headers, name="old")[0] == 400
+
+
+@test
+def gauges_average_over_time():
+    heap = os.path.join(ARGS.testdata, "pprof", "go-runtime-heap.pb.gz")
+    types, totals = pprof_raw(heap)
+    inuse = totals[types.index(("inuse_space", "bytes"))]
+    alloc = totals[types.index(("alloc_space", "bytes"))]
+    with Server() as srv:
+        for i in range(3):
+            srv.ingest(open(heap, "rb").read(), name="heap", format="pprof", **{"from": T0 + 10 * i})
+        a = query(srv, 'memory:inuse_space:bytes:space:bytes{service_name="heap"}', fmt="flamegraph")
+        assert a["flamebearer"]["numTicks"] == inuse and a["metadata"]["aggregation"] == "average"
+        b = query(srv, 'memory:alloc_space:bytes:space:bytes{service_name="heap"}', fmt="flamegraph")
+        assert b["flamebearer"]["numTicks"] == 3 * alloc and b["metadata"]["aggregation"] == "sum"
+        assert b["metadata"]["units"] == "bytes"
+
+
+@test
+def restart_flush_and_kill9_keep_every_acknowledged_profile():
+    data_dir = tempfile.mkdtemp(prefix="hearth-crash-", dir=ARGS.tmp)
+    srv = Server(data_dir).start()
+    acked, lock, stop = [], threading.Lock(), threading.Event()
+
+    def pusher(worker):
+        i = 0
+        while not stop.is_set():
+            t = T0 + worker * 20000 + i
+            try:
+                st, _ = srv.ingest(b"main;work%d 7\nmain;idle 3\n" % (i % 5), name="crash.cpu", format="folded",
+                                   **{"from": t})
+            except OSError:
+                return
+            if st == 200:
+                with lock:
+                    acked.append(t)
+            i += 1
+
+    threads = [threading.Thread(target=pusher, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    time.sleep(0.8)
+    srv.request("POST", "/api/v1/admin/flush")  # some data in a block, some only in the WAL
+    time.sleep(random.uniform(0.3, 1.0))
+    srv.proc.send_signal(signal.SIGKILL)
+    srv.proc.wait()
+    stop.set()
+    for t in threads:
+        t.join()
+    srv.log.close()
+    assert len(acked) > 20, f"only {len(acked)} pushes acknowledged"
+    srv = Server(data_dir).start()
+    try:
+        ans = query(srv, CPU + '{service_name="crash"}', frm=T0 - 10, until=T0 + 10**6)
+        # An in-flight push may be durable without its ack having arrived.
+        assert ans["profiles"] >= len(acked), (ans["profiles"], len(acked))
+        assert ans["profiles"] <= len(acked) + 4
+        assert ans["total"] == ans["profiles"] * 10 * 10000000
+        ts = srv.get_json("/api/v1/timeseries", query=CPU + '{service_name="crash"}', step="1s",
+                          **{"from": T0 - 10, "until": T0 + 80000})
+        seen = {p["timestamp"] // 1000 for p in ts["points"] if p["value"] > 0}
+        missing = [t for t in acked if t not in seen]
+        assert not missing, f"{len(missing)} acknowledged profiles lost, e.g. {missing[:5]}"
+        metrics = srv.get("/metrics")[1].decode()
+        assert "hearth_blocks 1" in metrics, metrics
+    finally:
+        srv.stop()
+    # A clean stop flushes the head; the next start replays nothing and answers the same.
+    srv = Server(data_dir).start()
+    try:
+        again = query(srv, CPU + '{service_name="crash"}', frm=T0 - 10, until=T0 + 10**6)
+        assert again["total"] == ans["total"]
+        assert "hearth_wal_replayed_records_total 0" in srv.get("/metrics")[1].decode()
+        blocks = os.listdir(os.path.join(data_dir, "blocks", "anonymous"))
+        assert len(blocks) == 2, blocks
+    finally:
+        srv.stop()
+
+
+@test
+def corrupt_block_is_reported_and_skipped():
+    data_dir = tempfile.mkdtemp(prefix="hearth-corrupt-", dir=ARGS.tmp)
+    with Server(data_dir) as srv:
+        srv.ingest(b"main;a 1\n", name="c1.cpu", format="folded", **{"from": T0})
+        srv.request("POST", "/api/v1/admin/flush")
+        srv.ingest(b"main;b 2\n", name="c2.cpu", format="folded", **{"from": T0})
+        srv.request("POST", "/api/v1/admin/flush")
+    bdir = os.path.join(data_dir, "blocks", "anonymous")
+    first = sorted(os.listdir(bdir))[0]
+    with open(os.path.join(bdir, first), "r+b") as f:
+        f.seek(40)
+        f.write(b"\xde\xad\xbe\xef")
+    with Server(data_dir) as srv:
+        assert query(srv, CPU + '{service_name="c2"}')["total"] == 2 * 10000000
+        assert query(srv, CPU + '{service_name="c1"}')["total"] == 0
+        assert "hearth_blocks_corrupt 1" in srv.get("/metrics")[1].decode()
+
+
+@test
+def health_ready_metrics_and_help():
+    with Server() as srv:
+        assert srv.get("/healthz") == (200, b"ok\n")
+        assert srv.get("/ready")[0] == 200
+        m = srv.get("/metrics")[1].decode()
+        for name in ("hearth_ingested_profiles_total", "hearth_query_duration_seconds_bucket", "hearth_head_bytes",
+                     "hearth_blocks", "hearth_series", "hearth_ingest_errors_total"):
+            assert name in m, name
+        assert srv.get("/")[0] == 200
+    h = subprocess.run([ARGS.binary, "--help"], capture_output=True, text=True)
+    assert h.returncode == 0 and "--data-dir" in h.stdout and "HEARTH_DATA_DIR" in h.stdout
+    bad = subprocess.run([ARGS.binary, "--no-such-flag"], capture_output=True, text=True)
+    assert bad.returncode != 0 and "unknown flag" in bad.stderr
+    env = dict(os.environ, HEARTH_LISTEN="127.0.0.1:notaport")
+    bad = subprocess.run([ARGS.binary, "--data-dir", os.path.join(ARGS.tmp, "envtest")], env=env,
+                         capture_output=True, text=True, timeout=30)
+    assert bad.returncode != 0 and "bad port" in bad.stderr, bad.stderr
+
+
+# ---------------------------------------------------------------- runner
+
+def main():
+    global ARGS
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--binary", default="./hearth")
+    ap.add_argument("--testdata", default="../shared/testdata")
+    ap.add_argument("--quick", action="store_true", help="(kept for the ASan run; every test still runs)")
+    ap.add_argument("-k", default="", help="run only tests whose name contains this")
+    ARGS = ap.parse_args()
+    ARGS.binary = os.path.abspath(ARGS.binary)
+    ARGS.tmp = tempfile.mkdtemp(prefix="hearth-it-")
+    passed = failed = 0
+    for fn in TESTS:
+        if ARGS.k not in fn.__name__:
+            continue
+        t = time.time()
+        try:
+            fn()
+            passed += 1
+            print(f"ok   {fn.__name__} ({time.time() - t:.1f}s)", flush=True)
+        except Exception:
+            failed += 1
+            print(f"FAIL {fn.__name__}\n{traceback.format_exc()}", flush=True)
+    if not failed:
+        shutil.rmtree(ARGS.tmp, ignore_errors=True)
+    else:
+        print(f"(logs kept under {ARGS.tmp})")
+    print(f"integration: {passed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
