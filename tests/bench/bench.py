@@ -1,0 +1,245 @@
+#!/usr/bin/env python3
+"""Hearth benchmarks (make bench). Prints a Markdown table of measured figures.
+
+1. Ingest throughput: concurrent keep-alive clients POST real gzipped Go CPU profiles.
+2. Disk per profile: 1,000 profiles of one service, flushed to blocks, vs their gzipped size.
+3. Merge latency: 1 h and 24 h of one service's 10 s CPU profiles into a flame graph, against
+   `go tool pprof -proto` merging the same files (the baseline ratio).
+Not a test: nothing here asserts a target.
+"""
+import argparse
+import json
+import gzip
+import random
+import http.client
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+import run as it  # noqa: E402  (reuses the integration suite's server control)
+
+CPU = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
+BASE = 1700000000
+
+
+def cpu_files(testdata):
+    return [os.path.abspath(os.path.join(testdata, "pprof", f"go-runtime-cpu-0{i}.pb.gz")) for i in range(6)]
+
+
+# ---- varying real profiles: so no two uploads are byte-identical (as in production)
+
+def _varint(b, i):
+    v = shift = 0
+    while True:
+        c = b[i]
+        i += 1
+        v |= (c & 0x7F) << shift
+        if c < 0x80:
+            return v, i
+        shift += 7
+
+
+def _put_varint(v):
+    out = bytearray()
+    v &= (1 << 64) - 1
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def _fields(b):
+    """Yields (field, wiretype, raw value bytes or int) of one protobuf message."""
+    i = 0
+    while i < len(b):
+        tag, i = _varint(b, i)
+        f, wt = tag >> 3, tag & 7
+        if wt == 0:
+            v, i = _varint(b, i)
+        elif wt == 2:
+            n, i = _varint(b, i)
+            v, i = b[i:i + n], i + n
+        elif wt == 1:
+            v, i = b[i:i + 8], i + 8
+        else:
+            v, i = b[i:i + 4], i + 4
+        yield f, wt, v
+
+
+def _field(f, wt, v):
+    tag = _put_varint(f << 3 | wt)
+    if wt == 0:
+        return tag + _put_varint(v)
+    if wt == 2:
+        return tag + _put_varint(len(v)) + v
+    return tag + v
+
+
+def vary(gz_profile, rng):
+    """Rescales each sample by a random whole factor (0 drops it); symbols stay real."""
+    raw = gzip.decompress(gz_profile)
+    out = bytearray()
+    for f, wt, v in _fields(raw):
+        if f != 2:
+            out += _field(f, wt, v)
+            continue
+        k = rng.choice((0, 1, 1, 2, 3))
+        if k == 0:
+            continue
+        sample = bytearray()
+        for sf, swt, sv in _fields(v):
+            if sf == 2 and swt == 2:
+                vals, j = [], 0
+                while j < len(sv):
+                    x, j = _varint(sv, j)
+                    vals.append(x)
+                sv = b"".join(_put_varint(x * k) for x in vals)
+            elif sf == 2:
+                sv = sv * k
+            sample += _field(sf, swt, sv)
+        out += _field(2, 2, bytes(sample))
+    return gzip.compress(bytes(out))
+
+
+def varied_bodies(files, n, seed=1):
+    rng = random.Random(seed)
+    base = [open(f, "rb").read() for f in files]
+    return [vary(base[i % len(base)], rng) for i in range(n)]
+
+
+def push_many(port, bodies, n, clients, name, start, step):
+    """POSTs n profiles over `clients` keep-alive connections; returns seconds taken."""
+    counter = iter(range(n))
+    lock = threading.Lock()
+    errors = []
+
+    def worker():
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        while True:
+            with lock:
+                i = next(counter, None)
+            if i is None:
+                break
+            q = urllib.parse.urlencode({"name": name, "format": "pprof", "from": start + i * step,
+                                        "until": start + i * step + step})
+            conn.request("POST", "/ingest?" + q, body=bodies[i % len(bodies)],
+                         headers={"Content-Type": "application/octet-stream"})
+            r = conn.getresponse()
+            r.read()
+            if r.status != 200:
+                errors.append(r.status)
+        conn.close()
+
+    threads = [threading.Thread(target=worker) for _ in range(clients)]
+    t = time.time()
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    if errors:
+        raise RuntimeError(f"{len(errors)} ingest errors, e.g. {errors[:3]}")
+    return time.time() - t
+
+
+def dir_bytes(path):
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
+
+
+def bench_ingest(files, rows):
+    bodies = varied_bodies(files, 300)
+    avg = sum(map(len, bodies)) / len(bodies)
+    for fsync in ("always", "none"):
+        srv = it.Server(extra=["--wal-fsync", fsync]).start()
+        n = 3000
+        secs = push_many(srv.port, bodies, n, 8, "bench-ingest", BASE, 10)
+        srv.stop()
+        rows.append((f"ingest, 8 clients, --wal-fsync={fsync}",
+                     f"{n / secs:,.0f} profiles/s, {n * avg / secs / 1e6:.1f} MB/s of gzipped pprof "
+                     f"({n} uploads of {avg / 1024:.1f} KiB)"))
+
+
+def bench_disk(files, rows):
+    n = 1000
+    bodies = varied_bodies(files, n)
+    srv = it.Server(extra=["--wal-fsync", "none"]).start()
+    push_many(srv.port, bodies, n, 4, "bench-disk", BASE, 10)
+    srv.request("POST", "/api/v1/admin/flush")
+    blocks = dir_bytes(os.path.join(srv.data_dir, "blocks"))
+    index = os.path.getsize(os.path.join(srv.data_dir, "index.db"))
+    srv.stop()
+    gz = sum(len(b) for b in bodies)
+    rows.append(("disk, 1,000 distinct CPU profiles of one service",
+                 f"{blocks / n:,.0f} B/profile in blocks (+ {index / 1024:.0f} KiB index.db) vs {gz / n:,.0f} B "
+                 f"gzipped pprof: {100 * blocks / gz:.1f}% of the input"))
+
+
+def time_query(srv, frm, until, reps=5):
+    out = []
+    for _ in range(reps):
+        t = time.time()
+        st, body = srv.get("/api/v1/query", query=CPU + '{service_name="bench-merge"}', format="flamegraph",
+                           **{"from": frm, "until": until})
+        out.append(time.time() - t)
+        assert st == 200, body[:200]
+    time_query.last = json.loads(body)["metadata"]["profiles"]
+    return out
+
+
+def bench_merge(files, rows, tmp):
+    n24 = 8640  # 24 h of 10 s profiles
+    bodies = varied_bodies(files, 600, seed=2)
+    srv = it.Server(extra=["--wal-fsync", "none"]).start()
+    push_many(srv.port, bodies, n24, 4, "bench-merge", BASE, 10)
+    srv.request("POST", "/api/v1/admin/flush")
+    srv.stop()
+    data_dir = srv.data_dir
+    links = os.path.join(tmp, "links")
+    os.makedirs(links, exist_ok=True)
+    for i, b in enumerate(bodies):
+        open(os.path.join(links, f"v{i}.pb.gz"), "wb").write(b)
+    for i in range(n24):
+        os.symlink(os.path.join(links, f"v{i % len(bodies)}.pb.gz"), os.path.join(links, f"{i}.pb.gz"))
+    for label, n in (("1 h", 360), ("24 h", n24)):
+        until = BASE + 10 * (n - 1)
+        srv = it.Server(data_dir).start()  # cold: the first query reads and decodes the block
+        cold = time_query(srv, BASE, until, reps=1)[0]
+        warm = statistics.median(time_query(srv, BASE, until))
+        srv.stop()
+        paths = [os.path.join(links, f"{i}.pb.gz") for i in range(n)]
+        t = time.time()
+        with open(os.devnull, "wb") as null:
+            subprocess.run(["go", "tool", "pprof", "-proto"] + paths, stdout=null, stderr=subprocess.DEVNULL,
+                           check=True)
+        base = time.time() - t
+        rows.append((f"merge {label} ({n} profiles) to a flame graph",
+                     f"{warm * 1000:.1f} ms warm, {cold * 1000:.1f} ms cold (block read + decode); go tool pprof -proto "
+                     f"{base:.2f} s: {base / warm:,.0f}x faster (warm); {time_query.last} profile rows merged"))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--binary", default="./hearth")
+    ap.add_argument("--testdata", default="../shared/testdata")
+    a = ap.parse_args()
+    it.ARGS = argparse.Namespace(binary=os.path.abspath(a.binary), testdata=a.testdata,
+                                 tmp=tempfile.mkdtemp(prefix="hearth-bench-"))
+    files = cpu_files(a.testdata)
+    rows = []
+    bench_ingest(files, rows)
+    bench_disk(files, rows)
+    bench_merge(files, rows, it.ARGS.tmp)
+    print(f"\nMeasured on {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}:\n")
+    print("| benchmark | result |\n|---|---|")
+    for k, v in rows:
+        print(f"| {k} | {v} |")
+
+
+if __name__ == "__main__":
+    main()
