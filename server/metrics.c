@@ -60,6 +60,10 @@ void metrics_render(metrics_t *m, store_t *st, buf_t *o) {
     buf_printf(o, "# HELP hearth_head_bytes Memory held by the in-memory head.\n# TYPE hearth_head_bytes gauge\n"
                   "hearth_head_bytes %zu\nhearth_head_profiles %zu\nhearth_head_samples %zu\n",
                s.head_bytes, s.head_profiles, s.head_samples);
+    buf_printf(o, "# HELP hearth_head_symbols Deduplicated symbols in the head, by table.\n# TYPE hearth_head_symbols gauge\n"
+                  "hearth_head_symbols{table=\"strings\"} %zu\nhearth_head_symbols{table=\"functions\"} %zu\n"
+                  "hearth_head_symbols{table=\"locations\"} %zu\nhearth_head_symbols{table=\"stacks\"} %zu\n",
+               s.head_strings, s.head_functions, s.head_locations, s.head_stacks);
     buf_printf(o, "# HELP hearth_blocks Blocks in the catalog.\n# TYPE hearth_blocks gauge\nhearth_blocks %zu\n"
                   "hearth_block_bytes %zu\nhearth_blocks_corrupt %zu\nhearth_head_cuts_total %llu\n",
                s.blocks, s.block_bytes, s.blocks_corrupt, (unsigned long long)s.cuts);

@@ -388,6 +388,11 @@ void store_stats(store_t *s, store_stats_t *out) {
         out->head_bytes += segment_bytes(s->heads[i].seg);
         out->head_profiles += s->heads[i].seg->nprofiles;
         out->head_samples += s->heads[i].seg->nsamples;
+        const symtab_t *sym = s->heads[i].seg->sym;
+        out->head_strings += sym->nstrings - 1;
+        out->head_functions += sym->nfunctions - 1;
+        out->head_locations += sym->nlocations - 1;
+        out->head_stacks += sym->nstacks - 1;
     }
     out->blocks = s->nblocks;
     pthread_mutex_lock(&s->cache_mu);

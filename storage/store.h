@@ -67,6 +67,7 @@ index_t *store_index(store_t *s);
 
 typedef struct {
     size_t head_bytes, head_profiles, head_samples;
+    size_t head_strings, head_functions, head_locations, head_stacks; /* interned symbols */
     size_t blocks, block_bytes, blocks_corrupt;
     size_t series;
     uint64_t wal_bytes;

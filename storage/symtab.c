@@ -148,28 +148,28 @@ uint32_t symtab_string(symtab_t *t, const char *s, size_t n) {
     return id;
 }
 
-uint32_t symtab_function(symtab_t *t, const sym_function_t *f) {
-    uint64_t h = hash_function(f);
-    uint32_t id = idset_find(&t->set_functions, h, f, eq_function, t);
+/* Interns a fixed-size entry into one of the tables (functions, mappings, stacks):
+ * *arr holds *n entries of `size` bytes; set indexes them. */
+static uint32_t intern_fixed(symtab_t *t, idset_t *set, void *arr, size_t *n, size_t *cap, size_t size,
+                             const void *entry, uint64_t h, idset_eq_fn eq) {
+    uint32_t id = idset_find(set, h, entry, eq, t);
     if (id != UINT32_MAX) return id;
-    if (VEC_RESERVE(t->functions, t->functions_cap, t->nfunctions + 1)) return SYM_NONE;
-    id = (uint32_t)t->nfunctions;
-    t->functions[id] = *f;
-    if (idset_add(&t->set_functions, h, id)) return SYM_NONE;
-    t->nfunctions++;
+    if (*n >= UINT32_MAX - 1 || vec_reserve(arr, cap, *n + 1, size)) return SYM_NONE;
+    id = (uint32_t)*n;
+    memcpy((char *)*(void **)arr + (size_t)id * size, entry, size);
+    if (idset_add(set, h, id)) return SYM_NONE;
+    (*n)++;
     return id;
 }
 
+uint32_t symtab_function(symtab_t *t, const sym_function_t *f) {
+    return intern_fixed(t, &t->set_functions, &t->functions, &t->nfunctions, &t->functions_cap, sizeof *f, f,
+                        hash_function(f), eq_function);
+}
+
 uint32_t symtab_mapping(symtab_t *t, const sym_mapping_t *m) {
-    uint64_t h = hash_mapping(m);
-    uint32_t id = idset_find(&t->set_mappings, h, m, eq_mapping, t);
-    if (id != UINT32_MAX) return id;
-    if (VEC_RESERVE(t->mappings, t->mappings_cap, t->nmappings + 1)) return SYM_NONE;
-    id = (uint32_t)t->nmappings;
-    t->mappings[id] = *m;
-    if (idset_add(&t->set_mappings, h, id)) return SYM_NONE;
-    t->nmappings++;
-    return id;
+    return intern_fixed(t, &t->set_mappings, &t->mappings, &t->nmappings, &t->mappings_cap, sizeof *m, m,
+                        hash_mapping(m), eq_mapping);
 }
 
 uint32_t symtab_location(symtab_t *t, uint32_t mapping, uint64_t address,
@@ -192,15 +192,8 @@ uint32_t symtab_location(symtab_t *t, uint32_t mapping, uint64_t address,
 
 uint32_t symtab_stack(symtab_t *t, uint32_t parent, uint32_t location) {
     sym_stack_t k = {parent, location};
-    uint64_t h = hash_stack(&k);
-    uint32_t id = idset_find(&t->set_stacks, h, &k, eq_stack, t);
-    if (id != UINT32_MAX) return id;
-    if (VEC_RESERVE(t->stacks, t->stacks_cap, t->nstacks + 1)) return SYM_NONE;
-    id = (uint32_t)t->nstacks;
-    t->stacks[id] = k;
-    if (idset_add(&t->set_stacks, h, id)) return SYM_NONE;
-    t->nstacks++;
-    return id;
+    return intern_fixed(t, &t->set_stacks, &t->stacks, &t->nstacks, &t->stacks_cap, sizeof k, &k, hash_stack(&k),
+                        eq_stack);
 }
 
 size_t symtab_stack_depth(const symtab_t *t, uint32_t stack) {

@@ -549,6 +549,45 @@ def corrupt_block_is_reported_and_skipped():
         assert "hearth_blocks_corrupt 1" in srv.get("/metrics")[1].decode()
 
 
+def metric(srv, name):
+    for line in srv.get("/metrics")[1].decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[-1])
+    raise AssertionError(f"metric {name} missing")
+
+
+@test
+def same_profile_twice_adds_no_symbols():
+    body = open(os.path.join(ARGS.testdata, "pprof", "go-runtime-heap.pb.gz"), "rb").read()
+    tables = ("strings", "functions", "locations", "stacks")
+    with Server() as srv:
+        assert srv.ingest(body, name="dedup", format="pprof", **{"from": T0})[0] == 200
+        once = [metric(srv, 'hearth_head_symbols{table="%s"}' % t) for t in tables]
+        assert all(n > 0 for n in once), once
+        assert srv.ingest(body, name="dedup", format="pprof", **{"from": T0 + 10})[0] == 200
+        assert srv.ingest(body, name="dedup2", format="pprof", **{"from": T0 + 10})[0] == 200
+        twice = [metric(srv, 'hearth_head_symbols{table="%s"}' % t) for t in tables]
+        assert twice == once, (once, twice)
+        assert metric(srv, "hearth_head_profiles") == 3 * 4  # 3 uploads x 4 sample types
+
+
+@test
+def background_cut_by_age_keeps_answers():
+    data_dir = tempfile.mkdtemp(prefix="hearth-cut-", dir=ARGS.tmp)
+    body = open(os.path.join(ARGS.testdata, "pprof", "go-runtime-cpu-01.pb.gz"), "rb").read()
+    want = pprof_raw(os.path.join(ARGS.testdata, "pprof", "go-runtime-cpu-01.pb.gz"))[1][1]
+    with Server(data_dir, extra=["--block-duration", "1s"]) as srv:
+        assert srv.ingest(body, name="aged", format="pprof", **{"from": T0})[0] == 200
+        deadline = time.time() + 20
+        while metric(srv, "hearth_blocks") < 1 and time.time() < deadline:
+            time.sleep(0.2)
+        assert metric(srv, "hearth_blocks") == 1 and metric(srv, "hearth_head_profiles") == 0
+        assert query(srv, CPU + '{service_name="aged"}')["total"] == want
+        assert srv.ingest(body, name="aged", format="pprof", **{"from": T0 + 10})[0] == 200
+        assert query(srv, CPU + '{service_name="aged"}')["total"] == 2 * want  # block + head
+    assert not [f for f in os.listdir(os.path.join(data_dir, "wal")) if os.path.getsize(os.path.join(data_dir, "wal", f))]
+
+
 @test
 def health_ready_metrics_and_help():
     with Server() as srv:
