@@ -1,4 +1,4 @@
-/* log.h - one line per event, logfmt, to stderr.
+/* log.h - one line per event, logfmt or JSON, to stderr.
  *
  * The level threshold is process-wide configuration set once at start-up (the one
  * piece of global state, as in every server's logger); messages never carry
@@ -9,6 +9,8 @@
 typedef enum { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR } log_level_t;
 
 void log_set_level(log_level_t level);
+/* 1: write each event as one JSON object instead of logfmt. */
+void log_set_json(int json);
 /* Parses "debug", "info", "warn" or "error"; returns -1 for anything else. */
 int log_parse_level(const char *s, log_level_t *out);
 /* msg is a short event name; fmt adds logfmt key=value pairs. */

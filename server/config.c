@@ -11,7 +11,7 @@
 
 #include "common/timeparse.h"
 
-typedef enum { T_STR, T_SIZE, T_DURATION, T_INT, T_FSYNC, T_LEVEL } opt_type_t;
+typedef enum { T_STR, T_SIZE, T_DURATION, T_INT, T_FSYNC, T_LEVEL, T_LOGFMT } opt_type_t;
 
 typedef struct {
     const char *name, *def, *help;
@@ -35,8 +35,10 @@ static const opt_t OPTS[] = {
     {"zstd-level", "3", "zstd compression level of blocks (1-19)", T_INT, O(zstd_level)},
     {"max-connections", "1024", "concurrent HTTP connections", T_INT, O(max_connections)},
     {"log-level", "info", "debug, info, warn or error", T_LEVEL, O(log_level)},
+    {"log-format", "logfmt", "logfmt or json: one line per event either way", T_LOGFMT, O(log_json)},
 };
 #define NOPTS (sizeof OPTS / sizeof *OPTS)
+_Static_assert(NOPTS <= 32, "config_t.raw holds 32 options");
 
 static int parse_size(const char *s, size_t *out) {
     char *end;
@@ -85,10 +87,23 @@ static int set_opt(config_t *c, const opt_t *o, const char *v, FILE *err) {
     case T_LEVEL:
         if (log_parse_level(v, &c->log_level)) goto bad;
         return 0;
+    case T_LOGFMT:
+        if (!strcmp(v, "logfmt")) c->log_json = 0;
+        else if (!strcmp(v, "json")) c->log_json = 1;
+        else goto bad;
+        return 0;
     }
 bad:
     fprintf(err, "hearth: invalid value `%s` for --%s (%s)\n", v, o->name, o->help);
     return -1;
+}
+
+/* Sets an option and remembers its text and source for --print-config. */
+static int apply(config_t *c, size_t i, const char *v, const char *source, FILE *err) {
+    if (set_opt(c, &OPTS[i], v, err)) return -1;
+    snprintf(c->raw[i], sizeof c->raw[i], "%s", v);
+    c->source[i] = source;
+    return 0;
 }
 
 static void env_name(const opt_t *o, char *out, size_t n) {
@@ -100,29 +115,113 @@ static void env_name(const opt_t *o, char *out, size_t n) {
 void config_usage(FILE *out) {
     fprintf(out,
             "Usage: hearth [serve] [flags]\n\n"
-            "Hearth stores continuous-profiling data: agents push pprof or folded stacks to\n"
-            "/ingest (Pyroscope's protocol); the API and web UI query them.\n\n"
-            "Flags (each also read from the environment variable shown):\n");
+            "Runs the Hearth server. Agents push pprof or folded stacks to /ingest\n"
+            "(Pyroscope's protocol); the REST API and the web UI query them.\n\n"
+            "Flags (each also read from the environment variable shown, or from the\n"
+            "config file key of the same name):\n");
     for (size_t i = 0; i < NOPTS; i++) {
         char env[64];
         env_name(&OPTS[i], env, sizeof env);
         fprintf(out, "  --%-24s %s\n  %-26s default: %s; env %s\n", OPTS[i].name, OPTS[i].help, "",
                 OPTS[i].def[0] ? OPTS[i].def : "(none)", env);
     }
-    fprintf(out, "  --%-24s show this help\n\nExample:\n  hearth --listen 0.0.0.0:4040 --data-dir /var/lib/hearth\n", "help");
+    fprintf(out, "  --%-24s read settings from FILE (`key = value` lines); env HEARTH_CONFIG\n", "config FILE");
+    fprintf(out, "  --%-24s print every setting with its value and source, then exit\n", "print-config");
+    fprintf(out, "  --%-24s show this help\n\nExamples:\n"
+                 "  hearth serve --listen 0.0.0.0:4040 --data-dir /var/lib/hearth\n"
+                 "  HEARTH_WAL_FSYNC=none hearth serve --config /etc/hearth/hearth.conf\n"
+                 "  hearth serve --print-config > hearth.conf\n", "help");
+}
+
+static const opt_t *find_opt(const char *name, size_t n, size_t *index) {
+    for (size_t k = 0; k < NOPTS; k++)
+        if (strlen(OPTS[k].name) == n && !strncmp(OPTS[k].name, name, n)) {
+            *index = k;
+            return &OPTS[k];
+        }
+    return NULL;
+}
+
+static char *trim(char *s) {
+    while (isspace((unsigned char)*s)) s++;
+    char *e = s + strlen(s);
+    while (e > s && isspace((unsigned char)e[-1])) *--e = 0;
+    return s;
+}
+
+static int load_file(config_t *c, const char *path, FILE *err) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(err, "hearth: cannot read config file %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    char line[4096];
+    int lineno = 0, rc = 0;
+    while (rc == 0 && fgets(line, sizeof line, f)) {
+        lineno++;
+        char *hash = strchr(line, '#');
+        if (hash) *hash = 0;
+        char *s = trim(line);
+        if (!*s) continue;
+        char *eq = strchr(s, '=');
+        size_t idx;
+        if (!eq) {
+            fprintf(err, "hearth: %s:%d: expected `key = value`\n", path, lineno);
+            rc = -1;
+            break;
+        }
+        *eq = 0;
+        char *key = trim(s), *val = trim(eq + 1);
+        size_t vl = strlen(val);
+        if (vl >= 2 && val[0] == '"' && val[vl - 1] == '"') val[vl - 1] = 0, val++;
+        if (!find_opt(key, strlen(key), &idx)) {
+            fprintf(err, "hearth: %s:%d: unknown setting `%s` (see hearth serve --help)\n", path, lineno, key);
+            rc = -1;
+        } else if (apply(c, idx, val, "config", err)) {
+            fprintf(err, "hearth: in %s:%d\n", path, lineno);
+            rc = -1;
+        }
+    }
+    fclose(f);
+    return rc;
+}
+
+/* The --config value from argv or the environment, if any. */
+static const char *config_path(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        if (!strncmp(argv[i], "--config=", 9)) return argv[i] + 9;
+        if (!strcmp(argv[i], "--config") && i + 1 < argc) return argv[i + 1];
+    }
+    const char *e = getenv("HEARTH_CONFIG");
+    return e && *e ? e : NULL;
+}
+
+static void print_config(const config_t *c) {
+    printf("# Hearth settings: effective value of every key, and where it came from.\n");
+    if (c->config_file[0]) printf("# config file: %s\n", c->config_file);
+    for (size_t i = 0; i < NOPTS; i++) {
+        char line[700];
+        snprintf(line, sizeof line, "%s = %s", OPTS[i].name, c->raw[i]);
+        printf("%-48s # %s; %s\n", line, c->source[i] ? c->source[i] : "default", OPTS[i].help);
+    }
 }
 
 int config_load(config_t *c, int argc, char **argv, FILE *err) {
     memset(c, 0, sizeof *c);
     for (size_t i = 0; i < NOPTS; i++)
-        if (OPTS[i].def[0] && set_opt(c, &OPTS[i], OPTS[i].def, err)) return -1;
+        if (apply(c, i, OPTS[i].def, "default", err)) return -1;
+    const char *file = config_path(argc, argv);
+    if (file) {
+        snprintf(c->config_file, sizeof c->config_file, "%s", file);
+        if (load_file(c, file, err)) return -1;
+    }
     for (size_t i = 0; i < NOPTS; i++) {
         char env[64];
         env_name(&OPTS[i], env, sizeof env);
         const char *v = getenv(env);
-        if (v && set_opt(c, &OPTS[i], v, err)) return -1;
+        if (v && apply(c, i, v, "environment", err)) return -1;
     }
-    int i = 1;
+    int i = 1, print = 0;
     if (i < argc && !strcmp(argv[i], "serve")) i++;
     for (; i < argc; i++) {
         const char *a = argv[i];
@@ -130,15 +229,21 @@ int config_load(config_t *c, int argc, char **argv, FILE *err) {
             config_usage(stdout);
             return 1;
         }
+        if (!strcmp(a, "--print-config")) {
+            print = 1;
+            continue;
+        }
+        if (!strncmp(a, "--config", 8) && (a[8] == 0 || a[8] == '=')) {
+            if (!a[8]) i++;
+            continue;
+        }
         if (strncmp(a, "--", 2)) {
             fprintf(err, "hearth: unexpected argument `%s` (see hearth --help)\n", a);
             return -1;
         }
         const char *eq = strchr(a, '=');
-        size_t nl = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
-        const opt_t *o = NULL;
-        for (size_t k = 0; k < NOPTS; k++)
-            if (strlen(OPTS[k].name) == nl && !strncmp(OPTS[k].name, a + 2, nl)) o = &OPTS[k];
+        size_t nl = eq ? (size_t)(eq - a - 2) : strlen(a + 2), idx;
+        const opt_t *o = find_opt(a + 2, nl, &idx);
         if (!o) {
             fprintf(err, "hearth: unknown flag `%s` (see hearth --help)\n", a);
             return -1;
@@ -148,11 +253,15 @@ int config_load(config_t *c, int argc, char **argv, FILE *err) {
             fprintf(err, "hearth: flag --%s needs a value\n", o->name);
             return -1;
         }
-        if (set_opt(c, o, v, err)) return -1;
+        if (apply(c, idx, v, "flag", err)) return -1;
     }
     if (c->zstd_level > 19) {
         fprintf(err, "hearth: --zstd-level must be 1-19\n");
         return -1;
+    }
+    if (print) {
+        print_config(c);
+        return 1;
     }
     return 0;
 }

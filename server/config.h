@@ -1,8 +1,11 @@
-/* config.h - server configuration: flags, each also readable from HEARTH_<FLAG>.
+/* config.h - server configuration: flags, environment, an optional config file.
  *
- * Precedence: command-line flag, then environment variable (--data-dir <->
- * HEARTH_DATA_DIR), then the built-in default. config_usage prints every flag with
- * its default. */
+ * Every setting has one name used everywhere: the flag --data-dir, the environment
+ * variable HEARTH_DATA_DIR and the config-file key data-dir. Precedence: flag, then
+ * environment, then the file given by --config (or HEARTH_CONFIG), then the built-in
+ * default. The file format is one `key = value` per line; `#` starts a comment.
+ * --print-config prints every key with its effective value and where it came from,
+ * in that same format, so its output is a valid config file. */
 #ifndef HEARTH_CONFIG_H
 #define HEARTH_CONFIG_H
 
@@ -28,11 +31,16 @@ typedef struct {
     int zstd_level;
     unsigned max_connections;
     log_level_t log_level;
+    int log_json;
+    char config_file[2048];
+    /* For --print-config: each option's effective text and its source. */
+    char raw[32][512];
+    const char *source[32];
 } config_t;
 
-/* Fills cfg from defaults, environment and argv (argv[0] is skipped; a leading
- * `serve` subcommand is accepted). Returns 0, 1 when --help was printed, or -1
- * after printing an error to err_out. */
+/* Fills cfg from defaults, config file, environment and argv (argv[0] is skipped; a
+ * leading `serve` subcommand is accepted). Returns 0, 1 when --help or
+ * --print-config was printed, or -1 after printing an error to err_out. */
 int config_load(config_t *cfg, int argc, char **argv, FILE *err_out);
 void config_usage(FILE *out);
 

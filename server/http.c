@@ -148,10 +148,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     buf_init(&resp.body);
     if (r->body.oom) http_error(&resp, 500, "out of memory reading the body");
     else s->fn(s->app, r, &resp);
+    size_t resp_len = resp.body.len;
     enum MHD_Result rc = send_response(c, &resp);
     buf_free(&resp.body);
-    log_debug("http.request", "method=%s path=%s status=%d duration_ms=%.2f", method, url, resp.status,
-              (double)(time_now_ns() - r->start_ns) / 1e6);
+    /* The path only: query strings can carry names users consider private. */
+    log_info("http.request", "tenant=%s method=%s path=%s status=%d req_bytes=%zu resp_bytes=%zu duration_ms=%.2f",
+             resp.tenant ? resp.tenant : "-", method, url, resp.status, r->body.len, resp_len,
+             (double)(time_now_ns() - r->start_ns) / 1e6);
     return rc;
 }
 

@@ -39,6 +39,7 @@ typedef struct {
     const char *content_type;
     const char *content_encoding; /* NULL for none */
     const char *content_disposition;
+    const char *tenant; /* for the request log; set by handlers that resolve one */
     buf_t body;
 } http_resp_t;
 

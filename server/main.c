@@ -133,6 +133,7 @@ int main(int argc, char **argv) {
     int rc = config_load(&app.cfg, argc, argv, stderr);
     if (rc) return rc > 0 ? 0 : 2;
     log_set_level(app.cfg.log_level);
+    log_set_json(app.cfg.log_json);
     default_web_dir(&app.cfg, argv[0]);
     return serve(&app);
 }

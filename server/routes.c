@@ -20,6 +20,7 @@ static void flush(app_t *a, http_req_t *req, http_resp_t *resp) {
 
 void app_route(void *app, http_req_t *req, http_resp_t *resp) {
     app_t *a = app;
+    resp->tenant = APP_TENANT;
     if (is(req, "/ingest") || is(req, "/pyroscope/ingest")) return api_ingest(a, req, resp);
     int get = !strcmp(req->method, "GET") || !strcmp(req->method, "HEAD");
     if (is(req, "/api/v1/admin/flush")) return flush(a, req, resp);
