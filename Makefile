@@ -1,6 +1,6 @@
 # Hearth build. `make` builds ./hearth only; see README for the other targets.
 CC       ?= cc
-PKGS      = libmicrohttpd sqlite3 libzstd libprotobuf-c jansson zlib
+PKGS      = libmicrohttpd sqlite3 libzstd libprotobuf-c jansson zlib libcurl
 CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -I. -Ibuild/gen
 OPT      ?= -O2 -g
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -10,7 +10,7 @@ PROTOS   = ingest/profile.proto
 GEN_C    = $(patsubst %.proto,build/gen/%.pb-c.c,$(PROTOS))
 GEN_H    = $(GEN_C:.c=.h)
 
-LIB_SRC  = $(wildcard common/*.c ingest/*.c storage/*.c query/*.c) \
+LIB_SRC  = $(wildcard common/*.c ingest/*.c storage/*.c query/*.c cli/*.c) \
            $(filter-out server/main.c,$(wildcard server/*.c))
 UNIT_SRC = $(wildcard tests/unit/*.c)
 

@@ -2,7 +2,7 @@
 # Installs the Debian packages Hearth needs to build and test, only those missing.
 # Usage: deploy/install-deps.sh [build|test]
 set -eu
-BUILD="make gcc pkg-config libmicrohttpd-dev libsqlite3-dev libzstd-dev libprotobuf-c-dev protobuf-c-compiler libjansson-dev zlib1g-dev"
+BUILD="make gcc pkg-config libmicrohttpd-dev libsqlite3-dev libzstd-dev libprotobuf-c-dev protobuf-c-compiler libjansson-dev zlib1g-dev libcurl4-openssl-dev"
 TEST="golang-go python3"
 want="$BUILD"
 [ "${1:-build}" = "test" ] && want="$BUILD $TEST"

@@ -114,8 +114,13 @@ static void env_name(const opt_t *o, char *out, size_t n) {
 
 void config_usage(FILE *out) {
     fprintf(out,
-            "Usage: hearth [serve] [flags]\n\n"
-            "Runs the Hearth server. Agents push pprof or folded stacks to /ingest\n"
+            "Usage: hearth [serve] [flags]\n"
+            "       hearth push FILE... --name NAME   upload profiles to a server\n"
+            "       hearth query SELECTOR             merge and print (a top table by default)\n"
+            "       hearth check DATA_DIR             verify blocks, catalog and WAL\n"
+            "       hearth version\n"
+            "Each command has --help with examples.\n\n"
+            "serve (the default) runs the Hearth server. Agents push pprof or folded stacks to /ingest\n"
             "(Pyroscope's protocol); the REST API and the web UI query them.\n\n"
             "Flags (each also read from the environment variable shown, or from the\n"
             "config file key of the same name):\n");

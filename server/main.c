@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli/cli.h"
 #include "common/log.h"
 #include "server/app.h"
 
@@ -125,9 +126,21 @@ static int serve(app_t *a) {
 }
 
 int main(int argc, char **argv) {
-    if (argc > 1 && (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version"))) {
+    const char *cmd = argc > 1 ? argv[1] : "serve";
+    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("hearth %s\n", HEARTH_VERSION);
         return 0;
+    }
+    if (!strcmp(cmd, "push")) return cli_push(argc - 1, argv + 1);
+    if (!strcmp(cmd, "query")) return cli_query(argc - 1, argv + 1);
+    if (!strcmp(cmd, "check")) return cli_check(argc - 1, argv + 1);
+    if (!strcmp(cmd, "help")) {
+        config_usage(stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "serve") && strncmp(cmd, "-", 1)) {
+        fprintf(stderr, "hearth: unknown command `%s`: use serve, push, query, check or version (hearth --help)\n", cmd);
+        return 2;
     }
     static app_t app; /* large; lives for the process */
     int rc = config_load(&app.cfg, argc, argv, stderr);

@@ -356,3 +356,18 @@ out:
     pthread_mutex_unlock(&ix->mu);
     return rc;
 }
+
+int index_remove_block(index_t *ix, int64_t id, hr_err_t *err) {
+    pthread_mutex_lock(&ix->mu);
+    sqlite3_stmt *st;
+    int rc = 0;
+    if (sqlite3_prepare_v2(ix->db, "DELETE FROM blocks WHERE id = ?", -1, &st, NULL) != SQLITE_OK) {
+        rc = sql_fail(ix, err, "delete block");
+    } else {
+        sqlite3_bind_int64(st, 1, id);
+        if (sqlite3_step(st) != SQLITE_DONE) rc = sql_fail(ix, err, "delete block");
+        sqlite3_finalize(st);
+    }
+    pthread_mutex_unlock(&ix->mu);
+    return rc;
+}

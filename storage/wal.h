@@ -39,6 +39,10 @@ int wal_append(wal_t *w, const void *payload, size_t len, hr_err_t *err);
 int wal_rotate(wal_t *w, uint32_t *closed, hr_err_t *err);
 /* Deletes every segment numbered <= upto. */
 void wal_remove_upto(wal_t *w, uint32_t upto);
+/* Reads every segment in dir without changing anything: counts segments, intact
+ * records, and the bytes of torn tails (which a replay would truncate). */
+int wal_verify(const char *dir, size_t *segments, size_t *records, uint64_t *torn_bytes, hr_err_t *err);
+
 /* Bytes appended to the current segment. */
 uint64_t wal_segment_bytes(wal_t *w);
 

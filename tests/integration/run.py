@@ -608,6 +608,91 @@ def health_ready_metrics_and_help():
     assert bad.returncode != 0 and "bad port" in bad.stderr, bad.stderr
 
 
+def cli(*args, env=None, **kw):
+    return subprocess.run([ARGS.binary] + list(args), capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, **(env or {})), **kw)
+
+
+@test
+def cli_push_query_and_check():
+    files = [os.path.join(ARGS.testdata, "pprof", f"go-runtime-cpu-0{i}.pb.gz") for i in range(3)]
+    want = sum(pprof_raw(p)[1][1] for p in files)
+    with Server() as srv:
+        env = {"HEARTH_SERVER": srv.url("")}
+        r = cli("push", *files, "--name", "clitest{env=prod}", "--from", str(T0), env=env)
+        assert r.returncode == 0 and "pushed 3 of 3 files" in r.stdout, (r.stdout, r.stderr)
+        r = cli("push", os.path.join(ARGS.testdata, "corpus", "synthetic__truncated.pb.gz"), "--name", "x", env=env)
+        assert r.returncode == 1 and "truncated gzip" in r.stderr, r.stderr
+        r = cli("push", "--name", "x", env=env)
+        assert r.returncode == 2 and "FILE" in r.stderr
+        sel = CPU + '{service_name="clitest"}'
+        r = cli("query", sel, "--from", str(T0 - 10), "--until", str(T0 + 60), "--limit", "3", env=env)
+        assert r.returncode == 0, r.stderr
+        lines = r.stdout.splitlines()
+        assert lines[0] == "Type: " + CPU and "flat" in lines[2], r.stdout
+        assert len(lines) == 6 and "crypto/sha256.block" in lines[3], r.stdout
+        out = os.path.join(ARGS.tmp, "cli.pb.gz")
+        r = cli("query", sel, "--from", str(T0 - 10), "--until", str(T0 + 60), "--format", "pprof", "-o", out, env=env)
+        assert r.returncode == 0, r.stderr
+        assert pprof_raw(out)[1][0] == want
+        r = cli("query", sel, "--from", str(T0 - 10), "--until", str(T0 + 60), "--format", "folded", env=env)
+        assert sum(int(l.rsplit(" ", 1)[1]) for l in r.stdout.splitlines()) == want
+        assert CPU in cli("query", "--types", env=env).stdout
+        r = cli("query", "bad{", env=env)
+        assert r.returncode == 1 and "HTTP 400" in r.stderr
+        r = cli("query", CPU, env={"HEARTH_SERVER": "http://127.0.0.1:1"})
+        assert r.returncode == 1 and "cannot reach" in r.stderr
+        srv.request("POST", "/api/v1/admin/flush")
+        data_dir = srv.data_dir
+    r = cli("check", data_dir)
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok") and "1 blocks" in r.stdout, r.stdout
+    block = os.path.join(data_dir, "blocks", "anonymous", sorted(os.listdir(os.path.join(data_dir, "blocks", "anonymous")))[0])
+    with open(block, "r+b") as f:
+        f.seek(60)
+        f.write(b"\xff\xff\xff")
+    r = cli("check", data_dir)
+    assert r.returncode == 1 and "BAD block" in r.stdout, r.stdout
+    r = cli("check", data_dir, "--quarantine")
+    assert r.returncode == 0 and "quarantined" in r.stdout, r.stdout
+    assert cli("check", data_dir).returncode == 0
+    assert os.listdir(os.path.join(data_dir, "quarantine"))
+    assert cli("check", os.path.join(ARGS.tmp, "nothing-here")).returncode == 1
+    assert cli("nosuchcommand").returncode == 2
+    for c in ("push", "query", "check"):
+        h = cli(c, "--help")
+        assert h.returncode == 0 and "Example" in h.stdout, c
+    assert cli("version").stdout.startswith("hearth ")
+
+
+@test
+def config_file_env_flags_and_json_logs():
+    conf = os.path.join(ARGS.tmp, "hearth.conf")
+    with open(conf, "w") as f:
+        f.write("# test config\nzstd-level = 9\nmax-labels = \"12\"\nlog-format = json\n")
+    r = cli("serve", "--config", conf, "--max-labels", "13", "--print-config", env={"HEARTH_ZSTD_LEVEL": "5"})
+    assert r.returncode == 0, r.stderr
+    got = {l.split("=")[0].strip(): l for l in r.stdout.splitlines() if "=" in l and not l.startswith("#")}
+    assert "= 5" in got["zstd-level"] and "environment" in got["zstd-level"]
+    assert "= 13" in got["max-labels"] and "flag" in got["max-labels"]
+    assert "= json" in got["log-format"] and "config" in got["log-format"]
+    assert "= 127.0.0.1:4040" in got["listen"] and "default" in got["listen"]
+    # --print-config output is itself a valid config file.
+    again = os.path.join(ARGS.tmp, "again.conf")
+    open(again, "w").write(r.stdout)
+    assert cli("--config", again, "--print-config").returncode == 0
+    with open(conf + ".bad", "w") as f:
+        f.write("zstd-level = 9\nno-such-key = 1\n")
+    r = cli("--config", conf + ".bad")
+    assert r.returncode == 2 and ":2: unknown setting" in r.stderr, r.stderr
+    with Server(extra=["--config", conf]) as srv:
+        srv.get("/healthz")
+        srv.get("/api/v1/query", query="bad{")
+    logs = [json.loads(l) for l in open(os.path.join(srv.data_dir, "server.log")) if l.startswith("{")]
+    reqs = [l for l in logs if l["msg"] == "http.request"]
+    assert any(l["path"] == "/api/v1/query" and l["status"] == "400" and l["tenant"] == "anonymous" for l in reqs), reqs
+    assert all("query=" not in l["path"] for l in reqs)  # no query strings in logs
+
+
 # ---------------------------------------------------------------- runner
 
 def main():

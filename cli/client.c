@@ -1,0 +1,91 @@
+/* client.c - see client.h. */
+#include "cli/client.h"
+
+#include <curl/curl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static size_t on_data(char *p, size_t size, size_t n, void *ctx) {
+    buf_append(ctx, p, size * n);
+    return ((buf_t *)ctx)->oom ? 0 : size * n;
+}
+
+/* Copies the server's {"error": "..."} message, or the raw body, into out->error. */
+static void server_error(cli_resp_t *out) {
+    json_t *doc = json_loadb((const char *)out->body.data, out->body.len, 0, NULL);
+    const char *msg = json_string_value(json_object_get(doc, "error"));
+    if (msg) snprintf(out->error, sizeof out->error, "HTTP %ld: %s", out->status, msg);
+    else snprintf(out->error, sizeof out->error, "HTTP %ld: %.*s", out->status, (int)(out->body.len > 300 ? 300 : out->body.len),
+                  out->body.data ? (const char *)out->body.data : "");
+    json_decref(doc);
+}
+
+int cli_http(const char *method, const char *url, const void *body, size_t n, const char *ctype, cli_resp_t *out) {
+    memset(out, 0, sizeof *out);
+    buf_init(&out->body);
+    CURL *c = curl_easy_init();
+    if (!c) {
+        snprintf(out->error, sizeof out->error, "cannot initialise libcurl");
+        return -1;
+    }
+    struct curl_slist *hdr = NULL;
+    char ct[256];
+    if (ctype) {
+        snprintf(ct, sizeof ct, "Content-Type: %s", ctype);
+        hdr = curl_slist_append(hdr, ct);
+    }
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    if (body) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)n);
+    }
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &out->body);
+    curl_easy_setopt(c, CURLOPT_USERAGENT, "hearth-cli");
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 300L);
+    char errbuf[CURL_ERROR_SIZE] = "";
+    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+    CURLcode rc = curl_easy_perform(c);
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &out->status);
+    curl_slist_free_all(hdr);
+    curl_easy_cleanup(c);
+    if (rc != CURLE_OK) {
+        snprintf(out->error, sizeof out->error, "cannot reach %s: %s (is the server running? set --server or HEARTH_SERVER)",
+                 url, errbuf[0] ? errbuf : curl_easy_strerror(rc));
+        return -1;
+    }
+    if (out->status < 200 || out->status > 299) {
+        server_error(out);
+        return -1;
+    }
+    return 0;
+}
+
+char *cli_url(const char *server, const char *path, const char *const *kv) {
+    buf_t b;
+    buf_init(&b);
+    size_t sl = strlen(server);
+    while (sl && server[sl - 1] == '/') sl--;
+    buf_append(&b, server, sl);
+    buf_append(&b, path, strlen(path));
+    char sep = '?';
+    for (size_t i = 0; kv[i]; i += 2) {
+        if (!kv[i + 1]) continue;
+        char *v = curl_easy_escape(NULL, kv[i + 1], 0);
+        buf_printf(&b, "%c%s=%s", sep, kv[i], v ? v : "");
+        curl_free(v);
+        sep = '&';
+    }
+    buf_putc(&b, 0);
+    return (char *)buf_steal(&b, NULL);
+}
+
+const char *cli_server(const char *flag) {
+    if (flag) return flag;
+    const char *e = getenv("HEARTH_SERVER");
+    return e && *e ? e : CLI_DEFAULT_SERVER;
+}
