@@ -21,7 +21,7 @@ ASAN_FLAGS = -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sa
 
 objs = $(patsubst %.c,$(1)/%.o,$(GEN_C:build/gen/%=%) $(LIB_SRC))
 
-.PHONY: all deps test-deps run test test-unit test-integration test-asan bench clean fmt
+.PHONY: all deps test-deps run test test-unit test-integration test-asan bench clean fmt install
 all: hearth
 
 deps:
@@ -74,6 +74,15 @@ test-asan: test-deps
 bench: test-deps
 	$(MAKE) hearth
 	python3 tests/bench/bench.py --binary ./hearth --testdata $(TESTDATA)
+
+PREFIX ?= /usr/local
+# Installs the binary, the UI, the systemd unit and an example config.
+install: hearth
+	install -D -m 0755 hearth $(DESTDIR)$(PREFIX)/bin/hearth
+	mkdir -p $(DESTDIR)$(PREFIX)/share/hearth/web
+	cp -r web/. $(DESTDIR)$(PREFIX)/share/hearth/web/
+	install -D -m 0644 deploy/hearth.service $(DESTDIR)/etc/systemd/system/hearth.service
+	install -D -m 0644 deploy/hearth.conf.example $(DESTDIR)/etc/hearth/hearth.conf
 
 clean:
 	rm -rf build hearth hearth-asan

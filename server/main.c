@@ -17,8 +17,21 @@
 
 #define HEARTH_VERSION "0.1.0"
 
+typedef struct {
+    app_t *app;
+    size_t records;
+    int64_t started, last_report;
+} replay_t;
+
+/* Replays one WAL record; reports progress every few seconds on long replays. */
 static int replay_one(void *ctx, const uint8_t *p, size_t n) {
-    app_t *a = ctx;
+    replay_t *rp = ctx;
+    app_t *a = rp->app;
+    int64_t now = time(NULL);
+    if (++rp->records % 256 == 0 && now - rp->last_report >= 2) {
+        log_info("wal.replay_progress", "records=%zu seconds=%lld", rp->records, (long long)(now - rp->started));
+        rp->last_report = now;
+    }
     ingest_request_t r;
     hr_err_t err = {0};
     batch_t b;
@@ -93,7 +106,8 @@ static int serve(app_t *a) {
     log_info("server.listening", "addr=%s data_dir=%s version=%s", a->cfg.listen, a->cfg.data_dir, HEARTH_VERSION);
     size_t records, skipped;
     int64_t t0 = time(NULL);
-    if (store_replay(a->store, replay_one, a, &records, &skipped, &err)) {
+    replay_t rp = {a, 0, t0, t0};
+    if (store_replay(a->store, replay_one, &rp, &records, &skipped, &err)) {
         fprintf(stderr, "hearth: WAL replay failed: %s\n", err.msg);
         http_stop(http);
         store_close(a->store);

@@ -693,6 +693,38 @@ def config_file_env_flags_and_json_logs():
     assert all("query=" not in l["path"] for l in reqs)  # no query strings in logs
 
 
+@test
+def deploy_files_are_valid():
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    unit = open(os.path.join(root, "deploy", "hearth.service")).read()
+    for key in ("DynamicUser=yes", "ProtectSystem=strict", "StateDirectory=hearth"):
+        assert key in unit, key
+    path = os.path.join(ARGS.tmp, "hearth.service")
+    open(path, "w").write(unit.replace("/usr/local/bin/hearth", ARGS.binary))
+    r = subprocess.run(["systemd-analyze", "verify", path], capture_output=True, text=True)
+    assert r.returncode == 0 and not r.stderr.strip(), r.stderr
+    example = os.path.join(root, "deploy", "hearth.conf.example")
+    r = cli("--config", example, "--print-config")
+    keys = re.compile(r"^(?:# )?([a-z-]+) = ", re.M)
+    assert r.returncode == 0, r.stderr
+    assert keys.findall(r.stdout) == keys.findall(open(example).read()), "example config is missing keys"
+    # Every shared library the binary needs directly comes from a package the image installs.
+    docker = open(os.path.join(root, "deploy", "Dockerfile")).read()
+    runtime = docker.split("FROM debian:12-slim\n", 1)[1]
+    needed = re.findall(r"\(NEEDED\)\s+Shared library: \[(.+?)\]",
+                        subprocess.run(["readelf", "-d", ARGS.binary], capture_output=True, text=True).stdout)
+    assert needed
+    for lib in needed:
+        real = subprocess.run(["sh", "-c", f"ldconfig -p | awk '$1==\"{lib}\"{{print $NF; exit}}'"],
+                              capture_output=True, text=True).stdout.strip()
+        pkg = subprocess.run(["dpkg", "-S", os.path.realpath(real)], capture_output=True, text=True).stdout.split(":")[0]
+        if pkg in ("libc6",) or "asan" in lib or "ubsan" in lib:
+            continue
+        assert pkg and pkg in runtime, f"{lib} ({pkg}) is not installed by deploy/Dockerfile"
+    for key in ("USER hearth", "VOLUME /var/lib/hearth", "HEALTHCHECK", "/healthz"):
+        assert key in runtime, key
+
+
 # ---------------------------------------------------------------- runner
 
 def main():
