@@ -171,7 +171,8 @@ def types_of(srv, service):
 
 
 def query(srv, sel, fmt="top", frm=T0 - 10, until=T0 + 3600, **kw):
-    return srv.get_json("/api/v1/query", query=sel, format=fmt, **{"from": frm, "until": until}, **kw)
+    span = {"from": kw.pop("from", frm), "until": kw.pop("until", until)}
+    return srv.get_json("/api/v1/query", query=sel, format=fmt, **span, **kw)
 
 
 # ---------------------------------------------------------------- tests
@@ -691,6 +692,37 @@ def config_file_env_flags_and_json_logs():
     reqs = [l for l in logs if l["msg"] == "http.request"]
     assert any(l["path"] == "/api/v1/query" and l["status"] == "400" and l["tenant"] == "anonymous" for l in reqs), reqs
     assert all("query=" not in l["path"] for l in reqs)  # no query strings in logs
+
+
+@test
+def pyroscope_nodejs_agent_pushes_unchanged():
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node")
+    if not os.path.isdir(os.path.join(here, "node_modules", "@pyroscope", "nodejs")):
+        r = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--silent"], cwd=here,
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, f"npm install @pyroscope/nodejs failed: {r.stderr[-2000:]}"
+    with Server() as srv:
+        r = subprocess.run(["node", "push.js"], cwd=here, capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, HEARTH_URL=srv.url(""), SECONDS="10"))
+        assert r.returncode == 0, r.stderr[-2000:]
+        sel = '{service_name="node-agent-test"}'
+        types = {t["id"] for t in srv.get_json("/api/v1/profile-types", query=sel)["profileTypes"]}
+        for t in ("wall:wall:nanoseconds:wall:nanoseconds", "wall:cpu:nanoseconds:wall:nanoseconds",
+                  "memory:inuse_space:bytes:inuse_space:bytes", "memory:inuse_objects:count:inuse_space:bytes"):
+            assert t in types, (t, types)
+        names = srv.get_json("/api/v1/labels", query=sel)["names"]
+        for n in ("otel.scope.name", "process.runtime.version", "env", "region"):
+            assert n in names, (n, names)
+        assert srv.get_json("/api/v1/labels/pyroscope_spy/values")["values"] == ["nodespy"]
+        span = {"from": "now-5m", "until": "now"}
+        cpu = query(srv, 'wall:cpu:nanoseconds:wall:nanoseconds{service_name="node-agent-test",env="ci"}', **span)
+        assert cpu["profiles"] >= 3 and cpu["total"] > 10**9, cpu  # several flushes, seconds of CPU
+        assert "busyMath" in cpu["functions"][0]["name"], cpu["functions"][:3]
+        fg = query(srv, "wall:wall:nanoseconds:wall:nanoseconds" + sel, fmt="flamegraph", **span)
+        assert fg["metadata"]["units"] == "samples" and fg["metadata"]["sampleRate"] == 1000000000
+        heap = query(srv, "memory:inuse_space:bytes:inuse_space:bytes" + sel, fmt="flamegraph", **span)
+        assert heap["metadata"]["units"] == "bytes" and heap["metadata"]["aggregation"] == "average"
+        assert heap["flamebearer"]["numTicks"] > 0
 
 
 @test
