@@ -192,7 +192,8 @@ static int profile_types(const pb_profile_t *p, const pprof_opts_t *o, char (*id
         shown[i] = display_of(o, p->string_table[v->type]);
     }
     char name[128];
-    ptype_name(shown, n, name, sizeof name);
+    if (o->name && *o->name) snprintf(name, sizeof name, "%s", o->name);
+    else ptype_name(shown, n, name, sizeof name);
     const char *pt = "", *pu = "";
     if (p->period_type) {
         if (!str_ok(&(ctx_t){.p = p}, p->period_type->type) || !str_ok(&(ctx_t){.p = p}, p->period_type->unit))

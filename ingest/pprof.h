@@ -30,6 +30,7 @@ typedef struct {
     size_t max_samples;     /* 0 = unlimited */
     const pprof_display_t *display;
     size_t ndisplay;
+    const char *name; /* the profile name (__name__ of a push), NULL: Pyroscope's rules */
 } pprof_opts_t;
 
 int pprof_decode(const uint8_t *body, size_t n, const pprof_opts_t *opts, batch_t *out, hr_err_t *err);

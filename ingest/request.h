@@ -15,7 +15,14 @@
 #include "common/err.h"
 #include "storage/batch.h"
 
-typedef enum { INGEST_PPROF = 1, INGEST_FOLDED = 2, INGEST_LINES = 3 } ingest_format_t;
+/* PUSH_* are Pyroscope push.v1 bodies (binary protobuf or JSON), kept as received. */
+typedef enum {
+    INGEST_PPROF = 1,
+    INGEST_FOLDED = 2,
+    INGEST_LINES = 3,
+    INGEST_PUSH_PROTO = 4,
+    INGEST_PUSH_JSON = 5
+} ingest_format_t;
 
 typedef struct {
     const char *tenant;

@@ -1,7 +1,7 @@
 /* app.h - the running server: configuration, store, metrics, readiness.
  *
  * One app_t exists per process, created by main and passed to every handler (no
- * globals). Handlers are split by concern: ingest_api.c (writes), query_api.c
+ * globals). Handlers are split by concern: ingest_api.c and push_api.c (writes), query_api.c
  * (reads), static.c (web UI files), routes.c (dispatch). */
 #ifndef HEARTH_APP_H
 #define HEARTH_APP_H
@@ -27,6 +27,7 @@ typedef struct {
 void app_route(void *app, http_req_t *req, http_resp_t *resp);
 
 void api_ingest(app_t *a, http_req_t *req, http_resp_t *resp);
+void api_push(app_t *a, http_req_t *req, http_resp_t *resp);
 void api_query(app_t *a, http_req_t *req, http_resp_t *resp);
 void api_timeseries(app_t *a, http_req_t *req, http_resp_t *resp);
 void api_series(app_t *a, http_req_t *req, http_resp_t *resp);

@@ -694,6 +694,69 @@ def config_file_env_flags_and_json_logs():
     assert all("query=" not in l["path"] for l in reqs)  # no query strings in logs
 
 
+def pb_field(num, payload):
+    """A length-delimited protobuf field (wire type 2)."""
+    n, size = len(payload), bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        size.append(b | (0x80 if n else 0))
+        if not n:
+            break
+    return bytes([num << 3 | 2]) + bytes(size) + payload
+
+
+def push_request_proto(series):
+    """push.v1.PushRequest from [(labels dict, [raw pprof bytes])]."""
+    out = b""
+    for labels, raws in series:
+        body = b"".join(pb_field(1, pb_field(1, k.encode()) + pb_field(2, v.encode())) for k, v in labels.items())
+        body += b"".join(pb_field(2, pb_field(1, raw) + pb_field(2, b"id-%d" % i)) for i, raw in enumerate(raws))
+        out += pb_field(1, body)
+    return out
+
+
+@test
+def pyroscope_connect_push_api_proto_and_json():
+    import base64
+    cpu = os.path.join(ARGS.testdata, "pprof", "go-runtime-cpu-02.pb.gz")
+    heap = os.path.join(ARGS.testdata, "pprof", "go-runtime-heap.pb.gz")
+    cpu_total = pprof_raw(cpu)[1][1]
+    htypes, htotals = pprof_raw(heap)
+    path = "/push.v1.PusherService/Push"
+    with Server() as srv:
+        proto = push_request_proto([
+            ({"__name__": "process_cpu", "service_name": "alloy-app", "env": "prod", "__delta__": "false"},
+             [open(cpu, "rb").read()]),
+            ({"__name__": "memory", "service_name": "alloy-app", "env": "prod"}, [open(heap, "rb").read()])])
+        st, body, hdr = srv.request("POST", path, proto, {"Content-Type": "application/proto"})
+        assert st == 200 and body == b"" and hdr["Content-Type"] == "application/proto", (st, body)
+        doc = {"series": [{"labels": [{"name": "__name__", "value": "process_cpu"},
+                                      {"name": "service_name", "value": "alloy-json"}],
+                           "samples": [{"ID": "x", "rawProfile": base64.b64encode(open(cpu, "rb").read()).decode()}]}]}
+        st, body, _ = srv.request("POST", path, json.dumps(doc).encode(), {"Content-Type": "application/json"})
+        assert st == 200 and json.loads(body) == {}, (st, body)
+        assert query(srv, CPU + '{service_name="alloy-app",env="prod"}', frm=0, until="now")["total"] == cpu_total
+        assert query(srv, CPU + '{service_name="alloy-json"}', frm=0, until="now")["total"] == cpu_total
+        inuse = htotals[htypes.index(("inuse_space", "bytes"))]
+        assert query(srv, 'memory:inuse_space:bytes:space:bytes{service_name="alloy-app"}', frm=0, until="now")["total"] == inuse
+        names = srv.get_json("/api/v1/labels", query='{service_name="alloy-app"}')["names"]
+        assert "__delta__" not in names and "env" in names, names
+        for body, ctype, want in ((b"\xff\xff\xff", "application/proto", 400),
+                                  (b"{not json", "application/json", 400),
+                                  (json.dumps({"series": [{"samples": [{"rawProfile": "%%%"}]}]}).encode(), "application/json", 400),
+                                  (push_request_proto([({"service_name": "bad"}, [b"not a profile"])]), "application/proto", 422),
+                                  (b"{}", "text/plain", 415)):
+            st, b, _ = srv.request("POST", path, body, {"Content-Type": ctype})
+            err = json.loads(b)
+            assert st == want and err["code"] and err["message"], (ctype, st, b)
+        # Nothing bad was stored; the good data is intact after a restart (WAL replay of push records).
+        srv.stop(signal.SIGKILL)
+        srv.start()
+        assert query(srv, CPU + '{service_name="alloy-app",env="prod"}', frm=0, until="now")["total"] == cpu_total
+        assert query(srv, CPU + '{service_name="alloy-json"}', frm=0, until="now")["total"] == cpu_total
+
+
 @test
 def pyroscope_nodejs_agent_pushes_unchanged():
     here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node")

@@ -4,6 +4,7 @@
 #include "ingest/appname.h"
 #include "ingest/folded.h"
 #include "ingest/pprof.h"
+#include "ingest/push.h"
 #include "ingest/request.h"
 #include "tests/unit/unit.h"
 
@@ -182,4 +183,21 @@ void test_request_roundtrip(void) {
     CHECK_STR(labels_get(&bt.p[0].labels, "service_name"), "app");
     batch_destroy(&bt);
     buf_free(&b);
+}
+
+void test_base64(void) {
+    static const char *in[] = {"aGVsbG8gd29ybGQ=", "aGVsbG8gd29ybGQ", "aGVs-G8_", "aGVs+G8/"};
+    uint8_t *out;
+    size_t n;
+    CHECK(base64_decode(in[0], strlen(in[0]), &out, &n) == 0 && n == 11 && !memcmp(out, "hello world", 11));
+    free(out);
+    CHECK(base64_decode(in[1], strlen(in[1]), &out, &n) == 0 && n == 11); /* unpadded */
+    free(out);
+    uint8_t *a, *b;
+    size_t na, nb;
+    CHECK(base64_decode(in[2], 8, &a, &na) == 0 && base64_decode(in[3], 8, &b, &nb) == 0); /* URL-safe == standard */
+    CHECK(na == nb && na == 6 && !memcmp(a, b, na));
+    free(a);
+    free(b);
+    CHECK(base64_decode("ab$d", 4, &out, &n) == -1);
 }

@@ -1,0 +1,145 @@
+/* push.c - see push.h. */
+#include "ingest/push.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ingest/pprof.h"
+#include "ingest/push.pb-c.h"
+
+int base64_decode(const char *s, size_t n, uint8_t **out, size_t *outlen) {
+    uint8_t *o = malloc(n / 4 * 3 + 4);
+    if (!o) return -1;
+    uint32_t acc = 0;
+    int bits = 0;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        int v;
+        if (c >= 'A' && c <= 'Z') v = c - 'A';
+        else if (c >= 'a' && c <= 'z') v = c - 'a' + 26;
+        else if (c >= '0' && c <= '9') v = c - '0' + 52;
+        else if (c == '+' || c == '-') v = 62;
+        else if (c == '/' || c == '_') v = 63;
+        else if (c == '=') break;
+        else {
+            free(o);
+            return -1;
+        }
+        acc = acc << 6 | (uint32_t)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            o[k++] = (uint8_t)(acc >> bits);
+        }
+    }
+    *out = o;
+    *outlen = k;
+    return 0;
+}
+
+/* Adds one series label, routing __name__ and dropping other internal labels. */
+static int add_label(labels_t *l, char *name, size_t cap, const char *k, const char *v, hr_err_t *err) {
+    if (!k || !v) return hr_fail(err, HR_EINVAL, "push: a label needs a name and a value");
+    if (!utf8_valid(v, strlen(v))) return hr_fail(err, HR_EINVAL, "push: label %s is not valid UTF-8", k);
+    if (!strcmp(k, "__name__")) {
+        snprintf(name, cap, "%s", v);
+        return 0;
+    }
+    if (!strncmp(k, "__", 2)) return 0;
+    if (!label_name_valid(k)) return hr_fail(err, HR_EINVAL, "push: invalid label name `%s`", k);
+    if (labels_set(l, k, v)) return hr_fail(err, HR_ENOMEM, "out of memory");
+    return 0;
+}
+
+static int finish_labels(labels_t *l, const ingest_limits_t *lim, hr_err_t *err) {
+    if (!labels_get(l, "service_name") && labels_set(l, "service_name", "unknown_service"))
+        return hr_fail(err, HR_ENOMEM, "out of memory");
+    if (lim->max_labels && l->n > lim->max_labels)
+        return hr_fail(err, HR_EINVAL, "push: %zu labels, over the limit of %zu", l->n, lim->max_labels);
+    return 0;
+}
+
+static int add_sample(const labels_t *l, const char *name, const uint8_t *raw, size_t n, const ingest_limits_t *lim,
+                      int64_t now, batch_t *b, hr_err_t *err) {
+    pprof_opts_t o = {.base = l, .now_ns = now, .max_decompressed = lim->max_decompressed,
+                      .max_samples = lim->max_samples, .name = name[0] ? name : NULL};
+    return pprof_decode(raw, n, &o, b, err);
+}
+
+static int decode_binary(const uint8_t *body, size_t n, const ingest_limits_t *lim, int64_t now, batch_t *b,
+                         hr_err_t *err) {
+    Push__V1__PushRequest *req = push__v1__push_request__unpack(NULL, n, body);
+    if (!req) return hr_fail(err, HR_EINVAL, "push: the body is not a push.v1.PushRequest protobuf");
+    int rc = 0;
+    for (size_t i = 0; i < req->n_series && rc == 0; i++) {
+        const Push__V1__RawProfileSeries *s = req->series[i];
+        labels_t l;
+        labels_init(&l);
+        char name[128] = "";
+        for (size_t j = 0; j < s->n_labels && rc == 0; j++)
+            rc = add_label(&l, name, sizeof name, s->labels[j]->name, s->labels[j]->value, err);
+        if (rc == 0) rc = finish_labels(&l, lim, err);
+        for (size_t j = 0; j < s->n_samples && rc == 0; j++)
+            rc = add_sample(&l, name, s->samples[j]->raw_profile.data, s->samples[j]->raw_profile.len, lim, now, b, err);
+        labels_destroy(&l);
+    }
+    push__v1__push_request__free_unpacked(req, NULL);
+    return rc;
+}
+
+static int json_series(json_t *s, const ingest_limits_t *lim, int64_t now, batch_t *b, hr_err_t *err) {
+    labels_t l;
+    labels_init(&l);
+    char name[128] = "";
+    size_t i;
+    json_t *v;
+    int rc = 0;
+    json_array_foreach(json_object_get(s, "labels"), i, v) {
+        if (rc) break;
+        rc = add_label(&l, name, sizeof name, json_string_value(json_object_get(v, "name")),
+                       json_string_value(json_object_get(v, "value")), err);
+    }
+    if (rc == 0) rc = finish_labels(&l, lim, err);
+    json_array_foreach(json_object_get(s, "samples"), i, v) {
+        if (rc) break;
+        json_t *raw = json_object_get(v, "rawProfile");
+        if (!raw) raw = json_object_get(v, "raw_profile");
+        uint8_t *bytes;
+        size_t nb;
+        if (!json_is_string(raw) || base64_decode(json_string_value(raw), json_string_length(raw), &bytes, &nb)) {
+            rc = hr_fail(err, HR_EINVAL, "push: samples[%zu].rawProfile must be base64 pprof bytes", i);
+            break;
+        }
+        rc = add_sample(&l, name, bytes, nb, lim, now, b, err);
+        free(bytes);
+    }
+    labels_destroy(&l);
+    return rc;
+}
+
+static int decode_json(const uint8_t *body, size_t n, const ingest_limits_t *lim, int64_t now, batch_t *b, hr_err_t *err) {
+    json_error_t je;
+    json_t *doc = json_loadb((const char *)body, n, 0, &je);
+    if (!json_is_object(doc)) {
+        json_decref(doc);
+        return hr_fail(err, HR_EINVAL, "push: the body is not a JSON PushRequest: %s", je.text);
+    }
+    json_t *series = json_object_get(doc, "series");
+    int rc = 0;
+    if (series && !json_is_array(series)) rc = hr_fail(err, HR_EINVAL, "push: `series` must be an array");
+    size_t i;
+    json_t *s;
+    json_array_foreach(series, i, s) {
+        if (rc) break;
+        rc = json_series(s, lim, now, b, err);
+    }
+    json_decref(doc);
+    return rc;
+}
+
+int push_decode(const uint8_t *body, size_t n, int json, const ingest_limits_t *lim, int64_t now, batch_t *b,
+                hr_err_t *err) {
+    return json ? decode_json(body, n, lim, now, b, err) : decode_binary(body, n, lim, now, b, err);
+}

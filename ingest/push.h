@@ -1,0 +1,26 @@
+/* push.h - Pyroscope's push API payload: push.v1.PushRequest.
+ *
+ * A request holds series, each a label set plus raw pprof samples. It arrives as
+ * binary protobuf (application/proto, decoded by protobuf-c from ingest/push.proto)
+ * or as protojson (application/json: {"series":[{"labels":[{"name","value"}],
+ * "samples":[{"rawProfile":"<base64>","ID":"..."}]}]}). Both decode through the
+ * same path into a batch. The `__name__` label names the profile (process_cpu,
+ * memory, ...); other `__`-prefixed labels are Pyroscope-internal and not stored; a
+ * series without service_name gets "unknown_service", as OpenTelemetry does. */
+#ifndef HEARTH_PUSH_H
+#define HEARTH_PUSH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "ingest/request.h"
+#include "storage/batch.h"
+
+int push_decode(const uint8_t *body, size_t n, int json, const ingest_limits_t *lim, int64_t now_ns, batch_t *b,
+                hr_err_t *err);
+
+/* Decodes standard or URL-safe base64, padded or not, into a malloc'd buffer. */
+int base64_decode(const char *s, size_t n, uint8_t **out, size_t *outlen);
+
+#endif

@@ -1,0 +1,75 @@
+/* push_api.c - POST /push.v1.PusherService/Push, Pyroscope's Connect push API.
+ *
+ * Connect unary over HTTP/1.1: the body is the bare message, binary
+ * (application/proto) or JSON (application/json); the reply is an empty
+ * PushResponse in the same encoding. Errors carry Connect's {"code", "message"}
+ * (plus Hearth's usual "error"). */
+#include <string.h>
+#include <strings.h>
+
+#include "common/jsonw.h"
+#include "common/log.h"
+#include "common/timeparse.h"
+#include "server/app.h"
+
+static const char *connect_code(int status) {
+    switch (status) {
+    case 400: case 422: return "invalid_argument";
+    case 413: return "resource_exhausted";
+    case 415: return "invalid_argument";
+    case 503: return "unavailable";
+    default: return "internal";
+    }
+}
+
+static void connect_error(http_resp_t *resp, int status, const char *msg) {
+    buf_t b;
+    buf_init(&b);
+    buf_printf(&b, "{\"code\":\"%s\",\"message\":", connect_code(status));
+    jsonw_str(&b, msg);
+    buf_printf(&b, ",\"error\":");
+    jsonw_str(&b, msg);
+    buf_putc(&b, '}');
+    http_reply(resp, status, "application/json", &b);
+}
+
+void api_push(app_t *a, http_req_t *req, http_resp_t *resp) {
+    if (strcmp(req->method, "POST")) return connect_error(resp, 400, "use POST (Connect unary)");
+    if (!atomic_load(&a->ready)) return connect_error(resp, 503, "starting up: WAL replay in progress");
+    if (req->body_too_big) {
+        metrics_ingest_error(&a->metrics, HR_ETOOBIG);
+        return connect_error(resp, 413, "request body exceeds --max-body-bytes");
+    }
+    const char *ct = http_header(req, "Content-Type");
+    ingest_format_t f;
+    if (ct && (!strncasecmp(ct, "application/proto", 17) || !strncasecmp(ct, "application/x-protobuf", 22) ||
+               !strncasecmp(ct, "application/protobuf", 20)))
+        f = INGEST_PUSH_PROTO;
+    else if (ct && !strncasecmp(ct, "application/json", 16))
+        f = INGEST_PUSH_JSON;
+    else
+        return connect_error(resp, 415, "Content-Type must be application/proto or application/json");
+    ingest_request_t r = {.tenant = APP_TENANT, .name = "", .format = f, .received_ns = time_now_ns(),
+                          .body = req->body.data, .body_len = req->body.len};
+    hr_err_t err = {0};
+    batch_t b;
+    if (batch_init(&b)) return connect_error(resp, 500, "out of memory");
+    buf_t rec;
+    buf_init(&rec);
+    int rc = ingest_to_batch(&r, &a->limits, &b, &err);
+    if (rc == 0) {
+        ingest_request_encode(&r, &rec);
+        rc = rec.oom ? hr_fail(&err, HR_ENOMEM, "out of memory") : store_ingest(a->store, r.tenant, rec.data, rec.len, &b, &err);
+    }
+    if (rc == 0) {
+        metrics_ingest_ok(&a->metrics, req->body.len, b.n, batch_samples(&b));
+        if (f == INGEST_PUSH_JSON) http_reply_text(resp, 200, "application/json", "{}");
+        else http_reply_text(resp, 200, "application/proto", "");
+    } else {
+        metrics_ingest_error(&a->metrics, err.code);
+        if (err.code == HR_EIO) log_error("push.storage_failed", "err=\"%s\"", err.msg);
+        connect_error(resp, hr_http_status(err.code), err.msg);
+    }
+    buf_free(&rec);
+    batch_destroy(&b);
+}
