@@ -89,18 +89,21 @@ static int decode_binary(const uint8_t *body, size_t n, const ingest_limits_t *l
     return rc;
 }
 
-static int json_series(json_t *s, const ingest_limits_t *lim, int64_t now, batch_t *b, hr_err_t *err) {
+static int json_series(json_t *s, int parca, const ingest_limits_t *lim, int64_t now, batch_t *b, hr_err_t *err) {
     labels_t l;
     labels_init(&l);
     char name[128] = "";
     size_t i;
-    json_t *v;
+    json_t *v, *pairs = json_object_get(s, "labels");
+    if (parca) pairs = json_object_get(pairs, "labels");
     int rc = 0;
-    json_array_foreach(json_object_get(s, "labels"), i, v) {
+    json_array_foreach(pairs, i, v) {
         if (rc) break;
         rc = add_label(&l, name, sizeof name, json_string_value(json_object_get(v, "name")),
                        json_string_value(json_object_get(v, "value")), err);
     }
+    if (rc == 0 && parca && !name[0])
+        rc = hr_fail(err, HR_EINVAL, "writeraw: every series needs a __name__ label (e.g. process_cpu)");
     if (rc == 0) rc = finish_labels(&l, lim, err);
     json_array_foreach(json_object_get(s, "samples"), i, v) {
         if (rc) break;
@@ -119,7 +122,8 @@ static int json_series(json_t *s, const ingest_limits_t *lim, int64_t now, batch
     return rc;
 }
 
-static int decode_json(const uint8_t *body, size_t n, const ingest_limits_t *lim, int64_t now, batch_t *b, hr_err_t *err) {
+static int decode_json(const uint8_t *body, size_t n, int parca, const ingest_limits_t *lim, int64_t now, batch_t *b,
+                       hr_err_t *err) {
     json_error_t je;
     json_t *doc = json_loadb((const char *)body, n, 0, &je);
     if (!json_is_object(doc)) {
@@ -133,13 +137,14 @@ static int decode_json(const uint8_t *body, size_t n, const ingest_limits_t *lim
     json_t *s;
     json_array_foreach(series, i, s) {
         if (rc) break;
-        rc = json_series(s, lim, now, b, err);
+        rc = json_series(s, parca, lim, now, b, err);
     }
     json_decref(doc);
     return rc;
 }
 
-int push_decode(const uint8_t *body, size_t n, int json, const ingest_limits_t *lim, int64_t now, batch_t *b,
-                hr_err_t *err) {
-    return json ? decode_json(body, n, lim, now, b, err) : decode_binary(body, n, lim, now, b, err);
+int push_decode(const uint8_t *body, size_t n, push_encoding_t enc, const ingest_limits_t *lim, int64_t now,
+                batch_t *b, hr_err_t *err) {
+    if (enc == PUSH_PROTO) return decode_binary(body, n, lim, now, b, err);
+    return decode_json(body, n, enc == PUSH_PARCA_JSON, lim, now, b, err);
 }

@@ -6,7 +6,11 @@
  * "samples":[{"rawProfile":"<base64>","ID":"..."}]}]}). Both decode through the
  * same path into a batch. The `__name__` label names the profile (process_cpu,
  * memory, ...); other `__`-prefixed labels are Pyroscope-internal and not stored; a
- * series without service_name gets "unknown_service", as OpenTelemetry does. */
+ * series without service_name gets "unknown_service", as OpenTelemetry does.
+ *
+ * Parca's WriteRaw (its HTTP/JSON gateway, POST /api/profiles/writeraw) is the same
+ * shape with labels nested one level deeper ({"labels":{"labels":[...]}}) and a
+ * required __name__. */
 #ifndef HEARTH_PUSH_H
 #define HEARTH_PUSH_H
 
@@ -17,8 +21,10 @@
 #include "ingest/request.h"
 #include "storage/batch.h"
 
-int push_decode(const uint8_t *body, size_t n, int json, const ingest_limits_t *lim, int64_t now_ns, batch_t *b,
-                hr_err_t *err);
+typedef enum { PUSH_PROTO = 0, PUSH_JSON = 1, PUSH_PARCA_JSON = 2 } push_encoding_t;
+
+int push_decode(const uint8_t *body, size_t n, push_encoding_t enc, const ingest_limits_t *lim, int64_t now_ns,
+                batch_t *b, hr_err_t *err);
 
 /* Decodes standard or URL-safe base64, padded or not, into a malloc'd buffer. */
 int base64_decode(const char *s, size_t n, uint8_t **out, size_t *outlen);

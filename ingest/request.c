@@ -70,7 +70,7 @@ int ingest_request_decode(const uint8_t *p, size_t n, ingest_request_t *r, hr_er
     r->received_ns = buf_get_svarint(&rd);
     r->sample_rate = buf_get_svarint(&rd);
     r->body = buf_get_bytes(&rd, &r->body_len);
-    if (rd.bad || !r->tenant || !r->name || r->format < INGEST_PPROF || r->format > INGEST_PUSH_JSON)
+    if (rd.bad || !r->tenant || !r->name || r->format < INGEST_PPROF || r->format > INGEST_PARCA_JSON)
         return hr_fail(err, HR_EUNPROC, "WAL record: malformed");
     return 0;
 }
@@ -145,8 +145,9 @@ static int decode_folded(const ingest_request_t *r, const ingest_limits_t *lim, 
 }
 
 int ingest_to_batch(const ingest_request_t *r, const ingest_limits_t *lim, batch_t *b, hr_err_t *err) {
-    if (r->format == INGEST_PUSH_PROTO || r->format == INGEST_PUSH_JSON)
-        return push_decode(r->body, r->body_len, r->format == INGEST_PUSH_JSON, lim, r->received_ns, b, err);
+    if (r->format >= INGEST_PUSH_PROTO)
+        return push_decode(r->body, r->body_len, (push_encoding_t)(r->format - INGEST_PUSH_PROTO), lim, r->received_ns,
+                           b, err);
     char app[512];
     labels_t labels;
     labels_init(&labels);

@@ -21,7 +21,8 @@ typedef enum {
     INGEST_FOLDED = 2,
     INGEST_LINES = 3,
     INGEST_PUSH_PROTO = 4,
-    INGEST_PUSH_JSON = 5
+    INGEST_PUSH_JSON = 5,
+    INGEST_PARCA_JSON = 6 /* Parca's WriteRaw over its HTTP/JSON gateway */
 } ingest_format_t;
 
 typedef struct {

@@ -28,6 +28,7 @@ void app_route(void *app, http_req_t *req, http_resp_t *resp);
 
 void api_ingest(app_t *a, http_req_t *req, http_resp_t *resp);
 void api_push(app_t *a, http_req_t *req, http_resp_t *resp);
+void api_parca_writeraw(app_t *a, http_req_t *req, http_resp_t *resp);
 void api_query(app_t *a, http_req_t *req, http_resp_t *resp);
 void api_timeseries(app_t *a, http_req_t *req, http_resp_t *resp);
 void api_series(app_t *a, http_req_t *req, http_resp_t *resp);

@@ -3,7 +3,8 @@
  * Connect unary over HTTP/1.1: the body is the bare message, binary
  * (application/proto) or JSON (application/json); the reply is an empty
  * PushResponse in the same encoding. Errors carry Connect's {"code", "message"}
- * (plus Hearth's usual "error"). */
+ * (plus Hearth's usual "error"). Parca's POST /api/profiles/writeraw (the JSON gateway
+ * of ProfileStoreService/WriteRaw) shares the path. */
 #include <string.h>
 #include <strings.h>
 
@@ -33,22 +34,14 @@ static void connect_error(http_resp_t *resp, int status, const char *msg) {
     http_reply(resp, status, "application/json", &b);
 }
 
-void api_push(app_t *a, http_req_t *req, http_resp_t *resp) {
+/* Decodes, logs and applies a push-style request; replies in its encoding. */
+static void push_body(app_t *a, http_req_t *req, http_resp_t *resp, ingest_format_t f) {
     if (strcmp(req->method, "POST")) return connect_error(resp, 400, "use POST (Connect unary)");
     if (!atomic_load(&a->ready)) return connect_error(resp, 503, "starting up: WAL replay in progress");
     if (req->body_too_big) {
         metrics_ingest_error(&a->metrics, HR_ETOOBIG);
         return connect_error(resp, 413, "request body exceeds --max-body-bytes");
     }
-    const char *ct = http_header(req, "Content-Type");
-    ingest_format_t f;
-    if (ct && (!strncasecmp(ct, "application/proto", 17) || !strncasecmp(ct, "application/x-protobuf", 22) ||
-               !strncasecmp(ct, "application/protobuf", 20)))
-        f = INGEST_PUSH_PROTO;
-    else if (ct && !strncasecmp(ct, "application/json", 16))
-        f = INGEST_PUSH_JSON;
-    else
-        return connect_error(resp, 415, "Content-Type must be application/proto or application/json");
     ingest_request_t r = {.tenant = APP_TENANT, .name = "", .format = f, .received_ns = time_now_ns(),
                           .body = req->body.data, .body_len = req->body.len};
     hr_err_t err = {0};
@@ -63,7 +56,7 @@ void api_push(app_t *a, http_req_t *req, http_resp_t *resp) {
     }
     if (rc == 0) {
         metrics_ingest_ok(&a->metrics, req->body.len, b.n, batch_samples(&b));
-        if (f == INGEST_PUSH_JSON) http_reply_text(resp, 200, "application/json", "{}");
+        if (f != INGEST_PUSH_PROTO) http_reply_text(resp, 200, "application/json", "{}");
         else http_reply_text(resp, 200, "application/proto", "");
     } else {
         metrics_ingest_error(&a->metrics, err.code);
@@ -73,3 +66,14 @@ void api_push(app_t *a, http_req_t *req, http_resp_t *resp) {
     buf_free(&rec);
     batch_destroy(&b);
 }
+
+void api_push(app_t *a, http_req_t *req, http_resp_t *resp) {
+    const char *ct = http_header(req, "Content-Type");
+    if (ct && (!strncasecmp(ct, "application/proto", 17) || !strncasecmp(ct, "application/x-protobuf", 22) ||
+               !strncasecmp(ct, "application/protobuf", 20)))
+        return push_body(a, req, resp, INGEST_PUSH_PROTO);
+    if (ct && !strncasecmp(ct, "application/json", 16)) return push_body(a, req, resp, INGEST_PUSH_JSON);
+    connect_error(resp, 415, "Content-Type must be application/proto or application/json");
+}
+
+void api_parca_writeraw(app_t *a, http_req_t *req, http_resp_t *resp) { push_body(a, req, resp, INGEST_PARCA_JSON); }

@@ -23,6 +23,10 @@ void app_route(void *app, http_req_t *req, http_resp_t *resp) {
     resp->tenant = APP_TENANT;
     if (is(req, "/ingest") || is(req, "/pyroscope/ingest")) return api_ingest(a, req, resp);
     if (is(req, "/push.v1.PusherService/Push")) return api_push(a, req, resp);
+    if (is(req, "/api/profiles/writeraw")) {
+        if (strcmp(req->method, "POST")) return http_error(resp, 405, "use POST for writeraw");
+        return api_parca_writeraw(a, req, resp);
+    }
     int get = !strcmp(req->method, "GET") || !strcmp(req->method, "HEAD");
     if (is(req, "/api/v1/admin/flush")) return flush(a, req, resp);
     if (!get) return http_error(resp, 405, "%s is not allowed on %s", req->method, req->url);

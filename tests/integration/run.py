@@ -758,6 +758,29 @@ def pyroscope_connect_push_api_proto_and_json():
 
 
 @test
+def parca_writeraw_json_gateway():
+    import base64
+    cpu = os.path.join(ARGS.testdata, "corpus", "parca__pkg__query__testdata__profile-with-labels.pb.gz")
+    types, totals = pprof_raw(cpu)
+    path = "/api/profiles/writeraw"
+    doc = {"series": [{"labels": {"labels": [{"name": "__name__", "value": "parca_agent_cpu"},
+                                             {"name": "node", "value": "n1"}]},
+                       "samples": [{"rawProfile": base64.b64encode(open(cpu, "rb").read()).decode()}]}],
+           "normalized": False}
+    with Server() as srv:
+        st, body, _ = srv.request("POST", path, json.dumps(doc).encode(), {"Content-Type": "application/json"})
+        assert st == 200, body
+        ids = [t["id"] for t in srv.get_json("/api/v1/profile-types", query='{node="n1"}')["profileTypes"]]
+        assert ids == ["parca_agent_cpu:samples:count:cpu:nanoseconds"], ids
+        assert query(srv, ids[0] + '{node="n1"}', frm=0, until="now")["total"] == totals[0]
+        # thread_name is a pprof sample label: it splits series, as with any upload.
+        assert "thread_name" in srv.get_json("/api/v1/labels", query='{node="n1"}')["names"]
+        doc["series"][0]["labels"]["labels"] = [{"name": "node", "value": "n2"}]
+        st, body, _ = srv.request("POST", path, json.dumps(doc).encode(), {"Content-Type": "application/json"})
+        assert st == 400 and "__name__" in json.loads(body)["message"], body
+
+
+@test
 def pyroscope_nodejs_agent_pushes_unchanged():
     here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node")
     if not os.path.isdir(os.path.join(here, "node_modules", "@pyroscope", "nodejs")):
