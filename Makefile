@@ -21,7 +21,7 @@ ASAN_FLAGS = -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sa
 
 objs = $(patsubst %.c,$(1)/%.o,$(GEN_C:build/gen/%=%) $(LIB_SRC))
 
-.PHONY: all deps test-deps run test test-unit test-integration test-asan bench clean fmt install
+.PHONY: all deps test-deps run test test-unit test-integration test-asan bench clean fmt install fuzz fuzz-build fuzz-regress
 all: hearth
 
 deps:
@@ -83,6 +83,43 @@ install: hearth
 	cp -r web/. $(DESTDIR)$(PREFIX)/share/hearth/web/
 	install -D -m 0644 deploy/hearth.service $(DESTDIR)/etc/systemd/system/hearth.service
 	install -D -m 0644 deploy/hearth.conf.example $(DESTDIR)/etc/hearth/hearth.conf
+
+# libFuzzer harnesses (clang), each run for FUZZ_SECONDS on seeds from the shared
+# test data and a real server's WAL and blocks. Crashes land in build/fuzz/crashes/.
+FUZZ_DIR = build/fuzz
+FUZZ_FLAGS = -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
+FUZZ_TARGETS = pprof folded selector push block wal
+FUZZ_SECONDS ?= 60
+$(FUZZ_DIR)/%.o: %.c $(GEN_H)
+	@mkdir -p $(dir $@)
+	clang $(CFLAGS_BASE) $(FUZZ_FLAGS) $(PKG_CFLAGS) -c $< -o $@
+$(FUZZ_DIR)/%.o: build/gen/%.c $(GEN_H)
+	@mkdir -p $(dir $@)
+	clang $(CFLAGS_BASE) $(FUZZ_FLAGS) $(PKG_CFLAGS) -Wno-unused-parameter -c $< -o $@
+$(FUZZ_DIR)/fuzz_%: $(call objs,$(FUZZ_DIR)) $(FUZZ_DIR)/tests/fuzz/fuzz_%.o
+	clang -fsanitize=fuzzer,address,undefined -o $@ $^ $(PKG_LIBS)
+fuzz-build: $(addprefix $(FUZZ_DIR)/fuzz_,$(FUZZ_TARGETS))
+fuzz: test-deps hearth fuzz-build
+	tests/fuzz/seeds.sh ./hearth $(TESTDATA) $(FUZZ_DIR)/seeds
+	@mkdir -p $(FUZZ_DIR)/crashes
+	@for t in $(FUZZ_TARGETS); do \
+	  echo "fuzz $$t for $(FUZZ_SECONDS)s"; \
+	  mkdir -p $(FUZZ_DIR)/corpus/$$t; \
+	  $(FUZZ_DIR)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 -max_len=1048576 \
+	    -artifact_prefix=$(FUZZ_DIR)/crashes/$$t- $(FUZZ_DIR)/corpus/$$t $(FUZZ_DIR)/seeds/$$t \
+	    2>$(FUZZ_DIR)/$$t.log || { tail -40 $(FUZZ_DIR)/$$t.log; exit 1; }; \
+	  grep -E '^(#[0-9]+\s+DONE|Done)' $(FUZZ_DIR)/$$t.log | tail -1; \
+	done
+
+# Replays every input a fuzzer once crashed on (tests/fuzz/regress/TARGET/); run by CI.
+fuzz-regress: test-deps
+	$(MAKE) fuzz-build
+	@for t in $(FUZZ_TARGETS); do \
+	  [ -d tests/fuzz/regress/$$t ] || continue; \
+	  $(FUZZ_DIR)/fuzz_$$t -rss_limit_mb=2048 tests/fuzz/regress/$$t/* 2>$(FUZZ_DIR)/$$t-regress.log \
+	    || { tail -30 $(FUZZ_DIR)/$$t-regress.log; exit 1; }; \
+	  echo "fuzz regressions: $$t ok ($$(ls tests/fuzz/regress/$$t | wc -l) inputs)"; \
+	done
 
 clean:
 	rm -rf build hearth hearth-asan

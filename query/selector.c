@@ -62,6 +62,31 @@ static char *read_bare(lexer_t *l) {
     return strndup(b, (size_t)(e - b));
 }
 
+#define MAX_REGEX 1024
+
+/* glibc's regcomp expands stacked repetitions (`a+++`, `(a*)*{9}`) and can exhaust
+ * memory on them; selectors come from URLs, so such patterns are refused up front.
+ * A repetition operator may not directly follow another one. */
+static int regex_safe(const char *re) {
+    if (strlen(re) > MAX_REGEX) return 0;
+    int prev_rep = 0;
+    for (const char *p = re; *p; p++) {
+        if (*p == '\\' && p[1]) {
+            p++;
+            prev_rep = 0;
+            continue;
+        }
+        int rep = *p == '*' || *p == '+' || *p == '?' || *p == '{';
+        if (rep && prev_rep) return 0;
+        if (*p == '{') { /* skip the bound; `}` ends a repetition */
+            while (*p && *p != '}') p++;
+            if (!*p) return 0;
+        }
+        prev_rep = rep;
+    }
+    return 1;
+}
+
 static int add_matcher(selector_t *sel, char *name, char *value, match_op_t op, hr_err_t *err) {
     if (VEC_RESERVE(sel->m, sel->cap, sel->n + 1)) {
         free(name);
@@ -74,6 +99,11 @@ static int add_matcher(selector_t *sel, char *name, char *value, match_op_t op, 
     m->value = value;
     m->op = op;
     if (op == MATCH_RE || op == MATCH_NRE) {
+        if (!regex_safe(value)) {
+            m->op = MATCH_EQ;
+            return hr_fail(err, HR_EINVAL, "regular expression for label %s is too long (max %d) or stacks "
+                                           "repetitions such as `a++`", name, MAX_REGEX);
+        }
         size_t n = strlen(value) + 8;
         char *anchored = malloc(n);
         if (!anchored) return hr_fail(err, HR_ENOMEM, "out of memory");

@@ -107,6 +107,11 @@ static int get_section(buf_reader_t *r, uint32_t want, uint8_t **raw, size_t *ra
     const uint8_t *p = buf_get_raw(r, (size_t)sl);
     if ((uint32_t)crc32(0, p, (uInt)sl) != crc)
         return hr_fail(err, HR_EUNPROC, "block: checksum mismatch in section %u", want);
+    /* Allocate only what the zstd frame itself declares: the header's length alone
+     * is not trusted (an empty section has a trivially valid CRC). */
+    unsigned long long fcs = ZSTD_getFrameContentSize(p, (size_t)sl);
+    if (fcs == ZSTD_CONTENTSIZE_ERROR || fcs == ZSTD_CONTENTSIZE_UNKNOWN || fcs != rl)
+        return hr_fail(err, HR_EUNPROC, "block: section %u length does not match its zstd frame", want);
     *raw = malloc(rl ? (size_t)rl : 1);
     if (!*raw) return hr_fail(err, HR_ENOMEM, "out of memory");
     size_t d = ZSTD_decompress(*raw, (size_t)rl, p, (size_t)sl);

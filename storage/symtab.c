@@ -49,6 +49,7 @@ static int eq_location(const void *ctx, uint32_t id, const void *key) {
     const loc_key_t *k = key;
     if (a->mapping != k->mapping || a->address != k->address || a->nlines != k->nlines)
         return 0;
+    if (k->nlines == 0) return 1; /* lines may still be NULL */
     const sym_line_t *la = t->lines + a->first_line;
     for (uint32_t i = 0; i < k->nlines; i++)
         if (la[i].function != k->lines[i].function || la[i].line != k->lines[i].line) return 0;

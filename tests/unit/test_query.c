@@ -92,8 +92,13 @@ void test_selector(void) {
     selector_destroy(&s);
     CHECK(selector_parse("{__name__=\"process_cpu\"}", &s, &err) == 0 && selector_matches(&s, pt, &l));
     selector_destroy(&s);
+    CHECK(selector_parse("{env=~\"p(r|x)+o{1,2}d?\\\\+*\"}", &s, &err) == 0); /* ordinary repetition is fine */
+    selector_destroy(&s);
     static const char *bad[] = {"{env=\"prod}", "{=\"x\"}", "{env~\"x\"}", "{env=\"x\"", "{env=~\"(\"}",
-                                "a:b{}", "nosuffix{}", "{a=\"b\"} junk"};
+                                "a:b{}", "nosuffix{}", "{a=\"b\"} junk",
+                                /* found by fuzz_selector: stacked repetitions exhaust regcomp's memory */
+                                "{env=~ reG++++++++++++++++++++++++++++++++~}", "{env=~\"a*+\"}",
+                                "{env=~\"(a{2}){3}*\"}"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         CHECK(selector_parse(bad[i], &s, &err) == -1 && err.code == HR_EINVAL);
         selector_destroy(&s);

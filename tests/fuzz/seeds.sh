@@ -1,0 +1,29 @@
+#!/bin/sh
+# Builds seed corpora for the fuzzers from ../shared/testdata and from a real
+# server's WAL and blocks. Usage: tests/fuzz/seeds.sh BINARY TESTDATA OUTDIR
+set -eu
+bin=$1 td=$2 out=$3
+rm -rf "$out"
+mkdir -p "$out/pprof" "$out/folded" "$out/selector" "$out/push" "$out/block" "$out/wal"
+for f in "$td"/pprof/*.pb.gz "$td"/corpus/*.pb "$td"/corpus/*.pb.gz; do cp "$f" "$out/pprof/"; done
+cp "$td"/folded/* "$out/folded/"
+head -c 20000 "$td"/corpus/flamegraph__test__results__perf-java-stacks-01-collapsed-pid.txt > "$out/folded/java.txt"
+i=0
+for s in 'process_cpu:cpu:nanoseconds:cpu:nanoseconds{service_name="api",env!="dev"}' \
+         '{env=~"pr.*", region!~"eu|us"}' 'api.cpu{env=prod}' '{__name__="memory"}' "{a='b\\'c'}"; do
+  i=$((i+1)); printf '%s' "$s" > "$out/selector/$i"
+done
+printf '{"series":[{"labels":[{"name":"__name__","value":"process_cpu"}],"samples":[{"rawProfile":"H4sIAAAAAAAA/wMAAAAAAAAAAAA="}]}]}' > "$out/push/1.json"
+printf '{"series":[{"labels":{"labels":[{"name":"__name__","value":"x"}]},"samples":[]}]}' > "$out/push/2.json"
+# A real server: a WAL segment (kill -9 keeps it) and a block (flushed).
+dd="$out/.data"
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+"$bin" --listen 127.0.0.1:$port --data-dir "$dd" --log-level error & pid=$!
+for _ in $(seq 50); do curl -fs "http://127.0.0.1:$port/ready" >/dev/null 2>&1 && break; sleep 0.1; done
+curl -fs --data-binary @"$td"/pprof/go-runtime-cpu-00.pb.gz "http://127.0.0.1:$port/ingest?name=a&format=pprof" >/dev/null
+printf 'main;a 1\nmain;b 2\n' | curl -fs --data-binary @- "http://127.0.0.1:$port/ingest?name=b.cpu" >/dev/null
+cp "$dd"/wal/*.wal "$out/wal/"
+curl -fs -XPOST "http://127.0.0.1:$port/api/v1/admin/flush" >/dev/null
+cp "$dd"/blocks/anonymous/*.blk "$out/block/"
+kill -9 $pid
+rm -rf "$dd"
