@@ -54,7 +54,7 @@ int cli_http(const char *method, const char *url, const void *body, size_t n, co
     curl_slist_free_all(hdr);
     curl_easy_cleanup(c);
     if (rc != CURLE_OK) {
-        snprintf(out->error, sizeof out->error, "cannot reach %s: %s (is the server running? set --server or HEARTH_SERVER)",
+        snprintf(out->error, sizeof out->error, "cannot reach %s: %s",
                  url, errbuf[0] ? errbuf : curl_easy_strerror(rc));
         return -1;
     }
@@ -88,4 +88,8 @@ const char *cli_server(const char *flag) {
     if (flag) return flag;
     const char *e = getenv("HEARTH_SERVER");
     return e && *e ? e : CLI_DEFAULT_SERVER;
+}
+
+void cli_hint(const cli_resp_t *r) {
+    if (r->status == 0) fprintf(stderr, "  is the server running? set --server or HEARTH_SERVER\n");
 }

@@ -26,6 +26,9 @@ int cli_http(const char *method, const char *url, const void *body, size_t n, co
  * are skipped), URL-encoding the values. Caller frees. */
 char *cli_url(const char *server, const char *path, const char *const *kv);
 
+/* Prints, for a request that got no answer, what to check next. */
+void cli_hint(const cli_resp_t *r);
+
 /* The server from --server, else HEARTH_SERVER, else the default. */
 const char *cli_server(const char *flag);
 

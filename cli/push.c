@@ -66,7 +66,7 @@ int cli_push(int argc, char **argv) {
         char *url = cli_url(cli_server(server), "/ingest", kv);
         cli_resp_t r;
         if (cli_http("POST", url, data, n, "application/octet-stream", &r)) {
-            fprintf(stderr, "%shearth push: %s: %s\n", tty ? "\n" : "", files[i], r.error);
+            fprintf(stderr, "%shearth push: %s: %s\n", tty ? "\n" : "", files[i], r.error), cli_hint(&r);
             failed++;
         } else {
             bytes += n;

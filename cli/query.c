@@ -92,7 +92,7 @@ static int print_types(const char *server) {
     int rc = cli_http("GET", url, NULL, 0, NULL, &r);
     free(url);
     if (rc) {
-        fprintf(stderr, "hearth query: %s\n", r.error);
+        fprintf(stderr, "hearth query: %s\n", r.error), cli_hint(&r);
         buf_free(&r.body);
         return 1;
     }
@@ -138,7 +138,7 @@ int cli_query(int argc, char **argv) {
     rc = cli_http("GET", url, NULL, 0, NULL, &r);
     free(url);
     if (rc) {
-        fprintf(stderr, "hearth query: %s\n", r.error);
+        fprintf(stderr, "hearth query: %s\n", r.error), cli_hint(&r);
         buf_free(&r.body);
         return 1;
     }

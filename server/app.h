@@ -26,6 +26,10 @@ typedef struct {
 
 void app_route(void *app, http_req_t *req, http_resp_t *resp);
 
+/* Decodes r, logs it durably and adds it to the head; counts it in the metrics.
+ * Every write path (/ingest, push, writeraw, scraping) goes through here. */
+int app_store_request(app_t *a, const ingest_request_t *r, size_t body_bytes, hr_err_t *err);
+
 void api_ingest(app_t *a, http_req_t *req, http_resp_t *resp);
 void api_push(app_t *a, http_req_t *req, http_resp_t *resp);
 void api_parca_writeraw(app_t *a, http_req_t *req, http_resp_t *resp);

@@ -80,23 +80,30 @@ void api_ingest(app_t *a, http_req_t *req, http_resp_t *resp) {
         return http_error(resp, 422, "empty profile: the body holds no pprof data");
     }
     hr_err_t err = {0};
+    if (app_store_request(a, &r, req->body.len, &err) == 0) http_reply_text(resp, 200, "application/json", "");
+    else http_error_from(resp, &err);
+}
+
+int app_store_request(app_t *a, const ingest_request_t *r, size_t body_bytes, hr_err_t *err) {
     batch_t b;
-    if (batch_init(&b)) return http_error(resp, 500, "out of memory");
+    if (batch_init(&b)) {
+        metrics_ingest_error(&a->metrics, HR_ENOMEM);
+        return hr_fail(err, HR_ENOMEM, "out of memory");
+    }
     buf_t rec;
     buf_init(&rec);
-    int rc = ingest_to_batch(&r, &a->limits, &b, &err);
+    int rc = ingest_to_batch(r, &a->limits, &b, err);
     if (rc == 0) {
-        ingest_request_encode(&r, &rec);
-        rc = rec.oom ? hr_fail(&err, HR_ENOMEM, "out of memory") : store_ingest(a->store, r.tenant, rec.data, rec.len, &b, &err);
+        ingest_request_encode(r, &rec);
+        rc = rec.oom ? hr_fail(err, HR_ENOMEM, "out of memory") : store_ingest(a->store, r->tenant, rec.data, rec.len, &b, err);
     }
     if (rc == 0) {
-        metrics_ingest_ok(&a->metrics, req->body.len, b.n, batch_samples(&b));
-        http_reply_text(resp, 200, "application/json", "");
+        metrics_ingest_ok(&a->metrics, body_bytes, b.n, batch_samples(&b));
     } else {
-        metrics_ingest_error(&a->metrics, err.code);
-        if (err.code == HR_EIO) log_error("ingest.storage_failed", "err=\"%s\"", err.msg);
-        http_error_from(resp, &err);
+        metrics_ingest_error(&a->metrics, err->code);
+        if (err->code == HR_EIO) log_error("ingest.storage_failed", "err=\"%s\"", err->msg);
     }
     buf_free(&rec);
     batch_destroy(&b);
+    return rc;
 }

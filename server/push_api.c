@@ -9,7 +9,6 @@
 #include <strings.h>
 
 #include "common/jsonw.h"
-#include "common/log.h"
 #include "common/timeparse.h"
 #include "server/app.h"
 
@@ -45,26 +44,12 @@ static void push_body(app_t *a, http_req_t *req, http_resp_t *resp, ingest_forma
     ingest_request_t r = {.tenant = APP_TENANT, .name = "", .format = f, .received_ns = time_now_ns(),
                           .body = req->body.data, .body_len = req->body.len};
     hr_err_t err = {0};
-    batch_t b;
-    if (batch_init(&b)) return connect_error(resp, 500, "out of memory");
-    buf_t rec;
-    buf_init(&rec);
-    int rc = ingest_to_batch(&r, &a->limits, &b, &err);
-    if (rc == 0) {
-        ingest_request_encode(&r, &rec);
-        rc = rec.oom ? hr_fail(&err, HR_ENOMEM, "out of memory") : store_ingest(a->store, r.tenant, rec.data, rec.len, &b, &err);
-    }
-    if (rc == 0) {
-        metrics_ingest_ok(&a->metrics, req->body.len, b.n, batch_samples(&b));
+    if (app_store_request(a, &r, req->body.len, &err) == 0) {
         if (f != INGEST_PUSH_PROTO) http_reply_text(resp, 200, "application/json", "{}");
         else http_reply_text(resp, 200, "application/proto", "");
     } else {
-        metrics_ingest_error(&a->metrics, err.code);
-        if (err.code == HR_EIO) log_error("push.storage_failed", "err=\"%s\"", err.msg);
         connect_error(resp, hr_http_status(err.code), err.msg);
     }
-    buf_free(&rec);
-    batch_destroy(&b);
 }
 
 void api_push(app_t *a, http_req_t *req, http_resp_t *resp) {
