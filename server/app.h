@@ -12,16 +12,18 @@
 #include "server/config.h"
 #include "server/http.h"
 #include "server/metrics.h"
+#include "server/scrape.h"
 #include "storage/store.h"
 
 #define APP_TENANT "anonymous" /* single-tenant until multitenancy lands */
 
-typedef struct {
+typedef struct app {
     config_t cfg;
     store_t *store;
     metrics_t metrics;
     ingest_limits_t limits;
     atomic_int ready;
+    scraper_t *scraper; /* NULL without --scrape-config */
 } app_t;
 
 void app_route(void *app, http_req_t *req, http_resp_t *resp);

@@ -20,6 +20,7 @@ typedef struct {
     char listen[256];
     char data_dir[2048];
     char web_dir[2048];
+    char scrape_config[2048];
     wal_fsync_t wal_fsync;
     size_t max_body_bytes;
     size_t max_decompressed_bytes;

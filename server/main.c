@@ -117,6 +117,12 @@ static int serve(app_t *a) {
     a->metrics.wal_replay_skipped = skipped;
     log_info("wal.replayed", "records=%zu skipped=%zu seconds=%lld", records, skipped, (long long)(time(NULL) - t0));
     atomic_store(&a->ready, 1);
+    if (a->cfg.scrape_config[0] && !(a->scraper = scraper_start(a->cfg.scrape_config, a, &err))) {
+        fprintf(stderr, "hearth: %s\n", err.msg);
+        http_stop(http);
+        store_close(a->store);
+        return 1;
+    }
     cutter_t cut = {.app = a, .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
     pthread_t th;
     pthread_create(&th, NULL, cutter_main, &cut);
@@ -128,6 +134,8 @@ static int serve(app_t *a) {
     pthread_cond_signal(&cut.cv);
     pthread_mutex_unlock(&cut.mu);
     pthread_join(th, NULL);
+    scraper_stop(a->scraper);
+    a->scraper = NULL;
     http_stop(http); /* waits for in-flight requests */
     int rc = 0;
     if (store_cut(a->store, &err)) {

@@ -36,9 +36,17 @@ void app_route(void *app, http_req_t *req, http_resp_t *resp) {
         buf_t b;
         buf_init(&b);
         metrics_render(&a->metrics, a->store, &b);
+        if (a->scraper) scraper_metrics(a->scraper, &b);
         return http_reply(resp, 200, "text/plain; version=0.0.4", &b);
     }
     if (is(req, "/api/v1/query")) return api_query(a, req, resp);
+    if (is(req, "/api/v1/targets")) {
+        buf_t b;
+        buf_init(&b);
+        if (a->scraper) scraper_targets_json(a->scraper, &b);
+        else buf_printf(&b, "{\"targets\":[]}");
+        return http_reply(resp, 200, "application/json", &b);
+    }
     if (is(req, "/api/v1/timeseries")) return api_timeseries(a, req, resp);
     if (is(req, "/api/v1/series")) return api_series(a, req, resp);
     if (is(req, "/api/v1/profile-types")) return api_profile_types(a, req, resp);

@@ -418,9 +418,7 @@ def multipart(fields):
 @test
 def go_runtime_profiles_raw_and_multipart():
     gdir = tempfile.mkdtemp(prefix="goprof-", dir=ARGS.tmp)
-    env = dict(os.environ, GOPROXY="off", GOFLAGS="", GOCACHE=os.path.join(ARGS.tmp, "gocache"))
-    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "goprof", "main.go")
-    subprocess.run(["go", "run", src, gdir], check=True, env=env, capture_output=True)
+    subprocess.run([build_goprof(), gdir], check=True, capture_output=True)
     kinds = ["cpu", "heap", "allocs", "mutex", "block", "goroutine"]
     with Server() as srv:
         for k in kinds:
@@ -809,6 +807,68 @@ def pyroscope_nodejs_agent_pushes_unchanged():
         heap = query(srv, "memory:inuse_space:bytes:inuse_space:bytes" + sel, fmt="flamegraph", **span)
         assert heap["metadata"]["units"] == "bytes" and heap["metadata"]["aggregation"] == "average"
         assert heap["flamebearer"]["numTicks"] > 0
+
+
+def build_goprof():
+    out = os.path.join(ARGS.tmp, "goprof-bin")
+    if not os.path.exists(out):
+        env = dict(os.environ, GOPROXY="off", GOFLAGS="", GOCACHE=os.path.join(ARGS.tmp, "gocache"))
+        src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "goprof", "main.go")
+        subprocess.run(["go", "build", "-o", out, src], check=True, env=env, capture_output=True)
+    return out
+
+
+@test
+def scrapes_go_net_http_pprof_targets():
+    port = free_port()
+    target = subprocess.Popen([build_goprof(), "serve", f"127.0.0.1:{port}"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/debug/pprof/", timeout=2).read()
+                break
+            except OSError:
+                time.sleep(0.1)
+        cfg = os.path.join(ARGS.tmp, "scrape.json")
+        json.dump({"interval": "3s", "cpu_seconds": 1, "targets": [
+            {"job": "goapp", "url": f"http://127.0.0.1:{port}", "labels": {"env": "test"}},
+            {"job": "down", "url": "http://127.0.0.1:1", "profiles": ["heap"]}]}, open(cfg, "w"))
+        with Server(extra=["--scrape-config", cfg]) as srv:
+            deadline = time.time() + 40
+            while time.time() < deadline:
+                t = srv.get_json("/api/v1/targets")["targets"]
+                if all(x["scrapes"] >= 1 for x in t):
+                    break
+                time.sleep(0.5)
+            by = {(x["job"], x["profile"]): x for x in t}
+            assert set(p for j, p in by if j == "goapp") == {"cpu", "heap", "allocs", "mutex", "block", "goroutine"}
+            for p in ("cpu", "heap", "allocs", "mutex", "block", "goroutine"):
+                x = by[("goapp", p)]
+                assert x["health"] == "up" and not x["lastError"], x
+            down = by[("down", "heap")]
+            assert down["health"] == "down" and "cannot reach" in down["lastError"], down
+            assert down["labels"]["instance"] == "127.0.0.1:1"
+            sel = '{service_name="goapp",job="goapp",instance="127.0.0.1:%d",env="test"}' % port
+            types = {t["id"] for t in srv.get_json("/api/v1/profile-types", query=sel)["profileTypes"]}
+            for want in (CPU, "memory:alloc_space:bytes:space:bytes", "memory:inuse_space:bytes:space:bytes",
+                         "goroutine:goroutine:count:goroutine:count"):
+                assert want in types, (want, types)
+            cpu = query(srv, CPU + sel, frm="now-5m", until="now")
+            assert cpu["total"] > 0 and cpu["profiles"] >= 1
+            assert "crypto/sha256.block" in [f["name"] for f in cpu["functions"][:10]], cpu["functions"][:5]
+            m = srv.get("/metrics")[1].decode()
+            assert 'hearth_scrape_up{job="goapp",instance="127.0.0.1:%d",profile="cpu"} 1' % port in m
+            assert 'hearth_scrape_up{job="down",instance="127.0.0.1:1",profile="heap"} 0' in m
+        bad = os.path.join(ARGS.tmp, "bad-scrape.json")
+        json.dump({"targets": [{"job": "x", "url": "http://a", "profiles": ["nope"]}]}, open(bad, "w"))
+        r = cli("--data-dir", os.path.join(ARGS.tmp, "badscrape"), "--listen", f"127.0.0.1:{free_port()}",
+                "--scrape-config", bad)
+        assert r.returncode == 1 and "unknown profile `nope`" in r.stderr, r.stderr
+    finally:
+        target.kill()
+        target.wait()
 
 
 @test

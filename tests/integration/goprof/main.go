@@ -1,12 +1,16 @@
-// goprof writes real Go runtime profiles (cpu, heap, allocs, mutex, block,
-// goroutine) of a small service-like workload into a directory, for Hearth's
-// integration tests. Standard library only.
+// goprof runs a small service-like workload for Hearth's integration tests.
+// Standard library only.
+//
+//	goprof DIR          writes cpu, heap, allocs, mutex, block and goroutine profiles into DIR
+//	goprof serve ADDR   serves net/http/pprof on ADDR (a scrape target) until killed
 package main
 
 import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	_ "net/http/pprof"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -110,7 +114,6 @@ func write(dir, name string, fn func(f *os.File) error) {
 }
 
 func main() {
-	dir := os.Args[1]
 	runtime.MemProfileRate = 4096
 	runtime.SetMutexProfileFraction(1)
 	runtime.SetBlockProfileRate(1)
@@ -118,6 +121,10 @@ func main() {
 	go hashLoop(stop)
 	go jsonLoop(stop)
 	go contend(stop)
+	if os.Args[1] == "serve" {
+		panic(http.ListenAndServe(os.Args[2], nil))
+	}
+	dir := os.Args[1]
 	write(dir, "cpu.pb.gz", func(f *os.File) error {
 		if err := pprof.StartCPUProfile(f); err != nil {
 			return err

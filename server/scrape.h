@@ -1,0 +1,36 @@
+/* scrape.h - pull mode: fetch profiles from targets on a schedule, as Parca and
+ * Conprof do.
+ *
+ * The scrape config (--scrape-config FILE) is JSON:
+ *   {"interval": "15s", "cpu_seconds": 10,
+ *    "targets": [{"job": "api", "url": "http://10.0.0.5:6060", "labels": {"env": "prod"},
+ *                 "profiles": ["cpu", "heap", "allocs", "mutex", "block", "goroutine"],
+ *                 "interval": "30s"}]}
+ * Profiles name Go's net/http/pprof endpoints: cpu is /debug/pprof/profile?seconds=N;
+ * allocs, mutex and block are fetched as deltas over N seconds (?seconds=N), so each
+ * scrape holds what happened in its interval; heap and goroutine are snapshots. A
+ * profile may also be {"name": "x", "path": "/custom/path"}. Each target gets one
+ * thread that scrapes its profiles in turn every interval.
+ *
+ * Scraped profiles are labelled service_name=job, job, instance (host:port) and
+ * the target's labels, and are stored through the same write path as pushes. */
+#ifndef HEARTH_SCRAPE_H
+#define HEARTH_SCRAPE_H
+
+#include "common/buf.h"
+#include "common/err.h"
+
+struct app;
+typedef struct scraper scraper_t;
+
+/* Parses the config and starts scraping; NULL with err on a bad config. */
+scraper_t *scraper_start(const char *config_path, struct app *app, hr_err_t *err);
+/* Stops every target thread (waiting for scrapes in flight) and frees. */
+void scraper_stop(scraper_t *s);
+/* {"targets":[{"job","url","profile","labels","health","lastScrape","lastError",
+ * "lastDurationSeconds","scrapes","failures"}]} */
+void scraper_targets_json(scraper_t *s, buf_t *out);
+/* Prometheus lines: hearth_scrape_up, _duration_seconds, _total, _failures_total. */
+void scraper_metrics(scraper_t *s, buf_t *out);
+
+#endif
