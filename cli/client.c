@@ -22,7 +22,8 @@ static void server_error(cli_resp_t *out) {
     json_decref(doc);
 }
 
-int cli_http(const char *method, const char *url, const void *body, size_t n, const char *ctype, cli_resp_t *out) {
+int cli_http(const char *method, const char *url, const void *body, size_t n, const char *ctype, long timeout_s,
+             cli_resp_t *out) {
     memset(out, 0, sizeof *out);
     buf_init(&out->body);
     CURL *c = curl_easy_init();
@@ -46,7 +47,8 @@ int cli_http(const char *method, const char *url, const void *body, size_t n, co
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &out->body);
     curl_easy_setopt(c, CURLOPT_USERAGENT, "hearth-cli");
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 300L);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, timeout_s);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L); /* thread-safe timeouts */
     char errbuf[CURL_ERROR_SIZE] = "";
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
     CURLcode rc = curl_easy_perform(c);

@@ -17,10 +17,10 @@ typedef struct {
     char error[512]; /* transport error, or the server's {"error": ...} message */
 } cli_resp_t;
 
-/* Performs one request. Returns 0 when a 2xx answer arrived, -1 otherwise (with
+/* Performs one request, giving up after timeout_s seconds. Returns 0 when a 2xx answer arrived, -1 otherwise (with
  * out->error saying why). The caller frees out->body. */
 int cli_http(const char *method, const char *url, const void *body, size_t n, const char *content_type,
-             cli_resp_t *out);
+             long timeout_s, cli_resp_t *out);
 
 /* Builds SERVER + PATH + "?k=v&..." from NULL-terminated key/value pairs (NULL values
  * are skipped), URL-encoding the values. Caller frees. */

@@ -65,7 +65,7 @@ int cli_push(int argc, char **argv) {
                             "sampleRate", rate, "spyName", spy, NULL};
         char *url = cli_url(cli_server(server), "/ingest", kv);
         cli_resp_t r;
-        if (cli_http("POST", url, data, n, "application/octet-stream", &r)) {
+        if (cli_http("POST", url, data, n, "application/octet-stream", 300, &r)) {
             fprintf(stderr, "%shearth push: %s: %s\n", tty ? "\n" : "", files[i], r.error), cli_hint(&r);
             failed++;
         } else {

@@ -89,7 +89,7 @@ static int print_types(const char *server) {
     const char *kv[] = {NULL};
     char *url = cli_url(cli_server(server), "/api/v1/profile-types", kv);
     cli_resp_t r;
-    int rc = cli_http("GET", url, NULL, 0, NULL, &r);
+    int rc = cli_http("GET", url, NULL, 0, NULL, 300, &r);
     free(url);
     if (rc) {
         fprintf(stderr, "hearth query: %s\n", r.error), cli_hint(&r);
@@ -135,7 +135,7 @@ int cli_query(int argc, char **argv) {
                         "limit", strcmp(wire, "top") ? NULL : limit, NULL};
     char *url = cli_url(cli_server(server), "/api/v1/query", kv);
     cli_resp_t r;
-    rc = cli_http("GET", url, NULL, 0, NULL, &r);
+    rc = cli_http("GET", url, NULL, 0, NULL, 300, &r);
     free(url);
     if (rc) {
         fprintf(stderr, "hearth query: %s\n", r.error), cli_hint(&r);

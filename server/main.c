@@ -1,6 +1,7 @@
 /* main.c - process lifecycle: configure, open the store, replay the WAL, serve,
  * cut blocks in the background, and shut down cleanly on SIGINT/SIGTERM (stop
  * accepting, finish in-flight requests, flush the head into a block). */
+#include <curl/curl.h>
 #include <errno.h>
 #include <libgen.h>
 #include <pthread.h>
@@ -149,6 +150,8 @@ static int serve(app_t *a) {
 
 int main(int argc, char **argv) {
     const char *cmd = argc > 1 ? argv[1] : "serve";
+    /* Once, before any thread exists: libcurl's implicit init is not thread-safe. */
+    curl_global_init(CURL_GLOBAL_DEFAULT);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("hearth %s\n", HEARTH_VERSION);
         return 0;

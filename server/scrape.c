@@ -29,6 +29,7 @@ typedef struct {
     char job[128], url[512], instance[256];
     labels_t labels;
     int64_t interval_ns;
+    long timeout_s; /* per request: the CPU profile's duration plus slack */
     job_t *jobs;
     size_t njobs;
     pthread_t thread;
@@ -117,6 +118,7 @@ static int parse_target(json_t *t, int64_t interval, int cpu_seconds, target_t *
         if (rc) return -1;
         out->njobs++;
     }
+    out->timeout_s = cpu_seconds + 15;
     if ((int64_t)cpu_seconds * 1000000000LL >= out->interval_ns)
         return hr_fail(err, HR_EINVAL, "scrape config: target %s: cpu_seconds must be shorter than the interval", job);
     return 0;
@@ -162,7 +164,7 @@ static void scrape_one(target_t *t, job_t *j) {
     cli_resp_t r;
     hr_err_t err = {0};
     char why[512] = "";
-    if (cli_http("GET", url, NULL, 0, NULL, &r)) snprintf(why, sizeof why, "%s", r.error);
+    if (cli_http("GET", url, NULL, 0, NULL, t->timeout_s, &r)) snprintf(why, sizeof why, "%s", r.error);
     else if (store_profile(t, r.body.data, r.body.len, &err)) snprintf(why, sizeof why, "storing: %s", err.msg);
     buf_free(&r.body);
     pthread_mutex_lock(&t->owner->mu);

@@ -903,6 +903,9 @@ def deploy_files_are_valid():
         assert pkg and pkg in runtime, f"{lib} ({pkg}) is not installed by deploy/Dockerfile"
     for key in ("USER hearth", "VOLUME /var/lib/hearth", "HEALTHCHECK", "/healthz"):
         assert key in runtime, key
+    with Server(extra=["--scrape-config", os.path.join(root, "deploy", "examples", "scrape.json")]) as srv:
+        jobs = {t["job"] for t in srv.get_json("/api/v1/targets")["targets"]}
+        assert jobs == {"checkout", "batch", "custom"}, jobs
 
 
 # ---------------------------------------------------------------- runner
