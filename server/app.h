@@ -15,7 +15,7 @@
 #include "server/scrape.h"
 #include "storage/store.h"
 
-#define APP_TENANT "anonymous" /* single-tenant until multitenancy lands */
+#define APP_TENANT "anonymous" /* the tenant without --multitenancy, as in Pyroscope */
 
 typedef struct app {
     config_t cfg;

@@ -11,7 +11,7 @@
 
 #include "common/timeparse.h"
 
-typedef enum { T_STR, T_SIZE, T_DURATION, T_INT, T_FSYNC, T_LEVEL, T_LOGFMT } opt_type_t;
+typedef enum { T_STR, T_SIZE, T_DURATION, T_INT, T_FSYNC, T_LEVEL, T_LOGFMT, T_BOOL } opt_type_t;
 
 typedef struct {
     const char *name, *def, *help;
@@ -36,6 +36,7 @@ static const opt_t OPTS[] = {
     {"zstd-level", "3", "zstd compression level of blocks (1-19)", T_INT, O(zstd_level)},
     {"max-connections", "1024", "concurrent HTTP connections", T_INT, O(max_connections)},
     {"log-level", "info", "debug, info, warn or error", T_LEVEL, O(log_level)},
+    {"multitenancy", "false", "true: every request names its tenant in X-Scope-OrgID; false: one tenant, anonymous", T_BOOL, O(multitenancy)},
     {"log-format", "logfmt", "logfmt or json: one line per event either way", T_LOGFMT, O(log_json)},
 };
 #define NOPTS (sizeof OPTS / sizeof *OPTS)
@@ -87,6 +88,11 @@ static int set_opt(config_t *c, const opt_t *o, const char *v, FILE *err) {
         return 0;
     case T_LEVEL:
         if (log_parse_level(v, &c->log_level)) goto bad;
+        return 0;
+    case T_BOOL:
+        if (!strcmp(v, "true") || !strcmp(v, "1")) *(int *)(void *)field = 1;
+        else if (!strcmp(v, "false") || !strcmp(v, "0")) *(int *)(void *)field = 0;
+        else goto bad;
         return 0;
     case T_LOGFMT:
         if (!strcmp(v, "logfmt")) c->log_json = 0;
@@ -253,6 +259,11 @@ int config_load(config_t *c, int argc, char **argv, FILE *err) {
         if (!o) {
             fprintf(err, "hearth: unknown flag `%s` (see hearth --help)\n", a);
             return -1;
+        }
+        if (o->type == T_BOOL && !eq && (i + 1 >= argc || strncmp(argv[i + 1], "--", 2) == 0 ||
+                                         (strcmp(argv[i + 1], "true") && strcmp(argv[i + 1], "false")))) {
+            if (apply(c, idx, "true", "flag", err)) return -1; /* a bare --multitenancy */
+            continue;
         }
         const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
         if (!v) {

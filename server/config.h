@@ -33,6 +33,7 @@ typedef struct {
     unsigned max_connections;
     log_level_t log_level;
     int log_json;
+    int multitenancy;
     char config_file[2048];
     /* For --print-config: each option's effective text and its source. */
     char raw[32][512];

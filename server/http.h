@@ -32,6 +32,7 @@ typedef struct http_req {
     size_t nfields;
     size_t field_bytes;
     int64_t start_ns;
+    char tenant[129]; /* resolved by the router (X-Scope-OrgID or "anonymous") */
 } http_req_t;
 
 typedef struct {

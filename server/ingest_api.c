@@ -67,7 +67,7 @@ void api_ingest(app_t *a, http_req_t *req, http_resp_t *resp) {
         metrics_ingest_error(&a->metrics, HR_ETOOBIG);
         return http_error(resp, 413, "request body exceeds the limit of %zu bytes (--max-body-bytes)", a->cfg.max_body_bytes);
     }
-    ingest_request_t r = {.tenant = APP_TENANT, .name = http_arg(req, "name"), .spy_name = http_arg(req, "spyName")};
+    ingest_request_t r = {.tenant = req->tenant, .name = http_arg(req, "name"), .spy_name = http_arg(req, "spyName")};
     r.received_ns = time_now_ns();
     r.sample_rate = sample_rate_arg(req);
     if (parse_time_arg(req, "from", r.received_ns, &r.has_from, &r.from_ns, resp) ||

@@ -41,7 +41,7 @@ static void push_body(app_t *a, http_req_t *req, http_resp_t *resp, ingest_forma
         metrics_ingest_error(&a->metrics, HR_ETOOBIG);
         return connect_error(resp, 413, "request body exceeds --max-body-bytes");
     }
-    ingest_request_t r = {.tenant = APP_TENANT, .name = "", .format = f, .received_ns = time_now_ns(),
+    ingest_request_t r = {.tenant = req->tenant, .name = "", .format = f, .received_ns = time_now_ns(),
                           .body = req->body.data, .body_len = req->body.len};
     hr_err_t err = {0};
     if (app_store_request(a, &r, req->body.len, &err) == 0) {

@@ -78,7 +78,7 @@ static void run_merge(app_t *a, http_req_t *req, http_resp_t *resp, const select
     int is_pprof = !strcmp(format, "pprof"), is_fg = !strcmp(format, "flamegraph") || !strcmp(format, "json");
     if (!is_pprof && !is_fg && strcmp(format, "top") && strcmp(format, "folded"))
         return http_error(resp, 400, "unknown format `%s`: use flamegraph, top, folded or pprof", format);
-    merge_query_t q = {APP_TENANT, sel, r->from, r->until, is_fg ? auto_step(r) : 0, 1};
+    merge_query_t q = {req->tenant, sel, r->from, r->until, is_fg ? auto_step(r) : 0, 1};
     merge_result_t m;
     hr_err_t err = {0};
     buf_t out;
@@ -150,7 +150,7 @@ void api_timeseries(app_t *a, http_req_t *req, http_resp_t *resp) {
         if (step < 1000000) step = 1000000;
     }
     int64_t t0 = time_now_ns();
-    merge_query_t q = {APP_TENANT, &sel, r.from, r.until, step, 0};
+    merge_query_t q = {req->tenant, &sel, r.from, r.until, step, 0};
     merge_result_t m;
     hr_err_t err = {0};
     int rc = merge_run(a->store, &q, &m, &err);
@@ -191,7 +191,7 @@ void api_series(app_t *a, http_req_t *req, http_resp_t *resp) {
     if (discovery_args(req, &sel, &r, resp) == 0) {
         json_t *arr = json_array();
         hr_err_t err = {0};
-        if (catalog_series(a->store, APP_TENANT, &sel, r.ranged, r.from, r.until, add_series, arr, &err)) {
+        if (catalog_series(a->store, req->tenant, &sel, r.ranged, r.from, r.until, add_series, arr, &err)) {
             json_decref(arr);
             http_error_from(resp, &err);
         } else {
@@ -260,7 +260,7 @@ static json_t *collect_run(app_t *a, http_req_t *req, http_resp_t *resp, index_s
     if (discovery_args(req, &sel, &r, resp) == 0) {
         collect_t c = {json_object(), label};
         hr_err_t err = {0};
-        if (catalog_series(a->store, APP_TENANT, &sel, r.ranged, r.from, r.until, fn ? fn : collect, fn ? (void *)c.set : (void *)&c, &err)) {
+        if (catalog_series(a->store, req->tenant, &sel, r.ranged, r.from, r.until, fn ? fn : collect, fn ? (void *)c.set : (void *)&c, &err)) {
             json_decref(c.set);
             http_error_from(resp, &err);
         } else {

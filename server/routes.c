@@ -1,4 +1,5 @@
 /* routes.c - maps method and path to a handler. */
+#include <stdio.h>
 #include <string.h>
 
 #include "server/app.h"
@@ -18,9 +19,27 @@ static void flush(app_t *a, http_req_t *req, http_resp_t *resp) {
     http_reply_text(resp, 200, "application/json", "{\"status\":\"flushed\"}");
 }
 
+/* Fills req->tenant; returns 0, or -1 with resp set. Health, metrics and the UI's
+ * static files need no tenant. */
+static int resolve_tenant(app_t *a, http_req_t *req, http_resp_t *resp) {
+    snprintf(req->tenant, sizeof req->tenant, "%s", APP_TENANT);
+    resp->tenant = req->tenant;
+    if (!a->cfg.multitenancy) return 0;
+    const char *t = http_header(req, "X-Scope-OrgID");
+    int data = !strncmp(req->url, "/api/", 5) || !strncmp(req->url, "/pyroscope/", 11) || is(req, "/ingest") ||
+               is(req, "/render") || is(req, "/label-values") || is(req, "/labels") ||
+               is(req, "/push.v1.PusherService/Push");
+    if (!data) return 0;
+    if (!t || !*t) return http_error(resp, 401, "missing X-Scope-OrgID header: this server runs with --multitenancy"), -1;
+    if (!tenant_id_valid(t))
+        return http_error(resp, 400, "bad X-Scope-OrgID: use 1-128 characters of A-Z a-z 0-9 - _ ."), -1;
+    snprintf(req->tenant, sizeof req->tenant, "%s", t);
+    return 0;
+}
+
 void app_route(void *app, http_req_t *req, http_resp_t *resp) {
     app_t *a = app;
-    resp->tenant = APP_TENANT;
+    if (resolve_tenant(a, req, resp)) return;
     if (is(req, "/ingest") || is(req, "/pyroscope/ingest")) return api_ingest(a, req, resp);
     if (is(req, "/push.v1.PusherService/Push")) return api_push(a, req, resp);
     if (is(req, "/api/profiles/writeraw")) {

@@ -26,7 +26,7 @@ typedef struct {
 } job_t;
 
 typedef struct {
-    char job[128], url[512], instance[256];
+    char job[128], url[512], instance[256], tenant[129];
     labels_t labels;
     int64_t interval_ns;
     long timeout_s; /* per request: the CPU profile's duration plus slack */
@@ -89,6 +89,10 @@ static int parse_target(json_t *t, int64_t interval, int cpu_seconds, target_t *
     if (!job || !url || strncmp(url, "http", 4))
         return hr_fail(err, HR_EINVAL, "scrape config: every target needs \"job\" and an http(s) \"url\"");
     snprintf(out->job, sizeof out->job, "%s", job);
+    const char *tenant = json_string_value(json_object_get(t, "tenant"));
+    if (tenant && !tenant_id_valid(tenant))
+        return hr_fail(err, HR_EINVAL, "scrape config: target %s: bad tenant `%s` (1-128 of A-Z a-z 0-9 - _ .)", job, tenant);
+    snprintf(out->tenant, sizeof out->tenant, "%s", tenant ? tenant : APP_TENANT);
     snprintf(out->url, sizeof out->url, "%s", url);
     const char *host = strstr(url, "://");
     host = host ? host + 3 : url;
@@ -149,7 +153,7 @@ static int store_profile(target_t *t, const uint8_t *pprof, size_t n, hr_err_t *
         hr_fail(err, HR_ENOMEM, "out of memory");
     } else {
         push__v1__push_request__pack(&req, body);
-        ingest_request_t r = {.tenant = APP_TENANT, .name = "", .format = INGEST_PUSH_PROTO,
+        ingest_request_t r = {.tenant = t->tenant, .name = "", .format = INGEST_PUSH_PROTO,
                               .received_ns = time_now_ns(), .body = body, .body_len = len};
         rc = app_store_request(t->owner->app, &r, n, err);
     }

@@ -106,3 +106,13 @@ int utf8_valid(const char *str, size_t n) {
     }
     return 1;
 }
+
+int tenant_id_valid(const char *t) {
+    size_t n = strlen(t);
+    if (n == 0 || n > 128 || t[0] == '.') return 0;
+    for (; *t; t++)
+        if (!((*t >= 'a' && *t <= 'z') || (*t >= 'A' && *t <= 'Z') || (*t >= '0' && *t <= '9') || *t == '-' ||
+              *t == '_' || *t == '.'))
+            return 0;
+    return 1;
+}

@@ -872,6 +872,64 @@ def scrapes_go_net_http_pprof_targets():
 
 
 @test
+def tenants_are_isolated_on_every_read_endpoint():
+    cpu0 = open(os.path.join(ARGS.testdata, "pprof", "go-runtime-cpu-00.pb.gz"), "rb").read()
+    heap = open(os.path.join(ARGS.testdata, "pprof", "go-runtime-heap.pb.gz"), "rb").read()
+    total = pprof_raw(os.path.join(ARGS.testdata, "pprof", "go-runtime-cpu-00.pb.gz"))[1][1]
+    data_dir = tempfile.mkdtemp(prefix="hearth-mt-", dir=ARGS.tmp)
+
+    def h(t):
+        return {"X-Scope-OrgID": t}
+
+    def get(srv, tenant, path, **params):
+        st, body, _ = srv.request("GET", path + "?" + urllib.parse.urlencode(params), None, h(tenant))
+        return st, body
+
+    with Server(data_dir, extra=["--multitenancy"]) as srv:
+        post = lambda t, body, **p: srv.request("POST", "/ingest?" + urllib.parse.urlencode(p), body, h(t))[0]
+        assert post("team-a", cpu0, name="alpha{env=a}", format="pprof", **{"from": T0}) == 200
+        assert post("team-b", heap, name="beta{env=b}", format="pprof", **{"from": T0}) == 200
+        st, b, _ = srv.request("POST", "/ingest?name=x&format=pprof", cpu0, {})
+        assert st == 401 and "X-Scope-OrgID" in json.loads(b)["error"]
+        for bad in ("../etc", ".hidden", "a/b", "x" * 129):
+            st, b, _ = srv.request("POST", "/ingest?name=x&format=pprof", cpu0, h(bad))
+            assert st == 400, (bad, st)
+        assert srv.get("/healthz")[0] == 200 and srv.get("/metrics")[0] == 200  # no tenant needed
+        span = {"from": T0 - 10, "until": T0 + 60}
+        checks = [
+            ("/api/v1/query", dict(query=CPU, format="top", **span)),
+            ("/api/v1/timeseries", dict(query=CPU, step="1s", **span)),
+            ("/api/v1/series", {}), ("/api/v1/profile-types", {}), ("/api/v1/labels", {}),
+            ("/api/v1/labels/service_name/values", {}), ("/pyroscope/label-values", dict(label="service_name")),
+            ("/pyroscope/labels", {}), ("/pyroscope/render", dict(query="alpha.cpu", **span)),
+        ]
+        for path, params in checks:
+            sa, ba = get(srv, "team-a", path, **params)
+            sb, bb = get(srv, "team-b", path, **params)
+            assert sa == 200 and sb == 200, (path, sa, sb, bb[:200])
+            assert b"alpha" in ba or b"crypto/sha256" in ba or b"env" in ba or b"process_cpu" in ba or path.endswith(
+                "timeseries"), (path, ba[:300])
+            assert b"alpha" not in bb and b"beta" not in ba, (path, ba[:300], bb[:300])
+        a_top = json.loads(get(srv, "team-a", "/api/v1/query", query=CPU, format="top", **span)[1])
+        b_top = json.loads(get(srv, "team-b", "/api/v1/query", query=CPU, format="top", **span)[1])
+        assert a_top["total"] == total and b_top["total"] == 0
+        a_ts = json.loads(get(srv, "team-a", "/api/v1/timeseries", query=CPU, step="1s", **span)[1])
+        b_ts = json.loads(get(srv, "team-b", "/api/v1/timeseries", query=CPU, step="1s", **span)[1])
+        assert a_ts["total"] == total and b_ts["total"] == 0
+        st, _ = get(srv, "", "/api/v1/series")
+        assert st == 401
+        srv.request("POST", "/api/v1/admin/flush", b"", h("team-a"))
+    assert sorted(os.listdir(os.path.join(data_dir, "blocks"))) == ["team-a", "team-b"]
+    with Server(data_dir, extra=["--multitenancy"]) as srv:  # isolation holds for blocks after restart
+        st, b = get(srv, "team-b", "/api/v1/query", query=CPU, format="top", **{"from": T0 - 10, "until": T0 + 60})
+        assert json.loads(b)["total"] == 0
+        st, b = get(srv, "team-a", "/api/v1/query", query=CPU, format="top", **{"from": T0 - 10, "until": T0 + 60})
+        assert json.loads(b)["total"] == total
+    with Server(data_dir) as srv:  # without --multitenancy everything is tenant "anonymous"
+        assert query(srv, CPU)["total"] == 0
+
+
+@test
 def deploy_files_are_valid():
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     unit = open(os.path.join(root, "deploy", "hearth.service")).read()
