@@ -37,7 +37,7 @@ static int quarantine(const char *dir, index_t *ix, const block_meta_t *b) {
     snprintf(from, sizeof from, "%s/%s", dir, b->path);
     snprintf(to, sizeof to, "%s/%s-%08lld.blk", qdir, b->tenant, (long long)b->id);
     if (rename(from, to) != 0 && errno != ENOENT) return fprintf(stderr, "  cannot move %s: %s\n", from, strerror(errno)), -1;
-    if (index_remove_block(ix, b->id, &err)) return fprintf(stderr, "  %s\n", err.msg), -1;
+    if (index_remove_blocks(ix, &b->id, 1, &err)) return fprintf(stderr, "  %s\n", err.msg), -1;
     printf("  quarantined to %s\n", to);
     return 0;
 }

@@ -32,6 +32,7 @@ static const opt_t OPTS[] = {
     {"max-labels", "64", "most labels on one series", T_SIZE, O(max_labels)},
     {"head-max-bytes", "256MiB", "cut the in-memory head into a block past this size", T_SIZE, O(head_max_bytes)},
     {"block-duration", "1h", "cut the head into a block when it is older than this", T_DURATION, O(block_duration_ns)},
+    {"retention", "0", "delete blocks whose newest profile is older than this, e.g. 7d (0 keeps everything)", T_DURATION, O(retention_ns)},
     {"block-cache-bytes", "1GiB", "decoded blocks kept in memory for queries", T_SIZE, O(block_cache_bytes)},
     {"zstd-level", "3", "zstd compression level of blocks (1-19)", T_INT, O(zstd_level)},
     {"max-connections", "1024", "concurrent HTTP connections", T_INT, O(max_connections)},
@@ -72,7 +73,8 @@ static int set_opt(config_t *c, const opt_t *o, const char *v, FILE *err) {
         *(size_t *)(void *)field = sz;
         return 0;
     case T_DURATION:
-        if (duration_parse(v, &d) || d <= 0) goto bad;
+        if (!strcmp(v, "0") && !strcmp(o->name, "retention")) d = 0; /* 0 = keep everything */
+        else if (duration_parse(v, &d) || d <= 0) goto bad;
         *(int64_t *)(void *)field = d;
         return 0;
     case T_INT:

@@ -14,6 +14,7 @@
 
 #include "cli/cli.h"
 #include "common/log.h"
+#include "common/timeparse.h"
 #include "server/app.h"
 
 #define HEARTH_VERSION "0.1.0"
@@ -68,6 +69,8 @@ static void *cutter_main(void *arg) {
         pthread_mutex_unlock(&c->mu);
         hr_err_t err = {0};
         if (store_maybe_cut(c->app->store, &err) < 0) log_error("head.cut_failed", "err=\"%s\"", err.msg);
+        if (store_apply_retention(c->app->store, time_now_ns(), &err) < 0)
+            log_error("retention.failed", "err=\"%s\"", err.msg);
         pthread_mutex_lock(&c->mu);
     }
     pthread_mutex_unlock(&c->mu);
@@ -84,8 +87,8 @@ static void default_web_dir(config_t *cfg, const char *argv0) {
 }
 
 static int serve(app_t *a) {
-    store_config_t sc = {a->cfg.data_dir, a->cfg.wal_fsync, a->cfg.head_max_bytes, a->cfg.block_duration_ns,
-                         a->cfg.zstd_level, a->cfg.block_cache_bytes};
+    store_config_t sc = {a->cfg.data_dir,   a->cfg.wal_fsync,         a->cfg.head_max_bytes, a->cfg.block_duration_ns,
+                         a->cfg.zstd_level, a->cfg.block_cache_bytes, a->cfg.retention_ns};
     a->limits = (ingest_limits_t){a->cfg.max_decompressed_bytes, a->cfg.max_samples, a->cfg.max_labels};
     hr_err_t err = {0};
     if (!(a->store = store_open(&sc, &err))) {

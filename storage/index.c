@@ -357,17 +357,28 @@ out:
     return rc;
 }
 
-int index_remove_block(index_t *ix, int64_t id, hr_err_t *err) {
+int index_remove_blocks(index_t *ix, const int64_t *ids, size_t n, hr_err_t *err) {
     pthread_mutex_lock(&ix->mu);
-    sqlite3_stmt *st;
-    int rc = 0;
-    if (sqlite3_prepare_v2(ix->db, "DELETE FROM blocks WHERE id = ?", -1, &st, NULL) != SQLITE_OK) {
-        rc = sql_fail(ix, err, "delete block");
-    } else {
-        sqlite3_bind_int64(st, 1, id);
-        if (sqlite3_step(st) != SQLITE_DONE) rc = sql_fail(ix, err, "delete block");
-        sqlite3_finalize(st);
+    sqlite3_stmt *st = NULL;
+    int rc = -1;
+    if (sqlite3_exec(ix->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
+        sql_fail(ix, err, "begin");
+        goto out;
     }
+    if (sqlite3_prepare_v2(ix->db, "DELETE FROM blocks WHERE id = ?", -1, &st, NULL) != SQLITE_OK) goto rollback;
+    for (size_t i = 0; i < n; i++) {
+        sqlite3_reset(st);
+        sqlite3_bind_int64(st, 1, ids[i]);
+        if (sqlite3_step(st) != SQLITE_DONE) goto rollback;
+    }
+    if (sqlite3_exec(ix->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) goto rollback;
+    rc = 0;
+    goto out;
+rollback:
+    sql_fail(ix, err, "delete blocks");
+    sqlite3_exec(ix->db, "ROLLBACK", NULL, NULL, NULL);
+out:
+    sqlite3_finalize(st);
     pthread_mutex_unlock(&ix->mu);
     return rc;
 }

@@ -54,7 +54,7 @@ int64_t index_next_block_id(index_t *ix);
 int index_commit_blocks(index_t *ix, const block_meta_t *b, size_t n, uint32_t wal_segment,
                         hr_err_t *err);
 uint32_t index_wal_checkpoint(index_t *ix);
-/* Drops a block from the catalog (the caller deals with its file). */
-int index_remove_block(index_t *ix, int64_t id, hr_err_t *err);
+/* Drops blocks from the catalog in one transaction (the caller deals with files). */
+int index_remove_blocks(index_t *ix, const int64_t *ids, size_t n, hr_err_t *err);
 
 #endif

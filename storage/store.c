@@ -40,7 +40,7 @@ struct store {
     block_t *blocks;
     size_t nblocks, blocks_cap;
     size_t cached_bytes;
-    uint64_t clock, cuts;
+    uint64_t clock, cuts, retention_deleted;
 };
 
 static int64_t now_ns(void) {
@@ -297,6 +297,49 @@ int store_maybe_cut(store_t *s, hr_err_t *err) {
     return store_cut(s, err) ? -1 : 1;
 }
 
+int store_apply_retention(store_t *s, int64_t now, hr_err_t *err) {
+    if (s->cfg.retention_ns <= 0) return 0;
+    int64_t cutoff = now - s->cfg.retention_ns;
+    /* Blocks only change under `cut`, so holding it keeps the list stable while the
+     * catalog is updated; readers are excluded only for the in-memory swap. */
+    pthread_rwlock_wrlock(&s->cut);
+    size_t n = 0;
+    int64_t *ids = malloc((s->nblocks ? s->nblocks : 1) * sizeof *ids);
+    int rc = ids ? 0 : hr_fail(err, HR_ENOMEM, "out of memory");
+    for (size_t i = 0; rc == 0 && i < s->nblocks; i++)
+        if (s->blocks[i].meta.max_time < cutoff) ids[n++] = s->blocks[i].meta.id;
+    if (rc == 0 && n) rc = index_remove_blocks(s->index, ids, n, err);
+    if (rc == 0 && n) {
+        char (*paths)[4096] = malloc(n * sizeof *paths);
+        size_t np = 0;
+        pthread_rwlock_wrlock(&s->data);
+        pthread_mutex_lock(&s->cache_mu);
+        size_t k = 0;
+        for (size_t i = 0; i < s->nblocks; i++) {
+            block_t *b = &s->blocks[i];
+            if (b->meta.max_time >= cutoff) {
+                s->blocks[k++] = *b;
+                continue;
+            }
+            if (b->cached) {
+                s->cached_bytes -= segment_bytes(b->cached);
+                segment_free(b->cached);
+            }
+            if (paths) snprintf(paths[np++], sizeof *paths, "%s/%s", s->dir, b->meta.path);
+        }
+        s->nblocks = k;
+        pthread_mutex_unlock(&s->cache_mu);
+        pthread_rwlock_unlock(&s->data);
+        for (size_t i = 0; i < np; i++) unlink(paths[i]); /* after the catalog: crash-safe */
+        free(paths);
+        s->retention_deleted += n;
+        log_info("retention.deleted", "blocks=%zu older_than_ns=%lld", n, (long long)cutoff);
+    }
+    pthread_rwlock_unlock(&s->cut);
+    free(ids);
+    return rc ? -1 : (int)n;
+}
+
 /* Frees least-recently used decoded blocks that no scan holds. cache_mu held. */
 static void evict_locked(store_t *s) {
     while (s->cached_bytes > s->cfg.block_cache_bytes) {
@@ -402,6 +445,7 @@ void store_stats(store_t *s, store_stats_t *out) {
     }
     pthread_mutex_unlock(&s->cache_mu);
     out->cuts = s->cuts;
+    out->retention_deleted = s->retention_deleted;
     pthread_rwlock_unlock(&s->data);
     out->series = index_series_total(s->index);
     out->wal_bytes = wal_segment_bytes(s->wal);

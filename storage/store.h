@@ -32,6 +32,7 @@ typedef struct {
     int64_t block_duration_ns;   /* ... or when the head is older than this */
     int zstd_level;
     size_t block_cache_bytes;    /* decoded blocks kept in memory */
+    int64_t retention_ns;        /* delete blocks whose newest profile is older; 0 = keep all */
 } store_config_t;
 
 typedef struct store store_t;
@@ -56,6 +57,11 @@ int store_cut(store_t *s, hr_err_t *err);
 /* Cuts if any head is over its limits; returns 1 if it cut, 0 if not, -1 on error. */
 int store_maybe_cut(store_t *s, hr_err_t *err);
 
+/* Deletes every block whose newest profile is older than now - retention: catalog
+ * rows first (one transaction), files after, so a crash leaves only orphan files,
+ * which store_open removes. Returns the number of blocks deleted, or -1. */
+int store_apply_retention(store_t *s, int64_t now_ns, hr_err_t *err);
+
 /* Calls fn for each segment of tenant overlapping [from, until] (ns, inclusive).
  * Segments are borrowed for the duration of the call. A block that fails to load
  * is logged and skipped. fn returning -1 stops the scan. */
@@ -71,7 +77,7 @@ typedef struct {
     size_t blocks, block_bytes, blocks_corrupt;
     size_t series;
     uint64_t wal_bytes;
-    uint64_t cuts;
+    uint64_t cuts, retention_deleted;
 } store_stats_t;
 void store_stats(store_t *s, store_stats_t *out);
 

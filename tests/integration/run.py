@@ -930,6 +930,22 @@ def tenants_are_isolated_on_every_read_endpoint():
 
 
 @test
+def retention_deletes_old_blocks():
+    with Server(extra=["--retention", "24h"]) as srv:
+        assert srv.ingest(b"main;old 1\n", name="ret.cpu", format="folded", **{"from": T0})[0] == 200
+        srv.request("POST", "/api/v1/admin/flush")
+        assert srv.ingest(b"main;new 1\n", name="ret.cpu", format="folded", **{"from": "now-1m"})[0] == 200
+        srv.request("POST", "/api/v1/admin/flush")
+        deadline = time.time() + 20
+        while metric(srv, "hearth_retention_deleted_blocks_total") < 1 and time.time() < deadline:
+            time.sleep(0.2)
+        assert metric(srv, "hearth_blocks") == 1
+        assert query(srv, CPU + '{service_name="ret"}')["total"] == 0
+        assert query(srv, CPU + '{service_name="ret"}', frm="now-1h", until="now")["total"] == 10000000
+        assert len(os.listdir(os.path.join(srv.data_dir, "blocks", "anonymous"))) == 1
+
+
+@test
 def deploy_files_are_valid():
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     unit = open(os.path.join(root, "deploy", "hearth.service")).read()
