@@ -24,6 +24,7 @@ int hr_http_status(hr_code_t code) {
     case HR_EIO: return 503;
     case HR_ENOMEM:
     case HR_EINTERNAL: return 500;
+    case HR_ELIMIT: return 429;
     }
     return 500;
 }
@@ -35,6 +36,7 @@ hr_code_t hr_code_of_status(int status) {
     case 404: return HR_ENOTFOUND;
     case 422: return HR_EUNPROC;
     case 503: return HR_EIO;
+    case 429: return HR_ELIMIT;
     default: return status < 400 ? HR_OK : HR_EINTERNAL;
     }
 }

@@ -17,7 +17,8 @@ typedef enum {
     HR_ENOTFOUND,/* no such resource (404) */
     HR_EIO,      /* storage failure: disk full, I/O error (503) */
     HR_ENOMEM,   /* allocation failed (500) */
-    HR_EINTERNAL /* a bug or broken invariant (500) */
+    HR_EINTERNAL, /* a bug or broken invariant (500) */
+    HR_ELIMIT     /* a configured limit or rate refused the request (429) */
 } hr_code_t;
 
 typedef struct {

@@ -6,6 +6,7 @@
 #ifndef HEARTH_APP_H
 #define HEARTH_APP_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 
 #include "ingest/request.h"
@@ -24,6 +25,14 @@ typedef struct app {
     ingest_limits_t limits;
     atomic_int ready;
     scraper_t *scraper; /* NULL without --scrape-config */
+    atomic_int ingests, queries; /* in flight, for the concurrency limits */
+    struct rate_bucket {
+        char tenant[129];
+        double tokens; /* bytes; may go negative: a large upload is let through, then paid for */
+        int64_t last_ns;
+    } *buckets;
+    size_t nbuckets, buckets_cap;
+    pthread_mutex_t buckets_mu;
 } app_t;
 
 void app_route(void *app, http_req_t *req, http_resp_t *resp);

@@ -26,6 +26,9 @@ typedef struct {
     size_t max_decompressed_bytes;
     size_t max_samples;
     size_t max_labels;
+    size_t max_series_per_tenant;
+    unsigned max_concurrent_ingests, max_concurrent_queries;
+    size_t ingest_rate_bytes; /* per tenant per second, 0 = unlimited */
     size_t head_max_bytes;
     int64_t block_duration_ns;
     int64_t retention_ns;

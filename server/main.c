@@ -90,11 +90,13 @@ static int serve(app_t *a) {
     store_config_t sc = {a->cfg.data_dir,   a->cfg.wal_fsync,         a->cfg.head_max_bytes, a->cfg.block_duration_ns,
                          a->cfg.zstd_level, a->cfg.block_cache_bytes, a->cfg.retention_ns};
     a->limits = (ingest_limits_t){a->cfg.max_decompressed_bytes, a->cfg.max_samples, a->cfg.max_labels};
+    pthread_mutex_init(&a->buckets_mu, NULL);
     hr_err_t err = {0};
     if (!(a->store = store_open(&sc, &err))) {
         fprintf(stderr, "hearth: cannot open data dir %s: %s\n", a->cfg.data_dir, err.msg);
         return 1;
     }
+    index_set_series_limit(store_index(a->store), a->cfg.max_series_per_tenant);
     sigset_t sigs;
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGINT);
@@ -147,6 +149,7 @@ static int serve(app_t *a) {
         rc = 1;
     }
     store_close(a->store);
+    free(a->buckets);
     log_info("server.stopped", "%s", "");
     return rc;
 }

@@ -3,8 +3,12 @@
 
 static const double BOUNDS[METRICS_NBUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                                 0.1,   0.25,   0.5,   1,    2.5,   10};
-static const char *REASONS[HR_EINTERNAL + 1] = {"ok", "bad_request", "unprocessable", "too_large",
-                                                "not_found", "storage", "out_of_memory", "internal"};
+static const char *REASONS[HR_ELIMIT + 1] = {"ok",      "bad_request",   "unprocessable", "too_large", "not_found",
+                                             "storage", "out_of_memory", "internal",      "limited"};
+static const char *LIMITS[4] = {"max_series_per_tenant", "max_concurrent_ingests", "max_concurrent_queries",
+                                "ingest_rate"};
+
+void metrics_refused(metrics_t *m, metrics_limit_t which) { m->refused[which]++; }
 
 void metrics_ingest_ok(metrics_t *m, size_t bytes, size_t profiles, size_t samples) {
     m->ingest_requests++;
@@ -15,7 +19,7 @@ void metrics_ingest_ok(metrics_t *m, size_t bytes, size_t profiles, size_t sampl
 
 void metrics_ingest_error(metrics_t *m, hr_code_t code) {
     m->ingest_requests++;
-    if (code <= HR_EINTERNAL) m->ingest_errors[code]++;
+    if (code <= HR_ELIMIT) m->ingest_errors[code]++;
 }
 
 void metrics_query(metrics_t *m, double s, int failed) {
@@ -42,8 +46,11 @@ void metrics_render(metrics_t *m, store_t *st, buf_t *o) {
                   "# TYPE hearth_ingested_samples_total counter\nhearth_ingested_samples_total %llu\n",
                (unsigned long long)m->ingest_samples);
     buf_printf(o, "# HELP hearth_ingest_errors_total Rejected ingests by reason.\n# TYPE hearth_ingest_errors_total counter\n");
-    for (int i = 1; i <= HR_EINTERNAL; i++)
+    for (int i = 1; i <= HR_ELIMIT; i++)
         buf_printf(o, "hearth_ingest_errors_total{reason=\"%s\"} %llu\n", REASONS[i], (unsigned long long)m->ingest_errors[i]);
+    buf_printf(o, "# HELP hearth_limit_refusals_total Requests refused by a limit.\n# TYPE hearth_limit_refusals_total counter\n");
+    for (int i = 0; i < 4; i++)
+        buf_printf(o, "hearth_limit_refusals_total{limit=\"%s\"} %llu\n", LIMITS[i], (unsigned long long)m->refused[i]);
     buf_printf(o, "# HELP hearth_queries_total Query requests.\n# TYPE hearth_queries_total counter\n"
                   "hearth_queries_total %llu\nhearth_query_errors_total %llu\n",
                (unsigned long long)m->queries, (unsigned long long)m->query_errors);

@@ -2,6 +2,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/timeparse.h"
+#include "common/vec.h"
+
 #include "server/app.h"
 
 static int is(const http_req_t *r, const char *path) { return strcmp(r->url, path) == 0; }
@@ -37,14 +40,72 @@ static int resolve_tenant(app_t *a, http_req_t *req, http_resp_t *resp) {
     return 0;
 }
 
+/* Token bucket per tenant: refills at --ingest-rate-limit bytes/s up to two seconds'
+ * worth. Returns 1 if the request may proceed. */
+static int rate_allows(app_t *a, const char *tenant, size_t bytes) {
+    if (!a->cfg.ingest_rate_bytes) return 1;
+    double rate = (double)a->cfg.ingest_rate_bytes, now = (double)time_now_ns() / 1e9;
+    pthread_mutex_lock(&a->buckets_mu);
+    struct rate_bucket *b = NULL;
+    for (size_t i = 0; i < a->nbuckets && !b; i++)
+        if (!strcmp(a->buckets[i].tenant, tenant)) b = &a->buckets[i];
+    if (!b && VEC_RESERVE(a->buckets, a->buckets_cap, a->nbuckets + 1) == 0) {
+        b = &a->buckets[a->nbuckets++];
+        snprintf(b->tenant, sizeof b->tenant, "%s", tenant);
+        b->tokens = 2 * rate;
+        b->last_ns = time_now_ns();
+    }
+    int ok = 1;
+    if (b) {
+        double last = (double)b->last_ns / 1e9;
+        b->tokens += (now - last) * rate;
+        if (b->tokens > 2 * rate) b->tokens = 2 * rate;
+        b->last_ns = time_now_ns();
+        ok = b->tokens > 0;
+        if (ok) b->tokens -= (double)bytes;
+    }
+    pthread_mutex_unlock(&a->buckets_mu);
+    return ok;
+}
+
+/* Runs a write handler under the ingest limits. */
+static void limited_ingest(app_t *a, http_req_t *req, http_resp_t *resp, void (*fn)(app_t *, http_req_t *, http_resp_t *)) {
+    if (!rate_allows(a, req->tenant, req->body.len)) {
+        metrics_refused(&a->metrics, LIMIT_INGEST_RATE);
+        metrics_ingest_error(&a->metrics, HR_ELIMIT);
+        return http_error(resp, 429, "tenant %s is over its ingest rate (--ingest-rate-limit %zu bytes/s); retry later",
+                          req->tenant, a->cfg.ingest_rate_bytes);
+    }
+    if (atomic_fetch_add(&a->ingests, 1) >= (int)a->cfg.max_concurrent_ingests) {
+        atomic_fetch_sub(&a->ingests, 1);
+        metrics_refused(&a->metrics, LIMIT_INGEST_CONCURRENCY);
+        metrics_ingest_error(&a->metrics, HR_ELIMIT);
+        return http_error(resp, 429, "too many concurrent ingests (--max-concurrent-ingests %u); retry later",
+                          a->cfg.max_concurrent_ingests);
+    }
+    fn(a, req, resp);
+    atomic_fetch_sub(&a->ingests, 1);
+}
+
+static void limited_query(app_t *a, http_req_t *req, http_resp_t *resp, void (*fn)(app_t *, http_req_t *, http_resp_t *)) {
+    if (atomic_fetch_add(&a->queries, 1) >= (int)a->cfg.max_concurrent_queries) {
+        atomic_fetch_sub(&a->queries, 1);
+        metrics_refused(&a->metrics, LIMIT_QUERY_CONCURRENCY);
+        return http_error(resp, 429, "too many concurrent queries (--max-concurrent-queries %u); retry later",
+                          a->cfg.max_concurrent_queries);
+    }
+    fn(a, req, resp);
+    atomic_fetch_sub(&a->queries, 1);
+}
+
 void app_route(void *app, http_req_t *req, http_resp_t *resp) {
     app_t *a = app;
     if (resolve_tenant(a, req, resp)) return;
-    if (is(req, "/ingest") || is(req, "/pyroscope/ingest")) return api_ingest(a, req, resp);
-    if (is(req, "/push.v1.PusherService/Push")) return api_push(a, req, resp);
+    if (is(req, "/ingest") || is(req, "/pyroscope/ingest")) return limited_ingest(a, req, resp, api_ingest);
+    if (is(req, "/push.v1.PusherService/Push")) return limited_ingest(a, req, resp, api_push);
     if (is(req, "/api/profiles/writeraw")) {
         if (strcmp(req->method, "POST")) return http_error(resp, 405, "use POST for writeraw");
-        return api_parca_writeraw(a, req, resp);
+        return limited_ingest(a, req, resp, api_parca_writeraw);
     }
     int get = !strcmp(req->method, "GET") || !strcmp(req->method, "HEAD");
     if (is(req, "/api/v1/admin/flush")) return flush(a, req, resp);
@@ -58,7 +119,7 @@ void app_route(void *app, http_req_t *req, http_resp_t *resp) {
         if (a->scraper) scraper_metrics(a->scraper, &b);
         return http_reply(resp, 200, "text/plain; version=0.0.4", &b);
     }
-    if (is(req, "/api/v1/query")) return api_query(a, req, resp);
+    if (is(req, "/api/v1/query")) return limited_query(a, req, resp, api_query);
     if (is(req, "/api/v1/targets")) {
         buf_t b;
         buf_init(&b);
@@ -66,7 +127,7 @@ void app_route(void *app, http_req_t *req, http_resp_t *resp) {
         else buf_printf(&b, "{\"targets\":[]}");
         return http_reply(resp, 200, "application/json", &b);
     }
-    if (is(req, "/api/v1/timeseries")) return api_timeseries(a, req, resp);
+    if (is(req, "/api/v1/timeseries")) return limited_query(a, req, resp, api_timeseries);
     if (is(req, "/api/v1/series")) return api_series(a, req, resp);
     if (is(req, "/api/v1/profile-types")) return api_profile_types(a, req, resp);
     if (is(req, "/api/v1/labels")) return api_labels(a, req, resp, NULL);
@@ -83,7 +144,7 @@ void app_route(void *app, http_req_t *req, http_resp_t *resp) {
             return api_labels(a, req, resp, name);
         }
     }
-    if (is(req, "/pyroscope/render") || is(req, "/render")) return api_pyroscope_render(a, req, resp);
+    if (is(req, "/pyroscope/render") || is(req, "/render")) return limited_query(a, req, resp, api_pyroscope_render);
     if (is(req, "/pyroscope/label-values") || is(req, "/label-values")) return api_pyroscope_label_values(a, req, resp);
     if (is(req, "/pyroscope/labels") || is(req, "/labels")) return api_pyroscope_labels(a, req, resp);
     if (!strncmp(req->url, "/api/", 5)) return http_error(resp, 404, "no such endpoint: %s", req->url);

@@ -19,6 +19,12 @@ struct index {
     idset_t set;
     int64_t next_block_id;
     uint32_t wal_checkpoint;
+    size_t max_per_tenant;
+    struct tenant_count {
+        char tenant[129];
+        size_t n;
+    } *counts; /* series per tenant */
+    size_t ncounts, counts_cap;
 };
 
 static const char *SCHEMA =
@@ -70,6 +76,18 @@ static void series_free(series_t *s) {
     free(s);
 }
 
+/* The series counter of a tenant (created at 0); NULL on OOM. Call with mu held;
+ * tenants are few, so a linear search is enough. */
+static size_t *tenant_count(index_t *ix, const char *tenant) {
+    for (size_t i = 0; i < ix->ncounts; i++)
+        if (!strcmp(ix->counts[i].tenant, tenant)) return &ix->counts[i].n;
+    if (VEC_RESERVE(ix->counts, ix->counts_cap, ix->ncounts + 1)) return NULL;
+    struct tenant_count *c = &ix->counts[ix->ncounts++];
+    snprintf(c->tenant, sizeof c->tenant, "%s", tenant);
+    c->n = 0;
+    return &c->n;
+}
+
 /* Adds a series to the in-memory mirror (not to SQLite). */
 static int mirror_add(index_t *ix, uint32_t id, const char *tenant, const char *ptype,
                       const labels_t *labels) {
@@ -85,6 +103,8 @@ static int mirror_add(index_t *ix, uint32_t id, const char *tenant, const char *
     }
     while (ix->nseries <= id) ix->series[ix->nseries++] = NULL;
     ix->series[id] = s;
+    size_t *count = tenant_count(ix, tenant);
+    if (count) (*count)++;
     return idset_add(&ix->set, key_hash(tenant, ptype, labels), id);
 }
 
@@ -187,6 +207,7 @@ void index_close(index_t *ix) {
     if (!ix) return;
     for (size_t i = 0; i < ix->nseries; i++) series_free(ix->series[i]);
     free(ix->series);
+    free(ix->counts);
     idset_free(&ix->set);
     sqlite3_close(ix->db);
     pthread_mutex_destroy(&ix->mu);
@@ -232,6 +253,17 @@ out:
     return rc;
 }
 
+void index_set_series_limit(index_t *ix, size_t max) {
+    pthread_mutex_lock(&ix->mu);
+    ix->max_per_tenant = max;
+    pthread_mutex_unlock(&ix->mu);
+}
+
+static size_t tenant_series(index_t *ix, const char *tenant) {
+    size_t *n = tenant_count(ix, tenant);
+    return n ? *n : 0;
+}
+
 int index_series(index_t *ix, const char *tenant, const char *ptype, const labels_t *labels,
                  uint32_t *id, hr_err_t *err) {
     series_key_t k = {tenant, ptype, labels};
@@ -239,7 +271,10 @@ int index_series(index_t *ix, const char *tenant, const char *ptype, const label
     pthread_mutex_lock(&ix->mu);
     uint32_t found = idset_find(&ix->set, h, &k, key_eq, ix);
     int rc = 0;
-    if (found == UINT32_MAX) {
+    if (found == UINT32_MAX && ix->max_per_tenant && tenant_series(ix, tenant) >= ix->max_per_tenant) {
+        rc = hr_fail(err, HR_ELIMIT, "tenant %s is at its limit of %zu series (--max-series-per-tenant)", tenant,
+                     ix->max_per_tenant);
+    } else if (found == UINT32_MAX) {
         found = (uint32_t)ix->nseries;
         if (persist_series(ix, found, tenant, ptype, labels, err)) rc = -1;
         else if (mirror_add(ix, found, tenant, ptype, labels))

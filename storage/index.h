@@ -40,6 +40,9 @@ void index_close(index_t *ix);
  * before returning. *id receives its id. */
 int index_series(index_t *ix, const char *tenant, const char *profile_type, const labels_t *labels,
                  uint32_t *id, hr_err_t *err);
+/* Caps how many series one tenant may have; index_series then fails with HR_ELIMIT
+ * for a new series past it (existing series keep working). 0 = no cap. */
+void index_set_series_limit(index_t *ix, size_t max_per_tenant);
 
 /* Calls fn for every series of tenant, under the index lock (fn must not call back
  * into the index). Returns the highest series id + 1 (the size a bitmap needs). */

@@ -188,23 +188,38 @@ static int apply_locked(store_t *s, const char *tenant, const batch_t *b, const 
     return rc;
 }
 
-int store_apply(store_t *s, const char *tenant, const batch_t *b, hr_err_t *err) {
+/* Finds or creates the batch's series (a malloc'd array of ids, NULL on error). */
+static uint32_t *resolve_series(store_t *s, const char *tenant, const batch_t *b, hr_err_t *err) {
     uint32_t *series = malloc((b->n ? b->n : 1) * sizeof *series);
-    if (!series) return hr_fail(err, HR_ENOMEM, "out of memory");
-    int rc = 0;
-    for (size_t i = 0; i < b->n && rc == 0; i++)
-        rc = index_series(s->index, tenant, b->p[i].profile_type, &b->p[i].labels, &series[i], err);
-    if (rc == 0) rc = apply_locked(s, tenant, b, series, err);
+    if (!series) {
+        hr_fail(err, HR_ENOMEM, "out of memory");
+        return NULL;
+    }
+    for (size_t i = 0; i < b->n; i++)
+        if (index_series(s->index, tenant, b->p[i].profile_type, &b->p[i].labels, &series[i], err)) {
+            free(series);
+            return NULL;
+        }
+    return series;
+}
+
+int store_apply(store_t *s, const char *tenant, const batch_t *b, hr_err_t *err) {
+    uint32_t *series = resolve_series(s, tenant, b, err);
+    int rc = series ? apply_locked(s, tenant, b, series, err) : -1;
     free(series);
     return rc;
 }
 
 int store_ingest(store_t *s, const char *tenant, const void *rec, size_t len, const batch_t *b,
                  hr_err_t *err) {
+    /* Series first: a refused series (limit, I/O) must keep the upload out of the WAL. */
+    uint32_t *series = resolve_series(s, tenant, b, err);
+    if (!series) return -1;
     pthread_rwlock_rdlock(&s->cut);
     int rc = wal_append(s->wal, rec, len, err);
-    if (rc == 0) rc = store_apply(s, tenant, b, err);
+    if (rc == 0) rc = apply_locked(s, tenant, b, series, err);
     pthread_rwlock_unlock(&s->cut);
+    free(series);
     return rc;
 }
 

@@ -946,6 +946,41 @@ def retention_deletes_old_blocks():
 
 
 @test
+def limits_refuse_with_429_and_count():
+    with Server(extra=["--max-series-per-tenant", "3", "--ingest-rate-limit", "64KiB"]) as srv:
+        for i in range(3):
+            assert srv.ingest(b"main;a 1\n", name="lim.cpu{k=%d}" % i, format="folded", **{"from": T0})[0] == 200
+        st, b = srv.ingest(b"main;a 1\n", name="lim.cpu{k=9}", format="folded", **{"from": T0})
+        assert st == 429 and "max-series-per-tenant" in json.loads(b)["error"], (st, b)
+        assert srv.ingest(b"main;a 1\n", name="lim.cpu{k=1}", format="folded", **{"from": T0})[0] == 200  # existing
+        assert query(srv, CPU + '{service_name="lim"}')["profiles"] == 4  # the refused upload stored nothing
+        big = b"main;a 1\n" * 1200  # ~10 KiB onto an existing series
+        codes = [srv.ingest(big, name="lim.cpu{k=1}", format="folded", **{"from": T0})[0] for _ in range(40)]
+        assert 429 in codes and codes[0] == 200 and set(codes) == {200, 429}, codes  # against 64 KiB/s
+        m = srv.get("/metrics")[1].decode()
+        assert re.search(r'hearth_limit_refusals_total\{limit="ingest_rate"\} [1-9]', m)
+        assert re.search(r'hearth_ingest_errors_total\{reason="limited"\} [1-9]', m)
+    with Server(extra=["--max-concurrent-ingests", "1", "--wal-fsync", "always"]) as srv:
+        big = open(os.path.join(ARGS.testdata, "pprof", "pprof-large.cpu.pb.gz"), "rb").read()
+        codes, lock = [], threading.Lock()
+
+        def push():
+            for _ in range(4):
+                c = srv.ingest(big, name="conc", format="pprof", **{"from": T0})[0]
+                with lock:
+                    codes.append(c)
+
+        threads = [threading.Thread(target=push) for _ in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert set(codes) <= {200, 429} and 429 in codes and 200 in codes, codes
+        assert re.search(r'hearth_limit_refusals_total\{limit="max_concurrent_ingests"\} [1-9]',
+                         srv.get("/metrics")[1].decode())
+
+
+@test
 def deploy_files_are_valid():
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     unit = open(os.path.join(root, "deploy", "hearth.service")).read()
