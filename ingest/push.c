@@ -5,39 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/base64.h"
 #include "ingest/pprof.h"
 #include "ingest/push.pb-c.h"
-
-int base64_decode(const char *s, size_t n, uint8_t **out, size_t *outlen) {
-    uint8_t *o = malloc(n / 4 * 3 + 4);
-    if (!o) return -1;
-    uint32_t acc = 0;
-    int bits = 0;
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        int v;
-        if (c >= 'A' && c <= 'Z') v = c - 'A';
-        else if (c >= 'a' && c <= 'z') v = c - 'a' + 26;
-        else if (c >= '0' && c <= '9') v = c - '0' + 52;
-        else if (c == '+' || c == '-') v = 62;
-        else if (c == '/' || c == '_') v = 63;
-        else if (c == '=') break;
-        else {
-            free(o);
-            return -1;
-        }
-        acc = acc << 6 | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            o[k++] = (uint8_t)(acc >> bits);
-        }
-    }
-    *out = o;
-    *outlen = k;
-    return 0;
-}
 
 /* Adds one series label, routing __name__ and dropping other internal labels. */
 static int add_label(labels_t *l, char *name, size_t cap, const char *k, const char *v, hr_err_t *err) {

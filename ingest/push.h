@@ -26,7 +26,4 @@ typedef enum { PUSH_PROTO = 0, PUSH_JSON = 1, PUSH_PARCA_JSON = 2 } push_encodin
 int push_decode(const uint8_t *body, size_t n, push_encoding_t enc, const ingest_limits_t *lim, int64_t now_ns,
                 batch_t *b, hr_err_t *err);
 
-/* Decodes standard or URL-safe base64, padded or not, into a malloc'd buffer. */
-int base64_decode(const char *s, size_t n, uint8_t **out, size_t *outlen);
-
 #endif

@@ -12,6 +12,7 @@
 #include "ingest/request.h"
 #include "server/config.h"
 #include "server/http.h"
+#include "server/auth.h"
 #include "server/metrics.h"
 #include "server/scrape.h"
 #include "storage/store.h"
@@ -33,6 +34,8 @@ typedef struct app {
     } *buckets;
     size_t nbuckets, buckets_cap;
     pthread_mutex_t buckets_mu;
+    auth_t *auth; /* NULL without --auth-file; swapped on SIGHUP under auth_lock */
+    pthread_rwlock_t auth_lock;
 } app_t;
 
 void app_route(void *app, http_req_t *req, http_resp_t *resp);

@@ -21,6 +21,7 @@ typedef struct {
     char data_dir[2048];
     char web_dir[2048];
     char scrape_config[2048];
+    char auth_file[2048];
     wal_fsync_t wal_fsync;
     size_t max_body_bytes;
     size_t max_decompressed_bytes;

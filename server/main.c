@@ -77,6 +77,26 @@ static void *cutter_main(void *arg) {
     return NULL;
 }
 
+/* SIGHUP: re-reads the auth file; a bad file keeps the credentials in force. */
+static void reload_auth(app_t *a) {
+    if (!a->cfg.auth_file[0]) {
+        log_info("reload.nothing", "%s", "reason=\"no --auth-file\"");
+        return;
+    }
+    hr_err_t err = {0};
+    auth_t *fresh = auth_load(a->cfg.auth_file, &err);
+    if (!fresh) {
+        log_error("auth.reload_failed", "err=\"%s\" kept=previous", err.msg);
+        return;
+    }
+    pthread_rwlock_wrlock(&a->auth_lock);
+    auth_t *old = a->auth;
+    a->auth = fresh;
+    pthread_rwlock_unlock(&a->auth_lock);
+    auth_free(old);
+    log_info("auth.reloaded", "credentials=%zu", auth_count(fresh));
+}
+
 static void default_web_dir(config_t *cfg, const char *argv0) {
     if (cfg->web_dir[0]) return;
     char exe[2048];
@@ -97,10 +117,18 @@ static int serve(app_t *a) {
         return 1;
     }
     index_set_series_limit(store_index(a->store), a->cfg.max_series_per_tenant);
+    pthread_rwlock_init(&a->auth_lock, NULL);
+    if (a->cfg.auth_file[0] && !(a->auth = auth_load(a->cfg.auth_file, &err))) {
+        fprintf(stderr, "hearth: %s\n", err.msg);
+        store_close(a->store);
+        return 1;
+    }
+    if (a->auth) log_info("auth.loaded", "credentials=%zu", auth_count(a->auth));
     sigset_t sigs;
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGINT);
     sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL); /* every thread inherits this; main waits */
     signal(SIGPIPE, SIG_IGN);
     http_server_t *http = http_start(a->cfg.listen, a->cfg.max_connections, a->cfg.max_body_bytes, app_route, a, &err);
@@ -133,7 +161,7 @@ static int serve(app_t *a) {
     pthread_t th;
     pthread_create(&th, NULL, cutter_main, &cut);
     int sig;
-    sigwait(&sigs, &sig);
+    while (sigwait(&sigs, &sig) == 0 && sig == SIGHUP) reload_auth(a);
     log_info("server.stopping", "signal=%d", sig);
     pthread_mutex_lock(&cut.mu);
     cut.stop = 1;
@@ -150,6 +178,7 @@ static int serve(app_t *a) {
     }
     store_close(a->store);
     free(a->buckets);
+    auth_free(a->auth);
     log_info("server.stopped", "%s", "");
     return rc;
 }

@@ -24,15 +24,44 @@ static void flush(app_t *a, http_req_t *req, http_resp_t *resp) {
 
 /* Fills req->tenant; returns 0, or -1 with resp set. Health, metrics and the UI's
  * static files need no tenant. */
+/* The role a path needs: writes, admin actions, or reads. */
+static role_t needed_role(const http_req_t *req) {
+    if (is(req, "/ingest") || is(req, "/pyroscope/ingest") || is(req, "/push.v1.PusherService/Push") ||
+        is(req, "/api/profiles/writeraw"))
+        return ROLE_WRITE;
+    if (!strncmp(req->url, "/api/v1/admin/", 14)) return ROLE_ADMIN;
+    return ROLE_READ;
+}
+
+/* With --auth-file: the credential decides the tenant and what it may do. */
+static int authenticate(app_t *a, http_req_t *req, http_resp_t *resp) {
+    char tenant[129];
+    role_t role;
+    pthread_rwlock_rdlock(&a->auth_lock);
+    int rc = auth_check(a->auth, http_header(req, "Authorization"), tenant, sizeof tenant, &role);
+    pthread_rwlock_unlock(&a->auth_lock);
+    if (rc) return http_error(resp, 401, "missing or unknown credentials: send Authorization: Bearer TOKEN or Basic"), -1;
+    role_t need = needed_role(req);
+    if (role != ROLE_ADMIN && role != need)
+        return http_error(resp, 403, "this credential has the %s role; %s needs %s", role == ROLE_READ ? "read" : "write",
+                          req->url, need == ROLE_WRITE ? "write" : need == ROLE_READ ? "read" : "admin"), -1;
+    const char *h = http_header(req, "X-Scope-OrgID");
+    if (h && *h && strcmp(h, tenant))
+        return http_error(resp, 403, "X-Scope-OrgID does not match the tenant of this credential"), -1;
+    snprintf(req->tenant, sizeof req->tenant, "%s", tenant);
+    return 0;
+}
+
 static int resolve_tenant(app_t *a, http_req_t *req, http_resp_t *resp) {
     snprintf(req->tenant, sizeof req->tenant, "%s", APP_TENANT);
     resp->tenant = req->tenant;
-    if (!a->cfg.multitenancy) return 0;
-    const char *t = http_header(req, "X-Scope-OrgID");
     int data = !strncmp(req->url, "/api/", 5) || !strncmp(req->url, "/pyroscope/", 11) || is(req, "/ingest") ||
                is(req, "/render") || is(req, "/label-values") || is(req, "/labels") ||
                is(req, "/push.v1.PusherService/Push");
     if (!data) return 0;
+    if (a->auth) return authenticate(a, req, resp);
+    if (!a->cfg.multitenancy) return 0;
+    const char *t = http_header(req, "X-Scope-OrgID");
     if (!t || !*t) return http_error(resp, 401, "missing X-Scope-OrgID header: this server runs with --multitenancy"), -1;
     if (!tenant_id_valid(t))
         return http_error(resp, 400, "bad X-Scope-OrgID: use 1-128 characters of A-Z a-z 0-9 - _ ."), -1;

@@ -981,6 +981,55 @@ def limits_refuse_with_429_and_count():
 
 
 @test
+def auth_tokens_roles_and_sighup_reload():
+    import base64
+    path = os.path.join(ARGS.tmp, "tokens")
+    open(path, "w").write("# kind secret tenant role\n"
+                          "bearer agent-token-1 team-a write\n"
+                          "bearer reader-token-1 team-a read\n"
+                          "basic grafana:pa55 team-a read\n"
+                          "bearer admin-token-1 team-a admin\n"
+                          "bearer other-reader team-b read\n")
+    body = b"main;a 1\n"
+    bearer = lambda t: {"Authorization": "Bearer " + t}
+    with Server(extra=["--auth-file", path]) as srv:
+        ing = lambda hdr: srv.request("POST", "/ingest?name=auth.cpu&format=folded&from=%d" % T0, body, hdr)[0]
+        get = lambda hdr: srv.request("GET", "/api/v1/query?" + urllib.parse.urlencode(
+            {"query": CPU, "format": "top", "from": T0 - 10, "until": T0 + 60}), None, hdr)
+        assert ing({}) == 401 and ing(bearer("nope")) == 401
+        assert ing(bearer("reader-token-1")) == 403
+        assert ing(bearer("agent-token-1")) == 200
+        assert get(bearer("agent-token-1"))[0] == 403
+        st, b, _ = get(bearer("reader-token-1"))
+        assert st == 200 and json.loads(b)["total"] == 10000000
+        basic = {"Authorization": "Basic " + base64.b64encode(b"grafana:pa55").decode()}
+        assert get(basic)[0] == 200
+        assert get({"Authorization": "Basic " + base64.b64encode(b"grafana:wrong").decode()})[0] == 401
+        st, b, _ = get(bearer("other-reader"))  # another tenant sees nothing
+        assert st == 200 and json.loads(b)["total"] == 0
+        st, b, _ = get(dict(bearer("reader-token-1"), **{"X-Scope-OrgID": "team-b"}))
+        assert st == 403
+        assert srv.request("POST", "/api/v1/admin/flush", b"", bearer("reader-token-1"))[0] == 403
+        assert srv.request("POST", "/api/v1/admin/flush", b"", bearer("admin-token-1"))[0] == 200
+        assert srv.get("/healthz")[0] == 200 and srv.get("/metrics")[0] == 200
+        # SIGHUP reloads: the reader token is revoked, a new one works; a broken file changes nothing.
+        open(path, "w").write("bearer agent-token-1 team-a write\nbearer reader-token-2 team-a read\n")
+        srv.proc.send_signal(signal.SIGHUP)
+        deadline = time.time() + 10
+        while get(bearer("reader-token-2"))[0] != 200 and time.time() < deadline:
+            time.sleep(0.1)
+        assert get(bearer("reader-token-2"))[0] == 200 and get(bearer("reader-token-1"))[0] == 401
+        open(path, "w").write("this is not a token file\n")
+        srv.proc.send_signal(signal.SIGHUP)
+        time.sleep(0.5)
+        assert get(bearer("reader-token-2"))[0] == 200
+    log = open(os.path.join(srv.data_dir, "server.log")).read()
+    for secret in ("agent-token-1", "reader-token", "pa55", "admin-token"):
+        assert secret not in log, f"{secret} leaked into the log"
+    assert "auth.reload_failed" in log and "auth.reloaded" in log
+
+
+@test
 def deploy_files_are_valid():
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     unit = open(os.path.join(root, "deploy", "hearth.service")).read()

@@ -4,6 +4,7 @@
 #include "ingest/appname.h"
 #include "ingest/folded.h"
 #include "ingest/pprof.h"
+#include "common/base64.h"
 #include "ingest/push.h"
 #include "ingest/request.h"
 #include "tests/unit/unit.h"
