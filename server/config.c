@@ -24,6 +24,8 @@ static const opt_t OPTS[] = {
     {"listen", "127.0.0.1:4040", "address and port to serve HTTP on", T_STR, O(listen)},
     {"data-dir", "./data", "directory for the WAL, blocks and index.db", T_STR, O(data_dir)},
     {"web-dir", "", "directory of the web UI files (default: web/ beside the binary)", T_STR, O(web_dir)},
+    {"tls-cert", "", "PEM certificate (chain) to serve HTTPS; needs --tls-key", T_STR, O(tls_cert)},
+    {"tls-key", "", "PEM private key for --tls-cert", T_STR, O(tls_key)},
     {"auth-file", "", "bearer/basic credentials bound to tenants and roles; SIGHUP reloads (see README: Authentication)", T_STR, O(auth_file)},
     {"scrape-config", "", "JSON file of targets to pull profiles from (see README: Scraping)", T_STR, O(scrape_config)},
     {"wal-fsync", "always", "always: fsync the WAL before acknowledging an ingest; none: leave it to the OS", T_FSYNC, O(wal_fsync)},

@@ -22,6 +22,7 @@ typedef struct {
     char web_dir[2048];
     char scrape_config[2048];
     char auth_file[2048];
+    char tls_cert[2048], tls_key[2048];
     wal_fsync_t wal_fsync;
     size_t max_body_bytes;
     size_t max_decompressed_bytes;

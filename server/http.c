@@ -192,10 +192,41 @@ static int parse_listen(const char *listen, struct sockaddr_in *sa, hr_err_t *er
     return 0;
 }
 
-http_server_t *http_start(const char *listen, unsigned max_conns, size_t max_body, http_handler_fn fn, void *app,
-                          hr_err_t *err) {
+/* Reads a PEM file into a NUL-terminated string (MHD takes certificates in memory). */
+static char *read_pem(const char *path, hr_err_t *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        hr_fail(err, HR_EINVAL, "cannot read %s", path);
+        return NULL;
+    }
+    buf_t b;
+    buf_init(&b);
+    char chunk[4096];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) buf_append(&b, chunk, n);
+    fclose(f);
+    buf_putc(&b, 0);
+    if (b.oom || !strstr((char *)b.data, "-----BEGIN")) {
+        buf_free(&b);
+        hr_fail(err, HR_EINVAL, "%s is not a PEM file", path);
+        return NULL;
+    }
+    return (char *)buf_steal(&b, NULL);
+}
+
+http_server_t *http_start(const char *listen, unsigned max_conns, size_t max_body, const char *tls_cert,
+                          const char *tls_key, http_handler_fn fn, void *app, hr_err_t *err) {
     struct sockaddr_in sa;
     if (parse_listen(listen, &sa, err)) return NULL;
+    if ((tls_cert != NULL) != (tls_key != NULL)) {
+        hr_fail(err, HR_EINVAL, "TLS needs both --tls-cert and --tls-key");
+        return NULL;
+    }
+    char *cert = NULL, *key = NULL;
+    if (tls_cert && (!(cert = read_pem(tls_cert, err)) || !(key = read_pem(tls_key, err)))) {
+        free(cert);
+        return NULL;
+    }
     http_server_t *s = calloc(1, sizeof *s);
     if (!s) {
         hr_fail(err, HR_ENOMEM, "out of memory");
@@ -204,14 +235,21 @@ http_server_t *http_start(const char *listen, unsigned max_conns, size_t max_bod
     s->fn = fn;
     s->app = app;
     s->max_body = max_body;
-    s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG,
-                            0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG;
+    if (cert) flags |= MHD_USE_TLS;
+    /* An empty certificate pair is ignored by MHD when TLS is off. */
+    s->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
+                            MHD_OPTION_HTTPS_MEM_CERT, cert ? cert : "", MHD_OPTION_HTTPS_MEM_KEY, key ? key : "",
+                            MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
                             MHD_OPTION_CONNECTION_LIMIT, max_conns, MHD_OPTION_CONNECTION_TIMEOUT, 120u,
                             MHD_OPTION_NOTIFY_COMPLETED, on_done, s,
                             MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_END);
+    if (key) memset(key, 0, strlen(key)); /* MHD has parsed the key by now */
+    free(cert);
+    free(key);
     if (!s->d) {
         free(s);
-        hr_fail(err, HR_EIO, "cannot listen on %s (address in use or not available)", listen);
+        hr_fail(err, HR_EIO, "cannot listen on %s (address in use, or the TLS certificate/key is invalid)", listen);
         return NULL;
     }
     return s;

@@ -131,13 +131,16 @@ static int serve(app_t *a) {
     sigaddset(&sigs, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL); /* every thread inherits this; main waits */
     signal(SIGPIPE, SIG_IGN);
-    http_server_t *http = http_start(a->cfg.listen, a->cfg.max_connections, a->cfg.max_body_bytes, app_route, a, &err);
+    http_server_t *http = http_start(a->cfg.listen, a->cfg.max_connections, a->cfg.max_body_bytes,
+                                     a->cfg.tls_cert[0] ? a->cfg.tls_cert : NULL, a->cfg.tls_key[0] ? a->cfg.tls_key : NULL,
+                                     app_route, a, &err);
     if (!http) {
         fprintf(stderr, "hearth: %s\n", err.msg);
         store_close(a->store);
         return 1;
     }
-    log_info("server.listening", "addr=%s data_dir=%s version=%s", a->cfg.listen, a->cfg.data_dir, HEARTH_VERSION);
+    log_info("server.listening", "addr=%s tls=%s data_dir=%s version=%s", a->cfg.listen, a->cfg.tls_cert[0] ? "on" : "off",
+             a->cfg.data_dir, HEARTH_VERSION);
     size_t records, skipped;
     int64_t t0 = time(NULL);
     replay_t rp = {a, 0, t0, t0};

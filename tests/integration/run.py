@@ -7,6 +7,7 @@ Ends with the line "integration: N passed, M failed"; exits non-zero if anything
 """
 import argparse
 import gzip
+import http.client
 import io
 import json
 import os
@@ -1027,6 +1028,52 @@ def auth_tokens_roles_and_sighup_reload():
     for secret in ("agent-token-1", "reader-token", "pa55", "admin-token"):
         assert secret not in log, f"{secret} leaked into the log"
     assert "auth.reload_failed" in log and "auth.reloaded" in log
+
+
+@test
+def tls_listener():
+    import ssl
+    cert, key = os.path.join(ARGS.tmp, "cert.pem"), os.path.join(ARGS.tmp, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
+                    "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True)
+    srv = Server(extra=["--tls-cert", cert, "--tls-key", key])
+    srv.port = free_port()
+    log = open(os.path.join(srv.data_dir, "server.log"), "ab")
+    proc = subprocess.Popen([ARGS.binary, "--listen", f"127.0.0.1:{srv.port}", "--data-dir", srv.data_dir,
+                             "--tls-cert", cert, "--tls-key", key], stdout=log, stderr=log)
+    ctx = ssl.create_default_context(cafile=cert)
+    base = f"https://127.0.0.1:{srv.port}"
+    try:
+        deadline = time.time() + 30
+        while True:
+            try:
+                urllib.request.urlopen(base + "/ready", context=ctx, timeout=5).read()
+                break
+            except OSError:
+                assert time.time() < deadline and proc.poll() is None, "TLS server did not start"
+                time.sleep(0.1)
+        req = urllib.request.Request(base + "/ingest?name=tls.cpu&format=folded&from=%d" % T0, data=b"main;a 1\n",
+                                     method="POST")
+        assert urllib.request.urlopen(req, context=ctx, timeout=30).status == 200
+        q = base + "/api/v1/query?" + urllib.parse.urlencode({"query": CPU, "format": "top", "from": T0 - 10,
+                                                              "until": T0 + 60})
+        assert json.loads(urllib.request.urlopen(q, context=ctx, timeout=30).read())["total"] == 10000000
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{srv.port}/healthz", timeout=5).read()
+            raise AssertionError("plain HTTP answered on a TLS listener")
+        except (OSError, http.client.HTTPException):
+            pass
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=60) == 0
+        log.close()
+    r = cli("--data-dir", os.path.join(ARGS.tmp, "tlsbad"), "--listen", f"127.0.0.1:{free_port()}",
+            "--tls-cert", cert)
+    assert r.returncode == 1 and "--tls-key" in r.stderr, r.stderr
+    r = cli("--data-dir", os.path.join(ARGS.tmp, "tlsbad"), "--listen", f"127.0.0.1:{free_port()}",
+            "--tls-cert", key, "--tls-key", cert)
+    assert r.returncode == 1, r.stderr
 
 
 @test
