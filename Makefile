@@ -21,7 +21,7 @@ ASAN_FLAGS = -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sa
 
 objs = $(patsubst %.c,$(1)/%.o,$(GEN_C:build/gen/%=%) $(LIB_SRC))
 
-.PHONY: all deps test-deps run test test-unit test-integration test-asan bench clean fmt install fuzz fuzz-build fuzz-regress
+.PHONY: all deps test-deps run test test-unit test-integration test-asan bench clean fmt install fuzz fuzz-build fuzz-regress test-valgrind
 all: hearth
 
 deps:
@@ -70,6 +70,15 @@ test-asan: test-deps
 	$(MAKE) hearth-asan build/asan/unit-tests
 	ASAN_OPTIONS=detect_leaks=1 build/asan/unit-tests $(TESTDATA)
 	ASAN_OPTIONS=detect_leaks=1 python3 tests/integration/run.py --binary ./hearth-asan --testdata $(TESTDATA) --quick
+
+# The server under valgrind memcheck for a full ingest/query/flush/shutdown cycle:
+# any leak or memory error fails it (exit code 3 from valgrind).
+test-valgrind: test-deps
+	$(MAKE) hearth
+	@printf '#!/bin/sh\nexec valgrind -q --leak-check=full --show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect --error-exitcode=3 --log-file=$(CURDIR)/build/valgrind.log $(CURDIR)/hearth "$$@"\n' > build/hearth-valgrind
+	@chmod +x build/hearth-valgrind
+	python3 tests/integration/run.py --binary build/hearth-valgrind --testdata $(TESTDATA) --valgrind
+	@! grep -q "definitely lost\|Invalid read\|Invalid write" build/valgrind.log || { cat build/valgrind.log; exit 1; }
 
 bench: test-deps
 	$(MAKE) hearth

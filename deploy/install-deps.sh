@@ -3,7 +3,7 @@
 # Usage: deploy/install-deps.sh [build|test]
 set -eu
 BUILD="make gcc pkg-config libmicrohttpd-dev libsqlite3-dev libzstd-dev libprotobuf-c-dev protobuf-c-compiler libjansson-dev zlib1g-dev libcurl4-openssl-dev"
-TEST="golang-go python3 systemd binutils curl openssl clang libclang-rt-14-dev"
+TEST="golang-go python3 systemd binutils curl openssl clang libclang-rt-14-dev valgrind"
 # Node.js 20 (for the real Pyroscope agent test) is the machine's own: Debian 12 ships 18.
 want="$BUILD"
 [ "${1:-build}" = "test" ] && want="$BUILD $TEST"

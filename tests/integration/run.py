@@ -1113,6 +1113,24 @@ def deploy_files_are_valid():
         assert jobs == {"checkout", "batch", "custom"}, jobs
 
 
+def valgrind_full_cycle():
+    """Not in TESTS: run by `make test-valgrind` with --binary pointing at a valgrind wrapper."""
+    files = [os.path.join(ARGS.testdata, "pprof", f) for f in ("go-runtime-cpu-00.pb.gz", "go-runtime-heap.pb.gz")]
+    with Server(extra=["--wal-fsync", "none"]) as srv:
+        for i, f in enumerate(files):
+            assert srv.ingest(open(f, "rb").read(), name="vg", format="pprof", **{"from": T0 + i})[0] == 200
+        assert srv.ingest(b"main;a 1\n", name="vg.cpu", format="folded", **{"from": T0})[0] == 200
+        assert srv.ingest(b"garbage", name="vg", format="pprof")[0] == 422
+        srv.request("POST", "/api/v1/admin/flush")
+        assert srv.ingest(open(files[0], "rb").read(), name="vg", format="pprof", **{"from": T0 + 5})[0] == 200
+        for fmt in ("flamegraph", "top", "folded", "pprof"):
+            assert srv.get("/api/v1/query", query=CPU + '{service_name="vg"}', format=fmt,
+                           **{"from": T0 - 10, "until": T0 + 60})[0] == 200
+        for path in ("/api/v1/series", "/api/v1/labels", "/api/v1/profile-types", "/metrics"):
+            assert srv.get(path)[0] == 200
+    # Server.stop raised if the exit code (valgrind's --error-exitcode) was not 0.
+
+
 # ---------------------------------------------------------------- runner
 
 def main():
@@ -1122,11 +1140,12 @@ def main():
     ap.add_argument("--testdata", default="../shared/testdata")
     ap.add_argument("--quick", action="store_true", help="(kept for the ASan run; every test still runs)")
     ap.add_argument("-k", default="", help="run only tests whose name contains this")
+    ap.add_argument("--valgrind", action="store_true", help="run only the valgrind cycle")
     ARGS = ap.parse_args()
     ARGS.binary = os.path.abspath(ARGS.binary)
     ARGS.tmp = tempfile.mkdtemp(prefix="hearth-it-")
     passed = failed = 0
-    for fn in TESTS:
+    for fn in ([valgrind_full_cycle] if ARGS.valgrind else TESTS):
         if ARGS.k not in fn.__name__:
             continue
         t = time.time()
