@@ -6,6 +6,7 @@
  *               name index], see README), with metadata and timeline
  *   top:        functions by self value, with totals counted once per stack
  *   folded:     `root;...;leaf value` lines
+ *   dataframe:  the nested-set table Grafana's flame graph panel reads
  *   pprof:      a gzipped profile.proto that go tool pprof opens
  *   timeseries: totals per step */
 #ifndef HEARTH_RENDER_H
@@ -25,6 +26,9 @@ int render_flamegraph(const tree_t *t, const merge_result_t *r, size_t max_nodes
 /* Writes {"functions":[{"name","self","total"}...],"total":N,"unit":U,...}. */
 int render_top(const tree_t *t, const merge_result_t *r, size_t limit, buf_t *out);
 int render_folded(const tree_t *t, buf_t *out);
+/* Grafana's flame graph data frame: {"fields":{"level","value","self","label"}},
+ * rows in depth-first pre-order, unit ns/bytes/short. */
+int render_dataframe(const tree_t *t, const merge_result_t *r, buf_t *out);
 int render_pprof(const merge_result_t *r, int64_t from, int64_t until, buf_t *out, hr_err_t *err);
 void render_timeseries(const merge_result_t *r, buf_t *out);
 

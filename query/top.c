@@ -1,4 +1,4 @@
-/* top.c - the top table and folded text.
+/* top.c - the table-shaped renderers: the top table, folded text, Grafana data frame.
  *
  * A function's self is the sum of self over its nodes; its total counts each
  * sample once even under recursion (a node adds its total only when no ancestor
@@ -99,4 +99,52 @@ int render_folded(const tree_t *t, buf_t *out) {
     int rc = tree_walk(t, folded_visit, &f);
     free(f.path);
     return rc || out->oom ? -1 : 0;
+}
+
+/* ---- dataframe: the nested-set table of Grafana's flame graph panel ----
+ * One row per node in depth-first pre-order (siblings in name order): level (depth,
+ * root 0), value (total), self, label. The panel rebuilds the tree from this order. */
+
+typedef struct {
+    const tree_t *t;
+    buf_t level, value, self, label;
+    size_t rows;
+} frame_t;
+
+static int frame_visit(void *ctx, uint32_t node, size_t depth, int enter) {
+    frame_t *f = ctx;
+    if (!enter) return 1;
+    const tree_node_t *n = &f->t->n[node];
+    const char *sep = f->rows ? "," : "";
+    buf_printf(&f->level, "%s%zu", sep, depth);
+    buf_printf(&f->value, "%s%lld", sep, (long long)n->total);
+    buf_printf(&f->self, "%s%lld", sep, (long long)n->self);
+    if (f->rows) buf_putc(&f->label, ',');
+    jsonw_str(&f->label, tree_name(f->t, node));
+    f->rows++;
+    return 1;
+}
+
+int render_dataframe(const tree_t *t, const merge_result_t *r, buf_t *out) {
+    frame_t f = {.t = t};
+    buf_init(&f.level), buf_init(&f.value), buf_init(&f.self), buf_init(&f.label);
+    int rc = tree_walk(t, frame_visit, &f);
+    const char *unit = !strcmp(r->type.sample_unit, "nanoseconds") ? "ns"
+                       : !strcmp(r->type.sample_unit, "bytes")     ? "bytes"
+                                                                   : "short";
+    buf_printf(out, "{\"name\":\"response\",\"meta\":{\"preferredVisualization\":\"flamegraph\"},\"unit\":\"%s\","
+                    "\"profileType\":", unit);
+    jsonw_str(out, r->type_id);
+    buf_printf(out, ",\"fields\":{\"level\":[");
+    buf_append(out, f.level.data, f.level.len);
+    buf_printf(out, "],\"value\":[");
+    buf_append(out, f.value.data, f.value.len);
+    buf_printf(out, "],\"self\":[");
+    buf_append(out, f.self.data, f.self.len);
+    buf_printf(out, "],\"label\":[");
+    buf_append(out, f.label.data, f.label.len);
+    buf_printf(out, "]}}");
+    int oom = f.level.oom || f.value.oom || f.self.oom || f.label.oom || out->oom;
+    buf_free(&f.level), buf_free(&f.value), buf_free(&f.self), buf_free(&f.label);
+    return rc || oom ? -1 : 0;
 }

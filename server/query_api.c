@@ -76,8 +76,8 @@ static void run_merge(app_t *a, http_req_t *req, http_resp_t *resp, const select
                       const char *format, long long max_nodes) {
     int64_t t0 = time_now_ns();
     int is_pprof = !strcmp(format, "pprof"), is_fg = !strcmp(format, "flamegraph") || !strcmp(format, "json");
-    if (!is_pprof && !is_fg && strcmp(format, "top") && strcmp(format, "folded"))
-        return http_error(resp, 400, "unknown format `%s`: use flamegraph, top, folded or pprof", format);
+    if (!is_pprof && !is_fg && strcmp(format, "top") && strcmp(format, "folded") && strcmp(format, "dataframe"))
+        return http_error(resp, 400, "unknown format `%s`: use flamegraph, top, folded, dataframe or pprof", format);
     merge_query_t q = {req->tenant, sel, r->from, r->until, is_fg ? auto_step(r) : 0, 1};
     merge_result_t m;
     hr_err_t err = {0};
@@ -91,6 +91,7 @@ static void run_merge(app_t *a, http_req_t *req, http_resp_t *resp, const select
         long long limit = num_arg(req, "limit", 0);
         if (is_fg) rc = render_flamegraph(&t, &m, (size_t)max_nodes, &out);
         else if (!strcmp(format, "top")) rc = render_top(&t, &m, limit > 0 ? (size_t)limit : 0, &out);
+        else if (!strcmp(format, "dataframe")) rc = render_dataframe(&t, &m, &out);
         else rc = render_folded(&t, &out);
         if (rc) hr_fail(&err, HR_ENOMEM, "out of memory rendering %s", format);
     }

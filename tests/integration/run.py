@@ -293,6 +293,14 @@ def flamegraph_json_has_pyroscope_shape():
         assert "fg" in srv.get_json("/pyroscope/label-values", label="service_name")
         assert CPU in srv.get_json("/pyroscope/label-values", label="__name__")
         assert "endpoint" in srv.get_json("/pyroscope/labels")
+        # Grafana's nested-set frame: pre-order rows whose children sum to at most their parent.
+        df = query(srv, CPU + '{service_name="fg"}', fmt="dataframe", frm=T0 - 10, until=T0 + 60)
+        f = df["fields"]
+        assert df["unit"] == "ns" and f["label"][0] == "total" and f["level"][0] == 0
+        assert f["value"][0] == fb["numTicks"] and sum(f["self"]) == fb["numTicks"]
+        assert len(f["level"]) == len(f["value"]) == len(f["self"]) == len(f["label"])
+        for i in range(1, len(f["level"])):
+            assert f["level"][i] <= f["level"][i - 1] + 1  # pre-order: never skips a level down
         folded = srv.get("/api/v1/query", query=CPU + '{service_name="fg"}', format="folded",
                          **{"from": T0 - 10, "until": T0 + 60})[1].decode()
         assert sum(int(l.rsplit(" ", 1)[1]) for l in folded.splitlines()) == fb["numTicks"]
