@@ -539,6 +539,56 @@ def restart_flush_and_kill9_keep_every_acknowledged_profile():
 
 
 @test
+def random_kill9_loop_loses_nothing_and_corrupts_nothing():
+    data_dir = tempfile.mkdtemp(prefix="hearth-crashloop-", dir=ARGS.tmp)
+    rng = random.Random(int(time.time()))
+    acked, lock = [], threading.Lock()
+    rounds = 3 if ARGS.quick else 6
+    for rnd in range(rounds):
+        # --block-duration 1s makes head cuts race with the kills.
+        srv = Server(data_dir, extra=["--block-duration", "1s"]).start()
+        stop = threading.Event()
+
+        def pusher(worker):
+            i = 0
+            while not stop.is_set():
+                t = T0 + rnd * 100000 + worker * 10000 + i
+                try:
+                    st, _ = srv.ingest(b"main;w%d 3\nmain;x 2\n" % (i % 3), name="loop.cpu", format="folded",
+                                       **{"from": t})
+                except OSError:
+                    return
+                if st == 200:
+                    with lock:
+                        acked.append(t)
+                i += 1
+
+        threads = [threading.Thread(target=pusher, args=(w,)) for w in range(3)]
+        for t in threads:
+            t.start()
+        time.sleep(rng.uniform(0.2, 2.5))
+        srv.proc.send_signal(signal.SIGKILL)
+        srv.proc.wait()
+        stop.set()
+        for t in threads:
+            t.join()
+        srv.log.close()
+        r = cli("check", data_dir)
+        assert r.returncode == 0, f"round {rnd}: {r.stdout}"
+    assert len(acked) > 50, len(acked)
+    with Server(data_dir) as srv:
+        ans = query(srv, CPU + '{service_name="loop"}', frm=T0 - 10, until=T0 + 10**6)
+        assert ans["profiles"] >= len(acked) and ans["total"] == ans["profiles"] * 5 * 10000000, (ans, len(acked))
+        for rnd in range(rounds):
+            ts = srv.get_json("/api/v1/timeseries", query=CPU + '{service_name="loop"}', step="1s",
+                              **{"from": T0 + rnd * 100000, "until": T0 + rnd * 100000 + 40000})
+            seen = {p["timestamp"] // 1000 for p in ts["points"] if p["value"] > 0}
+            lost = [t for t in acked if T0 + rnd * 100000 <= t < T0 + rnd * 100000 + 40000 and t not in seen]
+            assert not lost, f"round {rnd}: {len(lost)} acknowledged profiles lost"
+        assert metric(srv, "hearth_blocks_corrupt") == 0
+
+
+@test
 def corrupt_block_is_reported_and_skipped():
     data_dir = tempfile.mkdtemp(prefix="hearth-corrupt-", dir=ARGS.tmp)
     with Server(data_dir) as srv:
