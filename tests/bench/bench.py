@@ -5,6 +5,8 @@
 2. Disk per profile: 1,000 profiles of one service, flushed to blocks, vs their gzipped size.
 3. Merge latency: 1 h and 24 h of one service's 10 s CPU profiles into a flame graph, against
    `go tool pprof -proto` merging the same files (the baseline ratio).
+4. Load: 200 concurrent agents push for 60 s while a client runs merges (--only-load runs just
+   this; --skip-load leaves it out).
 Not a test: nothing here asserts a target.
 """
 import argparse
@@ -223,18 +225,88 @@ def bench_merge(files, rows, tmp):
                      f"{base:.2f} s: {base / warm:,.0f}x faster (warm); {time_query.last} profile rows merged"))
 
 
+def peak_rss_mib(pid):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(p / 100 * len(xs)))] if xs else float("nan")
+
+
+def bench_load(files, rows, agents=200, seconds=60):
+    """200 agents push real profiles for 60 s (each waits 1 s between pushes, like a fast agent)
+    while one client runs merges; reports throughput, latencies, errors and peak RSS."""
+    bodies = varied_bodies(files, 400, seed=3)
+    srv = it.Server(extra=["--wal-fsync", "always", "--max-concurrent-ingests", "256"]).start()
+    stop = time.time() + seconds
+    lat, qlat, errors, lock = [], [], [], threading.Lock()
+
+    def agent(a):
+        conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+        i = 0
+        while time.time() < stop:
+            q = urllib.parse.urlencode({"name": "load{agent=%d}" % a, "format": "pprof",
+                                        "from": int(time.time()) * 10**9 + a})
+            t = time.time()
+            try:
+                conn.request("POST", "/ingest?" + q, body=bodies[(a + i) % len(bodies)])
+                r = conn.getresponse()
+                r.read()
+                ok = r.status == 200
+            except OSError as e:
+                ok, conn = False, http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+            with lock:
+                (lat if ok else errors).append(time.time() - t)
+            i += 1
+            time.sleep(max(0.0, 1.0 - (time.time() - t)))
+
+    def querier():
+        while time.time() < stop:
+            t = time.time()
+            st, _ = srv.get("/api/v1/query", query=CPU + '{service_name="load"}', format="flamegraph",
+                            **{"from": "now-5m", "until": "now"})
+            with lock:
+                (qlat if st == 200 else errors).append(time.time() - t)
+
+    threads = [threading.Thread(target=agent, args=(a,)) for a in range(agents)] + [threading.Thread(target=querier)]
+    t0 = time.time()
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    took = time.time() - t0
+    rss = peak_rss_mib(srv.proc.pid)
+    srv.stop()
+    rows.append((f"load: {agents} agents x {seconds} s + 1 querying client, --wal-fsync=always",
+                 f"{len(lat) / took:,.0f} ingests/s; ingest p50 {pct(lat, 50) * 1000:.1f} ms, p99 {pct(lat, 99) * 1000:.1f} ms; "
+                 f"{len(qlat)} merges, p50 {pct(qlat, 50) * 1000:.1f} ms, p99 {pct(qlat, 99) * 1000:.1f} ms; "
+                 f"errors {len(errors)}; peak RSS {rss:.0f} MiB"))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--binary", default="./hearth")
     ap.add_argument("--testdata", default="../shared/testdata")
+    ap.add_argument("--skip-load", action="store_true")
+    ap.add_argument("--only-load", action="store_true")
     a = ap.parse_args()
     it.ARGS = argparse.Namespace(binary=os.path.abspath(a.binary), testdata=a.testdata,
                                  tmp=tempfile.mkdtemp(prefix="hearth-bench-"))
     files = cpu_files(a.testdata)
     rows = []
-    bench_ingest(files, rows)
-    bench_disk(files, rows)
-    bench_merge(files, rows, it.ARGS.tmp)
+    if a.only_load:
+        bench_load(files, rows)
+        a.skip_load = True
+    else:
+        bench_ingest(files, rows)
+        bench_disk(files, rows)
+        bench_merge(files, rows, it.ARGS.tmp)
+    if not a.skip_load:
+        bench_load(files, rows)
     print(f"\nMeasured on {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}:\n")
     print("| benchmark | result |\n|---|---|")
     for k, v in rows:
