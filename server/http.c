@@ -237,13 +237,16 @@ http_server_t *http_start(const char *listen, unsigned max_conns, size_t max_bod
     s->max_body = max_body;
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG;
     if (cert) flags |= MHD_USE_TLS;
-    /* An empty certificate pair is ignored by MHD when TLS is off. */
+    /* Certificate options only with TLS: MHD warns about them otherwise. */
+    struct MHD_OptionItem tls[] = {{MHD_OPTION_HTTPS_MEM_CERT, 0, cert},
+                                   {MHD_OPTION_HTTPS_MEM_KEY, 0, key},
+                                   {MHD_OPTION_END, 0, NULL}};
+    struct MHD_OptionItem none[] = {{MHD_OPTION_END, 0, NULL}};
     s->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
-                            MHD_OPTION_HTTPS_MEM_CERT, cert ? cert : "", MHD_OPTION_HTTPS_MEM_KEY, key ? key : "",
-                            MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+                            MHD_OPTION_ARRAY, cert ? tls : none, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
                             MHD_OPTION_CONNECTION_LIMIT, max_conns, MHD_OPTION_CONNECTION_TIMEOUT, 120u,
-                            MHD_OPTION_NOTIFY_COMPLETED, on_done, s,
-                            MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_END);
+                            MHD_OPTION_NOTIFY_COMPLETED, on_done, s, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
+                            MHD_OPTION_END);
     if (key) memset(key, 0, strlen(key)); /* MHD has parsed the key by now */
     free(cert);
     free(key);

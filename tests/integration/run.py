@@ -40,15 +40,17 @@ def free_port():
 
 
 class Server:
-    def __init__(self, data_dir=None, extra=()):
+    def __init__(self, data_dir=None, extra=(), log_dir=None):
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="hearth-it-", dir=ARGS.tmp)
+        self.log_dir = log_dir or self.data_dir
         self.extra = list(extra)
         self.proc = None
         self.port = None
 
     def start(self):
         self.port = free_port()
-        self.log = open(os.path.join(self.data_dir, "server.log"), "ab")
+        os.makedirs(self.data_dir, exist_ok=True)
+        self.log = open(os.path.join(self.log_dir, "server.log"), "ab")
         self.proc = subprocess.Popen(
             [ARGS.binary, "--listen", f"127.0.0.1:{self.port}", "--data-dir", self.data_dir] + self.extra,
             stdout=self.log, stderr=self.log)
@@ -65,7 +67,7 @@ class Server:
         raise RuntimeError("server did not become ready")
 
     def tail(self):
-        with open(os.path.join(self.data_dir, "server.log"), "rb") as f:
+        with open(os.path.join(self.log_dir, "server.log"), "rb") as f:
             return f.read()[-3000:].decode(errors="replace")
 
     def url(self, path):
@@ -586,6 +588,53 @@ def random_kill9_loop_loses_nothing_and_corrupts_nothing():
             lost = [t for t in acked if T0 + rnd * 100000 <= t < T0 + rnd * 100000 + 40000 and t not in seen]
             assert not lost, f"round {rnd}: {len(lost)} acknowledged profiles lost"
         assert metric(srv, "hearth_blocks_corrupt") == 0
+
+
+@test
+def disk_full_gives_503_keeps_data_and_recovers():
+    mnt = tempfile.mkdtemp(prefix="hearth-tmpfs-", dir=ARGS.tmp)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", mnt], check=True, capture_output=True)
+    try:
+        data_dir = os.path.join(mnt, "data")
+        body = open(os.path.join(ARGS.testdata, "pprof", "go-runtime-cpu-00.pb.gz"), "rb").read()
+        each = pprof_raw(os.path.join(ARGS.testdata, "pprof", "go-runtime-cpu-00.pb.gz"))[1][1]
+        with Server(data_dir, log_dir=ARGS.tmp) as srv:
+            # Fill the disk, leaving a little room.
+            with open(os.path.join(mnt, "filler"), "wb") as f:
+                try:
+                    while True:
+                        f.write(b"\0" * 65536)
+                        f.flush()
+                except OSError:
+                    pass
+            os.truncate(os.path.join(mnt, "filler"), os.path.getsize(os.path.join(mnt, "filler")) - 200 * 1024)
+            codes, acked = [], 0
+            for i in range(200):
+                st, b = srv.ingest(body, name="full", format="pprof", **{"from": T0 + i})
+                codes.append(st)
+                if st == 200:
+                    acked += 1
+                elif st == 503:
+                    assert "space" in json.loads(b)["error"].lower(), b
+                    break
+                else:
+                    raise AssertionError((st, b))
+            assert 503 in codes and acked > 0, codes
+            assert srv.get("/healthz")[0] == 200  # the server stays up
+            assert query(srv, CPU + '{service_name="full"}', frm=T0 - 10, until=T0 + 1000)["total"] == acked * each
+            st = srv.request("POST", "/api/v1/admin/flush")[0]
+            assert st in (200, 503)  # a block may not fit either; the WAL still holds the data
+            os.unlink(os.path.join(mnt, "filler"))  # space returns: writes resume
+            st, b = srv.ingest(body, name="full", format="pprof", **{"from": T0 + 500})
+            assert st == 200, b
+            acked += 1
+            assert srv.request("POST", "/api/v1/admin/flush")[0] == 200
+        with Server(data_dir, log_dir=ARGS.tmp) as srv:  # nothing acknowledged was lost
+            assert query(srv, CPU + '{service_name="full"}', frm=T0 - 10, until=T0 + 1000)["total"] == acked * each
+        r = cli("check", data_dir)
+        assert r.returncode == 0, r.stdout
+    finally:
+        subprocess.run(["umount", mnt], capture_output=True)
 
 
 @test
