@@ -479,19 +479,14 @@ def gauges_average_over_time():
         assert b["metadata"]["units"] == "bytes"
 
 
-@test
-def restart_flush_and_kill9_keep_every_acknowledged_profile():
-    data_dir = tempfile.mkdtemp(prefix="hearth-crash-", dir=ARGS.tmp)
-    srv = Server(data_dir).start()
-    acked, lock, stop = [], threading.Lock(), threading.Event()
-
+def start_pushers(srv, n, time_of, body_of, name, acked, lock, stop):
+    """n threads pushing folded profiles until stop is set; acknowledged push times go to acked."""
     def pusher(worker):
         i = 0
         while not stop.is_set():
-            t = T0 + worker * 20000 + i
+            t = time_of(worker, i)
             try:
-                st, _ = srv.ingest(b"main;work%d 7\nmain;idle 3\n" % (i % 5), name="crash.cpu", format="folded",
-                                   **{"from": t})
+                st, _ = srv.ingest(body_of(i), name=name, format="folded", **{"from": t})
             except OSError:
                 return
             if st == 200:
@@ -499,9 +494,19 @@ def restart_flush_and_kill9_keep_every_acknowledged_profile():
                     acked.append(t)
             i += 1
 
-    threads = [threading.Thread(target=pusher, args=(w,)) for w in range(4)]
+    threads = [threading.Thread(target=pusher, args=(w,)) for w in range(n)]
     for t in threads:
         t.start()
+    return threads
+
+
+@test
+def restart_flush_and_kill9_keep_every_acknowledged_profile():
+    data_dir = tempfile.mkdtemp(prefix="hearth-crash-", dir=ARGS.tmp)
+    srv = Server(data_dir).start()
+    acked, lock, stop = [], threading.Lock(), threading.Event()
+    threads = start_pushers(srv, 4, lambda w, i: T0 + w * 20000 + i,
+                            lambda i: b"main;work%d 7\nmain;idle 3\n" % (i % 5), "crash.cpu", acked, lock, stop)
     time.sleep(0.8)
     srv.request("POST", "/api/v1/admin/flush")  # some data in a block, some only in the WAL
     time.sleep(random.uniform(0.3, 1.0))
@@ -550,24 +555,8 @@ def random_kill9_loop_loses_nothing_and_corrupts_nothing():
         # --block-duration 1s makes head cuts race with the kills.
         srv = Server(data_dir, extra=["--block-duration", "1s"]).start()
         stop = threading.Event()
-
-        def pusher(worker):
-            i = 0
-            while not stop.is_set():
-                t = T0 + rnd * 100000 + worker * 10000 + i
-                try:
-                    st, _ = srv.ingest(b"main;w%d 3\nmain;x 2\n" % (i % 3), name="loop.cpu", format="folded",
-                                       **{"from": t})
-                except OSError:
-                    return
-                if st == 200:
-                    with lock:
-                        acked.append(t)
-                i += 1
-
-        threads = [threading.Thread(target=pusher, args=(w,)) for w in range(3)]
-        for t in threads:
-            t.start()
+        threads = start_pushers(srv, 3, lambda w, i, r=rnd: T0 + r * 100000 + w * 10000 + i,
+                                lambda i: b"main;w%d 3\nmain;x 2\n" % (i % 3), "loop.cpu", acked, lock, stop)
         time.sleep(rng.uniform(0.2, 2.5))
         srv.proc.send_signal(signal.SIGKILL)
         srv.proc.wait()
