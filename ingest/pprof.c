@@ -91,7 +91,8 @@ typedef struct {
     hr_err_t *err;
 } ctx_t;
 
-static int str_ok(const ctx_t *c, int64_t i) { return i >= 0 && (size_t)i < c->p->n_string_table; }
+static int index_ok(const pb_profile_t *p, int64_t i) { return i >= 0 && (size_t)i < p->n_string_table; }
+static int str_ok(const ctx_t *c, int64_t i) { return index_ok(c->p, i); }
 
 static uint32_t intern_str(ctx_t *c, int64_t i) {
     if (i == 0) return 0;
@@ -186,8 +187,7 @@ static int profile_types(const pb_profile_t *p, const pprof_opts_t *o, char (*id
     size_t n = p->n_sample_type;
     for (size_t i = 0; i < n; i++) {
         const Perftools__Profiles__ValueType *v = p->sample_type[i];
-        if (!v || v->type < 0 || (size_t)v->type >= p->n_string_table || v->unit < 0 ||
-            (size_t)v->unit >= p->n_string_table)
+        if (!v || !index_ok(p, v->type) || !index_ok(p, v->unit))
             return hr_fail(err, HR_EUNPROC, "invalid pprof: sample type %zu has a bad string index", i);
         shown[i] = display_of(o, p->string_table[v->type]);
     }
@@ -196,7 +196,7 @@ static int profile_types(const pb_profile_t *p, const pprof_opts_t *o, char (*id
     else ptype_name(shown, n, name, sizeof name);
     const char *pt = "", *pu = "";
     if (p->period_type) {
-        if (!str_ok(&(ctx_t){.p = p}, p->period_type->type) || !str_ok(&(ctx_t){.p = p}, p->period_type->unit))
+        if (!index_ok(p, p->period_type->type) || !index_ok(p, p->period_type->unit))
             return hr_fail(err, HR_EUNPROC, "invalid pprof: period type has a bad string index");
         pt = p->string_table[p->period_type->type];
         pu = p->string_table[p->period_type->unit];

@@ -37,7 +37,7 @@ int catalog_series(store_t *st, const char *tenant, const selector_t *sel, int r
                    index_series_fn fn, void *ctx, hr_err_t *err) {
     presence_t p = {NULL, 0, from, until};
     if (ranged) {
-        p.n = (uint32_t)index_series_total(store_index(st)) + 1024;
+        p.n = (uint32_t)index_series_total(store_index(st)) + 1; /* ids are dense */
         if (!(p.present = calloc(p.n, 1))) return hr_fail(err, HR_ENOMEM, "out of memory");
         store_scan(st, tenant, from, until, mark, &p, err);
     }

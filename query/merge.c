@@ -11,28 +11,22 @@
 typedef struct {
     const selector_t *sel;
     uint8_t *bits;
+    uint32_t cap;
 } select_ctx_t;
 
 static void select_one(void *ctx, const series_t *s) {
     select_ctx_t *c = ctx;
-    if (selector_matches(c->sel, s->profile_type, &s->labels)) c->bits[s->id] = 1;
+    if (s->id < c->cap && selector_matches(c->sel, s->profile_type, &s->labels)) c->bits[s->id] = 1;
 }
 
 uint8_t *merge_select_series(store_t *st, const char *tenant, const selector_t *sel, uint32_t *n) {
-    /* Size the bitmap generously, then fill it under the index lock. */
-    size_t cap = index_series_total(store_index(st)) + 1024;
-    select_ctx_t c = {sel, NULL};
-    for (;;) {
-        c.bits = calloc(cap, 1);
-        if (!c.bits) return NULL;
-        uint32_t need = index_each_series(store_index(st), tenant, NULL, NULL);
-        if (need <= cap) {
-            *n = index_each_series(store_index(st), tenant, select_one, &c);
-            if (*n <= cap) return c.bits;
-        }
-        free(c.bits);
-        cap = (size_t)need * 2;
-    }
+    /* Series ids are dense, so total + 1 covers every id that exists now; a series
+     * created while the query runs is simply not part of it. */
+    select_ctx_t c = {sel, NULL, (uint32_t)index_series_total(store_index(st)) + 1};
+    if (!(c.bits = calloc(c.cap, 1))) return NULL;
+    index_each_series(store_index(st), tenant, select_one, &c);
+    *n = c.cap;
+    return c.bits;
 }
 
 /* Counts of profiles per series (and per series and bucket), for gauge weights. */

@@ -132,13 +132,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (*upload_size) {
         size_t n = *upload_size;
         *upload_size = 0;
-        if (r->body_too_big || r->body.len + n > s->max_body) {
+        if (r->body_too_big || r->received + n > s->max_body) {
             r->body_too_big = 1; /* keep reading so the client gets the 413 */
             return MHD_YES;
         }
+        r->received += n;
         if (r->pp) {
             if (MHD_post_process(r->pp, upload, n) != MHD_YES) r->multipart = -1;
-            r->body.len += n; /* counts bytes only: fields hold the data */
         } else {
             buf_append(&r->body, upload, n);
         }
@@ -153,7 +153,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     buf_free(&resp.body);
     /* The path only: query strings can carry names users consider private. */
     log_info("http.request", "tenant=%s method=%s path=%s status=%d req_bytes=%zu resp_bytes=%zu duration_ms=%.2f",
-             resp.tenant ? resp.tenant : "-", method, url, resp.status, r->body.len, resp_len,
+             resp.tenant ? resp.tenant : "-", method, url, resp.status, r->received, resp_len,
              (double)(time_now_ns() - r->start_ns) / 1e6);
     return rc;
 }

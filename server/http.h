@@ -24,7 +24,8 @@ typedef struct {
 typedef struct http_req {
     void *conn; /* struct MHD_Connection * */
     const char *method, *url;
-    buf_t body;
+    buf_t body;         /* the raw body; empty for multipart (see fields) */
+    size_t received;    /* body bytes received, for limits and metrics */
     int body_too_big;
     int multipart;
     void *pp; /* struct MHD_PostProcessor * */

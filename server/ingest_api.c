@@ -80,7 +80,7 @@ void api_ingest(app_t *a, http_req_t *req, http_resp_t *resp) {
         return http_error(resp, 422, "empty profile: the body holds no pprof data");
     }
     hr_err_t err = {0};
-    if (app_store_request(a, &r, req->body.len, &err) == 0) http_reply_text(resp, 200, "application/json", "");
+    if (app_store_request(a, &r, req->received, &err) == 0) http_reply_text(resp, 200, "application/json", "");
     else http_error_from(resp, &err);
 }
 

@@ -44,7 +44,7 @@ static void push_body(app_t *a, http_req_t *req, http_resp_t *resp, ingest_forma
     ingest_request_t r = {.tenant = req->tenant, .name = "", .format = f, .received_ns = time_now_ns(),
                           .body = req->body.data, .body_len = req->body.len};
     hr_err_t err = {0};
-    if (app_store_request(a, &r, req->body.len, &err) == 0) {
+    if (app_store_request(a, &r, req->received, &err) == 0) {
         if (f != INGEST_PUSH_PROTO) http_reply_text(resp, 200, "application/json", "{}");
         else http_reply_text(resp, 200, "application/proto", "");
     } else {
@@ -54,6 +54,7 @@ static void push_body(app_t *a, http_req_t *req, http_resp_t *resp, ingest_forma
 
 void api_push(app_t *a, http_req_t *req, http_resp_t *resp) {
     const char *ct = http_header(req, "Content-Type");
+    if (req->multipart) return connect_error(resp, 415, "Content-Type must be application/proto or application/json");
     if (ct && (!strncasecmp(ct, "application/proto", 17) || !strncasecmp(ct, "application/x-protobuf", 22) ||
                !strncasecmp(ct, "application/protobuf", 20)))
         return push_body(a, req, resp, INGEST_PUSH_PROTO);
@@ -61,4 +62,7 @@ void api_push(app_t *a, http_req_t *req, http_resp_t *resp) {
     connect_error(resp, 415, "Content-Type must be application/proto or application/json");
 }
 
-void api_parca_writeraw(app_t *a, http_req_t *req, http_resp_t *resp) { push_body(a, req, resp, INGEST_PARCA_JSON); }
+void api_parca_writeraw(app_t *a, http_req_t *req, http_resp_t *resp) {
+    if (req->multipart) return connect_error(resp, 415, "writeraw takes a JSON body, not multipart/form-data");
+    push_body(a, req, resp, INGEST_PARCA_JSON);
+}

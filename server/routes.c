@@ -99,7 +99,7 @@ static int rate_allows(app_t *a, const char *tenant, size_t bytes) {
 
 /* Runs a write handler under the ingest limits. */
 static void limited_ingest(app_t *a, http_req_t *req, http_resp_t *resp, void (*fn)(app_t *, http_req_t *, http_resp_t *)) {
-    if (!rate_allows(a, req->tenant, req->body.len)) {
+    if (!rate_allows(a, req->tenant, req->received)) {
         metrics_refused(&a->metrics, LIMIT_INGEST_RATE);
         metrics_ingest_error(&a->metrics, HR_ELIMIT);
         return http_error(resp, 429, "tenant %s is over its ingest rate (--ingest-rate-limit %zu bytes/s); retry later",

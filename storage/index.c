@@ -214,6 +214,61 @@ void index_close(index_t *ix) {
     free(ix);
 }
 
+/* Runs body inside one IMMEDIATE transaction, rolling back if it or the commit fails.
+ * body returns 0, or -1 after a failed SQLite call (finalizing its own statements). */
+typedef int (*txn_body_fn)(sqlite3 *db, const void *ctx);
+
+static int in_txn(index_t *ix, const char *what, txn_body_fn body, const void *ctx, hr_err_t *err) {
+    if (sqlite3_exec(ix->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) return sql_fail(ix, err, what);
+    if (body(ix->db, ctx) == 0 && sqlite3_exec(ix->db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK) return 0;
+    sql_fail(ix, err, what); /* read the message before ROLLBACK replaces it */
+    sqlite3_exec(ix->db, "ROLLBACK", NULL, NULL, NULL);
+    return -1;
+}
+
+/* Prepares sql, runs bind(stmt, i) + step for i in [0, n), finalizes. */
+static int each_row(sqlite3 *db, const char *sql, size_t n, void (*bind)(sqlite3_stmt *, const void *, size_t),
+                    const void *ctx) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return -1;
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        sqlite3_reset(st);
+        bind(st, ctx, i);
+        if (sqlite3_step(st) != SQLITE_DONE) rc = -1;
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+typedef struct {
+    uint32_t id;
+    const char *tenant, *ptype, *json;
+    const labels_t *l;
+} series_row_t;
+
+static void bind_series(sqlite3_stmt *st, const void *ctx, size_t i) {
+    (void)i;
+    const series_row_t *r = ctx;
+    sqlite3_bind_int64(st, 1, r->id);
+    sqlite3_bind_text(st, 2, r->tenant, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, r->ptype, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, r->json, -1, SQLITE_STATIC);
+}
+
+static void bind_label(sqlite3_stmt *st, const void *ctx, size_t i) {
+    const series_row_t *r = ctx;
+    sqlite3_bind_int64(st, 1, r->id);
+    sqlite3_bind_text(st, 2, r->l->v[i].name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, r->l->v[i].value, -1, SQLITE_STATIC);
+}
+
+static int insert_series(sqlite3 *db, const void *ctx) {
+    const series_row_t *r = ctx;
+    if (each_row(db, "INSERT INTO series VALUES(?,?,?,?)", 1, bind_series, r)) return -1;
+    return each_row(db, "INSERT INTO series_labels VALUES(?,?,?)", r->l->n, bind_label, r);
+}
+
 static int persist_series(index_t *ix, uint32_t id, const char *tenant, const char *ptype,
                           const labels_t *l, hr_err_t *err) {
     json_t *o = json_object();
@@ -221,34 +276,8 @@ static int persist_series(index_t *ix, uint32_t id, const char *tenant, const ch
     char *text = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(o);
     if (!text) return hr_fail(err, HR_ENOMEM, "out of memory");
-    int rc = -1;
-    sqlite3_stmt *st = NULL, *lst = NULL;
-    if (sqlite3_exec(ix->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK) goto out;
-    if (sqlite3_prepare_v2(ix->db, "INSERT INTO series VALUES(?,?,?,?)", -1, &st, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(ix->db, "INSERT INTO series_labels VALUES(?,?,?)", -1, &lst, NULL) != SQLITE_OK)
-        goto rollback;
-    sqlite3_bind_int64(st, 1, id);
-    sqlite3_bind_text(st, 2, tenant, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 3, ptype, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 4, text, -1, SQLITE_STATIC);
-    if (sqlite3_step(st) != SQLITE_DONE) goto rollback;
-    for (size_t i = 0; i < l->n; i++) {
-        sqlite3_reset(lst);
-        sqlite3_bind_int64(lst, 1, id);
-        sqlite3_bind_text(lst, 2, l->v[i].name, -1, SQLITE_STATIC);
-        sqlite3_bind_text(lst, 3, l->v[i].value, -1, SQLITE_STATIC);
-        if (sqlite3_step(lst) != SQLITE_DONE) goto rollback;
-    }
-    if (sqlite3_exec(ix->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) goto rollback;
-    rc = 0;
-    goto out;
-rollback:
-    hr_fail(err, HR_EIO, "sqlite insert series: %s", sqlite3_errmsg(ix->db));
-    sqlite3_exec(ix->db, "ROLLBACK", NULL, NULL, NULL);
-out:
-    if (rc && err && err->code == HR_OK) hr_fail(err, HR_EIO, "sqlite: %s", sqlite3_errmsg(ix->db));
-    sqlite3_finalize(st);
-    sqlite3_finalize(lst);
+    series_row_t row = {id, tenant, ptype, text, l};
+    int rc = in_txn(ix, "insert series", insert_series, &row, err);
     free(text);
     return rc;
 }
@@ -289,7 +318,7 @@ uint32_t index_each_series(index_t *ix, const char *tenant, index_series_fn fn, 
     pthread_mutex_lock(&ix->mu);
     for (size_t i = 1; i < ix->nseries; i++) {
         const series_t *s = ix->series[i];
-        if (fn && s && strcmp(s->tenant, tenant) == 0) fn(ctx, s);
+        if (s && strcmp(s->tenant, tenant) == 0) fn(ctx, s);
     }
     uint32_t n = (uint32_t)ix->nseries;
     pthread_mutex_unlock(&ix->mu);
@@ -351,69 +380,58 @@ uint32_t index_wal_checkpoint(index_t *ix) {
     return c;
 }
 
-int index_commit_blocks(index_t *ix, const block_meta_t *b, size_t n, uint32_t wal_segment,
-                        hr_err_t *err) {
+typedef struct {
+    const block_meta_t *b;
+    const int64_t *ids;
+    size_t n;
+    uint32_t wal_segment;
+} blocks_txn_t;
+
+static void bind_block(sqlite3_stmt *st, const void *ctx, size_t i) {
+    const block_meta_t *b = &((const blocks_txn_t *)ctx)->b[i];
+    sqlite3_bind_int64(st, 1, b->id);
+    sqlite3_bind_text(st, 2, b->tenant, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, b->path, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 4, b->min_time);
+    sqlite3_bind_int64(st, 5, b->max_time);
+    sqlite3_bind_int64(st, 6, b->profiles);
+    sqlite3_bind_int64(st, 7, b->samples);
+    sqlite3_bind_int64(st, 8, b->bytes);
+}
+
+static void bind_checkpoint(sqlite3_stmt *st, const void *ctx, size_t i) {
+    (void)i;
+    sqlite3_bind_int64(st, 1, ((const blocks_txn_t *)ctx)->wal_segment);
+}
+
+static void bind_block_id(sqlite3_stmt *st, const void *ctx, size_t i) {
+    sqlite3_bind_int64(st, 1, ((const blocks_txn_t *)ctx)->ids[i]);
+}
+
+static int insert_blocks(sqlite3 *db, const void *ctx) {
+    const blocks_txn_t *t = ctx;
+    if (each_row(db, "INSERT INTO blocks VALUES(?,?,?,?,?,?,?,?)", t->n, bind_block, t)) return -1;
+    return each_row(db, "INSERT OR REPLACE INTO meta VALUES('wal_checkpoint', ?)", 1, bind_checkpoint, t);
+}
+
+static int delete_blocks(sqlite3 *db, const void *ctx) {
+    const blocks_txn_t *t = ctx;
+    return each_row(db, "DELETE FROM blocks WHERE id = ?", t->n, bind_block_id, t);
+}
+
+int index_commit_blocks(index_t *ix, const block_meta_t *b, size_t n, uint32_t wal_segment, hr_err_t *err) {
+    blocks_txn_t t = {b, NULL, n, wal_segment};
     pthread_mutex_lock(&ix->mu);
-    int rc = -1;
-    sqlite3_stmt *st = NULL, *mst = NULL;
-    if (sqlite3_exec(ix->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
-        sql_fail(ix, err, "begin");
-        goto out;
-    }
-    if (sqlite3_prepare_v2(ix->db, "INSERT INTO blocks VALUES(?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(ix->db, "INSERT OR REPLACE INTO meta VALUES('wal_checkpoint', ?)", -1, &mst,
-                           NULL) != SQLITE_OK)
-        goto rollback;
-    for (size_t i = 0; i < n; i++) {
-        sqlite3_reset(st);
-        sqlite3_bind_int64(st, 1, b[i].id);
-        sqlite3_bind_text(st, 2, b[i].tenant, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 3, b[i].path, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(st, 4, b[i].min_time);
-        sqlite3_bind_int64(st, 5, b[i].max_time);
-        sqlite3_bind_int64(st, 6, b[i].profiles);
-        sqlite3_bind_int64(st, 7, b[i].samples);
-        sqlite3_bind_int64(st, 8, b[i].bytes);
-        if (sqlite3_step(st) != SQLITE_DONE) goto rollback;
-    }
-    sqlite3_bind_int64(mst, 1, wal_segment);
-    if (sqlite3_step(mst) != SQLITE_DONE) goto rollback;
-    if (sqlite3_exec(ix->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) goto rollback;
-    ix->wal_checkpoint = wal_segment;
-    rc = 0;
-    goto out;
-rollback:
-    sql_fail(ix, err, "commit blocks");
-    sqlite3_exec(ix->db, "ROLLBACK", NULL, NULL, NULL);
-out:
-    sqlite3_finalize(st);
-    sqlite3_finalize(mst);
+    int rc = in_txn(ix, "commit blocks", insert_blocks, &t, err);
+    if (rc == 0) ix->wal_checkpoint = wal_segment;
     pthread_mutex_unlock(&ix->mu);
     return rc;
 }
 
 int index_remove_blocks(index_t *ix, const int64_t *ids, size_t n, hr_err_t *err) {
+    blocks_txn_t t = {NULL, ids, n, 0};
     pthread_mutex_lock(&ix->mu);
-    sqlite3_stmt *st = NULL;
-    int rc = -1;
-    if (sqlite3_exec(ix->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
-        sql_fail(ix, err, "begin");
-        goto out;
-    }
-    if (sqlite3_prepare_v2(ix->db, "DELETE FROM blocks WHERE id = ?", -1, &st, NULL) != SQLITE_OK) goto rollback;
-    for (size_t i = 0; i < n; i++) {
-        sqlite3_reset(st);
-        sqlite3_bind_int64(st, 1, ids[i]);
-        if (sqlite3_step(st) != SQLITE_DONE) goto rollback;
-    }
-    if (sqlite3_exec(ix->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) goto rollback;
-    rc = 0;
-    goto out;
-rollback:
-    sql_fail(ix, err, "delete blocks");
-    sqlite3_exec(ix->db, "ROLLBACK", NULL, NULL, NULL);
-out:
-    sqlite3_finalize(st);
+    int rc = in_txn(ix, "delete blocks", delete_blocks, &t, err);
     pthread_mutex_unlock(&ix->mu);
     return rc;
 }
