@@ -845,6 +845,10 @@ def pyroscope_connect_push_api_proto_and_json():
             st, b, _ = srv.request("POST", path, body, {"Content-Type": ctype})
             err = json.loads(b)
             assert st == want and err["code"] and err["message"], (ctype, st, b)
+        body, headers = multipart([("profile", open(cpu, "rb").read())])
+        for p in (path, "/api/profiles/writeraw"):
+            st, b, _ = srv.request("POST", p, body, headers)
+            assert st == 415 and json.loads(b)["code"] == "invalid_argument", (p, st, b)
         # Nothing bad was stored; the good data is intact after a restart (WAL replay of push records).
         srv.stop(signal.SIGKILL)
         srv.start()
