@@ -99,10 +99,10 @@ static size_t tree_depth(const tree_t *t, size_t *depth) {
     return max;
 }
 
-void render_metadata(const merge_result_t *r, buf_t *out) {
+void render_metadata(const merge_result_t *r, const char *format, buf_t *out) {
     long long rate;
     const char *units = ptype_units(&r->type, &rate);
-    buf_printf(out, "{\"format\":\"single\",\"spyName\":\"\",\"sampleRate\":%lld,\"units\":", rate);
+    buf_printf(out, "{\"format\":\"%s\",\"spyName\":\"\",\"sampleRate\":%lld,\"units\":", format, rate);
     jsonw_str(out, units);
     buf_printf(out, ",\"name\":");
     jsonw_str(out, r->type.sample_type);
@@ -149,7 +149,7 @@ int render_flamegraph(const tree_t *t, const merge_result_t *r, size_t max_nodes
     }
     buf_printf(out, "],\"numTicks\":%lld,\"maxSelf\":%lld},\"metadata\":", (long long)t->n[0].total,
                (long long)f.max_self);
-    render_metadata(r, out);
+    render_metadata(r, "single", out);
     buf_printf(out, ",\"timeline\":");
     render_timeline(r, out);
     buf_printf(out, ",\"groups\":null,\"heatmap\":null}");

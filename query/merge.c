@@ -197,6 +197,8 @@ int merge_run(store_t *st, const merge_query_t *q, merge_result_t *r, hr_err_t *
     scan_ctx_t c = {.q = q, .r = r};
     c.bits = merge_select_series(st, q->tenant, q->sel, &c.nbits);
     if (!c.bits) return hr_fail(err, HR_ENOMEM, "out of memory");
+    if (q->series_only)
+        for (uint32_t i = 0; i < c.nbits; i++) c.bits[i] = c.bits[i] && i == q->series_only;
     int rc = 0;
     if (r->gauge) {
         c.pass = 1;

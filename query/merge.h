@@ -24,6 +24,7 @@ typedef struct {
     int64_t from, until;   /* ns, inclusive */
     int64_t step;          /* timeline bucket width in ns; 0 = no timeline */
     int want_stacks;       /* 0 = totals and timeline only */
+    uint32_t series_only;  /* nonzero: of the selected series, only this one (single-profile view) */
 } merge_query_t;
 
 typedef struct {

@@ -7,6 +7,7 @@
  *   top:        functions by self value, with totals counted once per stack
  *   folded:     `root;...;leaf value` lines
  *   dataframe:  the nested-set table Grafana's flame graph panel reads
+ *   diff:       the "double" flamebearer of two merges
  *   pprof:      a gzipped profile.proto that go tool pprof opens
  *   timeseries: totals per step */
 #ifndef HEARTH_RENDER_H
@@ -32,7 +33,11 @@ int render_dataframe(const tree_t *t, const merge_result_t *r, buf_t *out);
 int render_pprof(const merge_result_t *r, int64_t from, int64_t until, buf_t *out, hr_err_t *err);
 void render_timeseries(const merge_result_t *r, buf_t *out);
 
-/* Shared by flamegraph and timeseries: the metadata object for r. */
-void render_metadata(const merge_result_t *r, buf_t *out);
+/* Pyroscope's "double" flamebearer of two merges of the same profile type (see
+ * diff.c); metadata comes from lm. */
+int render_diff(const tree_t *left, const merge_result_t *lm, const tree_t *right, size_t max_nodes, buf_t *out);
+/* Shared by the flame graph renderers: the metadata object for r, with format
+ * "single" or "double". */
+void render_metadata(const merge_result_t *r, const char *format, buf_t *out);
 
 #endif

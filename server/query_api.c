@@ -73,12 +73,12 @@ static void reply_buf(http_resp_t *resp, const char *ctype, buf_t *b) {
 
 /* Merges the selection and renders format into resp. */
 static void run_merge(app_t *a, http_req_t *req, http_resp_t *resp, const selector_t *sel, const range_t *r,
-                      const char *format, long long max_nodes) {
+                      const char *format, long long max_nodes, uint32_t series_only) {
     int64_t t0 = time_now_ns();
     int is_pprof = !strcmp(format, "pprof"), is_fg = !strcmp(format, "flamegraph") || !strcmp(format, "json");
     if (!is_pprof && !is_fg && strcmp(format, "top") && strcmp(format, "folded") && strcmp(format, "dataframe"))
         return http_error(resp, 400, "unknown format `%s`: use flamegraph, top, folded, dataframe or pprof", format);
-    merge_query_t q = {req->tenant, sel, r->from, r->until, is_fg ? auto_step(r) : 0, 1};
+    merge_query_t q = {req->tenant, sel, r->from, r->until, is_fg ? auto_step(r) : 0, 1, series_only};
     merge_result_t m;
     hr_err_t err = {0};
     buf_t out;
@@ -109,15 +109,98 @@ static void run_merge(app_t *a, http_req_t *req, http_resp_t *resp, const select
     reply_buf(resp, strcmp(format, "folded") ? "application/json" : "text/plain; charset=utf-8", &out);
 }
 
+/* `profile=SERIES-TIME_NS` names one stored profile, as /api/v1/profiles lists it;
+ * it replaces the time range. Returns 0, 1 (not given) or -1 (resp set). */
+static int parse_profile_id(http_req_t *req, uint32_t *series, range_t *r, http_resp_t *resp) {
+    const char *v = http_arg(req, "profile");
+    if (!v || !*v) return 1;
+    char *end;
+    unsigned long s = strtoul(v, &end, 10);
+    long long t = *end == '-' ? strtoll(end + 1, &end, 10) : 0;
+    if (*end || !s || s > UINT32_MAX || t <= 0)
+        return http_error(resp, 400, "bad `profile` id `%s`: use an id from /api/v1/profiles (SERIES-TIME_NS)", v), -1;
+    *series = (uint32_t)s;
+    r->from = r->until = t;
+    return 0;
+}
+
 void api_query(app_t *a, http_req_t *req, http_resp_t *resp) {
     selector_t sel;
     range_t r;
+    uint32_t series = 0;
     const char *format = http_arg(req, "format");
     long long max_nodes = num_arg(req, "max_nodes", RENDER_DEFAULT_MAX_NODES);
     if (max_nodes < 0) return http_error(resp, 400, "`max_nodes` must be a non-negative integer");
-    if (parse_selector(req, "query", 1, &sel, resp) == 0 && parse_range(req, "from", "until", HOUR_NS, &r, resp) == 0)
-        run_merge(a, req, resp, &sel, &r, format && *format ? format : "flamegraph", max_nodes);
+    if (parse_selector(req, "query", 1, &sel, resp) == 0 && parse_range(req, "from", "until", HOUR_NS, &r, resp) == 0 &&
+        parse_profile_id(req, &series, &r, resp) >= 0)
+        run_merge(a, req, resp, &sel, &r, format && *format ? format : "flamegraph", max_nodes, series);
     selector_destroy(&sel);
+}
+
+/* ---- diff: two merges in one "double" flame graph ---- */
+
+typedef struct {
+    const char *query, *from, *until; /* parameter names of one side */
+} side_keys_t;
+
+typedef struct {
+    selector_t sel;
+    range_t r;
+    merge_result_t m;
+    tree_t t;
+} side_t;
+
+/* Parses and merges one side; 0 or -1 (resp set). A missing query falls back to
+ * the other side's (fallback), so "same selection, two ranges" needs one query. */
+static int run_side(app_t *a, http_req_t *req, http_resp_t *resp, const side_keys_t *k, const char *fallback,
+                    side_t *s) {
+    hr_err_t err = {0};
+    const char *q = http_arg(req, k->query);
+    if ((!q || !*q) && fallback && *fallback) q = fallback;
+    if (!q || !*q) return http_error(resp, 400, "missing `%s`", k->query), -1;
+    if (selector_parse(q, &s->sel, &err)) return http_error_from(resp, &err), -1;
+    if (parse_range(req, k->from, k->until, HOUR_NS, &s->r, resp)) return -1;
+    merge_query_t mq = {req->tenant, &s->sel, s->r.from, s->r.until, 0, 1, 0};
+    if (merge_run(a->store, &mq, &s->m, &err) || tree_build(&s->t, &s->m, &err)) return http_error_from(resp, &err), -1;
+    return 0;
+}
+
+static void run_diff(app_t *a, http_req_t *req, http_resp_t *resp, const side_keys_t *lk, const side_keys_t *rk,
+                     const char *shared_query, long long max_nodes) {
+    int64_t t0 = time_now_ns();
+    side_t l = {0}, r = {0};
+    const char *lq = http_arg(req, lk->query);
+    if (!lq || !*lq) lq = shared_query;
+    int rc = -1;
+    if (max_nodes < 0) {
+        http_error(resp, 400, "`max_nodes` must be a non-negative integer");
+    } else if (run_side(a, req, resp, lk, shared_query, &l) == 0 && run_side(a, req, resp, rk, lq, &r) == 0) {
+        if (strcmp(l.m.type_id, r.m.type_id)) {
+            http_error(resp, 400, "left and right must select the same profile type (%s vs %s)", l.m.type_id, r.m.type_id);
+        } else {
+            buf_t out;
+            buf_init(&out);
+            if ((rc = render_diff(&l.t, &l.m, &r.t, (size_t)max_nodes, &out)) == 0) reply_buf(resp, "application/json", &out);
+            else buf_free(&out), http_error(resp, 500, "out of memory rendering the diff");
+        }
+    }
+    side_t *sides[2] = {&l, &r};
+    for (int i = 0; i < 2; i++) {
+        tree_destroy(&sides[i]->t);
+        merge_result_destroy(&sides[i]->m);
+        selector_destroy(&sides[i]->sel);
+    }
+    metrics_query(&a->metrics, (double)(time_now_ns() - t0) / 1e9, rc != 0);
+}
+
+void api_diff(app_t *a, http_req_t *req, http_resp_t *resp) {
+    side_keys_t l = {"left_query", "left_from", "left_until"}, r = {"right_query", "right_from", "right_until"};
+    run_diff(a, req, resp, &l, &r, http_arg(req, "query"), num_arg(req, "max_nodes", RENDER_DEFAULT_MAX_NODES));
+}
+
+void api_pyroscope_render_diff(app_t *a, http_req_t *req, http_resp_t *resp) {
+    side_keys_t l = {"leftQuery", "leftFrom", "leftUntil"}, r = {"rightQuery", "rightFrom", "rightUntil"};
+    run_diff(a, req, resp, &l, &r, NULL, num_arg(req, "maxNodes", num_arg(req, "max-nodes", RENDER_DEFAULT_MAX_NODES)));
 }
 
 void api_pyroscope_render(app_t *a, http_req_t *req, http_resp_t *resp) {
@@ -128,7 +211,7 @@ void api_pyroscope_render(app_t *a, http_req_t *req, http_resp_t *resp) {
     long long max_nodes = num_arg(req, "maxNodes", num_arg(req, "max-nodes", RENDER_DEFAULT_MAX_NODES));
     if (max_nodes < 0) return http_error(resp, 400, "`maxNodes` must be a non-negative integer");
     if (parse_selector(req, "query", 1, &sel, resp) == 0 && parse_range(req, "from", "until", HOUR_NS, &r, resp) == 0)
-        run_merge(a, req, resp, &sel, &r, "flamegraph", max_nodes);
+        run_merge(a, req, resp, &sel, &r, "flamegraph", max_nodes, 0);
     selector_destroy(&sel);
 }
 
@@ -151,7 +234,7 @@ void api_timeseries(app_t *a, http_req_t *req, http_resp_t *resp) {
         if (step < 1000000) step = 1000000;
     }
     int64_t t0 = time_now_ns();
-    merge_query_t q = {req->tenant, &sel, r.from, r.until, step, 0};
+    merge_query_t q = {req->tenant, &sel, r.from, r.until, step, 0, 0};
     merge_result_t m;
     hr_err_t err = {0};
     int rc = merge_run(a->store, &q, &m, &err);
@@ -305,4 +388,54 @@ void api_pyroscope_labels(app_t *a, http_req_t *req, http_resp_t *resp) {
     json_t *arr = sorted(set, 1);
     json_decref(set);
     reply_json(resp, arr);
+}
+
+/* ---- single profiles: the stored profiles of a selection, newest first ---- */
+
+static void add_labels_by_id(void *ctx, const series_t *s) {
+    char id[16];
+    json_t *labels = json_object();
+    for (size_t i = 0; i < s->labels.n; i++) json_object_set_new(labels, s->labels.v[i].name, json_string(s->labels.v[i].value));
+    snprintf(id, sizeof id, "%u", s->id);
+    json_object_set_new(ctx, id, labels);
+}
+
+static json_t *profiles_json(const catalog_profile_t *p, size_t n, json_t *labels) {
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++) {
+        char id[48], sid[16];
+        snprintf(id, sizeof id, "%u-%lld", p[i].series, (long long)p[i].time_ns);
+        snprintf(sid, sizeof sid, "%u", p[i].series);
+        json_t *l = json_object_get(labels, sid);
+        json_array_append_new(arr, json_pack("{s:s,s:I,s:I,s:O,s:I}", "id", id, "timestamp",
+                                             (json_int_t)(p[i].time_ns / 1000000), "series", (json_int_t)p[i].series,
+                                             "labels", l ? l : json_null(), "total", (json_int_t)p[i].total));
+    }
+    return arr;
+}
+
+void api_profiles(app_t *a, http_req_t *req, http_resp_t *resp) {
+    selector_t sel;
+    range_t r;
+    long long limit = num_arg(req, "limit", 100);
+    if (limit <= 0 || limit > 10000) return http_error(resp, 400, "`limit` must be 1..10000");
+    if (parse_selector(req, "query", 1, &sel, resp) || parse_range(req, "from", "until", HOUR_NS, &r, resp))
+        return selector_destroy(&sel);
+    catalog_profile_t *p;
+    size_t n;
+    hr_err_t err = {0};
+    json_t *labels = json_object();
+    if (catalog_profiles(a->store, req->tenant, &sel, r.from, r.until, &p, &n, &err) ||
+        catalog_series(a->store, req->tenant, &sel, 0, 0, 0, add_labels_by_id, labels, &err)) {
+        json_decref(labels);
+        selector_destroy(&sel);
+        return http_error_from(resp, &err);
+    }
+    size_t shown = n < (size_t)limit ? n : (size_t)limit;
+    json_t *doc = json_pack("{s:o,s:I,s:b,s:s}", "profiles", profiles_json(p, shown, labels), "count", (json_int_t)n,
+                            "truncated", n > shown, "profileType", sel.profile_type);
+    free(p);
+    json_decref(labels);
+    selector_destroy(&sel);
+    reply_json(resp, doc);
 }

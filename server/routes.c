@@ -157,6 +157,8 @@ void app_route(void *app, http_req_t *req, http_resp_t *resp) {
         return http_reply(resp, 200, "application/json", &b);
     }
     if (is(req, "/api/v1/timeseries")) return limited_query(a, req, resp, api_timeseries);
+    if (is(req, "/api/v1/diff")) return limited_query(a, req, resp, api_diff);
+    if (is(req, "/api/v1/profiles")) return limited_query(a, req, resp, api_profiles);
     if (is(req, "/api/v1/series")) return api_series(a, req, resp);
     if (is(req, "/api/v1/profile-types")) return api_profile_types(a, req, resp);
     if (is(req, "/api/v1/labels")) return api_labels(a, req, resp, NULL);
@@ -174,6 +176,8 @@ void app_route(void *app, http_req_t *req, http_resp_t *resp) {
         }
     }
     if (is(req, "/pyroscope/render") || is(req, "/render")) return limited_query(a, req, resp, api_pyroscope_render);
+    if (is(req, "/pyroscope/render-diff") || is(req, "/render-diff"))
+        return limited_query(a, req, resp, api_pyroscope_render_diff);
     if (is(req, "/pyroscope/label-values") || is(req, "/label-values")) return api_pyroscope_label_values(a, req, resp);
     if (is(req, "/pyroscope/labels") || is(req, "/labels")) return api_pyroscope_labels(a, req, resp);
     if (!strncmp(req->url, "/api/", 5)) return http_error(resp, 404, "no such endpoint: %s", req->url);

@@ -45,7 +45,7 @@ static char *render(store_t *s, const char *sel_text, int64_t from, int64_t unti
         fprintf(stderr, "selector: %s\n", err.msg);
         return NULL;
     }
-    merge_query_t q = {"anonymous", &sel, from * S, until * S, 0, 1};
+    merge_query_t q = {"anonymous", &sel, from * S, until * S, 0, 1, 0};
     merge_result_t m;
     tree_t t = {0};
     buf_t out;
@@ -204,7 +204,7 @@ void test_pprof_output(void) {
     free(d);
     selector_t sel;
     selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds", &sel, &err);
-    merge_query_t q = {"anonymous", &sel, 0, 200 * S, 0, 1};
+    merge_query_t q = {"anonymous", &sel, 0, 200 * S, 0, 1, 0};
     merge_result_t m;
     CHECK(merge_run(s, &q, &m, &err) == 0);
     buf_t out;

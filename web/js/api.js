@@ -1,0 +1,59 @@
+// api.js - the REST client the UI uses: the same public endpoints scripts use.
+//
+// Every call rejects with an ApiError carrying the server's JSON `error` message,
+// so views can show what went wrong (bad selector, no such type, server down).
+
+export class ApiError extends Error {
+  constructor(message, status) { super(message); this.status = status; }
+}
+
+export class Api {
+  // tenant: sent as X-Scope-OrgID when set (servers run with --multitenancy);
+  // token: sent as a bearer token when set (servers run with --auth-file).
+  constructor({ tenant = '', token = '' } = {}) { this.tenant = tenant; this.token = token; }
+
+  headers() {
+    const h = {};
+    if (this.tenant) h['X-Scope-OrgID'] = this.tenant;
+    if (this.token) h['Authorization'] = 'Bearer ' + this.token;
+    return h;
+  }
+
+  url(path, params) {
+    const q = new URLSearchParams();
+    for (const [k, v] of Object.entries(params || {})) if (v !== undefined && v !== null && v !== '') q.set(k, v);
+    const s = q.toString();
+    return s ? `${path}?${s}` : path;
+  }
+
+  async get(path, params) {
+    let resp;
+    try {
+      resp = await fetch(this.url(path, params), { headers: this.headers() });
+    } catch (e) {
+      throw new ApiError(`cannot reach the server (${e.message})`, 0);
+    }
+    const text = await resp.text();
+    let body;
+    try { body = JSON.parse(text); } catch { body = null; }
+    if (!resp.ok) throw new ApiError((body && body.error) || `HTTP ${resp.status}: ${text.slice(0, 200)}`, resp.status);
+    if (body === null) throw new ApiError(`the server sent something that is not JSON from ${path}`, resp.status);
+    return body;
+  }
+
+  profileTypes() { return this.get('/api/v1/profile-types'); }
+  labelNames(query, from, until) { return this.get('/api/v1/labels', { query, from, until }); }
+  labelValues(name, query, from, until) {
+    return this.get(`/api/v1/labels/${encodeURIComponent(name)}/values`, { query, from, until });
+  }
+  flamegraph(query, from, until, profile) {
+    return this.get('/api/v1/query', { query, from, until, profile, format: 'flamegraph' });
+  }
+  top(query, from, until, profile) { return this.get('/api/v1/query', { query, from, until, profile, format: 'top' }); }
+  timeseries(query, from, until) { return this.get('/api/v1/timeseries', { query, from, until }); }
+  profiles(query, from, until, limit) { return this.get('/api/v1/profiles', { query, from, until, limit }); }
+  diff(p) { return this.get('/api/v1/diff', p); }
+  pprofUrl(query, from, until, profile) {
+    return this.url('/api/v1/query', { query, from, until, profile, format: 'pprof' });
+  }
+}

@@ -1,0 +1,445 @@
+// app.js - the Hearth UI: query bar, chart, flame graph, table, diff, single profiles, embed.
+//
+// All state lives in the URL (query, from, until, view, ...), so a link reproduces a
+// view and the back button works. The UI only calls the public REST API (api.js).
+
+import { Api, ApiError } from './api.js';
+import { FlameGraph } from './flamegraph.js';
+import { TimeSeries } from './timeseries.js';
+import { TopTable } from './table.js';
+import { formatTime, formatValue, percent, sampleUnit } from './format.js';
+
+const $ = (id) => document.getElementById(id);
+const EMBED = location.pathname.replace(/\/+$/, '') === '/embed';
+const PRESETS = [['5m', 'Last 5 minutes'], ['15m', 'Last 15 minutes'], ['1h', 'Last hour'], ['6h', 'Last 6 hours'],
+                 ['24h', 'Last 24 hours'], ['7d', 'Last 7 days']];
+
+// ---- URL state ----
+
+const URL_KEYS = { query: 'query', from: 'from', until: 'until', view: 'view', show: 'show', mode: 'mode',
+  search: 'search', profile: 'profile', tenant: 'tenant', theme: 'theme', rightQuery: 'right_query',
+  leftFrom: 'left_from', leftUntil: 'left_until', rightFrom: 'right_from', rightUntil: 'right_until', cmp: 'cmp' };
+// Values equal to these are left out of the URL, to keep links short.
+const DEFAULTS = { from: 'now-1h', until: 'now', view: EMBED ? 'flamegraph' : 'single', show: 'both', mode: 'icicle',
+  leftFrom: 'now-2h', leftUntil: 'now-1h', rightFrom: 'now-1h', rightUntil: 'now', cmp: 'relative' };
+
+function readState() {
+  const p = new URLSearchParams(location.search);
+  const s = {};
+  for (const [k, name] of Object.entries(URL_KEYS)) s[k] = p.get(name) || DEFAULTS[k] || '';
+  return s;
+}
+
+function writeState(s, replace) {
+  const p = new URLSearchParams();
+  for (const [k, name] of Object.entries(URL_KEYS)) if (s[k] && s[k] !== DEFAULTS[k]) p.set(name, s[k]);
+  const url = `${location.pathname}${p.toString() ? '?' + p : ''}`;
+  if (url !== location.pathname + location.search) history[replace ? 'replaceState' : 'pushState'](null, '', url);
+}
+
+// ---- time ----
+
+const UNIT_MS = { s: 1e3, m: 60e3, h: 3600e3, d: 86400e3, w: 7 * 86400e3 };
+
+// Resolves the forms the server accepts (now, now-1h, unix s/ms/ns digits, RFC 3339) to ms.
+export function resolveTime(s, now = Date.now()) {
+  if (!s || s === 'now') return now;
+  const rel = /^now-(\d+)([smhdw])$/.exec(s);
+  if (rel) return now - Number(rel[1]) * UNIT_MS[rel[2]];
+  if (/^\d+$/.test(s)) {
+    if (s.length >= 19) return Math.floor(Number(s) / 1e6);
+    if (s.length >= 16) return Math.floor(Number(s) / 1e3);
+    if (s.length >= 13) return Number(s);
+    return Number(s) * 1000;
+  }
+  const t = Date.parse(s);
+  return Number.isNaN(t) ? now : t;
+}
+
+function splitQuery(q) {
+  const i = q.indexOf('{');
+  return i < 0 ? { type: q.trim(), sel: '' } : { type: q.slice(0, i).trim(), sel: q.slice(i).trim() };
+}
+
+// ---- the app ----
+
+class App {
+  constructor() {
+    this.state = readState();
+    this.api = new Api({ tenant: this.state.tenant, token: localStorage.getItem('hearth.token') || '' });
+    this.loadSeq = 0;
+    this.applyTheme();
+    document.body.classList.toggle('embed', EMBED);
+    this.fg = new FlameGraph($('graph-pane'), { onZoom: (path) => this.renderBreadcrumb(path) });
+    this.table = new TopTable($('table-pane'), { onPick: (name) => this.pickFunction(name) });
+    this.chart = new TimeSeries($('chart'), { onSelect: (a, b) => this.onChartSelect(a, b) });
+    this.bindControls();
+    window.addEventListener('popstate', () => { this.state = readState(); this.syncControls(); this.load(); });
+    window.__hearth = this; // for browser tests and the console
+  }
+
+  applyTheme() {
+    const t = this.state.theme || localStorage.getItem('hearth.theme') || 'light';
+    document.documentElement.dataset.theme = t;
+  }
+
+  set(patch, { replace = false, reload = true } = {}) {
+    Object.assign(this.state, patch);
+    writeState(this.state, replace);
+    this.syncControls();
+    if (reload) this.load();
+  }
+
+  // ---- controls ----
+
+  bindControls() {
+    if (EMBED) return;
+    const range = $('range');
+    for (const [k, label] of PRESETS) range.add(new Option(label, 'now-' + k));
+    range.add(new Option('Custom…', 'custom'));
+    range.addEventListener('change', () => {
+      if (range.value === 'custom') { $('custom').hidden = false; return; }
+      this.set({ from: range.value, until: 'now' });
+    });
+    $('custom-apply').addEventListener('click', () => {
+      const f = Date.parse($('from').value), u = Date.parse($('until').value);
+      if (Number.isNaN(f) || Number.isNaN(u) || u <= f) return this.showStatus('error', 'Pick a custom range whose end is after its start.');
+      this.set({ from: String(f), until: String(u) });
+    });
+    $('type').addEventListener('change', () => this.set({ query: $('type').value + this.selector(), profile: '' }));
+    $('refresh').addEventListener('click', () => this.applyQueryInput());
+    $('selector').addEventListener('keydown', (e) => this.onSelectorKey(e));
+    $('selector').addEventListener('input', () => this.suggest());
+    $('selector').addEventListener('focus', () => this.suggest());
+    $('selector').addEventListener('blur', () => setTimeout(() => { $('suggest').hidden = true; }, 150));
+    document.querySelectorAll('.tabs a').forEach((a) => a.addEventListener('click', (e) => {
+      e.preventDefault();
+      this.set({ view: a.dataset.view, profile: '' });
+    }));
+    $('search').addEventListener('input', () => {
+      this.fg.setSearch($('search').value);
+      this.table.setSelected('');
+      this.set({ search: $('search').value }, { replace: true, reload: false });
+      this.renderMatch();
+    });
+    $('mode').addEventListener('click', () => this.set({ mode: this.state.mode === 'icicle' ? 'flame' : 'icicle' }, { reload: false }));
+    $('reset-zoom').addEventListener('click', () => this.fg.resetZoom());
+    $('show').addEventListener('change', () => this.set({ show: $('show').value }, { reload: false }));
+    $('cmp').addEventListener('change', () => this.set({ cmp: $('cmp').value }, { reload: false }));
+    $('theme-toggle').addEventListener('click', () => {
+      const t = document.documentElement.dataset.theme === 'dark' ? 'light' : 'dark';
+      localStorage.setItem('hearth.theme', t);
+      this.set({ theme: '' }, { reload: false });
+      document.documentElement.dataset.theme = t;
+      this.chart.render();
+    });
+    $('diff-apply').addEventListener('click', () => this.set({
+      leftFrom: $('left-from').value, leftUntil: $('left-until').value,
+      rightFrom: $('right-from').value, rightUntil: $('right-until').value,
+      rightQuery: $('right-query').value.trim() }));
+    $('download').addEventListener('click', (e) => { e.preventDefault(); this.downloadPprof(); });
+    $('single-back').addEventListener('click', () => this.set({ profile: '' }));
+  }
+
+  selector() { return $('selector').value.trim(); }
+
+  applyQueryInput() {
+    const sel = this.selector();
+    if (sel && !sel.startsWith('{')) return this.showStatus('error', 'Write label matchers in braces, e.g. {service_name="api", env="prod"}.');
+    this.set({ query: ($('type').value || splitQuery(this.state.query).type) + sel });
+  }
+
+  syncControls() {
+    const s = this.state;
+    document.documentElement.dataset.view = s.view;
+    document.documentElement.dataset.show = s.show;
+    this.fg.setMode(s.mode);
+    this.fg.setDiffMode(s.cmp);
+    if (EMBED) return;
+    const { type, sel } = splitQuery(s.query);
+    if ($('type').value !== type && [...$('type').options].some((o) => o.value === type)) $('type').value = type;
+    if (document.activeElement !== $('selector')) $('selector').value = sel;
+    const preset = [...$('range').options].find((o) => o.value === s.from && s.until === 'now');
+    $('range').value = preset ? preset.value : 'custom';
+    $('custom').hidden = !!preset;
+    if (!preset) {
+      $('from').value = toLocalInput(resolveTime(s.from));
+      $('until').value = toLocalInput(resolveTime(s.until));
+    }
+    document.querySelectorAll('.tabs a').forEach((a) => a.classList.toggle('active', a.dataset.view === s.view));
+    $('mode').textContent = s.mode === 'icicle' ? 'Icicle ▾' : 'Flame ▴';
+    $('show').value = s.show;
+    $('cmp').value = s.cmp;
+    $('search').value = s.search;
+    $('left-from').value = s.leftFrom; $('left-until').value = s.leftUntil;
+    $('right-from').value = s.rightFrom; $('right-until').value = s.rightUntil;
+    $('right-query').value = s.rightQuery;
+  }
+
+  // ---- label autocomplete: names after `{` or `,`, values inside quotes ----
+
+  async suggest() {
+    const input = $('selector'), list = $('suggest');
+    const before = input.value.slice(0, input.selectionStart);
+    const type = $('type').value;
+    const valueCtx = /([A-Za-z_][\w.]*)\s*(?:=~|!=|!~|=)\s*"([^"]*)$/.exec(before);
+    const nameCtx = /(?:^|[{,])\s*([A-Za-z_][\w.]*)?$/.exec(before);
+    let items = [], prefix = '';
+    try {
+      if (valueCtx) {
+        prefix = valueCtx[2];
+        const r = await this.api.labelValues(valueCtx[1], type, this.state.from, this.state.until);
+        items = r.values.map((v) => ({ text: v, insert: v.slice(prefix.length) + '"' }));
+      } else if (nameCtx && (before.includes('{') || before === '')) {
+        prefix = nameCtx[1] || '';
+        const r = await this.api.labelNames(type, this.state.from, this.state.until);
+        items = r.names.map((n) => ({ text: n, insert: (before === '' ? '{' : '') + n.slice(prefix.length) + '="' }));
+      }
+    } catch { items = []; }
+    items = items.filter((it) => it.text.startsWith(prefix) && it.text !== prefix || (valueCtx && it.text.startsWith(prefix)));
+    list.replaceChildren(...items.slice(0, 50).map((it, k) => {
+      const li = document.createElement('li');
+      li.textContent = it.text;
+      if (k === 0) li.className = 'active';
+      li.addEventListener('mousedown', (e) => { e.preventDefault(); this.complete(it); });
+      return li;
+    }));
+    this.suggestions = items.slice(0, 50);
+    list.hidden = items.length === 0 || document.activeElement !== input;
+  }
+
+  complete(it) {
+    const input = $('selector'), at = input.selectionStart;
+    let v = input.value.slice(0, at) + it.insert + input.value.slice(at);
+    if (v.startsWith('{') && !v.includes('}')) v += '}';
+    input.value = v;
+    const pos = at + it.insert.length;
+    input.setSelectionRange(pos, pos);
+    this.suggest();
+  }
+
+  onSelectorKey(e) {
+    const list = $('suggest'), lis = [...list.children];
+    const cur = lis.findIndex((li) => li.classList.contains('active'));
+    if (!list.hidden && (e.key === 'ArrowDown' || e.key === 'ArrowUp')) {
+      e.preventDefault();
+      const next = (cur + (e.key === 'ArrowDown' ? 1 : lis.length - 1)) % lis.length;
+      lis.forEach((li, k) => li.classList.toggle('active', k === next));
+    } else if (e.key === 'Tab' && !list.hidden && cur >= 0) {
+      e.preventDefault();
+      this.complete(this.suggestions[cur]);
+    } else if (e.key === 'Enter') {
+      e.preventDefault();
+      list.hidden = true;
+      this.applyQueryInput();
+    } else if (e.key === 'Escape') {
+      list.hidden = true;
+    }
+  }
+
+  // ---- loading ----
+
+  showStatus(kind, text) {
+    const el = $('status');
+    el.className = 'status ' + kind;
+    el.textContent = text;
+    el.hidden = !text;
+  }
+
+  async init() {
+    this.syncControls();
+    if (!EMBED) {
+      try {
+        const r = await this.api.profileTypes();
+        const types = r.profileTypes.map((t) => t.id);
+        $('type').replaceChildren(...types.map((t) => new Option(t, t)));
+        if (!types.length) {
+          this.showStatus('empty', 'No profiles stored yet. Push one, e.g.: curl --data-binary @cpu.pb.gz "' + location.origin +
+            '/ingest?name=myapp&format=pprof"');
+          return;
+        }
+        const { type } = splitQuery(this.state.query);
+        if (!types.includes(type)) {
+          const cpu = types.find((t) => t.startsWith('process_cpu:')) || types[0];
+          this.state.query = cpu + splitQuery(this.state.query).sel;
+          writeState(this.state, true);
+        }
+        this.syncControls();
+      } catch (e) {
+        return this.showStatus('error', errorText(e));
+      }
+    }
+    await this.load();
+  }
+
+  async load() {
+    const s = this.state, seq = ++this.loadSeq;
+    if (!s.query) return this.showStatus('error', 'No query: add ?query=TYPE{labels} to the URL.');
+    this.showStatus('loading', 'Loading…');
+    try {
+      if (s.view === 'diff') await this.loadDiff(seq);
+      else if (s.view === 'profiles') await this.loadProfiles(seq);
+      else await this.loadSingle(seq);
+    } catch (e) {
+      if (seq === this.loadSeq) this.showStatus('error', errorText(e));
+    }
+  }
+
+  range() { return { from: resolveTime(this.state.from), until: resolveTime(this.state.until) }; }
+
+  async loadChart(query, from, until, bands) {
+    const ts = await this.api.timeseries(query, from, until);
+    return () => {
+      this.chart.setData(ts.points, sampleUnit(ts.profileType), { from: resolveTime(from), until: resolveTime(until) });
+      this.chart.setBands(bands || []);
+    };
+  }
+
+  async loadSingle(seq) {
+    const s = this.state, unit = sampleUnit(splitQuery(s.query).type);
+    const needGraph = !EMBED || s.view === 'flamegraph', needTable = !EMBED || s.view === 'table';
+    const needChart = !EMBED || s.view === 'timeseries';
+    const [fb, top, drawChart] = await Promise.all([
+      needGraph ? this.api.flamegraph(s.query, s.from, s.until, s.profile) : null,
+      needTable ? this.api.top(s.query, s.from, s.until, s.profile) : null,
+      needChart ? this.loadChart(s.query, s.from, s.until) : null]);
+    if (seq !== this.loadSeq) return;
+    if (drawChart) drawChart();
+    if (fb) this.fg.setData(fb, unit);
+    if (top) this.table.setData(top, unit);
+    if (fb) { this.fg.setSearch(s.search); this.renderMatch(); }
+    const total = fb ? fb.flamebearer.numTicks : top ? top.total : 1;
+    if (!EMBED) {
+      $('single-banner').hidden = !s.profile;
+      if (s.profile) $('single-info').textContent = `One profile: ${formatTime(Number(s.profile.split('-')[1]) / 1e6)}, ` +
+        `${fb.metadata.profiles} profile, total ${formatValue(fb.flamebearer.numTicks, unit)}`;
+      $('summary').textContent = fb ? `${fb.metadata.profiles} profiles, total ${formatValue(total, unit)} (${fb.metadata.aggregation})` : '';
+    }
+    if (!total && s.view !== 'timeseries') this.showStatus('empty', `No data: nothing matches ${s.query} in this time range.`);
+    else this.showStatus('', '');
+  }
+
+  async loadDiff(seq) {
+    const s = this.state, unit = sampleUnit(splitQuery(s.query).type);
+    const rq = s.rightQuery || s.query;
+    const lf = resolveTime(s.leftFrom), lu = resolveTime(s.leftUntil), rf = resolveTime(s.rightFrom), ru = resolveTime(s.rightUntil);
+    const from = String(Math.min(lf, rf)), until = String(Math.max(lu, ru));
+    const [doc, drawChart] = await Promise.all([
+      this.api.diff({ left_query: s.query, right_query: rq, left_from: s.leftFrom, left_until: s.leftUntil,
+                      right_from: s.rightFrom, right_until: s.rightUntil }),
+      this.loadChart(s.query, from, until, [{ from: lf, until: lu, color: 'rgba(60,120,230,0.18)' },
+                                            { from: rf, until: ru, color: 'rgba(230,120,40,0.22)' }])]);
+    if (seq !== this.loadSeq) return;
+    drawChart();
+    this.fg.setData(doc, unit);
+    this.fg.setSearch(s.search);
+    this.renderMatch();
+    const l = doc.leftTicks, r = doc.rightTicks;
+    $('summary').textContent = `Left ${formatValue(l, unit)}, right ${formatValue(r, unit)}` +
+      (l ? ` (${r >= l ? '+' : ''}${((100 * (r - l)) / l).toFixed(1)}%)` : '');
+    if (!l && !r) this.showStatus('empty', 'No data on either side of the comparison.');
+    else if (!l || !r) this.showStatus('empty', `No data on the ${l ? 'right' : 'left'} side: every frame shows as ${l ? 'gone' : 'new'}.`);
+    else this.showStatus('', '');
+  }
+
+  async loadProfiles(seq) {
+    const s = this.state, unit = sampleUnit(splitQuery(s.query).type);
+    const [list, drawChart] = await Promise.all([this.api.profiles(s.query, s.from, s.until, 500),
+                                                 this.loadChart(s.query, s.from, s.until)]);
+    if (seq !== this.loadSeq) return;
+    drawChart();
+    const rows = list.profiles.map((p) => {
+      const tr = document.createElement('tr');
+      const labels = Object.entries(p.labels || {}).map(([k, v]) => `${k}=${v}`).join(', ');
+      const cells = [formatTime(p.timestamp), labels, formatValue(p.total, unit)];
+      for (const c of cells) { const td = document.createElement('td'); td.textContent = c; tr.append(td); }
+      const act = document.createElement('td');
+      const open = document.createElement('button');
+      open.textContent = 'Open';
+      open.addEventListener('click', () => this.set({ view: 'single', profile: p.id }));
+      const dl = document.createElement('button');
+      dl.textContent = 'pprof';
+      dl.addEventListener('click', () => this.downloadPprof(p.id));
+      act.append(open, ' ', dl);
+      tr.append(act);
+      tr.dataset.id = p.id;
+      return tr;
+    });
+    $('profiles-body').replaceChildren(...rows);
+    $('profiles-note').textContent = list.truncated ? `Showing the newest ${list.profiles.length} of ${list.count} profiles.` :
+      `${list.count} profiles.`;
+    if (!list.count) this.showStatus('empty', `No profiles of ${s.query} in this time range.`);
+    else this.showStatus('', '');
+  }
+
+  // Fetched rather than linked so that tenant and token headers go along.
+  async downloadPprof(profile) {
+    const s = this.state;
+    try {
+      const resp = await fetch(this.api.pprofUrl(s.query, s.from, s.until, profile || s.profile), { headers: this.api.headers() });
+      if (!resp.ok) throw new ApiError((await resp.json().catch(() => ({}))).error || `HTTP ${resp.status}`, resp.status);
+      const a = document.createElement('a');
+      a.href = URL.createObjectURL(await resp.blob());
+      a.download = (profile ? `profile-${profile}` : 'merged') + '.pb.gz';
+      document.body.append(a);
+      a.click();
+      a.remove();
+    } catch (e) {
+      this.showStatus('error', errorText(e));
+    }
+  }
+
+  onChartSelect(a, b) {
+    if (this.state.view !== 'diff') return this.set({ from: String(a), until: String(b) });
+    const side = document.querySelector('input[name="drag-side"]:checked');
+    if (side && side.value === 'left') this.set({ leftFrom: String(a), leftUntil: String(b) });
+    else this.set({ rightFrom: String(a), rightUntil: String(b) });
+  }
+
+  pickFunction(name) {
+    this.fg.resetZoom();
+    this.fg.setSelected(name);
+    this.table.setSelected(name);
+    if (!EMBED) $('search').value = '';
+    this.renderMatch(name);
+  }
+
+  renderMatch() {
+    if (EMBED) return;
+    const m = this.fg.matchStats();
+    $('match').textContent = m ? `${m.count} matching frames, ${percent(m.value, m.total)} of total` : '';
+  }
+
+  renderBreadcrumb(path) {
+    if (EMBED) return;
+    const nav = $('breadcrumb');
+    const items = [{ d: 0, i: 0, name: 'total' }, ...path.filter((p) => p.d > 0)];
+    nav.replaceChildren(...items.map((p, k) => {
+      const a = document.createElement('a');
+      a.textContent = p.name;
+      a.href = '#';
+      a.addEventListener('click', (e) => { e.preventDefault(); this.fg.zoomTo(p.d, p.i); });
+      const span = document.createElement('span');
+      if (k) span.append(' › ');
+      span.append(a);
+      return span;
+    }));
+  }
+}
+
+function toLocalInput(ms) {
+  const d = new Date(ms - new Date(ms).getTimezoneOffset() * 60000);
+  return d.toISOString().slice(0, 16);
+}
+
+function errorText(e) {
+  if (e instanceof ApiError) {
+    if (e.status === 400) return `Bad request: ${e.message}`;
+    if (e.status === 401 || e.status === 403) return `Not allowed: ${e.message}`;
+    if (e.status === 0) return e.message;
+    return `Server error (${e.status}): ${e.message}`;
+  }
+  return `Error: ${e.message}`;
+}
+
+new App().init();
