@@ -308,6 +308,105 @@ def flamegraph_json_has_pyroscope_shape():
         assert sum(int(l.rsplit(" ", 1)[1]) for l in folded.splitlines()) == fb["numTicks"]
 
 
+def folded_of(srv, sel, frm, until):
+    """{stack: value} of a merge, from format=folded."""
+    text = srv.get("/api/v1/query", query=sel, format="folded", **{"from": frm, "until": until})[1].decode()
+    out = {}
+    for line in text.splitlines():
+        stack, _, v = line.rpartition(" ")
+        out[stack] = out.get(stack, 0) + int(v)
+    return out
+
+
+def diff_selves(doc):
+    """{stack: (left self, right self)} decoded from a double flamebearer, the way a renderer
+    nests it: a node's parent is the node above whose combined span holds its combined x."""
+    fb, out, above = doc["flamebearer"], {}, []
+    for level in fb["levels"]:
+        assert len(level) % 7 == 0
+        here, lx, rx = [], 0, 0
+        for i in range(0, len(level), 7):
+            lx += level[i]
+            rx += level[i + 3]
+            x, w = lx + rx, level[i + 1] + level[i + 4]
+            name = fb["names"][level[i + 6]]
+            parent = next((p for p in above if p[0] <= x < p[0] + max(p[1], 1)), None)
+            path = (parent[2] + ";" + name) if parent and parent[2] else ("" if not above else name)
+            here.append((x, w, path))
+            if path and (level[i + 2] or level[i + 5]):
+                l0, r0 = out.get(path, (0, 0))
+                out[path] = (l0 + level[i + 2], r0 + level[i + 5])
+            lx += level[i + 1]
+            rx += level[i + 4]
+        above = here
+    return out
+
+
+@test
+def diff_profiles_list_and_single_profiles():
+    files = [os.path.join(ARGS.testdata, "pprof", f"go-runtime-cpu-0{i}.pb.gz") for i in range(6)]
+    totals = [pprof_raw(f)[1][1] for f in files]
+    sel = CPU + '{service_name="shop"}'
+    with Server() as srv:
+        for i, f in enumerate(files):
+            env = "prod" if i % 2 else "canary"
+            assert srv.ingest(open(f, "rb").read(), name=f"shop{{env={env}}}", format="pprof",
+                              **{"from": T0 + 10 * i})[0] == 200
+        left, right = (T0 - 1, T0 + 25), (T0 + 26, T0 + 60)
+        d = srv.get_json("/api/v1/diff", query=sel, left_from=left[0], left_until=left[1], right_from=right[0],
+                         right_until=right[1], max_nodes=0)
+        assert d["metadata"]["format"] == "double" and d["flamebearer"]["names"][0] == "total"
+        assert d["leftTicks"] == sum(totals[:3]) and d["rightTicks"] == sum(totals[3:]), d["leftTicks"]
+        assert d["flamebearer"]["numTicks"] == d["leftTicks"] + d["rightTicks"]
+        # Each side of the diff is exactly that side's own merge, stack by stack.
+        got = diff_selves(d)
+        want_l, want_r = folded_of(srv, sel, *left), folded_of(srv, sel, *right)
+        assert {k: v[0] for k, v in got.items() if v[0]} == want_l
+        assert {k: v[1] for k, v in got.items() if v[1]} == want_r
+        # Pyroscope's route answers the same document; two label selections work too.
+        rd = srv.get_json("/pyroscope/render-diff", leftQuery=sel, leftFrom=left[0], leftUntil=left[1],
+                          rightQuery=sel, rightFrom=right[0], rightUntil=right[1], maxNodes=0)
+        assert rd == d
+        ab = srv.get_json("/api/v1/diff", left_query=CPU + '{env="canary"}', right_query=CPU + '{env="prod"}',
+                          left_from=T0 - 1, right_from=T0 - 1, left_until=T0 + 60, right_until=T0 + 60)
+        assert ab["leftTicks"] == sum(totals[0::2]) and ab["rightTicks"] == sum(totals[1::2])
+        small = srv.get_json("/api/v1/diff", query=sel, left_from=left[0], left_until=left[1],
+                             right_from=right[0], right_until=right[1], max_nodes=20)
+        assert sum(len(l) // 7 for l in small["flamebearer"]["levels"]) <= 20
+        assert small["leftTicks"] == d["leftTicks"]
+        # The single-profile list: newest first, totals add up to the merge, each opens alone.
+        lst = srv.get_json("/api/v1/profiles", query=sel, **{"from": T0 - 1, "until": T0 + 60})
+        ps = lst["profiles"]
+        assert lst["count"] == len(ps) and not lst["truncated"] and ps
+        assert [p["timestamp"] for p in ps] == sorted((p["timestamp"] for p in ps), reverse=True)
+        assert sum(p["total"] for p in ps) == sum(totals)
+        assert {p["labels"]["env"] for p in ps} == {"prod", "canary"}
+        for p in ps[:5]:
+            one = query(srv, sel, fmt="top", profile=p["id"])
+            assert one["total"] == p["total"] and one["profiles"] == 1, (p, one["total"])
+        newest = [p for p in ps if p["timestamp"] == (T0 + 50) * 1000]
+        assert sum(p["total"] for p in newest) == totals[5]
+        st, body = srv.get("/api/v1/query", query=sel, profile=newest[0]["id"], format="pprof")
+        pb = os.path.join(ARGS.tmp, "single.pb.gz")
+        open(pb, "wb").write(body)
+        assert st == 200 and pprof_raw(pb)[1] == [newest[0]["total"]]
+        trunc = srv.get_json("/api/v1/profiles", query=sel, limit=2, **{"from": T0 - 1, "until": T0 + 60})
+        assert len(trunc["profiles"]) == 2 and trunc["truncated"] and trunc["count"] == lst["count"]
+        # Bad input: clear 400s.
+        for path, params, needle in [
+            ("/api/v1/diff", dict(left_query=sel, right_query="memory:alloc_space:bytes:space:bytes"), "same profile type"),
+            ("/api/v1/diff", {}, "left_query"),
+            ("/api/v1/diff", dict(query=sel, left_from="yesterday"), "left_from"),
+            ("/pyroscope/render-diff", dict(rightQuery=sel), "leftQuery"),
+            ("/api/v1/query", dict(query=sel, profile="12"), "profile"),
+            ("/api/v1/query", dict(query=sel, profile="x-1"), "profile"),
+            ("/api/v1/profiles", dict(query=sel, limit="0"), "limit"),
+            ("/api/v1/profiles", {}, "query"),
+        ]:
+            st, body = srv.get(path, **params)
+            assert st == 400 and needle in json.loads(body)["error"], (path, params, st, body[:200])
+
+
 @test
 def labels_series_and_selectors():
     path = os.path.join(ARGS.testdata, "pprof", "go-runtime-cpu-00.pb.gz")
@@ -1003,6 +1102,11 @@ def tenants_are_isolated_on_every_read_endpoint():
             ("/api/v1/series", {}), ("/api/v1/profile-types", {}), ("/api/v1/labels", {}),
             ("/api/v1/labels/service_name/values", {}), ("/pyroscope/label-values", dict(label="service_name")),
             ("/pyroscope/labels", {}), ("/pyroscope/render", dict(query="alpha.cpu", **span)),
+            ("/api/v1/profiles", dict(query=CPU, **span)),
+            ("/api/v1/diff", dict(query=CPU, left_from=T0 - 10, left_until=T0 + 60, right_from=T0 - 10,
+                                  right_until=T0 + 60)),
+            ("/pyroscope/render-diff", dict(leftQuery="alpha.cpu", rightQuery="alpha.cpu", leftFrom=T0 - 10,
+                                            leftUntil=T0 + 60, rightFrom=T0 - 10, rightUntil=T0 + 60)),
         ]
         for path, params in checks:
             sa, ba = get(srv, "team-a", path, **params)

@@ -172,6 +172,66 @@ void test_max_nodes(void) {
     store_close(s);
 }
 
+/* Merges one selection over two ranges (seconds) and renders the diff. */
+static char *render_diff_of(store_t *s, const char *sel_text, int64_t lf, int64_t lu, int64_t rf, int64_t ru,
+                            size_t max_nodes) {
+    selector_t sel;
+    hr_err_t err = {0};
+    CHECK(selector_parse(sel_text, &sel, &err) == 0);
+    merge_query_t lq = {"anonymous", &sel, lf * S, lu * S, 0, 1, 0}, rq = {"anonymous", &sel, rf * S, ru * S, 0, 1, 0};
+    merge_result_t lm, rm;
+    tree_t lt = {0}, rt = {0};
+    buf_t out;
+    buf_init(&out);
+    CHECK(merge_run(s, &lq, &lm, &err) == 0 && tree_build(&lt, &lm, &err) == 0);
+    CHECK(merge_run(s, &rq, &rm, &err) == 0 && tree_build(&rt, &rm, &err) == 0);
+    CHECK(render_diff(&lt, &lm, &rt, max_nodes, &out) == 0);
+    buf_putc(&out, 0);
+    tree_destroy(&lt), tree_destroy(&rt);
+    merge_result_destroy(&lm), merge_result_destroy(&rm);
+    selector_destroy(&sel);
+    return (char *)buf_steal(&out, NULL);
+}
+
+static void check_diff_levels(const char *json, const char *want_levels, long long left, long long right) {
+    json_t *doc = json ? json_loads(json, 0, NULL) : NULL;
+    json_t *fb = json_object_get(doc, "flamebearer");
+    char *levels = json_dumps(json_object_get(fb, "levels"), JSON_COMPACT);
+    CHECK_STR(levels, want_levels);
+    CHECK_INT(json_integer_value(json_object_get(fb, "leftTicks")), left);
+    CHECK_INT(json_integer_value(json_object_get(fb, "rightTicks")), right);
+    CHECK_INT(json_integer_value(json_object_get(fb, "numTicks")), left + right);
+    CHECK_STR(json_string_value(json_object_get(json_object_get(doc, "metadata"), "format")), "double");
+    free(levels);
+    json_decref(doc);
+}
+
+void test_diff_layout(void) {
+    store_t *s = new_store("diff");
+    put_folded(s, "app.cpu", "a;b 3\na;c 1\n", 100, 0);
+    put_folded(s, "app.cpu", "a;c 2\nd 1\n", 150, 0);
+    const char *sel = "process_cpu:samples:count:cpu:nanoseconds";
+    /* total(4|3) > a(4|2) d(0|1); a > b(3|0) c(1|2). Each side keeps its own x. */
+    char *json = render_diff_of(s, sel, 0, 120, 140, 200, 0);
+    check_diff_levels(json, "[[0,4,0,0,3,0,0],[0,4,0,0,2,0,1,0,0,0,0,1,1,4],[0,3,3,0,0,0,2,0,1,1,0,2,2,3]]", 4, 3);
+    json_t *doc = json_loads(json, 0, NULL);
+    char *names = json_dumps(json_object_get(json_object_get(doc, "flamebearer"), "names"), JSON_COMPACT);
+    CHECK_STR(names, "[\"total\",\"a\",\"b\",\"c\",\"d\"]");
+    free(names);
+    json_decref(doc);
+    free(json);
+    /* Trimmed to 3 nodes by the larger share of either side: c and d fold into their
+     * parents' self, which comes first, so a and b shift right by it on each side. */
+    json = render_diff_of(s, sel, 0, 120, 140, 200, 3);
+    check_diff_levels(json, "[[0,4,0,0,3,1,0],[0,4,1,1,2,2,1],[1,3,3,3,0,0,2]]", 4, 3);
+    free(json);
+    /* An empty side still gives a well-formed document. */
+    json = render_diff_of(s, sel, 0, 120, 500, 600, 0);
+    check_diff_levels(json, "[[0,4,0,0,0,0,0],[0,4,0,0,0,0,1],[0,3,3,0,0,0,2,0,1,1,0,0,0,3]]", 4, 0);
+    free(json);
+    store_close(s);
+}
+
 void test_gauge_average(void) {
     store_t *s = new_store("gauge");
     /* Two snapshots of one process's heap average to one; two processes add up. */
