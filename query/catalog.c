@@ -90,7 +90,7 @@ int catalog_profiles(store_t *st, const char *tenant, const selector_t *sel, int
         free(l.v);
         return err->code ? -1 : hr_fail(err, HR_ENOMEM, "out of memory listing profiles");
     }
-    qsort(l.v, l.len, sizeof *l.v, newest_first);
+    if (l.len) qsort(l.v, l.len, sizeof *l.v, newest_first);
     size_t w = 0; /* fold same series + same instant (a profile split over segments) */
     for (size_t i = 0; i < l.len; i++) {
         if (w && l.v[w - 1].series == l.v[i].series && l.v[w - 1].time_ns == l.v[i].time_ns) l.v[w - 1].total += l.v[i].total;

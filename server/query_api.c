@@ -41,6 +41,7 @@ static int parse_range(http_req_t *req, const char *fk, const char *uk, int64_t 
 static int parse_selector(http_req_t *req, const char *key, int required, selector_t *sel, http_resp_t *resp) {
     const char *q = http_arg(req, key);
     hr_err_t err = {0};
+    memset(sel, 0, sizeof *sel); /* callers destroy it on every path */
     if (required && (!q || !*q))
         return http_error(resp, 400, "missing `%s`, e.g. %s=process_cpu:cpu:nanoseconds:cpu:nanoseconds{service_name=\"api\"}",
                           key, key), -1;
