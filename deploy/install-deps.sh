@@ -3,8 +3,9 @@
 # Usage: deploy/install-deps.sh [build|test]
 set -eu
 BUILD="make gcc pkg-config libmicrohttpd-dev libsqlite3-dev libzstd-dev libprotobuf-c-dev protobuf-c-compiler libjansson-dev zlib1g-dev libcurl4-openssl-dev"
-TEST="golang-go python3 systemd binutils curl openssl clang libclang-rt-14-dev valgrind"
-# Node.js 20 (for the real Pyroscope agent test) is the machine's own: Debian 12 ships 18.
+TEST="golang-go python3 systemd binutils curl openssl clang libclang-rt-14-dev valgrind chromium fonts-liberation"
+# Node.js 20 (for the real Pyroscope agent and the browser tests) is the machine's own: Debian 12
+# ships 18. chromium is driven headless by tests/browser (playwright-core from npm).
 want="$BUILD"
 [ "${1:-build}" = "test" ] && want="$BUILD $TEST"
 missing=""

@@ -407,6 +407,80 @@ def diff_profiles_list_and_single_profiles():
             assert st == 400 and needle in json.loads(body)["error"], (path, params, st, body[:200])
 
 
+def js_value(v, unit):
+    """The UI's formatValue (web/js/format.js) for ns and bytes, to compare shown text."""
+    if unit == "nanoseconds":
+        for div, suf in ((60e9, " min"), (1e9, " s"), (1e6, " ms"), (1e3, " \u00b5s")):
+            if abs(v) >= div:
+                return f"{v / div:.2f}{suf}"
+        return f"{round(v)} ns"
+    raise ValueError(unit)
+
+
+def js_percent(part, whole):
+    p = 100 * part / whole
+    return f"{p:.1f}%" if p >= 10 else f"{p:.2f}%"
+
+
+@test
+def web_ui_in_headless_chromium():
+    """The real UI in Debian's Chromium (tests/browser/ui.test.mjs) shows what the API answers."""
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "browser")
+    assert os.path.exists("/usr/bin/chromium"), "Debian chromium is missing: run deploy/install-deps.sh test"
+    if not os.path.isdir(os.path.join(here, "node_modules", "playwright-core")):
+        r = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--silent"], cwd=here,
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, f"npm install playwright-core failed: {r.stderr[-2000:]}"
+    files = [os.path.join(ARGS.testdata, "pprof", f"go-runtime-cpu-0{i}.pb.gz") for i in range(6)]
+    tenant = "ui-team"
+    sel = CPU + '{service_name="shop"}'
+    span = {"from": T0 - 10, "until": T0 + 60}
+    with Server(extra=["--multitenancy"]) as srv:
+        hdr = {"X-Scope-OrgID": tenant}
+
+        def get_json(path, **params):
+            st, body, _ = srv.request("GET", path + "?" + urllib.parse.urlencode(params), None, hdr)
+            assert st == 200, (path, st, body[:300])
+            return json.loads(body)
+
+        for i, f in enumerate(files):
+            env = "prod" if i % 2 else "canary"
+            st = srv.request("POST", "/ingest?" + urllib.parse.urlencode(
+                {"name": f"shop{{env={env}}}", "format": "pprof", "from": T0 + 10 * i}), open(f, "rb").read(), hdr)[0]
+            assert st == 200
+        fb = get_json("/api/v1/query", query=sel, format="flamegraph", **span)
+        top = get_json("/api/v1/query", query=sel, format="top", **span)
+        total = fb["flamebearer"]["numTicks"]
+        fns = {f["name"]: f for f in top["functions"]}
+        search = "crypto/sha256.block"
+        canary = get_json("/api/v1/query", query=CPU + '{service_name="shop",env="canary"}', format="top", **span)
+        left = get_json("/api/v1/query", query=sel, format="top", **{"from": T0 - 10, "until": T0 + 25})
+        right = get_json("/api/v1/query", query=sel, format="top", **{"from": T0 + 26, "until": T0 + 60})
+        profiles = get_json("/api/v1/profiles", query=sel, **span)["profiles"]
+        expect = {
+            "tenant": tenant, "query": sel, "from": span["from"], "until": span["until"],
+            "total": total, "totalText": js_value(total, "nanoseconds"),
+            "top": {"name": top["functions"][0]["name"],
+                    "selfText": js_value(top["functions"][0]["self"], "nanoseconds")},
+            "search": {"text": "sha256.block", "name": search, "other": "main.sortWords",
+                       "percent": float(js_percent(fns[search]["total"], total)[:-1])},
+            "zoom": "main.hashBlocks", "canaryTotal": canary["total"],
+            "diff": {"leftFrom": T0 - 10, "leftUntil": T0 + 25, "rightFrom": T0 + 26, "rightUntil": T0 + 60,
+                     "left": left["total"], "right": right["total"], "leftText": js_value(left["total"], "nanoseconds")},
+            "profiles": {"count": len(profiles), "firstTotal": profiles[0]["total"]},
+        }
+        out = os.path.join(here, "..", "out", "browser")  # kept: tests/out/ is not committed
+        exp = os.path.join(ARGS.tmp, "browser-expect.json")
+        with open(exp, "w") as f:
+            json.dump(expect, f)
+        r = subprocess.run(["node", "ui.test.mjs"], cwd=here, capture_output=True, text=True, timeout=300,
+                           env=dict(os.environ, HEARTH_URL=srv.url(""), EXPECT=exp, OUT=out))
+        assert r.returncode == 0, (r.stdout[-3000:] + r.stderr[-3000:])
+        dl = re.search(r"download (\S+)", r.stdout).group(1)
+        assert pprof_raw(dl)[1] == [profiles[0]["total"]], "the UI's pprof download is the opened profile"
+        print("   ", r.stdout.strip().splitlines()[-1], "- screenshots in", out)
+
+
 @test
 def labels_series_and_selectors():
     path = os.path.join(ARGS.testdata, "pprof", "go-runtime-cpu-00.pb.gz")

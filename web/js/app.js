@@ -196,7 +196,7 @@ class App {
         items = r.names.map((n) => ({ text: n, insert: (before === '' ? '{' : '') + n.slice(prefix.length) + '="' }));
       }
     } catch { items = []; }
-    items = items.filter((it) => it.text.startsWith(prefix) && it.text !== prefix || (valueCtx && it.text.startsWith(prefix)));
+    items = items.filter((it) => it.text.startsWith(prefix));
     list.replaceChildren(...items.slice(0, 50).map((it, k) => {
       const li = document.createElement('li');
       li.textContent = it.text;

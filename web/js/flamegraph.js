@@ -278,6 +278,6 @@ export class FlameGraph {
     }));
     if (!best) return null;
     const b = this.canvas.getBoundingClientRect();
-    return { x: b.left + best.x + Math.min(best.w / 2, 20), y: b.top + best.y + best.h / 2, w: best.w };
+    return { x: b.left + best.x + Math.min(best.w / 2, 20), y: b.top + best.y + best.h / 2, w: best.w, left: b.left + best.x };
   }
 }

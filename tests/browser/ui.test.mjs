@@ -1,0 +1,228 @@
+// ui.test.mjs - drives the real UI in Debian's headless Chromium against a real ./hearth.
+//
+// Run by tests/integration/run.py (web_ui_in_headless_chromium), which starts the server,
+// pushes real profiles and passes what the REST API answers as EXPECT (a JSON file):
+// the UI must show the same numbers. Screenshots of each view go to OUT.
+// Prints "browser: N passed" and exits non-zero on the first failure.
+
+import { chromium } from 'playwright-core';
+import fs from 'node:fs';
+import path from 'node:path';
+
+const BASE = process.env.HEARTH_URL;
+const OUT = process.env.OUT;
+const E = JSON.parse(fs.readFileSync(process.env.EXPECT, 'utf8'));
+fs.mkdirSync(OUT, { recursive: true });
+
+let passed = 0;
+const errors = [];
+function check(cond, what) {
+  if (!cond) throw new Error('check failed: ' + what);
+  passed++;
+}
+
+const q = (params) => new URLSearchParams({ tenant: E.tenant, from: E.from, until: E.until, ...params }).toString();
+
+async function waitGraph(page, format = 'single') {
+  await page.waitForFunction((f) => {
+    const c = document.querySelector('.flame-canvas');
+    return c && c.dataset.format === f && Number(c.dataset.total) > 0;
+  }, format, { timeout: 20000 });
+}
+
+// The colour drawn at a point of the flame canvas, as [r, g, b].
+async function pixelAt(page, x, y) {
+  return page.evaluate(([x, y]) => {
+    const c = document.querySelector('.flame-canvas'), b = c.getBoundingClientRect(), k = c.width / b.width;
+    return [...c.getContext('2d').getImageData(Math.round((x - b.left) * k), Math.round((y - b.top) * k), 1, 1).data].slice(0, 3);
+  }, [x, y]);
+}
+
+const locate = (page, name) => page.evaluate((n) => window.__hearth.fg.locate(n), name);
+
+async function singleView(page) {
+  await page.goto(`${BASE}/?${q({ query: E.query })}`);
+  await waitGraph(page);
+  const total = await page.$eval('.flame-canvas', (c) => Number(c.dataset.total));
+  check(total === E.total, `root total ${total} == ${E.total}`);
+  check((await page.textContent('#summary')).includes(E.totalText), 'summary shows the formatted total');
+  const root = await locate(page, 'total');
+  await page.mouse.move(root.x, root.y);
+  const tip = await page.textContent('.tooltip');
+  check(tip.includes('Total: ' + E.totalText) && tip.includes('(100.0%)'), `root tooltip: ${tip}`);
+  const first = await page.$$eval('.top-table tbody tr:first-child td', (tds) => tds.map((t) => t.textContent));
+  check(first[0] === E.top.name, `table top row ${first[0]} == ${E.top.name}`);
+  check(first[1].startsWith(E.top.selfText), `top self ${first[1]} starts with ${E.top.selfText}`);
+  await page.screenshot({ path: path.join(OUT, 'single.png') });
+
+  // Search highlights the known function and reports its share of the total.
+  await page.fill('#search', E.search.text);
+  const match = await page.textContent('#match');
+  const share = Number(/([\d.]+)% of total/.exec(match)[1]);
+  check(Math.abs(share - E.search.percent) < 0.01, `search share ${share} ~ ${E.search.percent} (${match})`);
+  const hit = await locate(page, E.search.name), other = await locate(page, E.search.other);
+  const hc = await pixelAt(page, hit.left + 1.5, hit.y), oc = await pixelAt(page, other.left + 1.5, other.y);
+  check(oc[0] === oc[1] && oc[1] === oc[2], `non-matching frame is grey: ${oc}`);
+  check(!(hc[0] === hc[1] && hc[1] === hc[2]), `matching frame keeps its colour: ${hc}`);
+  check(new URL(page.url()).searchParams.get('search') === E.search.text, 'search is in the URL');
+  await page.screenshot({ path: path.join(OUT, 'search.png') });
+  await page.reload();
+  await waitGraph(page);
+  check((await page.inputValue('#search')) === E.search.text, 'search survives a reload from the URL');
+  await page.fill('#search', '');
+
+  // Zoom: click a frame, it fills the width; the breadcrumb leads back.
+  const z = await locate(page, E.zoom);
+  await page.mouse.click(z.x, z.y);
+  check((await page.$eval('.flame-canvas', (c) => c.dataset.zoom)) === E.zoom, 'zoomed into ' + E.zoom);
+  const width = await page.$eval('.flame-canvas', (c) => c.clientWidth);
+  const zoomed = await locate(page, E.zoom);
+  check(Math.abs(zoomed.w - width) < 2, `zoomed frame spans the graph (${zoomed.w} of ${width})`);
+  check((await page.textContent('#breadcrumb')).includes(E.zoom), 'breadcrumb names the zoomed frame');
+  await page.screenshot({ path: path.join(OUT, 'zoom.png') });
+  await page.click('#breadcrumb a:first-child');
+  check((await page.$eval('.flame-canvas', (c) => c.dataset.zoom)) === '', 'breadcrumb root resets the zoom');
+
+  // A table row focuses its function in the graph.
+  await page.click('.top-table tbody tr:first-child');
+  check((await page.evaluate(() => window.__hearth.fg.selected)) === E.top.name, 'table click selects the function');
+  check((await page.textContent('#match')).includes('matching frames'), 'table click reports the function share');
+
+  // Flame mode puts the root at the bottom.
+  await page.click('#mode');
+  check(new URL(page.url()).searchParams.get('mode') === 'flame', 'mode is in the URL');
+  const canvasBox = await page.$eval('.flame-canvas', (c) => { const b = c.getBoundingClientRect(); return { top: b.top, h: b.height }; });
+  const r2 = await locate(page, 'total');
+  check(r2.y > canvasBox.top + canvasBox.h - 18, 'root is the bottom row in flame mode');
+  await page.click('#mode');
+}
+
+async function autocomplete(page) {
+  await page.fill('#selector', '');
+  await page.click('#selector');
+  await page.keyboard.type('{');
+  await page.waitForSelector('#suggest:not([hidden]) li');
+  const names = await page.$$eval('#suggest li', (lis) => lis.map((l) => l.textContent));
+  check(names.includes('env') && names.includes('service_name'), 'label names suggested: ' + names);
+  await page.keyboard.type('env');
+  await page.waitForFunction(() => [...document.querySelectorAll('#suggest li')].map((l) => l.textContent).join() === 'env');
+  await page.keyboard.press('Tab');
+  check((await page.inputValue('#selector')).startsWith('{env="'), 'Tab completes the label name');
+  await page.waitForFunction(() => document.querySelectorAll('#suggest li').length === 2);
+  const values = await page.$$eval('#suggest li', (lis) => lis.map((l) => l.textContent).sort());
+  check(values.join() === 'canary,prod', 'label values suggested: ' + values);
+  await page.keyboard.press('Tab');
+  check((await page.inputValue('#selector')) === '{env="canary"}', 'value completes: ' + await page.inputValue('#selector'));
+  await page.keyboard.press('Enter');
+  await page.waitForFunction(() => new URL(location.href).searchParams.get('query').endsWith('{env="canary"}'));
+  await waitGraph(page);
+  const total = await page.$eval('.flame-canvas', (c) => Number(c.dataset.total));
+  check(total === E.canaryTotal, `canary total ${total} == ${E.canaryTotal}`);
+}
+
+async function chartDrag(page) {
+  await page.goto(`${BASE}/?${q({ query: E.query })}`);
+  await waitGraph(page);
+  const b = await page.$eval('.ts-canvas', (c) => { const r = c.getBoundingClientRect(); return { x: r.left, y: r.top, w: r.width, h: r.height }; });
+  check(Number(await page.$eval('.ts-canvas', (c) => c.dataset.points)) > 0, 'the chart has points');
+  await page.mouse.move(b.x + b.w * 0.3, b.y + b.h / 2);
+  await page.mouse.down();
+  await page.mouse.move(b.x + b.w * 0.6, b.y + b.h / 2, { steps: 5 });
+  await page.mouse.up();
+  await page.waitForFunction((f) => new URL(location.href).searchParams.get('from') !== f, String(E.from));
+  const u = new URL(page.url()).searchParams;
+  const f = Number(u.get('from')), t = Number(u.get('until'));
+  check(f > E.from * 1000 && t < E.until * 1000 && t > f, `drag narrowed the range to ${f}..${t}`);
+  check((await page.$eval('#range', (s) => s.value)) === 'custom', 'range picker shows a custom range');
+}
+
+async function diffView(page) {
+  const p = { query: E.query, view: 'diff', left_from: E.diff.leftFrom, left_until: E.diff.leftUntil,
+              right_from: E.diff.rightFrom, right_until: E.diff.rightUntil };
+  await page.goto(`${BASE}/?${q(p)}`);
+  await waitGraph(page, 'double');
+  const total = await page.$eval('.flame-canvas', (c) => Number(c.dataset.total));
+  check(total === E.diff.left + E.diff.right, `diff root spans both sides (${total})`);
+  check((await page.textContent('#summary')).startsWith('Left ' + E.diff.leftText), 'diff summary');
+  const n = await locate(page, E.zoom);
+  await page.mouse.move(n.x, n.y);
+  const tip = await page.textContent('.tooltip');
+  check(tip.includes('Left total') && tip.includes('Right total') && tip.includes('Change in share'), 'diff tooltip: ' + tip);
+  const c = await pixelAt(page, n.left + 1.5, n.y);
+  check(c[0] !== c[1] || c[1] !== c[2] || c[0] === 199, `diff node is coloured by change: ${c}`);
+  await page.screenshot({ path: path.join(OUT, 'diff.png') });
+  await page.selectOption('#cmp', 'absolute');
+  check(new URL(page.url()).searchParams.get('cmp') === 'absolute', 'absolute mode is in the URL');
+}
+
+async function profilesView(page) {
+  await page.goto(`${BASE}/?${q({ query: E.query, view: 'profiles' })}`);
+  await page.waitForSelector('#profiles-body tr');
+  const rows = await page.$$('#profiles-body tr');
+  check(rows.length === E.profiles.count, `profiles listed: ${rows.length} == ${E.profiles.count}`);
+  await page.screenshot({ path: path.join(OUT, 'profiles.png') });
+  await page.click('#profiles-body tr:first-child button:has-text("Open")');
+  await page.waitForFunction(() => new URL(location.href).searchParams.get('profile'));
+  await waitGraph(page);
+  const total = await page.$eval('.flame-canvas', (c) => Number(c.dataset.total));
+  check(total === E.profiles.firstTotal, `one profile opened: ${total} == ${E.profiles.firstTotal}`);
+  check(await page.isVisible('#single-banner'), 'the single-profile banner shows');
+  const [dl] = await Promise.all([page.waitForEvent('download'), page.click('#download')]);
+  const file = path.join(OUT, 'single.pb.gz');
+  await dl.saveAs(file);
+  check(fs.statSync(file).size > 100, 'pprof download');
+  process.stdout.write(`download ${file}\n`);
+}
+
+async function embed(page) {
+  await page.goto(`${BASE}/embed?${q({ query: E.query, theme: 'dark' })}`);
+  await waitGraph(page);
+  check(!(await page.isVisible('.topbar')) && !(await page.isVisible('.querybar')) && !(await page.isVisible('.top-table')),
+        'embed shows no chrome and no table');
+  const bg = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+  check(bg === 'rgb(13, 17, 23)', 'dark theme background: ' + bg);
+  await page.screenshot({ path: path.join(OUT, 'embed-flamegraph-dark.png') });
+  await page.goto(`${BASE}/embed?${q({ query: E.query, view: 'table', theme: 'light' })}`);
+  await page.waitForSelector('.top-table tbody tr');
+  check(!(await page.isVisible('.flame-canvas')), 'embed table view shows no graph');
+  check((await page.textContent('.top-table tbody tr:first-child td')) === E.top.name, 'embed table top row');
+  await page.goto(`${BASE}/embed?${q({ query: E.query, view: 'timeseries' })}`);
+  await page.waitForFunction(() => Number(document.querySelector('.ts-canvas').dataset.points) > 0);
+  check(!(await page.isVisible('.flame-canvas')) && (await page.isVisible('.ts-canvas')), 'embed time series alone');
+  await page.screenshot({ path: path.join(OUT, 'embed-timeseries.png') });
+}
+
+async function states(page) {
+  await page.goto(`${BASE}/?${q({ query: E.query.replace('}', ',env="x}') })}`);
+  await page.waitForSelector('#status.error');
+  check((await page.textContent('#status')).startsWith('Bad request'), 'bad selector: ' + await page.textContent('#status'));
+  await page.goto(`${BASE}/?${q({ query: E.query, from: '1000000000', until: '1000000060' })}`);
+  await page.waitForSelector('#status.empty');
+  check((await page.textContent('#status')).startsWith('No data'), 'empty range: ' + await page.textContent('#status'));
+  await page.goto(`${BASE}/?${q({ query: E.query, tenant: 'someone-else' })}`);
+  await page.waitForSelector('#status.empty');
+  check((await page.textContent('#status')).includes('No profiles stored yet'), 'another tenant sees nothing');
+}
+
+const browser = await chromium.launch({
+  executablePath: '/usr/bin/chromium',
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
+});
+let rc = 0;
+try {
+  const ctx = await browser.newContext({ viewport: { width: 1400, height: 900 }, acceptDownloads: true });
+  const page = await ctx.newPage();
+  page.on('pageerror', (e) => errors.push(e.message));
+  page.on('console', (m) => { if (m.type() === 'error' && !m.text().includes('status of 4')) errors.push(m.text()); });
+  for (const step of [singleView, autocomplete, chartDrag, diffView, profilesView, embed, states]) {
+    await step(page);
+    check(errors.length === 0, `${step.name}: no page errors (${errors.join('; ')})`);
+  }
+  console.log(`browser: ${passed} passed`);
+} catch (e) {
+  console.error(`browser: ${passed} passed, then ${e.stack}`);
+  rc = 1;
+} finally {
+  await browser.close();
+}
+process.exit(rc);
