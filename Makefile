@@ -6,7 +6,7 @@ OPT      ?= -O2 -g
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
 
-PROTOS   = ingest/profile.proto ingest/push.proto
+PROTOS   = ingest/profile.proto ingest/push.proto server/querier.proto
 GEN_C    = $(patsubst %.proto,build/gen/%.pb-c.c,$(PROTOS))
 GEN_H    = $(GEN_C:.c=.h)
 

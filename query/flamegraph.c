@@ -12,20 +12,20 @@
 #include <string.h>
 
 #include "common/jsonw.h"
+#include "common/vec.h"
 #include "query/render.h"
 
 typedef struct {
     const tree_t *t;
+    flamebearer_t *fb;
     uint8_t *keep;
     int64_t *dself;  /* displayed self: own self plus dropped children */
     int64_t *next_x; /* by depth: where the next child at that depth starts */
     int64_t *level_end;
-    buf_t *levels;
-    size_t nlevels;
+    size_t *level_cap;
+    size_t names_cap;
     uint32_t *name_idx; /* by string id */
-    uint32_t nnames;
-    buf_t names;
-    int64_t max_self;
+    int oom;
 } fb_t;
 
 static int cmp_desc(const void *a, const void *b) {
@@ -63,29 +63,30 @@ static int choose_nodes(fb_t *f, size_t max_nodes) {
 }
 
 static uint32_t name_index(fb_t *f, uint32_t sid) {
+    flamebearer_t *fb = f->fb;
     if (f->name_idx[sid] == UINT32_MAX) {
-        if (f->nnames) buf_putc(&f->names, ',');
-        jsonw_str(&f->names, symtab_str(f->t->sym, sid));
-        f->name_idx[sid] = f->nnames++;
+        if (VEC_RESERVE(fb->names, f->names_cap, fb->nnames + 1)) return f->oom = 1, 0;
+        fb->names[fb->nnames] = symtab_str(f->t->sym, sid);
+        f->name_idx[sid] = (uint32_t)fb->nnames++;
     }
     return f->name_idx[sid];
 }
 
 static int visit(void *ctx, uint32_t node, size_t d, int enter) {
     fb_t *f = ctx;
-    if (!enter) return 0;
-    if (!f->keep[node]) return 0;
+    flamebearer_t *fb = f->fb;
+    if (!enter || !f->keep[node] || f->oom) return 0;
     const tree_node_t *n = &f->t->n[node];
     int64_t x = node == 0 ? 0 : f->next_x[d];
     f->next_x[d] = x + n->total;
     f->next_x[d + 1] = x + f->dself[node];
-    if (d + 1 > f->nlevels) f->nlevels = d + 1;
-    buf_t *lv = &f->levels[d];
-    if (lv->len) buf_putc(lv, ',');
-    buf_printf(lv, "%lld,%lld,%lld,%u", (long long)(x - f->level_end[d]), (long long)n->total,
-               (long long)f->dself[node], name_index(f, n->name));
+    if (d + 1 > fb->nlevels) fb->nlevels = d + 1;
+    if (VEC_RESERVE(fb->levels[d].v, f->level_cap[d], fb->levels[d].len + 4)) return f->oom = 1, 0;
+    int64_t *v = fb->levels[d].v + fb->levels[d].len;
+    v[0] = x - f->level_end[d], v[1] = n->total, v[2] = f->dself[node], v[3] = name_index(f, n->name);
+    fb->levels[d].len += 4;
     f->level_end[d] = x + n->total;
-    if (f->dself[node] > f->max_self) f->max_self = f->dself[node];
+    if (f->dself[node] > fb->max_self) fb->max_self = f->dself[node];
     return 1;
 }
 
@@ -97,6 +98,44 @@ static size_t tree_depth(const tree_t *t, size_t *depth) {
         if (depth[i] > max) max = depth[i];
     }
     return max;
+}
+
+int flamebearer_build(const tree_t *t, size_t max_nodes, flamebearer_t *fb) {
+    memset(fb, 0, sizeof *fb);
+    fb_t f = {.t = t, .fb = fb};
+    size_t *depth = calloc(t->len, sizeof *depth);
+    int rc = -1;
+    if (!depth) return -1;
+    size_t maxd = tree_depth(t, depth) + 2;
+    free(depth);
+    f.keep = malloc(t->len);
+    f.dself = malloc(t->len * sizeof *f.dself);
+    f.next_x = calloc(maxd + 1, sizeof *f.next_x);
+    f.level_end = calloc(maxd + 1, sizeof *f.level_end);
+    f.level_cap = calloc(maxd + 1, sizeof *f.level_cap);
+    fb->levels = calloc(maxd + 1, sizeof *fb->levels);
+    f.name_idx = malloc(t->sym->nstrings * sizeof *f.name_idx);
+    if (f.keep && f.dself && f.next_x && f.level_end && f.level_cap && fb->levels && f.name_idx) {
+        memset(f.name_idx, 0xff, t->sym->nstrings * sizeof *f.name_idx);
+        fb->total = t->n[0].total;
+        rc = choose_nodes(&f, max_nodes) || tree_walk(t, visit, &f) || f.oom ? -1 : 0;
+    }
+    free(f.keep);
+    free(f.dself);
+    free(f.next_x);
+    free(f.level_end);
+    free(f.level_cap);
+    free(f.name_idx);
+    if (rc) flamebearer_destroy(fb);
+    return rc;
+}
+
+void flamebearer_destroy(flamebearer_t *fb) {
+    if (fb->levels)
+        for (size_t d = 0; d < fb->nlevels; d++) free(fb->levels[d].v);
+    free(fb->levels);
+    free(fb->names);
+    memset(fb, 0, sizeof *fb);
 }
 
 void render_metadata(const merge_result_t *r, const char *format, buf_t *out) {
@@ -123,48 +162,27 @@ static void render_timeline(const merge_result_t *r, buf_t *out) {
 }
 
 int render_flamegraph(const tree_t *t, const merge_result_t *r, size_t max_nodes, buf_t *out) {
-    fb_t f = {.t = t};
-    size_t *depth = calloc(t->len, sizeof *depth);
-    int rc = -1;
-    if (!depth) return -1;
-    size_t maxd = tree_depth(t, depth) + 2;
-    free(depth);
-    f.keep = malloc(t->len);
-    f.dself = malloc(t->len * sizeof *f.dself);
-    f.next_x = calloc(maxd + 1, sizeof *f.next_x);
-    f.level_end = calloc(maxd + 1, sizeof *f.level_end);
-    f.levels = calloc(maxd + 1, sizeof *f.levels);
-    f.name_idx = malloc(t->sym->nstrings * sizeof *f.name_idx);
-    buf_init(&f.names);
-    if (!f.keep || !f.dself || !f.next_x || !f.level_end || !f.levels || !f.name_idx) goto out;
-    memset(f.name_idx, 0xff, t->sym->nstrings * sizeof *f.name_idx);
-    if (choose_nodes(&f, max_nodes) || tree_walk(t, visit, &f)) goto out;
+    flamebearer_t fb;
+    if (flamebearer_build(t, max_nodes, &fb)) return -1;
     buf_printf(out, "{\"version\":1,\"flamebearer\":{\"names\":[");
-    buf_append(out, f.names.data, f.names.len);
+    for (size_t i = 0; i < fb.nnames; i++) {
+        if (i) buf_putc(out, ',');
+        jsonw_str(out, fb.names[i]);
+    }
     buf_printf(out, "],\"levels\":[");
-    for (size_t d = 0; d < f.nlevels; d++) {
+    for (size_t d = 0; d < fb.nlevels; d++) {
         buf_printf(out, "%s[", d ? "," : "");
-        buf_append(out, f.levels[d].data, f.levels[d].len);
+        for (size_t k = 0; k < fb.levels[d].len; k++)
+            buf_printf(out, "%s%lld", k ? "," : "", (long long)fb.levels[d].v[k]);
         buf_putc(out, ']');
     }
-    buf_printf(out, "],\"numTicks\":%lld,\"maxSelf\":%lld},\"metadata\":", (long long)t->n[0].total,
-               (long long)f.max_self);
+    buf_printf(out, "],\"numTicks\":%lld,\"maxSelf\":%lld},\"metadata\":", (long long)fb.total, (long long)fb.max_self);
     render_metadata(r, "single", out);
     buf_printf(out, ",\"timeline\":");
     render_timeline(r, out);
     buf_printf(out, ",\"groups\":null,\"heatmap\":null}");
-    rc = out->oom ? -1 : 0;
-out:
-    if (f.levels)
-        for (size_t d = 0; d <= maxd; d++) buf_free(&f.levels[d]);
-    free(f.levels);
-    free(f.keep);
-    free(f.dself);
-    free(f.next_x);
-    free(f.level_end);
-    free(f.name_idx);
-    buf_free(&f.names);
-    return rc;
+    flamebearer_destroy(&fb);
+    return out->oom ? -1 : 0;
 }
 
 void render_timeseries(const merge_result_t *r, buf_t *out) {

@@ -98,7 +98,7 @@ static int fill_samples(pb_t *b, const merge_result_t *r) {
     return 0;
 }
 
-int render_pprof(const merge_result_t *r, int64_t from, int64_t until, buf_t *out, hr_err_t *err) {
+static int pack_profile(const merge_result_t *r, int64_t from, int64_t until, int gzip, buf_t *out, hr_err_t *err) {
     pb_t b;
     memset(&b, 0, sizeof b);
     perftools__profiles__profile__init(&b.p);
@@ -128,10 +128,11 @@ int render_pprof(const merge_result_t *r, int64_t from, int64_t until, buf_t *ou
         hr_fail(err, HR_ENOMEM, "out of memory");
     } else {
         perftools__profiles__profile__pack(&b.p, raw);
-        uint8_t *gz;
+        uint8_t *gz = NULL;
         size_t gzlen;
-        if (gz_deflate(raw, len, &gz, &gzlen, err) == 0) {
-            buf_append(out, gz, gzlen);
+        if (!gzip || gz_deflate(raw, len, &gz, &gzlen, err) == 0) {
+            if (gzip) buf_append(out, gz, gzlen);
+            else buf_append(out, raw, len);
             free(gz);
             rc = out->oom ? hr_fail(err, HR_ENOMEM, "out of memory") : 0;
         }
@@ -139,4 +140,12 @@ int render_pprof(const merge_result_t *r, int64_t from, int64_t until, buf_t *ou
     free(raw);
     pb_free(&b);
     return rc;
+}
+
+int render_pprof(const merge_result_t *r, int64_t from, int64_t until, buf_t *out, hr_err_t *err) {
+    return pack_profile(r, from, until, 1, out, err);
+}
+
+int render_pprof_raw(const merge_result_t *r, int64_t from, int64_t until, buf_t *out, hr_err_t *err) {
+    return pack_profile(r, from, until, 0, out, err);
 }

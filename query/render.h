@@ -22,6 +22,26 @@
 
 #define RENDER_DEFAULT_MAX_NODES 8192
 
+/* The flamebearer layout of a tree as numbers, for the JSON document and for the
+ * Connect querier's FlameGraph message: levels[d].v holds 4 numbers per node (x
+ * delta, total, self, name index), names[] borrows strings from the tree's symtab.
+ * Trimming to max_nodes (0 = none) folds dropped subtrees into their parent's self. */
+typedef struct {
+    int64_t *v;
+    size_t len;
+} fb_level_t;
+
+typedef struct {
+    const char **names;
+    size_t nnames;
+    fb_level_t *levels;
+    size_t nlevels;
+    int64_t total, max_self;
+} flamebearer_t;
+
+int flamebearer_build(const tree_t *t, size_t max_nodes, flamebearer_t *fb);
+void flamebearer_destroy(flamebearer_t *fb);
+
 /* Writes the flamebearer document. max_nodes 0 = no trimming. */
 int render_flamegraph(const tree_t *t, const merge_result_t *r, size_t max_nodes, buf_t *out);
 /* Writes {"functions":[{"name","self","total"}...],"total":N,"unit":U,...}. */
@@ -31,6 +51,8 @@ int render_folded(const tree_t *t, buf_t *out);
  * rows in depth-first pre-order, unit ns/bytes/short. */
 int render_dataframe(const tree_t *t, const merge_result_t *r, buf_t *out);
 int render_pprof(const merge_result_t *r, int64_t from, int64_t until, buf_t *out, hr_err_t *err);
+/* The same profile.proto, not gzipped (Connect's SelectMergeProfile reply). */
+int render_pprof_raw(const merge_result_t *r, int64_t from, int64_t until, buf_t *out, hr_err_t *err);
 void render_timeseries(const merge_result_t *r, buf_t *out);
 
 /* Pyroscope's "double" flamebearer of two merges of the same profile type (see

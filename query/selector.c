@@ -198,6 +198,15 @@ int selector_parse(const char *s, selector_t *sel, hr_err_t *err) {
     return 0;
 }
 
+int selector_add_eq(selector_t *sel, const char *name, const char *value, hr_err_t *err) {
+    char *n = strdup(name), *v = strdup(value);
+    if (!n || !v) {
+        free(n), free(v);
+        return hr_fail(err, HR_ENOMEM, "out of memory");
+    }
+    return add_matcher(sel, n, v, MATCH_EQ, err);
+}
+
 void selector_destroy(selector_t *sel) {
     for (size_t i = 0; i < sel->n; i++) {
         if (sel->m[i].op == MATCH_RE || sel->m[i].op == MATCH_NRE) regfree(&sel->m[i].re);

@@ -34,6 +34,8 @@ typedef struct {
 /* Parses s into out (which the caller destroys, also after a failure). */
 int selector_parse(const char *s, selector_t *out, hr_err_t *err);
 void selector_destroy(selector_t *sel);
+/* Narrows sel with name="value" (copied); 0 or -1 (OOM). */
+int selector_add_eq(selector_t *sel, const char *name, const char *value, hr_err_t *err);
 /* 1 when a series of this type and labels is selected. */
 int selector_matches(const selector_t *sel, const char *profile_type, const labels_t *labels);
 

@@ -2,7 +2,7 @@
  *
  * One app_t exists per process, created by main and passed to every handler (no
  * globals). Handlers are split by concern: ingest_api.c and push_api.c (writes), query_api.c
- * (reads), static.c (web UI files), routes.c (dispatch). */
+ * and querier_api.c (reads: REST and Connect), static.c (web UI files), routes.c (dispatch). */
 #ifndef HEARTH_APP_H
 #define HEARTH_APP_H
 
@@ -52,6 +52,9 @@ void api_diff(app_t *a, http_req_t *req, http_resp_t *resp);
 void api_pyroscope_render_diff(app_t *a, http_req_t *req, http_resp_t *resp);
 void api_profiles(app_t *a, http_req_t *req, http_resp_t *resp);
 void api_timeseries(app_t *a, http_req_t *req, http_resp_t *resp);
+/* POST /querier.v1.QuerierService/<Method> (querier_api.c). */
+#define QUERIER_PREFIX "/querier.v1.QuerierService/"
+void api_querier(app_t *a, http_req_t *req, http_resp_t *resp);
 void api_series(app_t *a, http_req_t *req, http_resp_t *resp);
 void api_profile_types(app_t *a, http_req_t *req, http_resp_t *resp);
 void api_labels(app_t *a, http_req_t *req, http_resp_t *resp, const char *name);

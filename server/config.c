@@ -40,6 +40,8 @@ static const opt_t OPTS[] = {
     {"head-max-bytes", "256MiB", "cut the in-memory head into a block past this size", T_SIZE, O(head_max_bytes)},
     {"block-duration", "1h", "cut the head into a block when it is older than this", T_DURATION, O(block_duration_ns)},
     {"retention", "0", "delete blocks whose newest profile is older than this, e.g. 7d (0 keeps everything)", T_DURATION, O(retention_ns)},
+    {"compact-min-blocks", "4", "merge runs of at least this many small adjacent blocks of a tenant in the background; 0 = no compaction", T_SIZE, O(compact_min_blocks)},
+    {"compact-max-bytes", "64MiB", "largest block compaction makes; blocks over half of it are left alone", T_SIZE, O(compact_max_bytes)},
     {"block-cache-bytes", "1GiB", "decoded blocks kept in memory for queries", T_SIZE, O(block_cache_bytes)},
     {"zstd-level", "3", "zstd compression level of blocks (1-19)", T_INT, O(zstd_level)},
     {"max-connections", "1024", "concurrent HTTP connections", T_INT, O(max_connections)},

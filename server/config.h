@@ -34,6 +34,7 @@ typedef struct {
     size_t head_max_bytes;
     int64_t block_duration_ns;
     int64_t retention_ns;
+    size_t compact_min_blocks, compact_max_bytes;
     size_t block_cache_bytes;
     int zstd_level;
     unsigned max_connections;

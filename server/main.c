@@ -71,6 +71,9 @@ static void *cutter_main(void *arg) {
         if (store_maybe_cut(c->app->store, &err) < 0) log_error("head.cut_failed", "err=\"%s\"", err.msg);
         if (store_apply_retention(c->app->store, time_now_ns(), &err) < 0)
             log_error("retention.failed", "err=\"%s\"", err.msg);
+        int rc = 0;
+        while (!c->stop && (rc = store_compact(c->app->store, &err)) == 1) {}
+        if (rc < 0) log_error("compaction.failed", "err=\"%s\"", err.msg);
         pthread_mutex_lock(&c->mu);
     }
     pthread_mutex_unlock(&c->mu);
@@ -108,7 +111,8 @@ static void default_web_dir(config_t *cfg, const char *argv0) {
 
 static int serve(app_t *a) {
     store_config_t sc = {a->cfg.data_dir,   a->cfg.wal_fsync,         a->cfg.head_max_bytes, a->cfg.block_duration_ns,
-                         a->cfg.zstd_level, a->cfg.block_cache_bytes, a->cfg.retention_ns};
+                         a->cfg.zstd_level, a->cfg.block_cache_bytes, a->cfg.retention_ns,
+                         a->cfg.compact_min_blocks, a->cfg.compact_max_bytes};
     a->limits = (ingest_limits_t){a->cfg.max_decompressed_bytes, a->cfg.max_samples, a->cfg.max_labels};
     pthread_mutex_init(&a->buckets_mu, NULL);
     hr_err_t err = {0};

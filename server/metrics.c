@@ -73,9 +73,11 @@ void metrics_render(metrics_t *m, store_t *st, buf_t *o) {
                s.head_strings, s.head_functions, s.head_locations, s.head_stacks);
     buf_printf(o, "# HELP hearth_blocks Blocks in the catalog.\n# TYPE hearth_blocks gauge\nhearth_blocks %zu\n"
                   "hearth_block_bytes %zu\nhearth_blocks_corrupt %zu\nhearth_head_cuts_total %llu\n"
-                  "hearth_retention_deleted_blocks_total %llu\n",
+                  "hearth_retention_deleted_blocks_total %llu\nhearth_compactions_total %llu\n"
+                  "hearth_compacted_blocks_total %llu\n",
                s.blocks, s.block_bytes, s.blocks_corrupt, (unsigned long long)s.cuts,
-               (unsigned long long)s.retention_deleted);
+               (unsigned long long)s.retention_deleted, (unsigned long long)s.compactions,
+               (unsigned long long)s.compacted_blocks);
     buf_printf(o, "# HELP hearth_series Series in the index.\n# TYPE hearth_series gauge\nhearth_series %zu\n", s.series);
     buf_printf(o, "hearth_wal_segment_bytes %llu\nhearth_wal_replayed_records_total %llu\n"
                   "hearth_wal_replay_skipped_total %llu\n",

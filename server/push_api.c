@@ -6,32 +6,10 @@
  * (plus Hearth's usual "error"). Parca's POST /api/profiles/writeraw (the JSON gateway
  * of ProfileStoreService/WriteRaw) shares the path. */
 #include <string.h>
-#include <strings.h>
 
-#include "common/jsonw.h"
 #include "common/timeparse.h"
 #include "server/app.h"
-
-static const char *connect_code(int status) {
-    switch (status) {
-    case 400: case 422: return "invalid_argument";
-    case 413: return "resource_exhausted";
-    case 415: return "invalid_argument";
-    case 503: return "unavailable";
-    default: return "internal";
-    }
-}
-
-static void connect_error(http_resp_t *resp, int status, const char *msg) {
-    buf_t b;
-    buf_init(&b);
-    buf_printf(&b, "{\"code\":\"%s\",\"message\":", connect_code(status));
-    jsonw_str(&b, msg);
-    buf_printf(&b, ",\"error\":");
-    jsonw_str(&b, msg);
-    buf_putc(&b, '}');
-    http_reply(resp, status, "application/json", &b);
-}
+#include "server/connect.h"
 
 /* Decodes, logs and applies a push-style request; replies in its encoding. */
 static void push_body(app_t *a, http_req_t *req, http_resp_t *resp, ingest_format_t f) {
@@ -53,13 +31,8 @@ static void push_body(app_t *a, http_req_t *req, http_resp_t *resp, ingest_forma
 }
 
 void api_push(app_t *a, http_req_t *req, http_resp_t *resp) {
-    const char *ct = http_header(req, "Content-Type");
-    if (req->multipart) return connect_error(resp, 415, "Content-Type must be application/proto or application/json");
-    if (ct && (!strncasecmp(ct, "application/proto", 17) || !strncasecmp(ct, "application/x-protobuf", 22) ||
-               !strncasecmp(ct, "application/protobuf", 20)))
-        return push_body(a, req, resp, INGEST_PUSH_PROTO);
-    if (ct && !strncasecmp(ct, "application/json", 16)) return push_body(a, req, resp, INGEST_PUSH_JSON);
-    connect_error(resp, 415, "Content-Type must be application/proto or application/json");
+    connect_codec_t c;
+    if (connect_codec(req, &c, resp) == 0) push_body(a, req, resp, c == CONNECT_PROTO ? INGEST_PUSH_PROTO : INGEST_PUSH_JSON);
 }
 
 void api_parca_writeraw(app_t *a, http_req_t *req, http_resp_t *resp) {

@@ -15,6 +15,19 @@ static void health(app_t *a, http_req_t *req, http_resp_t *resp, int readiness) 
     http_reply_text(resp, 200, "text/plain; charset=utf-8", readiness ? "ready\n" : "ok\n");
 }
 
+/* Runs compaction until nothing is due (the background thread does the same). */
+static void compact(app_t *a, http_req_t *req, http_resp_t *resp) {
+    if (strcmp(req->method, "POST")) return http_error(resp, 405, "use POST to compact blocks");
+    hr_err_t err = {0};
+    int rc, runs = 0;
+    while ((rc = store_compact(a->store, &err)) == 1) runs++;
+    if (rc < 0) return http_error_from(resp, &err);
+    buf_t b;
+    buf_init(&b);
+    buf_printf(&b, "{\"compactions\":%d}", runs);
+    http_reply(resp, 200, "application/json", &b);
+}
+
 static void flush(app_t *a, http_req_t *req, http_resp_t *resp) {
     if (strcmp(req->method, "POST")) return http_error(resp, 405, "use POST to flush the head");
     hr_err_t err = {0};
@@ -57,7 +70,7 @@ static int resolve_tenant(app_t *a, http_req_t *req, http_resp_t *resp) {
     resp->tenant = req->tenant;
     int data = !strncmp(req->url, "/api/", 5) || !strncmp(req->url, "/pyroscope/", 11) || is(req, "/ingest") ||
                is(req, "/render") || is(req, "/label-values") || is(req, "/labels") ||
-               is(req, "/push.v1.PusherService/Push");
+               is(req, "/push.v1.PusherService/Push") || !strncmp(req->url, QUERIER_PREFIX, strlen(QUERIER_PREFIX));
     if (!data) return 0;
     if (a->auth) return authenticate(a, req, resp);
     if (!a->cfg.multitenancy) return 0;
@@ -136,8 +149,10 @@ void app_route(void *app, http_req_t *req, http_resp_t *resp) {
         if (strcmp(req->method, "POST")) return http_error(resp, 405, "use POST for writeraw");
         return limited_ingest(a, req, resp, api_parca_writeraw);
     }
+    if (!strncmp(req->url, QUERIER_PREFIX, strlen(QUERIER_PREFIX))) return limited_query(a, req, resp, api_querier);
     int get = !strcmp(req->method, "GET") || !strcmp(req->method, "HEAD");
     if (is(req, "/api/v1/admin/flush")) return flush(a, req, resp);
+    if (is(req, "/api/v1/admin/compact")) return compact(a, req, resp);
     if (!get) return http_error(resp, 405, "%s is not allowed on %s", req->method, req->url);
     if (is(req, "/healthz")) return health(a, req, resp, 0);
     if (is(req, "/ready")) return health(a, req, resp, 1);

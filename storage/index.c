@@ -419,6 +419,22 @@ static int delete_blocks(sqlite3 *db, const void *ctx) {
     return each_row(db, "DELETE FROM blocks WHERE id = ?", t->n, bind_block_id, t);
 }
 
+static int replace_blocks(sqlite3 *db, const void *ctx) {
+    const blocks_txn_t *t = ctx;
+    blocks_txn_t ins = *t;
+    ins.n = 1;
+    if (each_row(db, "INSERT INTO blocks VALUES(?,?,?,?,?,?,?,?)", 1, bind_block, &ins)) return -1;
+    return each_row(db, "DELETE FROM blocks WHERE id = ?", t->n, bind_block_id, t);
+}
+
+int index_replace_blocks(index_t *ix, const block_meta_t *merged, const int64_t *ids, size_t n, hr_err_t *err) {
+    blocks_txn_t t = {merged, ids, n, 0};
+    pthread_mutex_lock(&ix->mu);
+    int rc = in_txn(ix, "replace blocks", replace_blocks, &t, err);
+    pthread_mutex_unlock(&ix->mu);
+    return rc;
+}
+
 int index_commit_blocks(index_t *ix, const block_meta_t *b, size_t n, uint32_t wal_segment, hr_err_t *err) {
     blocks_txn_t t = {b, NULL, n, wal_segment};
     pthread_mutex_lock(&ix->mu);

@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "common/vec.h"
 #include "storage/block.h"
+#include "storage/compact.h"
 #include "storage/fsutil.h"
 
 typedef struct {
@@ -35,12 +36,13 @@ struct store {
     wal_t *wal;
     pthread_rwlock_t cut, data;
     pthread_mutex_t cache_mu;
+    pthread_mutex_t compact;
     head_t *heads;
     size_t nheads, heads_cap;
     block_t *blocks;
     size_t nblocks, blocks_cap;
     size_t cached_bytes;
-    uint64_t clock, cuts, retention_deleted;
+    uint64_t clock, cuts, retention_deleted, compactions, compacted_blocks;
 };
 
 static int64_t now_ns(void) {
@@ -99,6 +101,7 @@ store_t *store_open(const store_config_t *cfg, hr_err_t *err) {
     pthread_rwlock_init(&s->cut, NULL);
     pthread_rwlock_init(&s->data, NULL);
     pthread_mutex_init(&s->cache_mu, NULL);
+    pthread_mutex_init(&s->compact, NULL);
     char path[2200];
     snprintf(path, sizeof path, "%s/blocks", s->dir);
     if (fs_mkdirs(path, err)) goto fail;
@@ -135,6 +138,7 @@ void store_close(store_t *s) {
     pthread_rwlock_destroy(&s->cut);
     pthread_rwlock_destroy(&s->data);
     pthread_mutex_destroy(&s->cache_mu);
+    pthread_mutex_destroy(&s->compact);
     free(s);
 }
 
@@ -317,6 +321,7 @@ int store_apply_retention(store_t *s, int64_t now, hr_err_t *err) {
     int64_t cutoff = now - s->cfg.retention_ns;
     /* Blocks only change under `cut`, so holding it keeps the list stable while the
      * catalog is updated; readers are excluded only for the in-memory swap. */
+    pthread_mutex_lock(&s->compact);
     pthread_rwlock_wrlock(&s->cut);
     size_t n = 0;
     int64_t *ids = malloc((s->nblocks ? s->nblocks : 1) * sizeof *ids);
@@ -351,6 +356,7 @@ int store_apply_retention(store_t *s, int64_t now, hr_err_t *err) {
         log_info("retention.deleted", "blocks=%zu older_than_ns=%lld", n, (long long)cutoff);
     }
     pthread_rwlock_unlock(&s->cut);
+    pthread_mutex_unlock(&s->compact);
     free(ids);
     return rc ? -1 : (int)n;
 }
@@ -415,6 +421,184 @@ static void unpin_block(store_t *s, size_t i) {
     pthread_mutex_unlock(&s->cache_mu);
 }
 
+/* ---- compaction ---- */
+
+typedef struct {
+    size_t *idx;  /* positions in s->blocks (stable: only compaction and retention remove, under `compact`) */
+    int64_t *ids;
+    segment_t **segs;
+    size_t n;
+    int64_t bytes;
+} run_t;
+
+static int cmp_block_time(const void *a, const void *b, void *ctx) {
+    const block_t *bl = ctx;
+    int64_t x = bl[*(const size_t *)a].meta.min_time, y = bl[*(const size_t *)b].meta.min_time;
+    return (x > y) - (x < y);
+}
+
+/* Runs stay within one UTC day, so retention still frees space a day at a time. */
+static int same_day(const block_meta_t *a, const block_meta_t *b) {
+    const int64_t day = 86400LL * 1000000000;
+    int64_t d = a->min_time / day;
+    return a->max_time / day == d && b->min_time / day == d && b->max_time / day == d;
+}
+
+/* Picks the first due run (see store.h). data held shared. Returns 1 found, 0, -1 OOM. */
+static int plan_run(store_t *s, run_t *r) {
+    size_t *order = malloc((s->nblocks + 1) * sizeof *order);
+    if (!order) return -1;
+    int found = 0;
+    int64_t small = (int64_t)s->cfg.compact_max_bytes / 2;
+    for (size_t t = 0; t < s->nblocks && !found; t++) {
+        const char *tenant = s->blocks[t].meta.tenant;
+        int first = 1; /* visit each tenant once: at its first block */
+        for (size_t j = 0; j < t && first; j++) first = strcmp(s->blocks[j].meta.tenant, tenant) != 0;
+        if (!first) continue;
+        size_t n = 0;
+        for (size_t j = t; j < s->nblocks; j++)
+            if (!strcmp(s->blocks[j].meta.tenant, tenant)) order[n++] = j;
+        qsort_r(order, n, sizeof *order, cmp_block_time, s->blocks);
+        size_t start = 0;
+        int64_t bytes = 0;
+        for (size_t k = 0; k <= n && !found; k++) {
+            const block_t *b = k < n ? &s->blocks[order[k]] : NULL;
+            int fits = b && !b->bad && b->meta.bytes < small && bytes + b->meta.bytes <= (int64_t)s->cfg.compact_max_bytes &&
+                       (k == start || same_day(&s->blocks[order[start]].meta, &b->meta));
+            if (fits) {
+                bytes += b->meta.bytes;
+                continue;
+            }
+            if (k - start >= s->cfg.compact_min_blocks) {
+                found = 1;
+                r->n = k - start;
+                r->bytes = bytes;
+                memmove(order, order + start, r->n * sizeof *order);
+                break;
+            }
+            /* this block ends the run; a small one that overflowed starts the next */
+            start = k, bytes = 0;
+            if (b && !b->bad && b->meta.bytes < small) bytes = b->meta.bytes;
+            else start = k + 1;
+        }
+    }
+    if (!found) {
+        free(order);
+        return 0;
+    }
+    r->idx = order;
+    return 1;
+}
+
+/* Merges the planned blocks and writes the result; meta is filled. */
+static segment_t *merge_run(store_t *s, run_t *r, block_meta_t *meta, hr_err_t *err) {
+    segment_t *m = compact_segments((const segment_t *const *)r->segs, r->n, err);
+    if (!m) return NULL;
+    memset(meta, 0, sizeof *meta);
+    meta->id = index_next_block_id(s->index);
+    snprintf(meta->tenant, sizeof meta->tenant, "%s", s->blocks[r->idx[0]].meta.tenant);
+    snprintf(meta->path, sizeof meta->path, "blocks/%s/%08lld.blk", meta->tenant, (long long)meta->id);
+    char full[4096];
+    snprintf(full, sizeof full, "%s/%s", s->dir, meta->path);
+    size_t bytes;
+    if (block_write(full, m, s->cfg.zstd_level, &bytes, err)) {
+        segment_free(m);
+        return NULL;
+    }
+    meta->min_time = m->min_time, meta->max_time = m->max_time;
+    meta->profiles = (int64_t)m->nprofiles, meta->samples = (int64_t)m->nsamples;
+    meta->bytes = (int64_t)bytes;
+    return m;
+}
+
+/* Replaces the run's blocks by the merged one in memory. data and cache_mu held. */
+static int swap_in_locked(store_t *s, run_t *r, const block_meta_t *meta, segment_t *m, char (*paths)[4096]) {
+    size_t k = 0, np = 0;
+    for (size_t i = 0; i < s->nblocks; i++) {
+        block_t *b = &s->blocks[i];
+        int gone = 0;
+        for (size_t j = 0; j < r->n && !gone; j++) gone = b->meta.id == r->ids[j];
+        if (!gone) {
+            s->blocks[k++] = *b;
+            continue;
+        }
+        if (b->cached) {
+            s->cached_bytes -= segment_bytes(b->cached);
+            segment_free(b->cached);
+        }
+        snprintf(paths[np++], sizeof *paths, "%s/%s", s->dir, b->meta.path);
+    }
+    s->nblocks = k; /* n blocks out, one in: the array has room */
+    s->blocks[s->nblocks++] = (block_t){.meta = *meta, .cached = m, .last_use = ++s->clock};
+    s->cached_bytes += segment_bytes(m);
+    evict_locked(s);
+    return (int)np;
+}
+
+static void run_free(run_t *r) {
+    free(r->idx);
+    free(r->ids);
+    free(r->segs);
+}
+
+int store_compact(store_t *s, hr_err_t *err) {
+    if (!s->cfg.compact_min_blocks || s->cfg.compact_min_blocks < 2 || !s->cfg.compact_max_bytes) return 0;
+    int64_t t0 = now_ns();
+    run_t r = {0};
+    pthread_mutex_lock(&s->compact);
+    pthread_rwlock_rdlock(&s->data);
+    int rc = plan_run(s, &r);
+    if (rc == 1) {
+        r.ids = malloc(r.n * sizeof *r.ids);
+        r.segs = calloc(r.n, sizeof *r.segs);
+        if (!r.ids || !r.segs) rc = -1;
+        for (size_t i = 0; i < r.n && rc == 1; i++) {
+            r.ids[i] = s->blocks[r.idx[i]].meta.id;
+            if (!(r.segs[i] = pin_block(s, r.idx[i]))) rc = 0; /* unreadable: it is now marked bad; try later */
+        }
+    }
+    pthread_rwlock_unlock(&s->data);
+    if (rc < 0) hr_fail(err, HR_ENOMEM, "out of memory planning compaction");
+    block_meta_t meta;
+    segment_t *m = rc == 1 ? merge_run(s, &r, &meta, err) : NULL;
+    if (rc == 1 && !m) rc = -1;
+    if (rc == 1 && index_replace_blocks(s->index, &meta, r.ids, r.n, err)) {
+        char full[4096];
+        snprintf(full, sizeof full, "%s/%s", s->dir, meta.path);
+        unlink(full);
+        segment_free(m);
+        rc = -1;
+    }
+    char (*paths)[4096] = rc == 1 ? malloc(r.n * sizeof *paths) : NULL;
+    int np = 0;
+    pthread_rwlock_wrlock(&s->data);
+    pthread_mutex_lock(&s->cache_mu);
+    for (size_t i = 0; r.segs && i < r.n; i++)
+        if (r.segs[i]) s->blocks[r.idx[i]].refs--;
+    if (rc == 1) {
+        if (paths) {
+            np = swap_in_locked(s, &r, &meta, m, paths);
+        } else { /* the catalog is ahead of memory: still correct (the old files stay); reopen reconciles */
+            segment_free(m);
+            rc = hr_fail(err, HR_ENOMEM, "out of memory");
+        }
+    }
+    pthread_mutex_unlock(&s->cache_mu);
+    pthread_rwlock_unlock(&s->data);
+    for (int i = 0; i < np; i++) unlink(paths[i]); /* after the catalog: crash-safe */
+    free(paths);
+    if (rc == 1) {
+        s->compactions++;
+        s->compacted_blocks += r.n;
+        log_info("compaction.done", "tenant=%s blocks_in=%zu bytes_in=%lld bytes_out=%lld profiles=%lld duration_ms=%.1f",
+                 meta.tenant, r.n, (long long)r.bytes, (long long)meta.bytes, (long long)meta.profiles,
+                 (double)(now_ns() - t0) / 1e6);
+    }
+    pthread_mutex_unlock(&s->compact);
+    run_free(&r);
+    return rc;
+}
+
 int store_scan(store_t *s, const char *tenant, int64_t from, int64_t until, store_segment_fn fn,
                void *ctx, hr_err_t *err) {
     (void)err;
@@ -461,6 +645,8 @@ void store_stats(store_t *s, store_stats_t *out) {
     pthread_mutex_unlock(&s->cache_mu);
     out->cuts = s->cuts;
     out->retention_deleted = s->retention_deleted;
+    out->compactions = s->compactions;
+    out->compacted_blocks = s->compacted_blocks;
     pthread_rwlock_unlock(&s->data);
     out->series = index_series_total(s->index);
     out->wal_bytes = wal_segment_bytes(s->wal);

@@ -12,7 +12,8 @@
  *
  * Locks: `cut` (rwlock) is held shared by ingests and exclusively by a cut, so no
  * ingest can be in the WAL but not in the head when the WAL is rotated; `data`
- * (rwlock) guards the head segments and the block list. */
+ * (rwlock) guards the head segments and the block list; `compact` (mutex)
+ * serializes compaction with retention, the two operations that remove blocks. */
 #ifndef HEARTH_STORE_H
 #define HEARTH_STORE_H
 
@@ -33,6 +34,8 @@ typedef struct {
     int zstd_level;
     size_t block_cache_bytes;    /* decoded blocks kept in memory */
     int64_t retention_ns;        /* delete blocks whose newest profile is older; 0 = keep all */
+    size_t compact_min_blocks;   /* merge a run of at least this many small blocks; 0 = never */
+    size_t compact_max_bytes;    /* ... into one block of at most this many bytes */
 } store_config_t;
 
 typedef struct store store_t;
@@ -62,6 +65,17 @@ int store_maybe_cut(store_t *s, hr_err_t *err);
  * which store_open removes. Returns the number of blocks deleted, or -1. */
 int store_apply_retention(store_t *s, int64_t now_ns, hr_err_t *err);
 
+/* Compaction: finds the first run of compact_min_blocks or more time-adjacent blocks
+ * of one tenant within one UTC day, each under compact_max_bytes / 2 and together
+ * at most compact_max_bytes, merges them into one block (compact.h) and swaps it in: file
+ * written and synced first, then one catalog transaction (new in, old out), then
+ * the in-memory list under the data lock, then the old files unlinked. A crash at
+ * any point leaves either the old blocks or the new one in the catalog, and the
+ * other side as orphan files that store_open removes. Queries scan either the old
+ * blocks or the new one, never both or neither. Ingest and cuts keep running
+ * meanwhile. Returns 1 if it compacted a run, 0 if none was due, -1 on error. */
+int store_compact(store_t *s, hr_err_t *err);
+
 /* Calls fn for each segment of tenant overlapping [from, until] (ns, inclusive).
  * Segments are borrowed for the duration of the call. A block that fails to load
  * is logged and skipped. fn returning -1 stops the scan. */
@@ -78,6 +92,7 @@ typedef struct {
     size_t series;
     uint64_t wal_bytes;
     uint64_t cuts, retention_deleted;
+    uint64_t compactions, compacted_blocks; /* runs done, blocks they replaced */
 } store_stats_t;
 void store_stats(store_t *s, store_stats_t *out);
 

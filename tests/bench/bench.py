@@ -36,77 +36,29 @@ def cpu_files(testdata):
 
 # ---- varying real profiles: so no two uploads are byte-identical (as in production)
 
-def _varint(b, i):
-    v = shift = 0
-    while True:
-        c = b[i]
-        i += 1
-        v |= (c & 0x7F) << shift
-        if c < 0x80:
-            return v, i
-        shift += 7
-
-
-def _put_varint(v):
-    out = bytearray()
-    v &= (1 << 64) - 1
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
-def _fields(b):
-    """Yields (field, wiretype, raw value bytes or int) of one protobuf message."""
-    i = 0
-    while i < len(b):
-        tag, i = _varint(b, i)
-        f, wt = tag >> 3, tag & 7
-        if wt == 0:
-            v, i = _varint(b, i)
-        elif wt == 2:
-            n, i = _varint(b, i)
-            v, i = b[i:i + n], i + n
-        elif wt == 1:
-            v, i = b[i:i + 8], i + 8
-        else:
-            v, i = b[i:i + 4], i + 4
-        yield f, wt, v
-
-
-def _field(f, wt, v):
-    tag = _put_varint(f << 3 | wt)
-    if wt == 0:
-        return tag + _put_varint(v)
-    if wt == 2:
-        return tag + _put_varint(len(v)) + v
-    return tag + v
-
-
 def vary(gz_profile, rng):
     """Rescales each sample by a random whole factor (0 drops it); symbols stay real."""
     raw = gzip.decompress(gz_profile)
     out = bytearray()
-    for f, wt, v in _fields(raw):
+    for f, wt, v in it.pb_fields(raw):
         if f != 2:
-            out += _field(f, wt, v)
+            out += it.pb_encode_field(f, wt, v)
             continue
         k = rng.choice((0, 1, 1, 2, 3))
         if k == 0:
             continue
         sample = bytearray()
-        for sf, swt, sv in _fields(v):
+        for sf, swt, sv in it.pb_fields(v):
             if sf == 2 and swt == 2:
                 vals, j = [], 0
                 while j < len(sv):
-                    x, j = _varint(sv, j)
+                    x, j = it.pb_uvarint(sv, j)
                     vals.append(x)
-                sv = b"".join(_put_varint(x * k) for x in vals)
+                sv = b"".join(it.pb_put_varint(x * k) for x in vals)
             elif sf == 2:
                 sv = sv * k
-            sample += _field(sf, swt, sv)
-        out += _field(2, 2, bytes(sample))
+            sample += it.pb_encode_field(sf, swt, sv)
+        out += it.pb_encode_field(2, 2, bytes(sample))
     return gzip.compress(bytes(out))
 
 

@@ -7,6 +7,7 @@ Ends with the line "integration: N passed, M failed"; exits non-zero if anything
 """
 import argparse
 import gzip
+import html
 import http.client
 import io
 import json
@@ -858,6 +859,72 @@ def background_cut_by_age_keeps_answers():
 
 
 @test
+def compaction_merges_blocks_and_keeps_answers():
+    """Eight small blocks of a tenant become one; every answer is the same before, while
+    queries run during the compaction, after it and after a restart; the symbol tables
+    are deduplicated (the merged block is smaller than the eight); hearth check passes."""
+    data_dir = tempfile.mkdtemp(prefix="hearth-compact-", dir=ARGS.tmp)
+    files = [os.path.join(ARGS.testdata, "pprof", f"go-runtime-cpu-0{i % 3}.pb.gz") for i in range(8)]
+    span = {"from": T0 - 10, "until": T0 + 3600}
+    questions = [("/api/v1/query", dict(query=CPU + '{service_name="packed"}', format="top", **span)),
+                 ("/api/v1/query", dict(query=CPU + '{service_name="packed"}', format="flamegraph", **span)),
+                 ("/api/v1/query", dict(query=CPU + '{env="b"}', format="folded", **span)),
+                 ("/api/v1/timeseries", dict(query=CPU + '{service_name="packed"}', step="10s", **span)),
+                 ("/api/v1/profiles", dict(query=CPU + '{service_name="packed"}', **span)),
+                 ("/api/v1/series", {})]
+
+    def answers(srv):
+        return [srv.get(p, **q) for p, q in questions]
+
+    with Server(data_dir, extra=["--compact-min-blocks", "0"]) as srv:
+        for i, f in enumerate(files):
+            env = "ab"[i % 2]
+            assert srv.ingest(open(f, "rb").read(), name=f"packed{{env={env}}}", format="pprof",
+                              **{"from": T0 + 10 * i})[0] == 200
+            assert srv.request("POST", "/api/v1/admin/flush", b"")[0] == 200
+        assert metric(srv, "hearth_blocks") == 8
+        bytes_before = metric(srv, "hearth_block_bytes")
+        before = answers(srv)
+        assert all(st == 200 for st, _ in before) and json.loads(before[0][1])["total"] > 0
+        assert srv.request("POST", "/api/v1/admin/compact", b"")[1] == b'{"compactions":0}'  # switched off
+    with Server(data_dir, extra=["--compact-min-blocks", "4"]) as srv:
+        stop, seen, errors = threading.Event(), [0], []
+
+        def reader():
+            while not stop.is_set():
+                got = answers(srv)
+                if got != before:
+                    errors.append([q for q, a, b in zip(questions, got, before) if a != b])
+                seen[0] += 1
+
+        threads = [threading.Thread(target=reader) for _ in range(2)]
+        for t in threads:
+            t.start()
+        st, body, _ = srv.request("POST", "/api/v1/admin/compact", b"")
+        deadline = time.time() + 20
+        while metric(srv, "hearth_compactions_total") < 1 and time.time() < deadline:
+            time.sleep(0.1)  # the background thread may have taken it first
+        time.sleep(0.3)
+        stop.set()
+        for t in threads:
+            t.join()
+        assert st == 200, body
+        assert not errors and seen[0] >= 2, (errors[:3], seen[0])
+        assert metric(srv, "hearth_blocks") == 1 and metric(srv, "hearth_compacted_blocks_total") == 8
+        assert metric(srv, "hearth_block_bytes") < bytes_before, (metric(srv, "hearth_block_bytes"), bytes_before)
+        assert answers(srv) == before
+        log = open(os.path.join(srv.log_dir, "server.log")).read()
+        assert re.search(r"msg=compaction.done tenant=anonymous blocks_in=8 bytes_in=\d+ bytes_out=\d+", log)
+        assert srv.request("POST", "/api/v1/admin/compact", b"")[1] == b'{"compactions":0}'  # nothing left to do
+    blks = [f for d, _, fs in os.walk(os.path.join(data_dir, "blocks")) for f in fs if f.endswith(".blk")]
+    assert len(blks) == 1, blks  # the eight old files are gone
+    r = cli("check", data_dir)
+    assert r.returncode == 0, r.stdout + r.stderr
+    with Server(data_dir) as srv:
+        assert answers(srv) == before and metric(srv, "hearth_blocks") == 1
+
+
+@test
 def health_ready_metrics_and_help():
     with Server() as srv:
         assert srv.get("/healthz") == (200, b"ok\n")
@@ -962,16 +1029,29 @@ def config_file_env_flags_and_json_logs():
     assert all("query=" not in l["path"] for l in reqs)  # no query strings in logs
 
 
+def pb_put_varint(v):
+    out = bytearray()
+    v &= (1 << 64) - 1
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def pb_encode_field(num, wt, v):
+    """One protobuf field: v is an int for wire type 0, raw bytes otherwise."""
+    tag = pb_put_varint(num << 3 | wt)
+    if wt == 0:
+        return tag + pb_put_varint(v)
+    if wt == 2:
+        return tag + pb_put_varint(len(v)) + v
+    return tag + v
+
+
 def pb_field(num, payload):
     """A length-delimited protobuf field (wire type 2)."""
-    n, size = len(payload), bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        size.append(b | (0x80 if n else 0))
-        if not n:
-            break
-    return bytes([num << 3 | 2]) + bytes(size) + payload
+    return pb_encode_field(num, 2, payload)
 
 
 def push_request_proto(series):
@@ -1050,6 +1130,185 @@ def parca_writeraw_json_gateway():
         doc["series"][0]["labels"]["labels"] = [{"name": "node", "value": "n2"}]
         st, body, _ = srv.request("POST", path, json.dumps(doc).encode(), {"Content-Type": "application/json"})
         assert st == 400 and "__name__" in json.loads(body)["message"], body
+
+
+# Connect request bodies for querier.v1.QuerierService as Grafana's client sends them
+# (binary proto), recorded with `protoc --encode` from Pyroscope's field numbers, for
+# service_name="grafana-app" over [T0-10 s, T0+3600 s] in ms.
+QUERIER_BODIES = {
+    "ProfileTypes": "08f08195ffbc311080adf180bd31",
+    "LabelNames": "0a1c7b736572766963655f6e616d653d2267726166616e612d617070227d10f08195ffbc311880adf180bd31",
+    "LabelValues": "0a03656e7612407b5f5f70726f66696c655f747970655f5f3d2270726f636573735f6370753a6370753a6e616e6f73"
+                   "65636f6e64733a6370753a6e616e6f7365636f6e6473227d18f08195ffbc312080adf180bd31",
+    "Series": "0a1c7b736572766963655f6e616d653d2267726166616e612d617070227d1203656e7612105f5f70726f66696c655f74797065"
+              "5f5f18f08195ffbc312080adf180bd31",
+    "SelectMergeStacktraces": "0a2b70726f636573735f6370753a6370753a6e616e6f7365636f6e64733a6370753a6e616e6f7365636f6e"
+                              "6473121c7b736572766963655f6e616d653d2267726166616e612d617070227d18f08195ffbc312080adf1"
+                              "80bd3128808001",
+    "SelectSeries": "0a2b70726f636573735f6370753a6370753a6e616e6f7365636f6e64733a6370753a6e616e6f7365636f6e6473121c7b"
+                    "736572766963655f6e616d653d2267726166616e612d617070227d18f08195ffbc312080adf180bd312a03656e7631"
+                    "0000000000004e40",
+    "SelectMergeProfile": "0a2b70726f636573735f6370753a6370753a6e616e6f7365636f6e64733a6370753a6e616e6f7365636f6e6473"
+                          "121c7b736572766963655f6e616d653d2267726166616e612d617070227d18f08195ffbc312080adf180bd31",
+}
+
+
+def pb_uvarint(b, i):
+    v = shift = 0
+    while True:
+        c = b[i]
+        i += 1
+        v |= (c & 0x7F) << shift
+        shift += 7
+        if c < 0x80:
+            return v, i
+
+
+def pb_fields(b):
+    """Yields (field number, wire type, value) of a message: ints for varints, raw bytes otherwise."""
+    i = 0
+    while i < len(b):
+        key, i = pb_uvarint(b, i)
+        num, wt = key >> 3, key & 7
+        if wt == 0:
+            v, i = pb_uvarint(b, i)
+        elif wt == 2:
+            n, i = pb_uvarint(b, i)
+            v, i = b[i:i + n], i + n
+        elif wt in (1, 5):
+            n = 8 if wt == 1 else 4
+            v, i = b[i:i + n], i + n
+        else:
+            raise AssertionError(f"wire type {wt} in field {num}")
+        yield num, wt, v
+
+
+def pb_decode(b):
+    """A protobuf message as {field number: [values]}."""
+    out = {}
+    for num, _, v in pb_fields(b):
+        out.setdefault(num, []).append(v)
+    return out
+
+
+def pb_packed(b):
+    vals, i = [], 0
+    while i < len(b):
+        v, i = pb_uvarint(b, i)
+        vals.append(v - (1 << 64) if v >= 1 << 63 else v)
+    return vals
+
+
+def pb_strs(m, num):
+    return [v.decode() for v in m.get(num, [])]
+
+
+@test
+def grafana_querier_connect_proto_and_json():
+    import struct
+    cpu = os.path.join(ARGS.testdata, "pprof", "go-runtime-cpu-02.pb.gz")
+    cpu_total = pprof_raw(cpu)[1][1]
+    sel = '{service_name="grafana-app"}'
+    rng = {"start": (T0 - 10) * 1000, "end": (T0 + 3600) * 1000}
+    prefix = "/querier.v1.QuerierService/"
+    with Server() as srv:
+        for env in ("prod", "staging"):
+            assert srv.ingest(open(cpu, "rb").read(), name=f"grafana-app{{env={env}}}", format="pprof",
+                              **{"from": T0})[0] == 200
+        srv.ingest(b"foo;bar 5\n", name="other-app.cpu", format="folded", **{"from": T0})
+
+        def call(method, body, ctype="application/proto"):
+            st, b, hdr = srv.request("POST", prefix + method, body, {"Content-Type": ctype})
+            assert st == 200, (method, ctype, st, b[:300])
+            assert hdr["Content-Type"] == ctype, hdr
+            return pb_decode(b) if ctype == "application/proto" else json.loads(b)
+
+        def both(method, doc):
+            """The recorded binary call and the same request in JSON."""
+            return call(method, bytes.fromhex(QUERIER_BODIES[method])), call(method, json.dumps(doc).encode(), "application/json")
+
+        # ProfileTypes: Grafana's health check and type picker.
+        want = sorted(t["id"] for t in srv.get_json("/api/v1/profile-types")["profileTypes"])
+        pb, js = both("ProfileTypes", rng)
+        types = [pb_decode(t) for t in pb[1]]
+        assert sorted(pb_strs(t, 1)[0] for t in types) == want, types
+        cput = next(t for t in types if pb_strs(t, 1) == [CPU])
+        assert [pb_strs(cput, k)[0] for k in (2, 4, 5, 6, 7)] == ["process_cpu", "cpu", "nanoseconds", "cpu", "nanoseconds"]
+        assert sorted(t["ID"] for t in js["profileTypes"]) == want, js
+        assert {"ID": CPU, "name": "process_cpu", "sampleType": "cpu", "sampleUnit": "nanoseconds",
+                "periodType": "cpu", "periodUnit": "nanoseconds"} in js["profileTypes"]
+
+        # LabelNames / LabelValues / Series, narrowed by matchers.
+        pb, js = both("LabelNames", {"matchers": [sel], **rng})
+        assert {"env", "service_name"} <= set(pb_strs(pb, 1)) and pb_strs(pb, 1) == js["names"], (pb, js)
+        pb, js = both("LabelValues", {"name": "env", "matchers": ['{__profile_type__="%s"}' % CPU], **rng})
+        assert pb_strs(pb, 1) == ["prod", "staging"] == js["names"], (pb, js)
+        pb, js = both("Series", {"matchers": [sel], "labelNames": ["env", "__profile_type__"], **rng})
+        got = sorted(tuple((pb_strs(p, 1)[0], pb_strs(p, 2)[0]) for p in map(pb_decode, pb_decode(l)[1])) for l in pb[2])
+        types_of_cpu = [t for t in want if t.startswith("process_cpu:")]
+        assert got == sorted(tuple(sorted([("__profile_type__", t), ("env", e)])) for t in types_of_cpu
+                             for e in ("prod", "staging")), got
+        assert len(js["labelsSet"]) == len(got), js
+
+        # SelectMergeStacktraces: the same flame graph the REST API renders.
+        fb = srv.get_json("/api/v1/query", query=CPU + sel, format="flamegraph", max_nodes=16384,
+                          **{"from": T0 - 10, "until": T0 + 3600})["flamebearer"]
+        doc = {"profileTypeID": CPU, "labelSelector": sel, "maxNodes": 16384, **rng}
+        pb, js = both("SelectMergeStacktraces", doc)
+        g = pb_decode(pb[1][0])
+        assert pb_strs(g, 1) == fb["names"] and pb_strs(g, 1)[0] == "total"
+        assert [pb_packed(l.get(1, [b""])[0]) for l in map(pb_decode, g[2])] == fb["levels"]
+        assert g[3] == [fb["numTicks"]] == [2 * cpu_total] and g[4] == [fb["maxSelf"]], (g[3], g[4])
+        jg = js["flamegraph"]
+        assert jg["names"] == fb["names"] and int(jg["total"]) == 2 * cpu_total and int(jg["maxSelf"]) == fb["maxSelf"]
+        assert [[int(v) for v in l["values"]] for l in jg["levels"]] == fb["levels"]
+        # A field Hearth does not know (profile_id_selector = 8) is skipped, as proto requires.
+        extra = bytes.fromhex(QUERIER_BODIES["SelectMergeStacktraces"]) + pb_field(8, b"7c9e6679")
+        assert pb_decode(call("SelectMergeStacktraces", extra)[1][0])[3] == [2 * cpu_total]
+
+        # SelectSeries grouped by env: one series per env, each summing to the profile's total.
+        pb, js = both("SelectSeries", {"profileTypeID": CPU, "labelSelector": sel, "groupBy": ["env"], "step": 60, **rng})
+        series = {}
+        for s in map(pb_decode, pb[1]):
+            labels = [(pb_strs(p, 1)[0], pb_strs(p, 2)[0]) for p in map(pb_decode, s[1])]
+            points = [pb_decode(p) for p in s[2]]
+            series[tuple(labels)] = sum(struct.unpack("<d", p[1][0])[0] for p in points)
+            assert all(p[2][0] % 60000 == 0 for p in points), points  # ms timestamps on the step
+        assert series == {(("env", "prod"),): cpu_total, (("env", "staging"),): cpu_total}, series
+        assert sorted(s["labels"][0]["value"] for s in js["series"]) == ["prod", "staging"], js
+        assert all(sum(p["value"] for p in s["points"]) == cpu_total for s in js["series"]), js
+
+        # SelectMergeProfile: a bare profile.proto that go tool pprof reads.
+        st, raw, _ = srv.request("POST", prefix + "SelectMergeProfile", bytes.fromhex(QUERIER_BODIES["SelectMergeProfile"]),
+                                 {"Content-Type": "application/proto"})
+        assert st == 200 and raw[:2] != b"\x1f\x8b", st
+        path = os.path.join(ARGS.tmp, "querier-merged.pb")
+        open(path, "wb").write(raw)
+        assert pprof_raw(path)[1] == [2 * cpu_total], pprof_raw(path)
+        js = call("SelectMergeProfile", json.dumps({"profileTypeID": CPU, "labelSelector": sel, **rng}).encode(),
+                  "application/json")
+        assert js["stringTable"][0] == "" and js["sample"] and js["sampleType"], list(js)
+
+        # Errors: Connect codes with the matching HTTP status.
+        cases = [("SelectMergeStacktraces", b"\xff\xff", "application/proto", 400, "invalid_argument"),
+                 ("SelectMergeStacktraces", b"{", "application/json", 400, "invalid_argument"),
+                 ("SelectMergeStacktraces", b"{}", "application/json", 400, "invalid_argument"),
+                 ("SelectMergeStacktraces", json.dumps({**doc, "labelSelector": "{env=~\"(\"}"}).encode(),
+                  "application/json", 400, "invalid_argument"),
+                 ("SelectMergeStacktraces", json.dumps({**doc, "format": "PROFILE_FORMAT_TREE"}).encode(),
+                  "application/json", 501, "unimplemented"),
+                 ("SelectSeries", json.dumps({**doc, "step": -1}).encode(), "application/json", 400, "invalid_argument"),
+                 ("LabelValues", b"{}", "application/json", 400, "invalid_argument"),
+                 ("ProfileTypes", b"{}", "text/plain", 415, "invalid_argument"),
+                 ("NoSuchMethod", b"{}", "application/json", 404, "unimplemented")]
+        for method, body, ctype, status, code in cases:
+            st, b, _ = srv.request("POST", prefix + method, body, {"Content-Type": ctype})
+            err = json.loads(b)
+            assert st == status and err["code"] == code and err["message"], (method, body, st, b)
+        st, b = srv.get(prefix + "ProfileTypes")
+        assert st == 405 and json.loads(b)["code"], (st, b)
+        # Nothing the errors did changed the stored data.
+        assert query(srv, CPU + sel)["total"] == 2 * cpu_total
 
 
 @test
@@ -1189,6 +1448,22 @@ def tenants_are_isolated_on_every_read_endpoint():
             assert b"alpha" in ba or b"crypto/sha256" in ba or b"env" in ba or b"process_cpu" in ba or path.endswith(
                 "timeseries"), (path, ba[:300])
             assert b"alpha" not in bb and b"beta" not in ba, (path, ba[:300], bb[:300])
+        # The Connect querier (Grafana) is tenant-scoped too.
+        rng = {"start": (T0 - 10) * 1000, "end": (T0 + 60) * 1000}
+        for method, doc in (("ProfileTypes", rng), ("LabelNames", rng), ("LabelValues", {"name": "service_name", **rng}),
+                            ("Series", rng), ("SelectMergeStacktraces", {"profileTypeID": CPU, **rng}),
+                            ("SelectSeries", {"profileTypeID": CPU, "step": 10, **rng}),
+                            ("SelectMergeProfile", {"profileTypeID": CPU, **rng})):
+            res = {}
+            for t in ("team-a", "team-b"):
+                st, b, _ = srv.request("POST", "/querier.v1.QuerierService/" + method, json.dumps(doc).encode(),
+                                       {**h(t), "Content-Type": "application/json"})
+                assert st == 200, (method, t, st, b[:200])
+                res[t] = b
+            a, b = res["team-a"], res["team-b"]
+            assert any(m in a for m in (b"alpha", b"sha256", b"endpoint", b"process_cpu", b'"points":[{')), (method, a[:300])
+            assert not any(m in b for m in (b"alpha", b"sha256", b"endpoint", b"process_cpu", b'"points":[{')), (method, b[:300])
+            assert b"beta" not in a, method
         a_top = json.loads(get(srv, "team-a", "/api/v1/query", query=CPU, format="top", **span)[1])
         b_top = json.loads(get(srv, "team-b", "/api/v1/query", query=CPU, format="top", **span)[1])
         assert a_top["total"] == total and b_top["total"] == 0
@@ -1389,6 +1664,55 @@ def deploy_files_are_valid():
     with Server(extra=["--scrape-config", os.path.join(root, "deploy", "examples", "scrape.json")]) as srv:
         jobs = {t["job"] for t in srv.get_json("/api/v1/targets")["targets"]}
         assert jobs == {"checkout", "batch", "custom"}, jobs
+
+
+@test
+def grafana_provisioning_queries_work():
+    """deploy/grafana: the data source is Pyroscope-typed, and every dashboard query - the
+    data-source panels (as the Connect calls Grafana makes) and the /embed iframes - answers
+    with the pushed data once the dashboard variables are filled in."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    g = os.path.join(root, "deploy", "grafana")
+    ds = open(os.path.join(g, "provisioning", "datasources", "hearth.yaml")).read()
+    assert re.search(r"^\s+type: grafana-pyroscope-datasource$", ds, re.M) and re.search(r"^\s+uid: hearth$", ds, re.M)
+    prov = open(os.path.join(g, "provisioning", "dashboards", "hearth.yaml")).read()
+    assert "type: file" in prov and "/var/lib/grafana/dashboards/hearth" in prov
+    dash = json.load(open(os.path.join(g, "dashboards", "hearth.json")))
+    cpu = os.path.join(ARGS.testdata, "pprof", "go-runtime-cpu-02.pb.gz")
+    total = pprof_raw(cpu)[1][1]
+    now_ms = int(time.time() * 1000)
+    with Server() as srv:
+        assert srv.ingest(open(cpu, "rb").read(), name="my-service", format="pprof", **{"from": now_ms // 1000})[0] == 200
+        env = {"service": "my-service", "hearth_url": srv.url(""), "__from": str(now_ms - 3600000), "__to": str(now_ms + 60000)}
+        fill = lambda s: re.sub(r"\$\{?(\w+)\}?", lambda m: env[m.group(1)], s)
+        kinds = set()
+        for p in dash["panels"]:
+            for t in p.get("targets", []):
+                assert p["datasource"]["uid"] == t["datasource"]["uid"] == "hearth", p["title"]
+                doc = {"profileTypeID": t["profileTypeId"], "labelSelector": fill(t["labelSelector"]),
+                       "start": int(env["__from"]), "end": int(env["__to"])}
+                method = "SelectSeries" if t["queryType"] == "metrics" else "SelectMergeStacktraces"
+                if method == "SelectSeries":
+                    doc.update(step=15, groupBy=t["groupBy"])
+                st, b, _ = srv.request("POST", "/querier.v1.QuerierService/" + method, json.dumps(doc).encode(),
+                                       {"Content-Type": "application/json"})
+                assert st == 200, (p["title"], st, b[:300])
+                r = json.loads(b)
+                got = (sum(pt["value"] for s in r["series"] for pt in s["points"]) if method == "SelectSeries"
+                       else int(r["flamegraph"]["total"]))
+                assert got == total, (p["title"], got, total)
+                kinds.add(p["type"])
+            if p["type"] == "text":
+                src = fill(html.unescape(re.search(r'<iframe src="([^"]+)"', p["options"]["content"]).group(1)))
+                u = urllib.parse.urlparse(src)
+                assert u.path == "/embed", src
+                st, b, hdr = srv.request("GET", u.path + "?" + u.query)
+                assert st == 200 and "text/html" in hdr["Content-Type"], (src, st)
+                q = dict(urllib.parse.parse_qsl(u.query))
+                assert q["view"] in ("flamegraph", "timeseries", "table") and q["theme"] in ("dark", "light")
+                assert query(srv, q["query"], frm=q["from"], until=q["until"])["total"] == total, src
+                kinds.add("embed-" + q["view"])
+        assert kinds == {"timeseries", "flamegraph", "embed-flamegraph", "embed-timeseries", "embed-table"}, kinds
 
 
 def valgrind_full_cycle():

@@ -4,7 +4,10 @@
 #include "ingest/appname.h"
 #include "ingest/folded.h"
 #include "ingest/pprof.h"
+#include "common/arena.h"
 #include "common/base64.h"
+#include "common/pbjson.h"
+#include "server/querier.pb-c.h"
 #include "ingest/push.h"
 #include "ingest/request.h"
 #include "tests/unit/unit.h"
@@ -201,4 +204,53 @@ void test_base64(void) {
     free(a);
     free(b);
     CHECK(base64_decode("ab$d", 4, &out, &n) == -1);
+}
+
+/* proto3 JSON both ways: camelCase and original names, int64 as string or number,
+ * enums by name, bytes as base64, unknown keys skipped, wrong types refused. */
+void test_pbjson(void) {
+    arena_t *ar = arena_new();
+    hr_err_t err = {0};
+    const char *in = "{\"profileTypeID\":\"a:b:c:d:e\",\"label_selector\":\"{x=\\\"1\\\"}\",\"start\":\"5\",\"end\":7,"
+                     "\"maxNodes\":\"9\",\"format\":\"PROFILE_FORMAT_TREE\",\"stackTraceSelector\":{\"x\":1}}";
+    Querier__V1__SelectMergeStacktracesRequest *q = (void *)pbjson_decode(
+        &querier__v1__select_merge_stacktraces_request__descriptor, in, strlen(in), ar, &err);
+    CHECK(q != NULL);
+    if (q) {
+        CHECK_STR(q->profile_typeid, "a:b:c:d:e");
+        CHECK_STR(q->label_selector, "{x=\"1\"}");
+        CHECK_INT(q->start, 5);
+        CHECK_INT(q->end, 7);
+        CHECK_INT(q->max_nodes, 9);
+        CHECK_INT(q->format, QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_TREE);
+    }
+    const char *bad = "{\"start\":\"soon\"}";
+    CHECK(pbjson_decode(&querier__v1__select_merge_stacktraces_request__descriptor, bad, strlen(bad), ar, &err) == NULL);
+    CHECK(err.code == HR_EINVAL && strstr(err.msg, "start"));
+    err = (hr_err_t){0};
+    CHECK(pbjson_decode(&querier__v1__select_merge_stacktraces_request__descriptor, "[1]", 3, ar, &err) == NULL);
+
+    int64_t vals[] = {0, -3, 1LL << 40};
+    Querier__V1__Level lv = QUERIER__V1__LEVEL__INIT, *lvp = &lv;
+    lv.n_values = 3, lv.values = vals;
+    char *names[] = {"total", "a\"b"};
+    Querier__V1__FlameGraph g = QUERIER__V1__FLAME_GRAPH__INIT;
+    g.n_names = 2, g.names = names, g.n_levels = 1, g.levels = &lvp, g.total = 42, g.max_self = 1;
+    Querier__V1__SelectMergeStacktracesResponse r = QUERIER__V1__SELECT_MERGE_STACKTRACES_RESPONSE__INIT;
+    r.flamegraph = &g;
+    r.tree = (ProtobufCBinaryData){5, (uint8_t *)"hello"};
+    buf_t b;
+    buf_init(&b);
+    CHECK(pbjson_encode(&r.base, &b) == 0);
+    buf_putc(&b, 0);
+    CHECK_STR((char *)b.data, "{\"flamegraph\":{\"names\":[\"total\",\"a\\\"b\"],\"levels\":[{\"values\":[\"0\",\"-3\","
+                              "\"1099511627776\"]}],\"total\":\"42\",\"maxSelf\":\"1\"},\"tree\":\"aGVsbG8=\"}");
+    /* ...and back. */
+    Querier__V1__SelectMergeStacktracesResponse *back = (void *)pbjson_decode(
+        &querier__v1__select_merge_stacktraces_response__descriptor, (char *)b.data, b.len - 1, ar, &err);
+    CHECK(back && back->flamegraph && back->flamegraph->n_levels == 1 && back->flamegraph->levels[0]->values[2] == 1LL << 40);
+    CHECK(back && back->tree.len == 5 && !memcmp(back->tree.data, "hello", 5));
+    CHECK(back && back->flamegraph && !strcmp(back->flamegraph->names[1], "a\"b"));
+    buf_free(&b);
+    arena_free(ar);
 }

@@ -16,7 +16,7 @@
 static store_t *new_store(const char *name) {
     char dir[512];
     unit_tmpdir(name, dir, sizeof dir);
-    store_config_t cfg = {dir, WAL_FSYNC_NONE, 64 << 20, 3600 * S, 3, 64 << 20, 0};
+    store_config_t cfg = {dir, WAL_FSYNC_NONE, 64 << 20, 3600 * S, 3, 64 << 20, 0, 0, 0};
     hr_err_t err = {0};
     store_t *s = store_open(&cfg, &err);
     size_t rec, skip;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "storage/block.h"
+#include "storage/compact.h"
 #include "storage/store.h"
 #include "storage/symtab.h"
 #include "storage/wal.h"
@@ -233,7 +234,7 @@ static int count_segments(void *ctx, const segment_t *seg) {
 void test_store_cut_and_reopen(void) {
     char dir[512];
     unit_tmpdir("store1", dir, sizeof dir);
-    store_config_t cfg = {dir, WAL_FSYNC_NONE, 1 << 20, 3600LL * 1000000000, 3, 1 << 20, 0};
+    store_config_t cfg = {dir, WAL_FSYNC_NONE, 1 << 20, 3600LL * 1000000000, 3, 1 << 20, 0, 0, 0};
     hr_err_t err = {0};
     store_t *s = store_open(&cfg, &err);
     CHECK(s != NULL);
@@ -293,7 +294,7 @@ void test_retention(void) {
     char dir[512];
     unit_tmpdir("retention", dir, sizeof dir);
     const int64_t H = 3600LL * 1000000000, now = 1000 * H;
-    store_config_t cfg = {dir, WAL_FSYNC_NONE, 1 << 20, H, 3, 1 << 20, 24 * H};
+    store_config_t cfg = {dir, WAL_FSYNC_NONE, 1 << 20, H, 3, 1 << 20, 24 * H, 0, 0};
     hr_err_t err = {0};
     store_t *s = store_open(&cfg, &err);
     size_t rec, skip;
@@ -320,4 +321,86 @@ void test_retention(void) {
     char path[700];
     snprintf(path, sizeof path, "%s/blocks/anonymous/00000001.blk", dir);
     CHECK(access(path, F_OK) != 0); /* the old block's file is gone */
+}
+
+/* Sums value by the leaf function name of each sample, for comparing segments
+ * whose stack ids differ. */
+static int64_t leaf_total(const segment_t *s, const char *leaf) {
+    int64_t sum = 0;
+    for (size_t i = 0; i < s->nsamples; i++) {
+        const sym_stack_t *st = &s->sym->stacks[s->stacks[i]];
+        const sym_location_t *loc = &s->sym->locations[st->location];
+        const sym_function_t *f = &s->sym->functions[s->sym->lines[loc->first_line].function];
+        if (!strcmp(symtab_str(s->sym, f->name), leaf)) sum += s->values[i];
+    }
+    return sum;
+}
+
+void test_compact_segments(void) {
+    segment_t *a = sample_segment(), *b = sample_segment();
+    const char *c[] = {"main", "c"};
+    uint32_t sc = make_stack(b->sym, c, 2);
+    int64_t v = 11;
+    segment_add(b, 3, 3000, 10, &sc, &v, 1);
+    hr_err_t err = {0};
+    const segment_t *in[] = {a, b};
+    segment_t *m = compact_segments(in, 2, &err);
+    CHECK(m != NULL);
+    if (m) {
+        CHECK_INT(m->nprofiles, a->nprofiles + b->nprofiles);
+        CHECK_INT(m->nsamples, a->nsamples + b->nsamples);
+        CHECK_INT(m->min_time, 1000);
+        CHECK_INT(m->max_time, 3000);
+        CHECK_INT(leaf_total(m, "a"), 2 * leaf_total(a, "a"));
+        CHECK_INT(leaf_total(m, "b"), 2 * leaf_total(a, "b"));
+        CHECK_INT(leaf_total(m, "c"), 11);
+        CHECK_INT(m->sym->nstrings, b->sym->nstrings); /* a's symbols were all in b: stored once */
+        CHECK_INT(m->sym->nstacks, b->sym->nstacks);
+        for (size_t i = 0; i < m->nprofiles; i++) { /* every row kept, totals intact */
+            const seg_profile_t *p = &m->profiles[i], *q = i < a->nprofiles ? &a->profiles[i] : &b->profiles[i - a->nprofiles];
+            CHECK(p->series == q->series && p->time_ns == q->time_ns && p->total == q->total && p->nsamples == q->nsamples);
+        }
+    }
+    segment_free(m);
+    segment_free(a);
+    segment_free(b);
+}
+
+void test_store_compaction(void) {
+    char dir[512];
+    unit_tmpdir("compaction", dir, sizeof dir);
+    const int64_t H = 3600LL * 1000000000, day0 = 1000 * 24 * H;
+    store_config_t cfg = {dir, WAL_FSYNC_NONE, 1 << 20, H, 3, 1 << 20, 0, 2, 1 << 20};
+    hr_err_t err = {0};
+    store_t *s = store_open(&cfg, &err);
+    size_t rec, skip;
+    store_replay(s, NULL, NULL, &rec, &skip, &err);
+    int64_t times[] = {day0 + H, day0 + 2 * H, day0 + 3 * H, day0 + 25 * H}; /* the last is the next day */
+    for (int i = 0; i < 4; i++) {
+        ingest_one(s, times[i], i + 1);
+        CHECK(store_cut(s, &err) == 0);
+    }
+    CHECK_INT(store_compact(s, &err), 1);
+    CHECK_INT(store_compact(s, &err), 0); /* one day's blocks merged; the other day stays apart */
+    store_stats_t st;
+    store_stats(s, &st);
+    CHECK_INT(st.blocks, 2);
+    CHECK_INT(st.compacted_blocks, 3);
+    int64_t sums[2] = {0, 0};
+    store_scan(s, "anonymous", 0, day0 + 48 * H, count_segments, sums, &err);
+    CHECK(sums[0] == 1 + 2 + 3 + 4 && sums[1] == 4);
+    store_close(s);
+    s = store_open(&cfg, &err); /* the catalog agrees after a reopen; the old files are gone */
+    store_replay(s, NULL, NULL, &rec, &skip, &err);
+    memset(sums, 0, sizeof sums);
+    store_scan(s, "anonymous", 0, day0 + 48 * H, count_segments, sums, &err);
+    CHECK(sums[0] == 10 && sums[1] == 4);
+    store_stats(s, &st);
+    CHECK_INT(st.blocks, 2);
+    store_close(s);
+    for (int id = 1; id <= 3; id++) {
+        char path[700];
+        snprintf(path, sizeof path, "%s/blocks/anonymous/%08d.blk", dir, id);
+        CHECK(access(path, F_OK) != 0);
+    }
 }

@@ -1,0 +1,26 @@
+/* pbjson.h - proto3 JSON for any protobuf-c message, driven by its descriptor.
+ *
+ * Connect serves every RPC in both application/proto and application/json; with
+ * this, a handler reads and writes only protobuf-c structs and the JSON side
+ * follows the proto3 mapping: lowerCamelCase names (the original field names are
+ * accepted too), 64-bit integers as strings (numbers accepted), enums by name (or
+ * number), bytes as base64. Encoding writes every field, defaults included, except
+ * unset message and optional fields. */
+#ifndef HEARTH_PBJSON_H
+#define HEARTH_PBJSON_H
+
+#include <protobuf-c/protobuf-c.h>
+
+#include "common/arena.h"
+#include "common/buf.h"
+#include "common/err.h"
+
+int pbjson_encode(const ProtobufCMessage *msg, buf_t *out);
+
+/* Decodes JSON text into a new message of type desc, allocated (with everything
+ * it points to) in arena. Unknown fields are ignored; a value of the wrong JSON type
+ * is an HR_EINVAL naming the field. NULL on error. */
+ProtobufCMessage *pbjson_decode(const ProtobufCMessageDescriptor *desc, const char *text, size_t len, arena_t *arena,
+                                hr_err_t *err);
+
+#endif
