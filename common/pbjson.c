@@ -1,6 +1,7 @@
 /* pbjson.c - see pbjson.h. */
 #include "common/pbjson.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
@@ -127,14 +128,21 @@ typedef struct {
 
 static ProtobufCMessage *decode_msg(dctx_t *c, const ProtobufCMessageDescriptor *d, json_t *obj);
 
+/* An integer from a JSON number or a decimal string; -1 if it is neither, has a
+ * fraction or does not fit in 64 bits. */
 static int get_int(json_t *v, int64_t *out) {
     if (json_is_integer(v)) return *out = json_integer_value(v), 0;
-    if (json_is_real(v) && json_real_value(v) == floor(json_real_value(v))) return *out = (int64_t)json_real_value(v), 0;
+    if (json_is_real(v)) {
+        double d = json_real_value(v);
+        if (d != floor(d) || !(d >= -9223372036854775808.0 && d < 9223372036854775808.0)) return -1;
+        return *out = (int64_t)d, 0;
+    }
     if (json_is_string(v)) {
         char *end;
         const char *s = json_string_value(v);
+        errno = 0;
         long long n = strtoll(s, &end, 10);
-        if (*s && !*end) return *out = n, 0;
+        if (*s && !*end && errno != ERANGE) return *out = n, 0;
     }
     return -1;
 }
@@ -144,7 +152,7 @@ static int decode_value(dctx_t *c, const ProtobufCFieldDescriptor *f, json_t *v,
     switch (f->type) {
     case PROTOBUF_C_TYPE_INT32: case PROTOBUF_C_TYPE_SINT32: case PROTOBUF_C_TYPE_SFIXED32:
     case PROTOBUF_C_TYPE_UINT32: case PROTOBUF_C_TYPE_FIXED32:
-        if (get_int(v, &n)) return -1;
+        if (get_int(v, &n) || n < INT32_MIN || n > UINT32_MAX) return -1;
         *(int32_t *)p = (int32_t)n;
         return 0;
     case PROTOBUF_C_TYPE_INT64: case PROTOBUF_C_TYPE_SINT64: case PROTOBUF_C_TYPE_SFIXED64:
@@ -178,7 +186,7 @@ static int decode_value(dctx_t *c, const ProtobufCFieldDescriptor *f, json_t *v,
             *(int *)p = e->value;
             return 0;
         }
-        if (get_int(v, &n)) return -1;
+        if (get_int(v, &n) || n < INT32_MIN || n > INT32_MAX) return -1;
         *(int *)p = (int)n;
         return 0;
     }

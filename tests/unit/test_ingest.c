@@ -229,6 +229,12 @@ void test_pbjson(void) {
     CHECK(err.code == HR_EINVAL && strstr(err.msg, "start"));
     err = (hr_err_t){0};
     CHECK(pbjson_decode(&querier__v1__select_merge_stacktraces_request__descriptor, "[1]", 3, ar, &err) == NULL);
+    static const char *range[] = {"{\"end\":1e300}", "{\"end\":\"99999999999999999999\"}", "{\"format\":4294967296}"};
+    for (int i = 0; i < 3; i++) { /* out of range: refused, not wrapped (fuzzer find) */
+        err = (hr_err_t){0};
+        CHECK(pbjson_decode(&querier__v1__select_merge_stacktraces_request__descriptor, range[i], strlen(range[i]), ar,
+                            &err) == NULL);
+    }
 
     int64_t vals[] = {0, -3, 1LL << 40};
     Querier__V1__Level lv = QUERIER__V1__LEVEL__INIT, *lvp = &lv;

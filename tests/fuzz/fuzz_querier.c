@@ -1,0 +1,37 @@
+/* fuzz_querier.c - libFuzzer harness: Connect querier request bodies, as proto3 JSON
+ * (pbjson) and as binary (protobuf-c into an arena), then re-encoded both ways. */
+#include "common/arena.h"
+#include "common/pbjson.h"
+#include "server/querier.pb-c.h"
+
+static const ProtobufCMessageDescriptor *const DESCS[] = {
+    &querier__v1__profile_types_request__descriptor,
+    &querier__v1__label_values_request__descriptor,
+    &querier__v1__series_request__descriptor,
+    &querier__v1__select_merge_stacktraces_request__descriptor,
+    &querier__v1__select_series_request__descriptor,
+    &querier__v1__select_merge_stacktraces_response__descriptor, /* nested messages, bytes */
+    &querier__v1__select_series_response__descriptor,            /* doubles */
+};
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
+    for (size_t i = 0; i < sizeof DESCS / sizeof *DESCS; i++) {
+        arena_t *ar = arena_new();
+        if (!ar) return 0;
+        hr_err_t err = {0};
+        ProtobufCAllocator al = arena_pb_allocator(ar);
+        const ProtobufCMessage *ms[2] = {pbjson_decode(DESCS[i], (const char *)data, n, ar, &err),
+                                         protobuf_c_message_unpack(DESCS[i], &al, n, data)};
+        for (int k = 0; k < 2; k++) {
+            if (!ms[k]) continue;
+            buf_t b;
+            buf_init(&b);
+            pbjson_encode(ms[k], &b);
+            buf_free(&b);
+            uint8_t *p = arena_alloc(ar, protobuf_c_message_get_packed_size(ms[k]));
+            if (p) protobuf_c_message_pack(ms[k], p);
+        }
+        arena_free(ar);
+    }
+    return 0;
+}
