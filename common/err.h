@@ -18,7 +18,8 @@ typedef enum {
     HR_EIO,      /* storage failure: disk full, I/O error (503) */
     HR_ENOMEM,   /* allocation failed (500) */
     HR_EINTERNAL, /* a bug or broken invariant (500) */
-    HR_ELIMIT     /* a configured limit or rate refused the request (429) */
+    HR_ELIMIT,    /* a configured limit or rate refused the request (429) */
+    HR_ETIMEOUT   /* the work ran past its deadline, e.g. --query-timeout (504) */
 } hr_code_t;
 
 typedef struct {

@@ -19,6 +19,7 @@
 
 typedef struct {
     const char *sample_type, *display_name; /* from sample_type_config */
+    int cumulative;                         /* its "cumulative": 1, 0, or -1 when not given */
 } pprof_display_t;
 
 typedef struct {

@@ -8,11 +8,13 @@
 
 #include "common/ptype.h"
 #include "ingest/appname.h"
+#include "ingest/delta.h"
 #include "ingest/folded.h"
 #include "ingest/pprof.h"
 #include "ingest/push.h"
 
-#define RECORD_VERSION 1
+/* 2 added prev_body; version-1 records (no prev_body) still replay. */
+#define RECORD_VERSION 2
 
 static void put_str(buf_t *b, const char *s) {
     if (!s) {
@@ -48,6 +50,8 @@ void ingest_request_encode(const ingest_request_t *r, buf_t *b) {
     buf_put_svarint(b, r->received_ns);
     buf_put_svarint(b, r->sample_rate);
     buf_put_bytes(b, r->body, r->body_len);
+    buf_putc(b, r->prev_body != NULL);
+    if (r->prev_body) buf_put_bytes(b, r->prev_body, r->prev_len);
 }
 
 int ingest_request_decode(const uint8_t *p, size_t n, ingest_request_t *r, hr_err_t *err) {
@@ -55,7 +59,8 @@ int ingest_request_decode(const uint8_t *p, size_t n, ingest_request_t *r, hr_er
     buf_reader_init(&rd, p, n);
     memset(r, 0, sizeof *r);
     const uint8_t *v = buf_get_raw(&rd, 1);
-    if (!v || *v != RECORD_VERSION) return hr_fail(err, HR_EUNPROC, "WAL record: unknown version");
+    if (!v || *v < 1 || *v > RECORD_VERSION) return hr_fail(err, HR_EUNPROC, "WAL record: unknown version");
+    int version = *v;
     r->tenant = get_str(&rd);
     r->name = get_str(&rd);
     const uint8_t *f = buf_get_raw(&rd, 1);
@@ -70,12 +75,15 @@ int ingest_request_decode(const uint8_t *p, size_t n, ingest_request_t *r, hr_er
     r->received_ns = buf_get_svarint(&rd);
     r->sample_rate = buf_get_svarint(&rd);
     r->body = buf_get_bytes(&rd, &r->body_len);
+    const uint8_t *has_prev = version >= 2 ? buf_get_raw(&rd, 1) : NULL;
+    if (has_prev && *has_prev) r->prev_body = buf_get_bytes(&rd, &r->prev_len);
     if (rd.bad || !r->tenant || !r->name || r->format < INGEST_PPROF || r->format > INGEST_PARCA_JSON)
         return hr_fail(err, HR_EUNPROC, "WAL record: malformed");
     return 0;
 }
 
-/* Display names from Pyroscope's sample_type_config JSON ({"type": {"display-name": ...}}). */
+/* Display names and cumulative flags from Pyroscope's sample_type_config JSON
+ * ({"type": {"display-name": ..., "cumulative": true}}). */
 static int parse_display(const char *json, json_t **root, pprof_display_t *out, size_t *n, hr_err_t *err) {
     *n = 0;
     *root = NULL;
@@ -90,15 +98,14 @@ static int parse_display(const char *json, json_t **root, pprof_display_t *out, 
     json_t *v;
     json_object_foreach(o, k, v) {
         if (*n == 64) break;
-        json_t *d = json_object_get(v, "display-name");
-        out[(*n)++] = (pprof_display_t){k, json_is_string(d) ? json_string_value(d) : NULL};
+        json_t *d = json_object_get(v, "display-name"), *c = json_object_get(v, "cumulative");
+        out[(*n)++] = (pprof_display_t){k, json_is_string(d) ? json_string_value(d) : NULL,
+                                        json_is_boolean(c) ? json_is_true(c) : -1};
     }
     *root = o;
     return 0;
 }
 
-/* Pyroscope's mapping of a text upload's name suffix to a profile type. The period
- * scaling applies to cpu and wall: values are samples at sampleRate Hz. */
 /* Pyroscope's mapping of a text upload's name suffix to a profile type. cpu and wall
  * values are samples at sampleRate Hz, scaled to nanoseconds by the period. */
 static int folded_type(const char *suffix, int64_t rate, char *out, size_t n, int64_t *scale, hr_err_t *err) {
@@ -144,6 +151,38 @@ static int decode_folded(const ingest_request_t *r, const ingest_limits_t *lim, 
     return folded_decode((const char *)r->body, r->body_len, r->format == INGEST_LINES, scale, b, p, err);
 }
 
+/* Cumulative unless sample_type_config says otherwise: Pyroscope's defaults are the
+ * heap's alloc_* and the mutex/block contentions and delay. */
+static int is_cumulative(const char *type_id, const pprof_opts_t *o) {
+    ptype_parts_t p;
+    if (ptype_split(type_id, &p)) return 0;
+    for (size_t i = 0; i < o->ndisplay; i++)
+        if (!strcmp(o->display[i].sample_type, p.sample_type) && o->display[i].cumulative >= 0)
+            return o->display[i].cumulative;
+    static const char *const dflt[] = {"alloc_objects", "alloc_space", "contentions", "delay"};
+    for (size_t i = 0; i < sizeof dflt / sizeof *dflt; i++)
+        if (!strcmp(p.sample_type, dflt[i])) return 1;
+    return 0;
+}
+
+/* Decodes prev_profile like the profile and keeps only what happened since it. */
+static int apply_prev(const ingest_request_t *r, const pprof_opts_t *o, batch_t *b, hr_err_t *err) {
+    batch_t prev;
+    if (batch_init(&prev)) return hr_fail(err, HR_ENOMEM, "out of memory");
+    uint8_t *cum = calloc(b->n + 1, 1);
+    int rc = cum ? 0 : hr_fail(err, HR_ENOMEM, "out of memory");
+    if (rc == 0 && pprof_decode(r->prev_body, r->prev_len, o, &prev, err)) {
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        rc = hr_fail(err, err->code, "prev_profile: %s", msg);
+    }
+    for (size_t i = 0; rc == 0 && i < b->n; i++) cum[i] = (uint8_t)is_cumulative(b->p[i].profile_type, o);
+    if (rc == 0) rc = delta_subtract(b, cum, &prev, err);
+    free(cum);
+    batch_destroy(&prev);
+    return rc;
+}
+
 int ingest_to_batch(const ingest_request_t *r, const ingest_limits_t *lim, batch_t *b, hr_err_t *err) {
     if (r->format >= INGEST_PUSH_PROTO)
         return push_decode(r->body, r->body_len, (push_encoding_t)(r->format - INGEST_PUSH_PROTO), lim, r->received_ns,
@@ -169,6 +208,7 @@ int ingest_to_batch(const ingest_request_t *r, const ingest_limits_t *lim, batch
                               .display = disp,
                               .ndisplay = nd};
             rc = pprof_decode(r->body, r->body_len, &o, b, err);
+            if (rc == 0 && r->prev_body) rc = apply_prev(r, &o, b, err);
             json_decref(root);
         }
     }

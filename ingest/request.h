@@ -36,6 +36,8 @@ typedef struct {
     int64_t sample_rate;
     const uint8_t *body;
     size_t body_len;
+    const uint8_t *prev_body; /* multipart `prev_profile` (pprof): deltas are computed (delta.h); NULL if absent */
+    size_t prev_len;
 } ingest_request_t;
 
 typedef struct {

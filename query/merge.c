@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/timeparse.h"
 #include "common/vec.h"
 
 typedef struct {
@@ -78,7 +79,7 @@ typedef struct {
     countmap_t per_series, per_bucket;
     double *acc;
     size_t acc_cap;
-    int oom;
+    int oom, timeout;
 } scan_ctx_t;
 
 static int row_selected(const scan_ctx_t *c, const seg_profile_t *p) {
@@ -167,6 +168,9 @@ static int merge_segment(scan_ctx_t *c, const segment_t *seg) {
 
 static int scan_one(void *ctx, const segment_t *seg) {
     scan_ctx_t *c = ctx;
+    /* Checked per segment: blocks are bounded (--head-max-bytes, --compact-max-bytes), so
+     * the overrun past the deadline is one segment's merge at most. */
+    if (c->q->deadline_ns && time_now_ns() > c->q->deadline_ns) return c->timeout = 1, -1;
     int rc = c->pass == 1 ? count_segment(c, seg) : merge_segment(c, seg);
     if (rc) c->oom = 1;
     return rc;
@@ -208,7 +212,8 @@ int merge_run(store_t *st, const merge_query_t *q, merge_result_t *r, hr_err_t *
         c.pass = 2;
         rc = store_scan(st, q->tenant, q->from, q->until, scan_one, &c, err);
     }
-    if (rc && c.oom) hr_fail(err, HR_ENOMEM, "out of memory during merge");
+    if (rc && c.timeout) hr_fail(err, HR_ETIMEOUT, "the query ran past --query-timeout; narrow the time range or the selection");
+    else if (rc && c.oom) hr_fail(err, HR_ENOMEM, "out of memory during merge");
     free(c.bits);
     free(c.acc);
     free(c.per_series.keys);

@@ -25,6 +25,7 @@ typedef struct {
     int64_t step;          /* timeline bucket width in ns; 0 = no timeline */
     int want_stacks;       /* 0 = totals and timeline only */
     uint32_t series_only;  /* nonzero: of the selected series, only this one (single-profile view) */
+    int64_t deadline_ns;   /* wall clock (time_now_ns); past it the merge stops with HR_ETIMEOUT; 0 = none */
 } merge_query_t;
 
 typedef struct {

@@ -40,6 +40,11 @@ typedef struct app {
 
 void app_route(void *app, http_req_t *req, http_resp_t *resp);
 
+/* The wall-clock deadline of a merge for this request (merge_query_t.deadline_ns). */
+static inline int64_t app_query_deadline(const app_t *a, const http_req_t *req) {
+    return a->cfg.query_timeout_ns ? req->start_ns + a->cfg.query_timeout_ns : 0;
+}
+
 /* Decodes r, logs it durably and adds it to the head; counts it in the metrics.
  * Every write path (/ingest, push, writeraw, scraping) goes through here. */
 int app_store_request(app_t *a, const ingest_request_t *r, size_t body_bytes, hr_err_t *err);

@@ -45,6 +45,8 @@ static const opt_t OPTS[] = {
     {"block-cache-bytes", "1GiB", "decoded blocks kept in memory for queries", T_SIZE, O(block_cache_bytes)},
     {"zstd-level", "3", "zstd compression level of blocks (1-19)", T_INT, O(zstd_level)},
     {"max-connections", "1024", "concurrent HTTP connections", T_INT, O(max_connections)},
+    {"idle-timeout", "120s", "close a connection that sends nothing for this long (slow clients)", T_DURATION, O(idle_timeout_ns)},
+    {"query-timeout", "60s", "a merge running longer stops with 504; 0 = no limit", T_DURATION, O(query_timeout_ns)},
     {"log-level", "info", "debug, info, warn or error", T_LEVEL, O(log_level)},
     {"multitenancy", "false", "true: every request names its tenant in X-Scope-OrgID; false: one tenant, anonymous", T_BOOL, O(multitenancy)},
     {"log-format", "logfmt", "logfmt or json: one line per event either way", T_LOGFMT, O(log_json)},
@@ -82,7 +84,8 @@ static int set_opt(config_t *c, const opt_t *o, const char *v, FILE *err) {
         *(size_t *)(void *)field = sz;
         return 0;
     case T_DURATION:
-        if (!strcmp(v, "0") && !strcmp(o->name, "retention")) d = 0; /* 0 = keep everything */
+        if (!strcmp(v, "0") && (!strcmp(o->name, "retention") || !strcmp(o->name, "query-timeout")))
+            d = 0; /* 0 = keep everything / no deadline */
         else if (duration_parse(v, &d) || d <= 0) goto bad;
         *(int64_t *)(void *)field = d;
         return 0;

@@ -38,6 +38,7 @@ typedef struct {
     size_t block_cache_bytes;
     int zstd_level;
     unsigned max_connections;
+    int64_t idle_timeout_ns, query_timeout_ns;
     log_level_t log_level;
     int log_json;
     int multitenancy;

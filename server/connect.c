@@ -29,6 +29,7 @@ static const char *connect_code(int status) {
     case 404: case 405: case 501: return "unimplemented";
     case 413: case 429: return "resource_exhausted";
     case 503: return "unavailable";
+    case 504: return "deadline_exceeded";
     default: return "internal";
     }
 }

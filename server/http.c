@@ -214,8 +214,8 @@ static char *read_pem(const char *path, hr_err_t *err) {
     return (char *)buf_steal(&b, NULL);
 }
 
-http_server_t *http_start(const char *listen, unsigned max_conns, size_t max_body, const char *tls_cert,
-                          const char *tls_key, http_handler_fn fn, void *app, hr_err_t *err) {
+http_server_t *http_start(const char *listen, unsigned max_conns, unsigned idle_timeout_s, size_t max_body,
+                          const char *tls_cert, const char *tls_key, http_handler_fn fn, void *app, hr_err_t *err) {
     struct sockaddr_in sa;
     if (parse_listen(listen, &sa, err)) return NULL;
     if ((tls_cert != NULL) != (tls_key != NULL)) {
@@ -244,7 +244,7 @@ http_server_t *http_start(const char *listen, unsigned max_conns, size_t max_bod
     struct MHD_OptionItem none[] = {{MHD_OPTION_END, 0, NULL}};
     s->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
                             MHD_OPTION_ARRAY, cert ? tls : none, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-                            MHD_OPTION_CONNECTION_LIMIT, max_conns, MHD_OPTION_CONNECTION_TIMEOUT, 120u,
+                            MHD_OPTION_CONNECTION_LIMIT, max_conns, MHD_OPTION_CONNECTION_TIMEOUT, idle_timeout_s,
                             MHD_OPTION_NOTIFY_COMPLETED, on_done, s, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
                             MHD_OPTION_END);
     if (key) memset(key, 0, strlen(key)); /* MHD has parsed the key by now */

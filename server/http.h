@@ -50,9 +50,11 @@ typedef void (*http_handler_fn)(void *app, http_req_t *req, http_resp_t *resp);
 typedef struct http_server http_server_t;
 
 /* Starts serving on "host:port"; with tls_cert and tls_key (PEM file paths, NULL for
- * plain HTTP) it serves HTTPS through libmicrohttpd's GnuTLS support. */
-http_server_t *http_start(const char *listen, unsigned max_conns, size_t max_body, const char *tls_cert,
-                          const char *tls_key, http_handler_fn fn, void *app, hr_err_t *err);
+ * plain HTTP) it serves HTTPS through libmicrohttpd's GnuTLS support. A connection
+ * that sends nothing for idle_timeout_s seconds is closed (slow clients cannot hold
+ * threads). */
+http_server_t *http_start(const char *listen, unsigned max_conns, unsigned idle_timeout_s, size_t max_body,
+                          const char *tls_cert, const char *tls_key, http_handler_fn fn, void *app, hr_err_t *err);
 void http_stop(http_server_t *s);
 
 /* Query parameter or header (case-insensitive); NULL when absent. Borrowed. */

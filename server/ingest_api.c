@@ -2,7 +2,8 @@
  *
  * Parameters: name (app.type{k=v}), from, until, format, sampleRate, spyName,
  * units, aggregationType. The body is raw (pprof, gzipped or not; folded text) or
- * multipart/form-data with `profile` (+ `sample_type_config`). The request is
+ * multipart/form-data with `profile` (+ `prev_profile`, whose cumulative counters
+ * are subtracted, and `sample_type_config`). The request is
  * decoded completely before anything is stored, so bad input never reaches the
  * WAL; the reply comes only after the WAL record is durable. */
 #include <stdlib.h>
@@ -34,14 +35,12 @@ static int choose_body(http_req_t *req, ingest_request_t *r, http_resp_t *resp) 
     const char *fmt = http_arg(req, "format");
     if (req->multipart) {
         if (req->multipart < 0) return http_error(resp, 400, "malformed multipart/form-data body"), -1;
-        if (http_field(req, "prev_profile"))
-            return http_error(resp, 422, "unsupported client version: `prev_profile` (cumulative profiles) is not "
-                                         "accepted, as in Pyroscope; send delta profiles"), -1;
-        const http_field_t *p = http_field(req, "profile");
+        const http_field_t *p = http_field(req, "profile"), *prev = http_field(req, "prev_profile");
         if (!p) return http_error(resp, 400, "multipart body has no `profile` field"), -1;
         r->format = INGEST_PPROF;
         r->body = p->data.data;
         r->body_len = p->data.len;
+        if (prev && prev->data.len) r->prev_body = prev->data.data, r->prev_len = prev->data.len;
         const http_field_t *c = http_field(req, "sample_type_config");
         if (c && c->data.len) {
             buf_putc((buf_t *)&c->data, 0); /* NUL-terminate in place */

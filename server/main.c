@@ -135,7 +135,8 @@ static int serve(app_t *a) {
     sigaddset(&sigs, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL); /* every thread inherits this; main waits */
     signal(SIGPIPE, SIG_IGN);
-    http_server_t *http = http_start(a->cfg.listen, a->cfg.max_connections, a->cfg.max_body_bytes,
+    unsigned idle_s = (unsigned)((a->cfg.idle_timeout_ns + 999999999) / 1000000000);
+    http_server_t *http = http_start(a->cfg.listen, a->cfg.max_connections, idle_s, a->cfg.max_body_bytes,
                                      a->cfg.tls_cert[0] ? a->cfg.tls_cert : NULL, a->cfg.tls_key[0] ? a->cfg.tls_key : NULL,
                                      app_route, a, &err);
     if (!http) {

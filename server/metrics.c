@@ -5,8 +5,8 @@ static const double BOUNDS[METRICS_NBUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.02
                                                 0.1,   0.25,   0.5,   1,    2.5,   10};
 static const char *REASONS[HR_ELIMIT + 1] = {"ok",      "bad_request",   "unprocessable", "too_large", "not_found",
                                              "storage", "out_of_memory", "internal",      "limited"};
-static const char *LIMITS[4] = {"max_series_per_tenant", "max_concurrent_ingests", "max_concurrent_queries",
-                                "ingest_rate"};
+static const char *LIMITS[LIMIT_COUNT] = {"max_series_per_tenant", "max_concurrent_ingests", "max_concurrent_queries",
+                                          "ingest_rate", "query_timeout"};
 
 void metrics_refused(metrics_t *m, metrics_limit_t which) { m->refused[which]++; }
 
@@ -49,7 +49,7 @@ void metrics_render(metrics_t *m, store_t *st, buf_t *o) {
     for (int i = 1; i <= HR_ELIMIT; i++)
         buf_printf(o, "hearth_ingest_errors_total{reason=\"%s\"} %llu\n", REASONS[i], (unsigned long long)m->ingest_errors[i]);
     buf_printf(o, "# HELP hearth_limit_refusals_total Requests refused by a limit.\n# TYPE hearth_limit_refusals_total counter\n");
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < LIMIT_COUNT; i++)
         buf_printf(o, "hearth_limit_refusals_total{limit=\"%s\"} %llu\n", LIMITS[i], (unsigned long long)m->refused[i]);
     buf_printf(o, "# HELP hearth_queries_total Query requests.\n# TYPE hearth_queries_total counter\n"
                   "hearth_queries_total %llu\nhearth_query_errors_total %llu\n",

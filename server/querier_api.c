@@ -31,6 +31,7 @@ typedef struct {
     app_t *a;
     const char *tenant;
     arena_t *arena;
+    int64_t deadline_ns; /* for every merge of the call */
     hr_err_t err;
     int status; /* HTTP status of the failure when it is not err's usual one */
 } qctx_t;
@@ -284,7 +285,7 @@ static int run_merge(qctx_t *c, const char *type, const char *labels, int64_t st
         selector_destroy(&sel);
         return -1;
     }
-    merge_query_t mq = {c->tenant, &sel, *from, *until, step, want_stacks, 0};
+    merge_query_t mq = {c->tenant, &sel, *from, *until, step, want_stacks, 0, c->deadline_ns};
     int rc = merge_run(c->a->store, &mq, m, &c->err);
     selector_destroy(&sel);
     return rc;
@@ -436,7 +437,7 @@ static Querier__V1__Series *group_series(qctx_t *c, const Querier__V1__SelectSer
     }
     int rc = 0;
     for (size_t i = 0; i < g->n && !rc; i++) rc = selector_add_eq(&sel, g->names[i], json_string_value(json_array_get(vals, i)), &c->err);
-    merge_query_t mq = {c->tenant, &sel, from, until, step, 0, 0};
+    merge_query_t mq = {c->tenant, &sel, from, until, step, 0, 0, c->deadline_ns};
     merge_result_t m = {0};
     if (rc == 0 && merge_run(c->a->store, &mq, &m, &c->err) == 0 && !(s = series_msg(c, g, vals, &m, total))) oom(c);
     merge_result_destroy(&m);
@@ -510,7 +511,7 @@ void api_querier(app_t *a, http_req_t *req, http_resp_t *resp) {
     connect_codec_t codec;
     if (connect_codec(req, &codec, resp)) return;
     int64_t t0 = time_now_ns();
-    qctx_t c = {a, req->tenant, arena_new(), {0}, 0};
+    qctx_t c = {a, req->tenant, arena_new(), app_query_deadline(a, req), {0}, 0};
     if (!c.arena) return connect_error(resp, 500, "out of memory");
     const ProtobufCMessage *in = connect_read(req, codec, METHODS[i].in, a->cfg.max_body_bytes, c.arena, resp);
     if (in) {

@@ -137,6 +137,7 @@ static void limited_query(app_t *a, http_req_t *req, http_resp_t *resp, void (*f
                           a->cfg.max_concurrent_queries);
     }
     fn(a, req, resp);
+    if (resp->status == 504) metrics_refused(&a->metrics, LIMIT_QUERY_TIMEOUT);
     atomic_fetch_sub(&a->queries, 1);
 }
 

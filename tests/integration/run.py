@@ -117,9 +117,9 @@ class Server:
 
 # ---------------------------------------------------------------- go tool pprof reference
 
-def pprof_raw(path):
-    """Sample types and per-type totals, as `go tool pprof -raw` reports them."""
-    out = subprocess.run(["go", "tool", "pprof", "-raw", path], capture_output=True, text=True, check=True).stdout
+def pprof_raw(path, *extra):
+    """Sample types and per-type totals, as `go tool pprof -raw [extra]` reports them."""
+    out = subprocess.run(["go", "tool", "pprof", "-raw", *extra, path], capture_output=True, text=True, check=True).stdout
     lines = out.splitlines()
     i = lines.index("Samples:")
     types = []
@@ -630,9 +630,32 @@ def go_runtime_profiles_raw_and_multipart():
         assert "mutex:delay:nanoseconds:contentions:count" in set(types_of(srv, "go-raw-mutex").values())
         assert "memory:inuse_space:bytes:space:bytes" in set(types_of(srv, "go-raw-heap").values())
         assert "goroutine:goroutine:count:goroutine:count" in set(types_of(srv, "go-raw-goroutine").values())
-        body, headers = multipart([("profile", b"x"), ("prev_profile", b"y")])
-        st, b = srv.ingest(body, headers=headers, name="old")
-        assert st == 422 and "prev_profile" in json.loads(b)["error"]
+        # pyroscope-go before godeltaprof: cumulative profiles plus the previous upload's. The
+        # cumulative types (alloc_*, contentions, delay) keep only the difference, which must be
+        # what `go tool pprof -base prev cur` reports; inuse_* stay as the current profile says.
+        for k in ("heap", "mutex", "block"):
+            cur, prev = (os.path.join(gdir, f"{k}{x}.pb.gz") for x in ("", ".prev"))
+            body, headers = multipart([("profile", open(cur, "rb").read()), ("prev_profile", open(prev, "rb").read())])
+            st, b = srv.ingest(body, headers=headers, name=f"go-delta-{k}", **{"from": T0, "until": T0 + 10})
+            assert st == 200, (k, b)
+            types, now_totals = pprof_raw(cur)
+            _, delta_totals = pprof_raw(cur, "-base", prev)
+            got = types_of(srv, "go-delta-" + k)
+            for (st_, unit), now_t, delta_t in zip(types, now_totals, delta_totals):
+                want = now_t if st_.startswith("inuse_") else delta_t
+                ans = query(srv, '%s{service_name="go-delta-%s"}' % (got[(st_, unit)], k), limit=1)
+                assert ans["total"] == want, (k, st_, ans["total"], want, now_t)
+            assert any(d < n for n, d in zip(now_totals, delta_totals)), (k, now_totals, delta_totals)  # a real delta
+        # WAL replay recomputes the same deltas (the record keeps prev_profile).
+        alloc = 'memory:alloc_space:bytes:space:bytes{service_name="go-delta-heap"}'
+        before = query(srv, alloc)["total"]
+        srv.stop(signal.SIGKILL)
+        srv.start()
+        assert query(srv, alloc)["total"] == before
+        body, headers = multipart([("profile", open(os.path.join(gdir, "heap.pb.gz"), "rb").read()),
+                                   ("prev_profile", b"not a profile")])
+        st, b = srv.ingest(body, headers=headers, name="bad-prev")
+        assert st == 422 and "prev_profile" in json.loads(b)["error"], (st, b)
         body, headers = multipart([("other", b"x")])
         assert srv.ingest(body, headers=headers, name="old")[0] == 400
 
@@ -1532,6 +1555,33 @@ def limits_refuse_with_429_and_count():
         assert set(codes) <= {200, 429} and 429 in codes and 200 in codes, codes
         assert re.search(r'hearth_limit_refusals_total\{limit="max_concurrent_ingests"\} [1-9]',
                          srv.get("/metrics")[1].decode())
+
+
+@test
+def timeouts_idle_connections_and_slow_queries():
+    """--query-timeout stops a merge past its deadline with 504 (REST and Connect) and counts
+    it; --idle-timeout closes a connection that sends nothing; data is untouched."""
+    cpu = open(os.path.join(ARGS.testdata, "pprof", "go-runtime-cpu-00.pb.gz"), "rb").read()
+    data_dir = tempfile.mkdtemp(prefix="hearth-timeout-", dir=ARGS.tmp)
+    # 1 ns: any merge that reaches a segment is past it (the deadline counts from the request's start).
+    with Server(data_dir, extra=["--query-timeout", "1ns", "--idle-timeout", "1s"]) as srv:
+        assert srv.ingest(cpu, name="slow", format="pprof", **{"from": T0})[0] == 200
+        st, b = srv.get("/api/v1/query", query=CPU, format="top", **{"from": T0 - 10, "until": T0 + 60})
+        assert st == 504 and "--query-timeout" in json.loads(b)["error"], (st, b)
+        st, b, _ = srv.request("POST", "/querier.v1.QuerierService/SelectMergeStacktraces",
+                               json.dumps({"profileTypeID": CPU, "start": (T0 - 10) * 1000, "end": (T0 + 60) * 1000}).encode(),
+                               {"Content-Type": "application/json"})
+        assert st == 504 and json.loads(b)["code"] == "deadline_exceeded", (st, b)
+        assert metric(srv, 'hearth_limit_refusals_total{limit="query_timeout"}') == 2
+        # Discovery does not merge: no deadline applies.
+        assert srv.get("/api/v1/labels")[0] == 200
+        s = socket.create_connection(("127.0.0.1", srv.port))
+        s.settimeout(10)
+        t = time.time()
+        assert s.recv(1) == b"" and time.time() - t < 5  # closed by the server, not by our timeout
+        s.close()
+    with Server(data_dir) as srv:  # default 60 s: the same query answers
+        assert query(srv, CPU + '{service_name="slow"}', **{"from": T0 - 10, "until": T0 + 60})["total"] > 0
 
 
 @test

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 
 #include "ingest/appname.h"
+#include "ingest/delta.h"
 #include "ingest/folded.h"
 #include "ingest/pprof.h"
 #include "common/arena.h"
@@ -186,7 +187,69 @@ void test_request_roundtrip(void) {
     CHECK_INT(bt.p[0].values[0], 10000000); /* 1 sample at 100 Hz */
     CHECK_STR(labels_get(&bt.p[0].labels, "service_name"), "app");
     batch_destroy(&bt);
+    CHECK(d.prev_body == NULL);
+    /* A version-1 record (before prev_body) still decodes. */
+    b.data[0] = 1;
+    CHECK(ingest_request_decode(b.data, b.len - 1, &d, &err) == 0 && d.body_len == 5 && !d.prev_body);
     buf_free(&b);
+    buf_init(&b);
+    r.prev_body = (const uint8_t *)"prev", r.prev_len = 4;
+    ingest_request_encode(&r, &b);
+    CHECK(ingest_request_decode(b.data, b.len, &d, &err) == 0 && d.prev_len == 4 && !memcmp(d.prev_body, "prev", 4));
+    buf_free(&b);
+}
+
+static batch_profile_t *delta_profile(batch_t *b, const char *type, const char *const *leaf, const int64_t *v, size_t n) {
+    labels_t l;
+    labels_init(&l);
+    labels_set(&l, "service_name", "svc");
+    batch_profile_t *p = batch_profile(b, type, &l, 1, 0);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t s = symtab_string(b->sym, leaf[i], strlen(leaf[i]));
+        sym_function_t f = {s, s, s, 0};
+        sym_line_t line = {symtab_function(b->sym, &f), 1};
+        sym_mapping_t m = {0, 0, 0, s, 0};
+        batch_sample(p, symtab_stack(b->sym, 0, symtab_location(b->sym, symtab_mapping(b->sym, &m), 0, &line, 1)), v[i]);
+    }
+    labels_destroy(&l);
+    return p;
+}
+
+static int64_t leaf_value(const batch_t *b, const batch_profile_t *p, const char *leaf) {
+    int64_t sum = 0;
+    for (size_t i = 0; i < p->n; i++) {
+        const sym_location_t *loc = &b->sym->locations[b->sym->stacks[p->stacks[i]].location];
+        if (!strcmp(symtab_str(b->sym, b->sym->functions[b->sym->lines[loc->first_line].function].name), leaf))
+            sum += p->values[i];
+    }
+    return sum;
+}
+
+/* prev_profile deltas: per stack cur - prev, a decrease keeps cur (a reset), stacks
+ * only in prev vanish, repeats are summed first, non-cumulative profiles untouched. */
+void test_delta(void) {
+    batch_t cur, prev;
+    batch_init(&cur);
+    batch_init(&prev);
+    const char *alloc = "memory:alloc_space:bytes:space:bytes", *inuse = "memory:inuse_space:bytes:space:bytes";
+    const char *cl[] = {"a", "b", "c", "c"}, *pl[] = {"d", "b", "a"};
+    const int64_t cv[] = {10, 5, 1, 2}, pv[] = {9, 7, 4};
+    delta_profile(&cur, alloc, cl, cv, 4);
+    delta_profile(&cur, inuse, cl, cv, 4);
+    delta_profile(&prev, alloc, pl, pv, 3);
+    delta_profile(&prev, inuse, pl, pv, 3);
+    uint8_t cum[] = {1, 0};
+    hr_err_t err = {0};
+    CHECK(delta_subtract(&cur, cum, &prev, &err) == 0);
+    CHECK_INT(leaf_value(&cur, &cur.p[0], "a"), 6);
+    CHECK_INT(leaf_value(&cur, &cur.p[0], "b"), 5); /* went down: a reset, keep the current */
+    CHECK_INT(leaf_value(&cur, &cur.p[0], "c"), 3);
+    CHECK_INT(leaf_value(&cur, &cur.p[0], "d"), 0);
+    CHECK_INT(cur.p[0].n, 3);
+    CHECK_INT(leaf_value(&cur, &cur.p[1], "a"), 10); /* inuse: as uploaded */
+    CHECK_INT(cur.p[1].n, 4);
+    batch_destroy(&cur);
+    batch_destroy(&prev);
 }
 
 void test_base64(void) {

@@ -2,6 +2,7 @@
 // Standard library only.
 //
 //	goprof DIR          writes cpu, heap, allocs, mutex, block and goroutine profiles into DIR
+//	                    (and heap/mutex/block.prev.pb.gz, taken 1.5 s earlier)
 //	goprof serve ADDR   serves net/http/pprof on ADDR (a scrape target) until killed
 package main
 
@@ -125,6 +126,11 @@ func main() {
 		panic(http.ListenAndServe(os.Args[2], nil))
 	}
 	dir := os.Args[1]
+	// Earlier snapshots of the cumulative profiles, for prev_profile uploads.
+	time.Sleep(300 * time.Millisecond)
+	for _, p := range []string{"heap", "mutex", "block"} {
+		write(dir, p+".prev.pb.gz", func(f *os.File) error { return pprof.Lookup(p).WriteTo(f, 0) })
+	}
 	write(dir, "cpu.pb.gz", func(f *os.File) error {
 		if err := pprof.StartCPUProfile(f); err != nil {
 			return err
