@@ -10,6 +10,7 @@
 #include "ingest/appname.h"
 #include "ingest/delta.h"
 #include "ingest/folded.h"
+#include "ingest/jfr.h"
 #include "ingest/pprof.h"
 #include "ingest/push.h"
 
@@ -77,7 +78,7 @@ int ingest_request_decode(const uint8_t *p, size_t n, ingest_request_t *r, hr_er
     r->body = buf_get_bytes(&rd, &r->body_len);
     const uint8_t *has_prev = version >= 2 ? buf_get_raw(&rd, 1) : NULL;
     if (has_prev && *has_prev) r->prev_body = buf_get_bytes(&rd, &r->prev_len);
-    if (rd.bad || !r->tenant || !r->name || r->format < INGEST_PPROF || r->format > INGEST_PARCA_JSON)
+    if (rd.bad || !r->tenant || !r->name || r->format < INGEST_PPROF || r->format > INGEST_JFR)
         return hr_fail(err, HR_EUNPROC, "WAL record: malformed");
     return 0;
 }
@@ -183,15 +184,28 @@ static int apply_prev(const ingest_request_t *r, const pprof_opts_t *o, batch_t 
     return rc;
 }
 
+static int decode_jfr(const ingest_request_t *r, const ingest_limits_t *lim, const char *app, labels_t *labels,
+                      batch_t *b, hr_err_t *err) {
+    if (base_labels(r, app, labels, lim, err)) return -1;
+    jfr_opts_t o = {.base = labels,
+                    .time_ns = r->has_from ? r->from_ns : 0,
+                    .duration_ns = r->has_from && r->has_until ? r->until_ns - r->from_ns : 0,
+                    .max_decompressed = lim->max_decompressed,
+                    .max_samples = lim->max_samples};
+    return jfr_decode(r->body, r->body_len, &o, b, err);
+}
+
 int ingest_to_batch(const ingest_request_t *r, const ingest_limits_t *lim, batch_t *b, hr_err_t *err) {
-    if (r->format >= INGEST_PUSH_PROTO)
+    if (r->format >= INGEST_PUSH_PROTO && r->format <= INGEST_PARCA_JSON)
         return push_decode(r->body, r->body_len, (push_encoding_t)(r->format - INGEST_PUSH_PROTO), lim, r->received_ns,
                            b, err);
     char app[512];
     labels_t labels;
     labels_init(&labels);
     int rc = appname_parse(r->name, app, sizeof app, &labels, err);
-    if (rc == 0 && r->format != INGEST_PPROF) {
+    if (rc == 0 && r->format == INGEST_JFR) {
+        rc = decode_jfr(r, lim, app, &labels, b, err);
+    } else if (rc == 0 && r->format != INGEST_PPROF) {
         rc = decode_folded(r, lim, app, &labels, b, err);
     } else if (rc == 0) {
         pprof_display_t disp[64];

@@ -22,7 +22,8 @@ typedef enum {
     INGEST_LINES = 3,
     INGEST_PUSH_PROTO = 4,
     INGEST_PUSH_JSON = 5,
-    INGEST_PARCA_JSON = 6 /* Parca's WriteRaw over its HTTP/JSON gateway */
+    INGEST_PARCA_JSON = 6, /* Parca's WriteRaw over its HTTP/JSON gateway */
+    INGEST_JFR = 7         /* Java Flight Recorder (format=jfr, or multipart `jfr`) */
 } ingest_format_t;
 
 typedef struct {

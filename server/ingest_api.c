@@ -36,7 +36,14 @@ static int choose_body(http_req_t *req, ingest_request_t *r, http_resp_t *resp) 
     if (req->multipart) {
         if (req->multipart < 0) return http_error(resp, 400, "malformed multipart/form-data body"), -1;
         const http_field_t *p = http_field(req, "profile"), *prev = http_field(req, "prev_profile");
-        if (!p) return http_error(resp, 400, "multipart body has no `profile` field"), -1;
+        const http_field_t *jfr = http_field(req, "jfr");
+        if (jfr) { /* the Java agent: `jfr` (+ `labels`, context labels Hearth does not read yet) */
+            r->format = INGEST_JFR;
+            r->body = jfr->data.data;
+            r->body_len = jfr->data.len;
+            return 0;
+        }
+        if (!p) return http_error(resp, 400, "multipart body has no `profile` (or `jfr`) field"), -1;
         r->format = INGEST_PPROF;
         r->body = p->data.data;
         r->body_len = p->data.len;
@@ -53,8 +60,9 @@ static int choose_body(http_req_t *req, ingest_request_t *r, http_resp_t *resp) 
     if (!fmt || !strcmp(fmt, "folded") || !strcmp(fmt, "groups") || !strcmp(fmt, "collapsed")) r->format = INGEST_FOLDED;
     else if (!strcmp(fmt, "pprof")) r->format = INGEST_PPROF;
     else if (!strcmp(fmt, "lines")) r->format = INGEST_LINES;
-    else if (!strcmp(fmt, "trie") || !strcmp(fmt, "tree") || !strcmp(fmt, "jfr") || !strcmp(fmt, "speedscope"))
-        return http_error(resp, 422, "format `%s` is not supported by Hearth yet (use pprof, folded or lines)", fmt), -1;
+    else if (!strcmp(fmt, "jfr")) r->format = INGEST_JFR;
+    else if (!strcmp(fmt, "trie") || !strcmp(fmt, "tree") || !strcmp(fmt, "speedscope"))
+        return http_error(resp, 422, "format `%s` is not supported by Hearth yet (use pprof, jfr, folded or lines)", fmt), -1;
     else r->format = INGEST_FOLDED; /* Pyroscope reads any other format as folded */
     return 0;
 }
@@ -74,9 +82,9 @@ void api_ingest(app_t *a, http_req_t *req, http_resp_t *resp) {
         metrics_ingest_error(&a->metrics, hr_code_of_status(resp->status));
         return;
     }
-    if (!r.body_len && r.format == INGEST_PPROF) {
+    if (!r.body_len && (r.format == INGEST_PPROF || r.format == INGEST_JFR)) {
         metrics_ingest_error(&a->metrics, HR_EUNPROC);
-        return http_error(resp, 422, "empty profile: the body holds no pprof data");
+        return http_error(resp, 422, "empty profile: the body holds no profile data");
     }
     hr_err_t err = {0};
     if (app_store_request(a, &r, req->received, &err) == 0) http_reply_text(resp, 200, "application/json", "");

@@ -660,6 +660,61 @@ def go_runtime_profiles_raw_and_multipart():
         assert srv.ingest(body, headers=headers, name="old")[0] == 400
 
 
+JFR = "corpus/jfrparser__parser__testdata__cortex-dev-01__kafka-0__cpu_lock0_alloc0__0.jfr.gz"
+JFR_CPU = "corpus/jfrparser__parser__testdata__cortex-dev-01__kafka-0__cpu_lock0_alloc0__0_4_process_cpu_cpu__nanoseconds_expected_collapsed.txt.gz"
+
+
+def folded_counts(text, strip_lines=False):
+    out = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        stack, _, v = line.rpartition(" ")
+        if strip_lines:
+            stack = ";".join(f.rpartition(":")[0] for f in stack.split(";"))
+        out[stack] = out.get(stack, 0) + int(v.strip("[]"))
+    return out
+
+
+@test
+def jfr_recordings_ingest_like_pyroscope():
+    """A real async-profiler recording (kafka): CPU stacks equal the collapsed output the
+    reference parser produced for it (with the lambda/accessor renaming); allocation and
+    lock events count exactly; raw and multipart uploads agree; bad recordings get 422."""
+    body = open(os.path.join(ARGS.testdata, JFR), "rb").read()
+    want = folded_counts(gzip.decompress(open(os.path.join(ARGS.testdata, JFR_CPU), "rb").read()).decode(),
+                         strip_lines=True)
+    with Server() as srv:
+        st, b = srv.ingest(body, name="kafka{env=dev}", format="jfr", **{"from": T0, "until": T0 + 10})
+        assert st == 200, b
+        mp, headers = multipart([("jfr", body), ("labels", b"")])
+        st, b = srv.ingest(mp, headers=headers, name="kafka-mp", format="jfr", **{"from": T0})
+        assert st == 200, b
+        for svc in ("kafka", "kafka-mp"):
+            st, text = srv.get("/api/v1/query", query=CPU + '{service_name="%s"}' % svc, format="folded",
+                               max_nodes=0, **{"from": T0 - 10, "until": T0 + 60})
+            got = folded_counts(text.decode())
+            assert got == want, (svc, len(got), len(want), sorted(set(got) ^ set(want))[:3])
+        # Event counts of the recording: 7972 allocations in new TLABs, 2238 outside, 1773 monitor
+        # enters + 435 parks; 582 CPU samples at the default 10 ms.
+        counts = {"memory:alloc_in_new_tlab_objects:count:space:bytes": 7972,
+                  "memory:alloc_outside_tlab_objects:count:space:bytes": 2238,
+                  "mutex:contentions:count:mutex:count": 2208, CPU: 582 * 10_000_000}
+        for t, n in counts.items():
+            assert query(srv, t + '{service_name="kafka",env="dev"}')["total"] == n, t
+        for t in ("memory:alloc_in_new_tlab_bytes:bytes:space:bytes", "memory:alloc_outside_tlab_bytes:bytes:space:bytes",
+                  "mutex:delay:nanoseconds:mutex:count"):
+            assert query(srv, t + '{service_name="kafka"}')["total"] > 0, t
+        top = query(srv, CPU + '{service_name="kafka"}', limit=1)["functions"][0]
+        assert top["name"] == "java/util/regex/Pattern$CharPropertyGreedy.match", top
+        raw = gzip.decompress(body)
+        for bad, why in ((raw[:len(raw) // 2], "claims"), (b"not a recording at all", "FLR"),
+                         (raw[:68] + b"\xff" * 64, "JFR"), (b"", "empty")):
+            st, b = srv.ingest(bad, name="badjfr", format="jfr")
+            assert st == 422 and why in json.loads(b)["error"], (why, st, b)
+        assert query(srv, CPU + '{service_name="kafka"}')["total"] == 582 * 10_000_000  # untouched
+
+
 @test
 def gauges_average_over_time():
     heap = os.path.join(ARGS.testdata, "pprof", "go-runtime-heap.pb.gz")

@@ -1,0 +1,41 @@
+/* jfr.h - Java Flight Recorder recordings (async-profiler, JDK JFR) into a batch.
+ *
+ * A recording is a sequence of chunks. Each chunk carries its own metadata (the
+ * classes of every event and value, with their fields) and constant pools (stack
+ * traces, methods, classes, symbols), so the reader is driven by the metadata
+ * rather than by hard-coded layouts: any event is parsed, or skipped, field by
+ * field. Only chunks with compressed integers (JDK 11+, async-profiler) are read.
+ *
+ * Events become profile types as in Pyroscope:
+ *   jdk.ExecutionSample               process_cpu:cpu:nanoseconds:cpu:nanoseconds
+ *                                     (one sampling interval per sample: the
+ *                                     recording's `interval` setting, else 10 ms)
+ *   jdk.ObjectAllocationInNewTLAB     memory:alloc_in_new_tlab_{objects,bytes}
+ *   jdk.ObjectAllocationOutsideTLAB   memory:alloc_outside_tlab_{objects,bytes}
+ *   jdk.JavaMonitorEnter, ThreadPark  mutex:contentions:count and mutex:delay:nanoseconds
+ * Frames are `class.method` with the frame's line; lambda and generated accessor
+ * class names lose their per-run numbers (`$$Lambda_`, `GeneratedMethodAccessor_`)
+ * so profiles from different runs merge. */
+#ifndef HEARTH_JFR_H
+#define HEARTH_JFR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "storage/batch.h"
+#include "storage/labels.h"
+
+typedef struct {
+    const labels_t *base;    /* series labels of every profile */
+    int64_t time_ns;         /* 0: the first chunk's start */
+    int64_t duration_ns;     /* 0: the chunks' total duration */
+    size_t max_decompressed; /* a gzipped recording is inflated up to this */
+    size_t max_samples;      /* 0 = unlimited */
+} jfr_opts_t;
+
+/* Decodes a recording (gzipped or not). HR_EUNPROC for anything that is not a
+ * readable recording, with what was wrong. */
+int jfr_decode(const uint8_t *body, size_t n, const jfr_opts_t *o, batch_t *b, hr_err_t *err);
+
+#endif
