@@ -177,6 +177,41 @@ def bench_merge(files, rows, tmp):
                      f"{base:.2f} s: {base / warm:,.0f}x faster (warm); {time_query.last} profile rows merged"))
 
 
+def bench_compaction(files, rows):
+    """A day of 10 s CPU profiles cut into hourly blocks (24 flushes), then compacted: blocks,
+    bytes and the 24 h merge before and after, and how long compaction took."""
+    n, hour = 8640, 360
+    bodies = varied_bodies(files, 600, seed=4)
+    srv = it.Server(extra=["--wal-fsync", "none", "--compact-min-blocks", "0"]).start()
+    for h in range(n // hour):
+        push_many(srv.port, bodies[h * hour % len(bodies):] + bodies, hour, 4, "bench-merge", BASE + 10 * hour * h, 10)
+        srv.request("POST", "/api/v1/admin/flush")
+    srv.stop()
+    until = BASE + 10 * (n - 1)
+
+    def state(srv):
+        blocks = [f for d, _, fs in os.walk(os.path.join(srv.data_dir, "blocks")) for f in fs]
+        cold = time_query(srv, BASE, until, reps=1)[0]
+        return len(blocks), dir_bytes(os.path.join(srv.data_dir, "blocks")), cold, statistics.median(time_query(srv, BASE, until))
+
+    srv = it.Server(srv.data_dir, extra=["--compact-min-blocks", "0"]).start()
+    before = state(srv)
+    srv.stop()
+    srv = it.Server(srv.data_dir, extra=["--compact-min-blocks", "4"]).start()
+    t = time.time()
+    st, body, _ = srv.request("POST", "/api/v1/admin/compact", b"")
+    took = time.time() - t
+    assert st == 200, body
+    srv.stop()
+    srv = it.Server(srv.data_dir).start()  # restarted: the first query reads the compacted blocks cold
+    after = state(srv)
+    srv.stop()
+    rows.append((f"compaction of a day ({n} profiles) cut hourly",
+                 f"{before[0]} blocks, {before[1] / 1024:,.0f} KiB -> {after[0]} blocks, {after[1] / 1024:,.0f} KiB in "
+                 f"{took * 1000:.0f} ms; 24 h merge cold {before[2] * 1000:.0f} -> {after[2] * 1000:.0f} ms, warm "
+                 f"{before[3] * 1000:.1f} -> {after[3] * 1000:.1f} ms"))
+
+
 def peak_rss_mib(pid):
     for line in open(f"/proc/{pid}/status"):
         if line.startswith("VmHWM:"):
@@ -257,6 +292,7 @@ def main():
         bench_ingest(files, rows)
         bench_disk(files, rows)
         bench_merge(files, rows, it.ARGS.tmp)
+        bench_compaction(files, rows)
     if not a.skip_load:
         bench_load(files, rows)
     print(f"\nMeasured on {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}:\n")
