@@ -249,6 +249,14 @@ static void skip_value(rd_t *r, const meta_t *m, size_t ci, int depth);
 
 static void skip_field(rd_t *r, const meta_t *m, const jfield_t *f, int depth) {
     uint64_t n = f->array ? rd_var(r) : 1;
+    const jclass_t *c = &m->c[f->ci];
+    /* Every element read below consumes input, so work stays linear in the input:
+     * a struct without fields has nothing to read, and no count may exceed what is left. */
+    if (!f->cp && c->kind == K_STRUCT && c->nf == 0) return;
+    if (n > (uint64_t)(r->end - r->p)) {
+        r->bad = 1;
+        return;
+    }
     for (uint64_t i = 0; i < n && !r->bad; i++) {
         if (f->cp) rd_var(r);
         else skip_value(r, m, f->ci, depth + 1);
@@ -379,6 +387,7 @@ static int read_stacktrace(rd_t *r, const meta_t *m, const known_t *kn, pools_t 
             continue;
         }
         uint64_t n = rd_var(r);
+        if (n > (uint64_t)(r->end - r->p) || m->c[kn->frame].nf == 0) return -1; /* see skip_field */
         static const char *const want[] = {"method", "lineNumber"};
         for (uint64_t i = 0; i < n && !r->bad; i++) {
             val_t v[2];

@@ -25,7 +25,7 @@ typedef struct app {
     metrics_t metrics;
     ingest_limits_t limits;
     atomic_int ready;
-    scraper_t *scraper; /* NULL without --scrape-config */
+    _Atomic(scraper_t *) scraper; /* NULL without --scrape-config; set after WAL replay while HTTP already serves */
     atomic_int ingests, queries; /* in flight, for the concurrency limits */
     struct rate_bucket {
         char tenant[129];

@@ -74,6 +74,7 @@ static enum MHD_Result post_field(void *cls, enum MHD_ValueKind kind, const char
                                   const char *ctype, const char *enc, const char *data, uint64_t off, size_t size) {
     (void)kind, (void)filename, (void)ctype, (void)enc, (void)off;
     http_req_t *r = cls;
+    if (!key) return MHD_YES; /* a part without a name (MHD passes NULL): nothing can ask for it */
     http_field_t *f = (http_field_t *)http_field(r, key);
     if (!f) {
         if (r->nfields == HTTP_MAX_FIELDS) return MHD_YES; /* ignore extra fields */
@@ -81,7 +82,7 @@ static enum MHD_Result post_field(void *cls, enum MHD_ValueKind kind, const char
         snprintf(f->name, sizeof f->name, "%s", key);
         buf_init(&f->data);
     }
-    buf_append(&f->data, data, size);
+    if (size) buf_append(&f->data, data, size);
     return MHD_YES;
 }
 

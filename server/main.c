@@ -159,11 +159,15 @@ static int serve(app_t *a) {
     a->metrics.wal_replay_skipped = skipped;
     log_info("wal.replayed", "records=%zu skipped=%zu seconds=%lld", records, skipped, (long long)(time(NULL) - t0));
     atomic_store(&a->ready, 1);
-    if (a->cfg.scrape_config[0] && !(a->scraper = scraper_start(a->cfg.scrape_config, a, &err))) {
-        fprintf(stderr, "hearth: %s\n", err.msg);
-        http_stop(http);
-        store_close(a->store);
-        return 1;
+    if (a->cfg.scrape_config[0]) {
+        scraper_t *sc = scraper_start(a->cfg.scrape_config, a, &err);
+        if (!sc) {
+            fprintf(stderr, "hearth: %s\n", err.msg);
+            http_stop(http);
+            store_close(a->store);
+            return 1;
+        }
+        atomic_store(&a->scraper, sc);
     }
     cutter_t cut = {.app = a, .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
     pthread_t th;
@@ -176,9 +180,8 @@ static int serve(app_t *a) {
     pthread_cond_signal(&cut.cv);
     pthread_mutex_unlock(&cut.mu);
     pthread_join(th, NULL);
-    scraper_stop(a->scraper);
-    a->scraper = NULL;
-    http_stop(http); /* waits for in-flight requests */
+    http_stop(http); /* waits for in-flight requests, which may read a->scraper (/metrics) */
+    scraper_stop(atomic_exchange(&a->scraper, NULL));
     int rc = 0;
     if (store_cut(a->store, &err)) {
         log_error("head.flush_failed", "err=\"%s\" (the WAL still holds the data)", err.msg);

@@ -72,7 +72,7 @@ static int resolve_tenant(app_t *a, http_req_t *req, http_resp_t *resp) {
                is(req, "/render") || is(req, "/label-values") || is(req, "/labels") ||
                is(req, "/push.v1.PusherService/Push") || !strncmp(req->url, QUERIER_PREFIX, strlen(QUERIER_PREFIX));
     if (!data) return 0;
-    if (a->auth) return authenticate(a, req, resp);
+    if (a->cfg.auth_file[0]) return authenticate(a, req, resp); /* not a->auth: SIGHUP swaps it under auth_lock */
     if (!a->cfg.multitenancy) return 0;
     const char *t = http_header(req, "X-Scope-OrgID");
     if (!t || !*t) return http_error(resp, 401, "missing X-Scope-OrgID header: this server runs with --multitenancy"), -1;
@@ -161,14 +161,16 @@ void app_route(void *app, http_req_t *req, http_resp_t *resp) {
         buf_t b;
         buf_init(&b);
         metrics_render(&a->metrics, a->store, &b);
-        if (a->scraper) scraper_metrics(a->scraper, &b);
+        scraper_t *sc = atomic_load(&a->scraper);
+        if (sc) scraper_metrics(sc, &b);
         return http_reply(resp, 200, "text/plain; version=0.0.4", &b);
     }
     if (is(req, "/api/v1/query")) return limited_query(a, req, resp, api_query);
     if (is(req, "/api/v1/targets")) {
         buf_t b;
         buf_init(&b);
-        if (a->scraper) scraper_targets_json(a->scraper, &b);
+        scraper_t *sc = atomic_load(&a->scraper);
+        if (sc) scraper_targets_json(sc, &b);
         else buf_printf(&b, "{\"targets\":[]}");
         return http_reply(resp, 200, "application/json", &b);
     }

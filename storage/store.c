@@ -290,9 +290,9 @@ int store_cut(store_t *s, hr_err_t *err) {
     } else {
         rc = hr_fail(err, HR_ENOMEM, "out of memory");
     }
+    s->cuts++; /* under data, like every counter store_stats reads */
     pthread_mutex_unlock(&s->cache_mu);
     pthread_rwlock_unlock(&s->data);
-    s->cuts++;
     wal_remove_upto(s->wal, closed);
     log_info("head.cut", "blocks=%zu wal_checkpoint=%u", n, closed);
 out:
@@ -348,11 +348,11 @@ int store_apply_retention(store_t *s, int64_t now, hr_err_t *err) {
             if (paths) snprintf(paths[np++], sizeof *paths, "%s/%s", s->dir, b->meta.path);
         }
         s->nblocks = k;
+        s->retention_deleted += n;
         pthread_mutex_unlock(&s->cache_mu);
         pthread_rwlock_unlock(&s->data);
         for (size_t i = 0; i < np; i++) unlink(paths[i]); /* after the catalog: crash-safe */
         free(paths);
-        s->retention_deleted += n;
         log_info("retention.deleted", "blocks=%zu older_than_ns=%lld", n, (long long)cutoff);
     }
     pthread_rwlock_unlock(&s->cut);
@@ -424,6 +424,7 @@ static void unpin_block(store_t *s, size_t i) {
 /* ---- compaction ---- */
 
 typedef struct {
+    char tenant[128]; /* copied while planning: s->blocks may move (a cut appends) once data is released */
     size_t *idx;  /* positions in s->blocks (stable: only compaction and retention remove, under `compact`) */
     int64_t *ids;
     segment_t **segs;
@@ -471,6 +472,7 @@ static int plan_run(store_t *s, run_t *r) {
             }
             if (k - start >= s->cfg.compact_min_blocks) {
                 found = 1;
+                snprintf(r->tenant, sizeof r->tenant, "%s", tenant);
                 r->n = k - start;
                 r->bytes = bytes;
                 memmove(order, order + start, r->n * sizeof *order);
@@ -496,7 +498,7 @@ static segment_t *merge_run(store_t *s, run_t *r, block_meta_t *meta, hr_err_t *
     if (!m) return NULL;
     memset(meta, 0, sizeof *meta);
     meta->id = index_next_block_id(s->index);
-    snprintf(meta->tenant, sizeof meta->tenant, "%s", s->blocks[r->idx[0]].meta.tenant);
+    snprintf(meta->tenant, sizeof meta->tenant, "%s", r->tenant);
     snprintf(meta->path, sizeof meta->path, "blocks/%s/%08lld.blk", meta->tenant, (long long)meta->id);
     char full[4096];
     snprintf(full, sizeof full, "%s/%s", s->dir, meta->path);
@@ -578,6 +580,8 @@ int store_compact(store_t *s, hr_err_t *err) {
     if (rc == 1) {
         if (paths) {
             np = swap_in_locked(s, &r, &meta, m, paths);
+            s->compactions++; /* under data: store_stats reads them under it */
+            s->compacted_blocks += r.n;
         } else { /* the catalog is ahead of memory: still correct (the old files stay); reopen reconciles */
             segment_free(m);
             rc = hr_fail(err, HR_ENOMEM, "out of memory");
@@ -588,8 +592,6 @@ int store_compact(store_t *s, hr_err_t *err) {
     for (int i = 0; i < np; i++) unlink(paths[i]); /* after the catalog: crash-safe */
     free(paths);
     if (rc == 1) {
-        s->compactions++;
-        s->compacted_blocks += r.n;
         log_info("compaction.done", "tenant=%s blocks_in=%zu bytes_in=%lld bytes_out=%lld profiles=%lld duration_ms=%.1f",
                  meta.tenant, r.n, (long long)r.bytes, (long long)meta.bytes, (long long)meta.profiles,
                  (double)(now_ns() - t0) / 1e6);
