@@ -158,8 +158,7 @@ static int serve(app_t *a) {
     a->metrics.wal_replayed = records;
     a->metrics.wal_replay_skipped = skipped;
     log_info("wal.replayed", "records=%zu skipped=%zu seconds=%lld", records, skipped, (long long)(time(NULL) - t0));
-    atomic_store(&a->ready, 1);
-    if (a->cfg.scrape_config[0]) {
+    if (a->cfg.scrape_config[0]) { /* before ready: /ready then implies /api/v1/targets lists them */
         scraper_t *sc = scraper_start(a->cfg.scrape_config, a, &err);
         if (!sc) {
             fprintf(stderr, "hearth: %s\n", err.msg);
@@ -169,6 +168,7 @@ static int serve(app_t *a) {
         }
         atomic_store(&a->scraper, sc);
     }
+    atomic_store(&a->ready, 1);
     cutter_t cut = {.app = a, .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
     pthread_t th;
     pthread_create(&th, NULL, cutter_main, &cut);
