@@ -4,43 +4,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    uint32_t stack;
-    int64_t value;
-} pair_t;
+#include "storage/segment.h"
 
-static int cmp_pair(const void *a, const void *b) {
-    uint32_t x = ((const pair_t *)a)->stack, y = ((const pair_t *)b)->stack;
-    return (x > y) - (x < y);
-}
-
-/* Sorts pairs by stack and sums repeats; returns the new count. */
-static size_t fold(pair_t *p, size_t n) {
-    if (n) qsort(p, n, sizeof *p, cmp_pair);
-    size_t m = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (m && p[m - 1].stack == p[i].stack) p[m - 1].value += p[i].value;
-        else p[m++] = p[i];
-    }
-    return m;
-}
-
-static int same_labels(const labels_t *a, const labels_t *b) {
-    if (a->n != b->n) return 0;
-    for (size_t i = 0; i < a->n; i++)
-        if (strcmp(a->v[i].name, b->v[i].name) || strcmp(a->v[i].value, b->v[i].value)) return 0;
-    return 1;
-}
-
+/* The profile of b with like's type and labels. Not its time: a pprof without `from` takes
+ * each upload's own time_nanos, so the previous profile is older by design. */
 static const batch_profile_t *find(const batch_t *b, const batch_profile_t *like) {
     for (size_t i = 0; i < b->n; i++)
-        if (!strcmp(b->p[i].profile_type, like->profile_type) && same_labels(&b->p[i].labels, &like->labels))
+        if (!strcmp(b->p[i].profile_type, like->profile_type) && labels_equal(&b->p[i].labels, &like->labels))
             return &b->p[i];
     return NULL;
 }
 
 /* cur -= prev for one profile; prev's stack ids are already cur's. */
-static void subtract(batch_profile_t *cur, pair_t *c, size_t nc, const pair_t *p, size_t np) {
+static void subtract(batch_profile_t *cur, stack_value_t *c, size_t nc, const stack_value_t *p, size_t np) {
     size_t j = 0, k = 0;
     for (size_t i = 0; i < nc; i++) {
         while (j < np && p[j].stack < c[i].stack) j++;
@@ -54,14 +30,14 @@ static void subtract(batch_profile_t *cur, pair_t *c, size_t nc, const pair_t *p
 }
 
 static int delta_one(batch_profile_t *cur, const batch_profile_t *prev, symtab_t *sym, symtab_remap_t *m) {
-    pair_t *c = malloc((cur->n + 1) * sizeof *c), *p = malloc((prev->n + 1) * sizeof *p);
+    stack_value_t *c = malloc((cur->n + 1) * sizeof *c), *p = malloc((prev->n + 1) * sizeof *p);
     int rc = c && p ? 0 : -1;
-    for (size_t i = 0; rc == 0 && i < cur->n; i++) c[i] = (pair_t){cur->stacks[i], cur->values[i]};
+    for (size_t i = 0; rc == 0 && i < cur->n; i++) c[i] = (stack_value_t){cur->stacks[i], cur->values[i]};
     for (size_t i = 0; rc == 0 && i < prev->n; i++) {
-        p[i] = (pair_t){symtab_import_stack(sym, m, prev->stacks[i]), prev->values[i]};
+        p[i] = (stack_value_t){symtab_import_stack(sym, m, prev->stacks[i]), prev->values[i]};
         if (p[i].stack == SYM_NONE) rc = -1;
     }
-    if (rc == 0) subtract(cur, c, fold(c, cur->n), p, fold(p, prev->n));
+    if (rc == 0) subtract(cur, c, stack_values_fold(c, cur->n), p, stack_values_fold(p, prev->n));
     free(c);
     free(p);
     return rc;

@@ -452,25 +452,25 @@ static int read_pools(const uint8_t *chunk, size_t size, int64_t off, const meta
 
 /* ---- stacks into the batch symtab ---- */
 
-static int has_prefix_digits(const char *s, size_t n, size_t i) { return i < n && s[i] >= '0' && s[i] <= '9'; }
+static int digit_at(const char *s, size_t n, size_t i) { return i < n && s[i] >= '0' && s[i] <= '9'; }
 
 /* Appends s to out, with lambda and generated-accessor numbers replaced by `_`. */
 static void normalize(buf_t *out, const char *s, size_t n) {
     for (size_t i = 0; i < n;) {
-        if (n - i >= 9 && !memcmp(s + i, "$$Lambda$", 9) && has_prefix_digits(s, n, i + 9)) {
+        if (n - i >= 9 && !memcmp(s + i, "$$Lambda$", 9) && digit_at(s, n, i + 9)) {
             buf_append(out, "$$Lambda_", 9);
             i += 9;
-            while (has_prefix_digits(s, n, i)) i++;
+            while (digit_at(s, n, i)) i++;
             if (i + 2 < n && (s[i] == '/' || s[i] == '.') && s[i + 1] == '0' && s[i + 2] == 'x') {
                 i += 3;
                 while (i < n && ((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) i++;
             }
             continue;
         }
-        if (n - i >= 8 && !memcmp(s + i, "Accessor", 8) && has_prefix_digits(s, n, i + 8)) {
+        if (n - i >= 8 && !memcmp(s + i, "Accessor", 8) && digit_at(s, n, i + 8)) {
             buf_append(out, "Accessor_", 9);
             i += 8;
-            while (has_prefix_digits(s, n, i)) i++;
+            while (digit_at(s, n, i)) i++;
             continue;
         }
         buf_putc(out, (uint8_t)s[i++]);
@@ -554,11 +554,11 @@ typedef struct {
 
 static int add(conv_t *c, stacks_t *s, int which, uint64_t stack_idx, int64_t value, hr_err_t *err) {
     if (!value) return 0;
-    if (!c->prof[which] && !(c->prof[which] = batch_profile(c->b, TYPES[which], c->o->base, c->time_ns, c->duration_ns)))
-        return hr_fail(err, HR_ENOMEM, "out of memory");
     uint32_t st = stack_of(s, stack_idx);
     if (st == SYM_NONE) return hr_fail(err, HR_ENOMEM, "out of memory");
     if (!st) return 0; /* an event without a stack trace */
+    if (!c->prof[which] && !(c->prof[which] = batch_profile(c->b, TYPES[which], c->o->base, c->time_ns, c->duration_ns)))
+        return hr_fail(err, HR_ENOMEM, "out of memory");
     if (c->o->max_samples && ++c->samples > c->o->max_samples)
         return hr_fail(err, HR_ETOOBIG, "the recording has more than %zu samples (--max-samples)", c->o->max_samples);
     return batch_sample(c->prof[which], st, value) ? hr_fail(err, HR_ENOMEM, "out of memory") : 0;

@@ -229,19 +229,19 @@ static int match_one(const matcher_t *m, const char *v) {
     return 0;
 }
 
+const char *selector_label(const char *ptype, const labels_t *labels, const char *name, char *buf, size_t n) {
+    if (!strcmp(name, "__profile_type__")) return ptype;
+    if (!strcmp(name, "__name__")) {
+        snprintf(buf, n, "%.*s", (int)strcspn(ptype, ":"), ptype);
+        return buf;
+    }
+    return labels ? labels_get(labels, name) : NULL;
+}
+
 int selector_matches(const selector_t *sel, const char *ptype, const labels_t *labels) {
     if (sel->profile_type && strcmp(sel->profile_type, ptype)) return 0;
-    for (size_t i = 0; i < sel->n; i++) {
-        const matcher_t *m = &sel->m[i];
-        const char *v;
-        char name[128];
-        if (!strcmp(m->name, "__profile_type__")) v = ptype;
-        else if (!strcmp(m->name, "__name__")) {
-            size_t k = strcspn(ptype, ":");
-            snprintf(name, sizeof name, "%.*s", (int)k, ptype);
-            v = name;
-        } else v = labels_get(labels, m->name);
-        if (!match_one(m, v)) return 0;
-    }
+    char buf[128];
+    for (size_t i = 0; i < sel->n; i++)
+        if (!match_one(&sel->m[i], selector_label(ptype, labels, sel->m[i].name, buf, sizeof buf))) return 0;
     return 1;
 }

@@ -36,6 +36,10 @@ int selector_parse(const char *s, selector_t *out, hr_err_t *err);
 void selector_destroy(selector_t *sel);
 /* Narrows sel with name="value" (copied); 0 or -1 (OOM). */
 int selector_add_eq(selector_t *sel, const char *name, const char *value, hr_err_t *err);
+/* The value a matcher on `name` compares: the series label, or for the pseudo-labels
+ * __profile_type__ the type id and __name__ its first part (written into buf).
+ * NULL when the series has no such label. */
+const char *selector_label(const char *ptype, const labels_t *labels, const char *name, char *buf, size_t n);
 /* 1 when a series of this type and labels is selected. */
 int selector_matches(const selector_t *sel, const char *profile_type, const labels_t *labels);
 

@@ -100,13 +100,8 @@ static void collect(void *ctx, const series_t *s) {
         for (size_t i = 0; i < s->labels.n; i++) add_name(k->set, s->labels.v[i].name);
         return;
     }
-    char name[64];
-    const char *v = labels_get(&s->labels, k->label);
-    if (!strcmp(k->label, "__profile_type__")) v = s->profile_type;
-    if (!strcmp(k->label, "__name__")) {
-        snprintf(name, sizeof name, "%.*s", (int)strcspn(s->profile_type, ":"), s->profile_type);
-        v = name;
-    }
+    char buf[128];
+    const char *v = selector_label(s->profile_type, &s->labels, k->label, buf, sizeof buf);
     if (v) add_name(k->set, v);
 }
 
@@ -216,8 +211,8 @@ static int add_pair(series_acc_t *s, Querier__V1__Labels *l, const char *name, c
 static void add_series_labels(void *ctx, const series_t *se) {
     series_acc_t *s = ctx;
     arena_t *ar = s->c->arena;
-    char name[64];
-    snprintf(name, sizeof name, "%.*s", (int)strcspn(se->profile_type, ":"), se->profile_type);
+    char buf[128];
+    const char *name = selector_label(se->profile_type, NULL, "__name__", buf, sizeof buf);
     Querier__V1__Labels *l = arena_alloc(ar, sizeof *l);
     if (s->oom || !l) {
         s->oom = 1;

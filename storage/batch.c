@@ -25,11 +25,7 @@ void batch_destroy(batch_t *b) {
 }
 
 static int same(const batch_profile_t *p, const char *ptype, const labels_t *l, int64_t t) {
-    if (p->time_ns != t || strcmp(p->profile_type, ptype) || p->labels.n != l->n) return 0;
-    for (size_t i = 0; i < l->n; i++)
-        if (strcmp(p->labels.v[i].name, l->v[i].name) || strcmp(p->labels.v[i].value, l->v[i].value))
-            return 0;
-    return 1;
+    return p->time_ns == t && !strcmp(p->profile_type, ptype) && labels_equal(&p->labels, l);
 }
 
 batch_profile_t *batch_profile(batch_t *b, const char *ptype, const labels_t *labels,

@@ -58,6 +58,13 @@ const char *labels_get(const labels_t *l, const char *name) {
     return i >= 0 ? l->v[i].value : NULL;
 }
 
+int labels_equal(const labels_t *a, const labels_t *b) {
+    if (a->n != b->n) return 0;
+    for (size_t i = 0; i < a->n; i++) /* both sorted: equal sets are equal position by position */
+        if (strcmp(a->v[i].name, b->v[i].name) || strcmp(a->v[i].value, b->v[i].value)) return 0;
+    return 1;
+}
+
 int labels_copy(labels_t *dst, const labels_t *src) {
     for (size_t i = 0; i < src->n; i++)
         if (labels_set(dst, src->v[i].name, src->v[i].value)) return -1;

@@ -26,6 +26,8 @@ int labels_set(labels_t *l, const char *name, const char *value);
 /* Borrowed value of name, or NULL. */
 const char *labels_get(const labels_t *l, const char *name);
 int labels_copy(labels_t *dst, const labels_t *src);
+/* 1 when both sets hold the same names and values. */
+int labels_equal(const labels_t *a, const labels_t *b);
 /* Appends the canonical key: name \x01 value \x02 per label. */
 void labels_key(const labels_t *l, buf_t *out);
 

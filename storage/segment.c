@@ -27,32 +27,30 @@ void segment_free(segment_t *s) {
     free(s);
 }
 
-typedef struct {
-    uint32_t stack;
-    int64_t value;
-} pair_t;
-
-static int cmp_pair(const void *a, const void *b) {
-    uint32_t x = ((const pair_t *)a)->stack, y = ((const pair_t *)b)->stack;
+static int cmp_stack(const void *a, const void *b) {
+    uint32_t x = ((const stack_value_t *)a)->stack, y = ((const stack_value_t *)b)->stack;
     return (x > y) - (x < y);
 }
 
-int segment_add(segment_t *s, uint32_t series, int64_t time_ns, int64_t duration_ns,
-                const uint32_t *stacks, const int64_t *values, size_t n) {
-    pair_t *p = malloc((n ? n : 1) * sizeof *p);
-    if (!p) return -1;
-    for (size_t i = 0; i < n; i++) p[i] = (pair_t){stacks[i], values[i]};
-    qsort(p, n, sizeof *p, cmp_pair);
+size_t stack_values_fold(stack_value_t *p, size_t n) {
+    if (n) qsort(p, n, sizeof *p, cmp_stack);
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
-        if (m && p[m - 1].stack == p[i].stack)
-            p[m - 1].value += p[i].value;
-        else
-            p[m++] = p[i];
+        if (m && p[m - 1].stack == p[i].stack) p[m - 1].value += p[i].value;
+        else p[m++] = p[i];
     }
     size_t k = 0;
     for (size_t i = 0; i < m; i++)
         if (p[i].value != 0) p[k++] = p[i];
+    return k;
+}
+
+int segment_add(segment_t *s, uint32_t series, int64_t time_ns, int64_t duration_ns,
+                const uint32_t *stacks, const int64_t *values, size_t n) {
+    stack_value_t *p = malloc((n ? n : 1) * sizeof *p);
+    if (!p) return -1;
+    for (size_t i = 0; i < n; i++) p[i] = (stack_value_t){stacks[i], values[i]};
+    size_t k = stack_values_fold(p, n);
     if (VEC_RESERVE(s->profiles, s->profiles_cap, s->nprofiles + 1)) goto oom;
     size_t cap = s->samples_cap;
     if (VEC_RESERVE(s->stacks, cap, s->nsamples + k)) goto oom;

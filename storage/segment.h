@@ -32,6 +32,16 @@ typedef struct segment {
     int64_t min_time, max_time; /* over profiles; INT64_MAX/INT64_MIN when empty */
 } segment_t;
 
+/* A sample as (stack id, value): the unit segment rows and deltas are built from. */
+typedef struct {
+    uint32_t stack;
+    int64_t value;
+} stack_value_t;
+
+/* Sorts p by stack, sums repeated stacks and drops zero sums, in place; returns the
+ * new count. */
+size_t stack_values_fold(stack_value_t *p, size_t n);
+
 /* Returns an empty segment with its own new symtab, or NULL (OOM). */
 segment_t *segment_new(void);
 void segment_free(segment_t *s);

@@ -227,22 +227,23 @@ int store_ingest(store_t *s, const char *tenant, const void *rec, size_t len, co
     return rc;
 }
 
-/* Writes one head as a block file; fills meta. Called with `cut` held exclusively. */
-static int write_head(store_t *s, const head_t *h, block_meta_t *meta, hr_err_t *err) {
+/* Writes seg as a new block file of tenant (a cut head or a compacted run); fills
+ * meta for the catalog. */
+static int write_block(store_t *s, const char *tenant, const segment_t *seg, block_meta_t *meta, hr_err_t *err) {
     memset(meta, 0, sizeof *meta);
     meta->id = index_next_block_id(s->index);
-    snprintf(meta->tenant, sizeof meta->tenant, "%s", h->tenant);
-    snprintf(meta->path, sizeof meta->path, "blocks/%s/%08lld.blk", h->tenant, (long long)meta->id);
+    snprintf(meta->tenant, sizeof meta->tenant, "%s", tenant);
+    snprintf(meta->path, sizeof meta->path, "blocks/%s/%08lld.blk", tenant, (long long)meta->id);
     char full[4096];
-    snprintf(full, sizeof full, "%s/blocks/%s", s->dir, h->tenant);
+    snprintf(full, sizeof full, "%s/blocks/%s", s->dir, tenant);
     if (fs_mkdirs(full, err)) return -1;
     snprintf(full, sizeof full, "%s/%s", s->dir, meta->path);
     size_t bytes;
-    if (block_write(full, h->seg, s->cfg.zstd_level, &bytes, err)) return -1;
-    meta->min_time = h->seg->min_time;
-    meta->max_time = h->seg->max_time;
-    meta->profiles = (int64_t)h->seg->nprofiles;
-    meta->samples = (int64_t)h->seg->nsamples;
+    if (block_write(full, seg, s->cfg.zstd_level, &bytes, err)) return -1;
+    meta->min_time = seg->min_time;
+    meta->max_time = seg->max_time;
+    meta->profiles = (int64_t)seg->nprofiles;
+    meta->samples = (int64_t)seg->nsamples;
     meta->bytes = (int64_t)bytes;
     return 0;
 }
@@ -258,7 +259,7 @@ int store_cut(store_t *s, hr_err_t *err) {
     int rc = metas ? 0 : hr_fail(err, HR_ENOMEM, "out of memory");
     for (size_t i = 0; i < s->nheads && rc == 0; i++) {
         if (s->heads[i].seg->nprofiles == 0) continue;
-        rc = write_head(s, &s->heads[i], &metas[n], err);
+        rc = write_block(s, s->heads[i].tenant, s->heads[i].seg, &metas[n], err); /* `cut` held: heads stable */
         if (rc == 0) n++;
     }
     uint32_t closed = 0;
@@ -493,23 +494,12 @@ static int plan_run(store_t *s, run_t *r) {
 }
 
 /* Merges the planned blocks and writes the result; meta is filled. */
-static segment_t *merge_run(store_t *s, run_t *r, block_meta_t *meta, hr_err_t *err) {
+static segment_t *compact_run(store_t *s, run_t *r, block_meta_t *meta, hr_err_t *err) {
     segment_t *m = compact_segments((const segment_t *const *)r->segs, r->n, err);
-    if (!m) return NULL;
-    memset(meta, 0, sizeof *meta);
-    meta->id = index_next_block_id(s->index);
-    snprintf(meta->tenant, sizeof meta->tenant, "%s", r->tenant);
-    snprintf(meta->path, sizeof meta->path, "blocks/%s/%08lld.blk", meta->tenant, (long long)meta->id);
-    char full[4096];
-    snprintf(full, sizeof full, "%s/%s", s->dir, meta->path);
-    size_t bytes;
-    if (block_write(full, m, s->cfg.zstd_level, &bytes, err)) {
+    if (m && write_block(s, r->tenant, m, meta, err)) {
         segment_free(m);
         return NULL;
     }
-    meta->min_time = m->min_time, meta->max_time = m->max_time;
-    meta->profiles = (int64_t)m->nprofiles, meta->samples = (int64_t)m->nsamples;
-    meta->bytes = (int64_t)bytes;
     return m;
 }
 
@@ -562,7 +552,7 @@ int store_compact(store_t *s, hr_err_t *err) {
     pthread_rwlock_unlock(&s->data);
     if (rc < 0) hr_fail(err, HR_ENOMEM, "out of memory planning compaction");
     block_meta_t meta;
-    segment_t *m = rc == 1 ? merge_run(s, &r, &meta, err) : NULL;
+    segment_t *m = rc == 1 ? compact_run(s, &r, &meta, err) : NULL;
     if (rc == 1 && !m) rc = -1;
     if (rc == 1 && index_replace_blocks(s->index, &meta, r.ids, r.n, err)) {
         char full[4096];
