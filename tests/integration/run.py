@@ -1847,6 +1847,17 @@ def valgrind_full_cycle():
 
 # ---------------------------------------------------------------- runner
 
+def load_area_modules():
+    """Imports tests/integration/test_*.py: each area's tests, registered with @run.test and
+    sharing this module's helpers (Server, query, ...) through `import run`."""
+    sys.modules.setdefault("run", sys.modules[__name__])
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, here)
+    for name in sorted(os.listdir(here)):
+        if name.startswith("test_") and name.endswith(".py"):
+            __import__(name[:-3])
+
+
 def main():
     global ARGS
     ap = argparse.ArgumentParser()
@@ -1859,6 +1870,7 @@ def main():
     ARGS = ap.parse_args()
     ARGS.binary = os.path.abspath(ARGS.binary)
     ARGS.tmp = tempfile.mkdtemp(prefix="hearth-it-")
+    load_area_modules()
     passed = failed = 0
     for fn in ([valgrind_full_cycle] if ARGS.valgrind else TESTS):
         if ARGS.k not in fn.__name__ or any(x in fn.__name__ for x in ARGS.skip):
