@@ -32,6 +32,8 @@ deps:
 test-deps:
 	@deploy/install-deps.sh test
 
+# Generated sources are kept (not intermediates), so a build does not regenerate them.
+.SECONDARY: $(GEN_C) $(GEN_H)
 build/gen/%.pb-c.c build/gen/%.pb-c.h: %.proto
 	@mkdir -p build/gen
 	protoc-c --c_out=build/gen $<

@@ -119,7 +119,9 @@ static int fold_segment(scan_ctx_t *c, const segment_t *seg) {
     if (symtab_remap_init(&m, seg->sym)) return -1;
     merge_result_t *r = c->r;
     int rc = 0;
-    for (size_t s = 1; s < seg->sym->nstacks && rc == 0; s++) {
+    /* From 0: the empty stack (a sample with no locations, as in Go's threadcreate
+     * profile) counts in the total like any other, as pprof counts it. */
+    for (size_t s = 0; s < seg->sym->nstacks && rc == 0; s++) {
         if (c->acc[s] == 0) continue;
         uint32_t out = symtab_import_stack(r->sym, &m, (uint32_t)s);
         if (out == SYM_NONE || ensure_self(r)) {

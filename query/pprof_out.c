@@ -75,13 +75,13 @@ static int fill_symbols(pb_t *b, const symtab_t *s, size_t extra) {
 static int fill_samples(pb_t *b, const merge_result_t *r) {
     const symtab_t *s = r->sym;
     size_t n = 0, nloc = 0;
-    for (size_t i = 1; i < s->nstacks; i++)
+    for (size_t i = 0; i < r->nself; i++) /* from 0: an empty stack is a sample with no locations */
         if (llround(r->self[i])) n++, nloc += symtab_stack_depth(s, (uint32_t)i);
     b->smp = calloc(n + 1, sizeof *b->smp), b->smpp = calloc(n + 1, sizeof *b->smpp);
     b->locids = malloc((nloc + 1) * sizeof *b->locids), b->values = malloc((n + 1) * sizeof *b->values);
     if (!b->smp || !b->smpp || !b->locids || !b->values) return -1;
     size_t k = 0, off = 0;
-    for (size_t i = 1; i < s->nstacks; i++) {
+    for (size_t i = 0; i < r->nself; i++) {
         int64_t v = llround(r->self[i]);
         if (!v) continue;
         Perftools__Profiles__Sample *sm = &b->smp[k];

@@ -171,8 +171,12 @@ static int decode_samples(segment_t *s, const uint8_t *p, size_t n, hr_err_t *er
         seg_profile_t *row = &s->profiles[i];
         uint64_t st = 0;
         for (uint32_t j = 0; j < row->nsamples; j++) {
-            st += buf_get_uvarint(&r);
-            if (st == 0 || st >= s->sym->nstacks) return hr_fail(err, HR_EUNPROC, "block: bad stack id");
+            uint64_t d = buf_get_uvarint(&r);
+            /* Strictly ascending within a profile (segment_add sums equal stacks); only the
+             * first may be 0, the empty stack of a sample without locations. */
+            if (d == 0 && j > 0) return hr_fail(err, HR_EUNPROC, "block: stack ids out of order");
+            st += d;
+            if (st >= s->sym->nstacks) return hr_fail(err, HR_EUNPROC, "block: bad stack id");
             s->stacks[row->first + j] = (uint32_t)st;
         }
     }
@@ -236,10 +240,45 @@ fail:
     return NULL;
 }
 
+/* 1 when decoded row i of d is row order[i] of s, samples and all, and the symbol
+ * tables have the same sizes. */
+static int same_segment(const segment_t *s, const uint32_t *order, const segment_t *d) {
+    const symtab_t *a = s->sym, *b = d->sym;
+    if (d->nprofiles != s->nprofiles || d->nsamples != s->nsamples || a->nstrings != b->nstrings ||
+        a->nfunctions != b->nfunctions || a->nmappings != b->nmappings || a->nlocations != b->nlocations ||
+        a->nstacks != b->nstacks)
+        return 0;
+    for (size_t i = 0; i < s->nprofiles; i++) {
+        const seg_profile_t *p = &s->profiles[order[i]], *q = &d->profiles[i];
+        if (p->series != q->series || p->time_ns != q->time_ns || p->duration_ns != q->duration_ns ||
+            p->nsamples != q->nsamples || p->total != q->total ||
+            memcmp(s->stacks + p->first, d->stacks + q->first, p->nsamples * sizeof *s->stacks) ||
+            memcmp(s->values + p->first, d->values + q->first, p->nsamples * sizeof *s->values))
+            return 0;
+    }
+    return 1;
+}
+
+/* Decodes the image just encoded and compares it with its source. A block the reader
+ * refuses must never be written: the cut that writes it then checkpoints the WAL, so
+ * the refused block would be the only copy of its data. */
+static int verify_image(const segment_t *s, const buf_t *img, hr_err_t *err) {
+    hr_err_t derr = {0};
+    segment_t *d = block_decode(img->data, img->len, &derr);
+    uint32_t *order = NULL;
+    int rc = 0;
+    if (!d) rc = hr_fail(err, HR_EINTERNAL, "refusing to write a block its reader refuses (%s)", derr.msg);
+    else if (segment_sorted_order(s, &order)) rc = hr_fail(err, HR_ENOMEM, "out of memory");
+    else if (!same_segment(s, order, d)) rc = hr_fail(err, HR_EINTERNAL, "refusing to write a block that decodes differently");
+    free(order);
+    segment_free(d);
+    return rc;
+}
+
 int block_write(const char *path, const segment_t *s, int level, size_t *bytes, hr_err_t *err) {
     buf_t b;
     buf_init(&b);
-    if (block_encode(s, level, &b, err)) {
+    if (block_encode(s, level, &b, err) || verify_image(s, &b, err)) {
         buf_free(&b);
         return -1;
     }

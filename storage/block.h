@@ -27,6 +27,8 @@ int block_encode(const segment_t *s, int zstd_level, buf_t *out, hr_err_t *err);
 segment_t *block_decode(const uint8_t *p, size_t n, hr_err_t *err);
 
 /* Writes s to path atomically: path.tmp, fsync, rename, fsync of the directory.
+ * The encoded image is decoded and compared with s first; a block that would not
+ * read back exactly is not written (-1, HR_EINTERNAL), so its data stays in the WAL.
  * *bytes receives the file size. */
 int block_write(const char *path, const segment_t *s, int zstd_level, size_t *bytes,
                 hr_err_t *err);

@@ -156,6 +156,43 @@ void test_block_corruption(void) {
     segment_free(s);
 }
 
+/* A sample without locations is the empty stack, id 0 (Go's threadcreate profile
+ * has them): it must survive a block round trip, and a block the reader would refuse
+ * must never be written. */
+void test_block_empty_stack_and_verify(void) {
+    segment_t *s = segment_new();
+    const char *a[] = {"main", "a"};
+    uint32_t sa = make_stack(s->sym, a, 2);
+    uint32_t st[] = {sa, 0, 0};
+    int64_t v[] = {2, 3, 4};
+    segment_add(s, 1, 1000, 10, st, v, 3);
+    buf_t b;
+    buf_init(&b);
+    hr_err_t err = {0};
+    CHECK(block_encode(s, 3, &b, &err) == 0);
+    segment_t *d = block_decode(b.data, b.len, &err);
+    CHECK(d != NULL);
+    if (d) {
+        CHECK_INT(d->profiles[0].nsamples, 2);
+        CHECK_INT(d->stacks[0], 0);
+        CHECK_INT(d->values[0], 7);
+        CHECK_INT(d->profiles[0].total, 9);
+        segment_free(d);
+    }
+    buf_free(&b);
+    char dir[512], path[600];
+    unit_tmpdir("blkverify", dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/ok.blk", dir);
+    CHECK(block_write(path, s, 3, NULL, &err) == 0);
+    CHECK(access(path, F_OK) == 0);
+    s->stacks[1] = (uint32_t)s->sym->nstacks + 5; /* an id the reader refuses */
+    snprintf(path, sizeof path, "%s/bad.blk", dir);
+    CHECK(block_write(path, s, 3, NULL, &err) == -1);
+    CHECK_INT(err.code, HR_EINTERNAL);
+    CHECK(access(path, F_OK) != 0);
+    segment_free(s);
+}
+
 typedef struct {
     int n;
     char seen[16][16];
