@@ -146,18 +146,23 @@ static int serve(app_t *a) {
     }
     log_info("server.listening", "addr=%s tls=%s data_dir=%s version=%s", a->cfg.listen, a->cfg.tls_cert[0] ? "on" : "off",
              a->cfg.data_dir, HEARTH_VERSION);
-    size_t records, skipped;
+    wal_scan_t ws;
     int64_t t0 = time(NULL);
     replay_t rp = {a, 0, t0, t0};
-    if (store_replay(a->store, replay_one, &rp, &records, &skipped, &err)) {
+    if (store_replay(a->store, replay_one, &rp, &ws, &err)) {
         fprintf(stderr, "hearth: WAL replay failed: %s\n", err.msg);
         http_stop(http);
         store_close(a->store);
         return 1;
     }
-    a->metrics.wal_replayed = records;
-    a->metrics.wal_replay_skipped = skipped;
-    log_info("wal.replayed", "records=%zu skipped=%zu seconds=%lld", records, skipped, (long long)(time(NULL) - t0));
+    a->metrics.wal_replayed = ws.records;
+    a->metrics.wal_replay_skipped = ws.skipped;
+    a->metrics.wal_corrupt = ws.corrupt;
+    if (ws.corrupt)
+        log_error("wal.corruption", "damaged_regions=%zu bytes=%llu (skipped; the records around them were replayed; "
+                  "run hearth check)", ws.corrupt, (unsigned long long)ws.corrupt_bytes);
+    log_info("wal.replayed", "records=%zu skipped=%zu corrupt=%zu seconds=%lld", ws.records, ws.skipped, ws.corrupt,
+             (long long)(time(NULL) - t0));
     if (a->cfg.scrape_config[0]) { /* before ready: /ready then implies /api/v1/targets lists them */
         scraper_t *sc = scraper_start(a->cfg.scrape_config, a, &err);
         if (!sc) {

@@ -80,7 +80,7 @@ void metrics_render(metrics_t *m, store_t *st, buf_t *o) {
                (unsigned long long)s.compacted_blocks);
     buf_printf(o, "# HELP hearth_series Series in the index.\n# TYPE hearth_series gauge\nhearth_series %zu\n", s.series);
     buf_printf(o, "hearth_wal_segment_bytes %llu\nhearth_wal_replayed_records_total %llu\n"
-                  "hearth_wal_replay_skipped_total %llu\n",
+                  "hearth_wal_replay_skipped_total %llu\nhearth_wal_corrupt_records_total %llu\n",
                (unsigned long long)s.wal_bytes, (unsigned long long)m->wal_replayed,
-               (unsigned long long)m->wal_replay_skipped);
+               (unsigned long long)m->wal_replay_skipped, (unsigned long long)m->wal_corrupt);
 }

@@ -23,7 +23,7 @@ typedef struct {
     atomic_ullong queries, query_errors;
     atomic_ullong query_buckets[METRICS_NBUCKETS + 1]; /* last = +Inf */
     atomic_ullong query_sum_us;
-    atomic_ullong wal_replayed, wal_replay_skipped;
+    atomic_ullong wal_replayed, wal_replay_skipped, wal_corrupt;
 } metrics_t;
 
 typedef enum {

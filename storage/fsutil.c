@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -95,4 +96,31 @@ int fs_read_file(const char *path, size_t max, uint8_t **data, size_t *n, hr_err
     *data = d;
     *n = len;
     return 0;
+}
+
+int fs_lock_dir(const char *dir, hr_err_t *err) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/LOCK", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return hr_fail(err, HR_EIO, "cannot open %s: %s", path, strerror(errno));
+    /* flock, not fcntl: fcntl locks are per process, so a second open in this process
+     * would silently share it, and any close of the file would drop it. */
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        char pid[32] = {0};
+        ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+        close(fd);
+        if (e == EWOULDBLOCK) {
+            pid[n > 0 ? strcspn(pid, "\n") : 0] = 0;
+            return hr_fail(err, HR_EIO, "%s is in use by another hearth process (pid %s); stop it or use another data dir",
+                           dir, pid[0] ? pid : "unknown");
+        }
+        return hr_fail(err, HR_EIO, "cannot lock %s: %s", path, strerror(e));
+    }
+    char pid[32];
+    int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    /* The pid is only a hint for the error above; failing to write it (a full disk)
+     * must not stop a server that holds the lock. */
+    if (ftruncate(fd, 0) == 0 && pwrite(fd, pid, (size_t)n, 0) < 0) {}
+    return fd;
 }

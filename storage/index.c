@@ -18,6 +18,7 @@ struct index {
     size_t nseries, series_cap;
     idset_t set;
     int64_t next_block_id;
+    int readonly;
     uint32_t wal_checkpoint;
     size_t max_per_tenant;
     struct tenant_count {
@@ -127,10 +128,12 @@ static int load_meta(index_t *ix, hr_err_t *err) {
     if (version > INDEX_SCHEMA_VERSION)
         return hr_fail(err, HR_EIO, "index: schema version %d is newer than this binary (%d)",
                        version, INDEX_SCHEMA_VERSION);
+    /* Written only when it changes: a start must not need to write (a full disk). */
     char sql[128];
     snprintf(sql, sizeof sql, "INSERT OR REPLACE INTO meta VALUES('schema_version','%d')",
              INDEX_SCHEMA_VERSION);
-    if (sqlite3_exec(ix->db, sql, NULL, NULL, NULL) != SQLITE_OK) return sql_fail(ix, err, "meta");
+    if (version != INDEX_SCHEMA_VERSION && !ix->readonly && sqlite3_exec(ix->db, sql, NULL, NULL, NULL) != SQLITE_OK)
+        return sql_fail(ix, err, "meta");
     if (sqlite3_prepare_v2(ix->db, "SELECT COALESCE(MAX(id),0)+1 FROM blocks", -1, &st, NULL) != SQLITE_OK)
         return sql_fail(ix, err, "blocks");
     if (sqlite3_step(st) == SQLITE_ROW) ix->next_block_id = sqlite3_column_int64(st, 0);
@@ -174,7 +177,7 @@ static int load_series(index_t *ix, hr_err_t *err) {
     return rc;
 }
 
-index_t *index_open(const char *path, hr_err_t *err) {
+static index_t *open_mode(const char *path, int readonly, hr_err_t *err) {
     index_t *ix = calloc(1, sizeof *ix);
     if (!ix) {
         hr_fail(err, HR_ENOMEM, "out of memory");
@@ -185,13 +188,15 @@ index_t *index_open(const char *path, hr_err_t *err) {
     ix->nseries = 1; /* id 0 is never a series */
     if (VEC_RESERVE(ix->series, ix->series_cap, 1)) goto fail;
     ix->series[0] = NULL;
-    if (sqlite3_open(path, &ix->db) != SQLITE_OK) {
+    ix->readonly = readonly;
+    int flags = readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+    if (sqlite3_open_v2(path, &ix->db, flags, NULL) != SQLITE_OK) {
         hr_fail(err, HR_EIO, "sqlite open %s: %s", path, sqlite3_errmsg(ix->db));
         goto fail;
     }
     sqlite3_busy_timeout(ix->db, 5000);
     char *msg = NULL;
-    if (sqlite3_exec(ix->db, SCHEMA, NULL, NULL, &msg) != SQLITE_OK) {
+    if (!readonly && sqlite3_exec(ix->db, SCHEMA, NULL, NULL, &msg) != SQLITE_OK) {
         hr_fail(err, HR_EIO, "sqlite schema: %s", msg ? msg : "?");
         sqlite3_free(msg);
         goto fail;
@@ -202,6 +207,9 @@ fail:
     index_close(ix);
     return NULL;
 }
+
+index_t *index_open(const char *path, hr_err_t *err) { return open_mode(path, 0, err); }
+index_t *index_open_readonly(const char *path, hr_err_t *err) { return open_mode(path, 1, err); }
 
 void index_close(index_t *ix) {
     if (!ix) return;

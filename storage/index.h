@@ -34,6 +34,10 @@ typedef struct index index_t;
 /* Opens (creating if needed) the database at path and loads the series. A database
  * of a newer schema version is refused. */
 index_t *index_open(const char *path, hr_err_t *err);
+/* Opens an existing database read-only (`hearth check`): no schema set-up, no
+ * writes, so it works beside a running server and on a full disk. Functions that
+ * write then fail with HR_EIO. */
+index_t *index_open_readonly(const char *path, hr_err_t *err);
 void index_close(index_t *ix);
 
 /* Finds the series (tenant, profile type, labels) or creates it, committed to SQLite

@@ -37,6 +37,7 @@ struct store {
     pthread_rwlock_t cut, data;
     pthread_mutex_t cache_mu;
     pthread_mutex_t compact;
+    int lock_fd; /* flock on DATA_DIR/LOCK: one server per data directory */
     head_t *heads;
     size_t nheads, heads_cap;
     block_t *blocks;
@@ -98,6 +99,7 @@ store_t *store_open(const store_config_t *cfg, hr_err_t *err) {
     s->cfg = *cfg;
     snprintf(s->dir, sizeof s->dir, "%s", cfg->data_dir);
     s->cfg.data_dir = s->dir;
+    s->lock_fd = -1;
     pthread_rwlock_init(&s->cut, NULL);
     pthread_rwlock_init(&s->data, NULL);
     pthread_mutex_init(&s->cache_mu, NULL);
@@ -105,6 +107,9 @@ store_t *store_open(const store_config_t *cfg, hr_err_t *err) {
     char path[2200];
     snprintf(path, sizeof path, "%s/blocks", s->dir);
     if (fs_mkdirs(path, err)) goto fail;
+    /* Before anything reads or writes: two servers on one directory would rotate and
+     * delete each other's WAL segments and blocks. */
+    if ((s->lock_fd = fs_lock_dir(s->dir, err)) < 0) goto fail;
     snprintf(path, sizeof path, "%s/index.db", s->dir);
     if (!(s->index = index_open(path, err))) goto fail;
     snprintf(path, sizeof path, "%s/wal", s->dir);
@@ -139,14 +144,14 @@ void store_close(store_t *s) {
     pthread_rwlock_destroy(&s->data);
     pthread_mutex_destroy(&s->cache_mu);
     pthread_mutex_destroy(&s->compact);
+    if (s->lock_fd >= 0) close(s->lock_fd);
     free(s);
 }
 
 index_t *store_index(store_t *s) { return s->index; }
 
-int store_replay(store_t *s, wal_replay_fn fn, void *ctx, size_t *records, size_t *skipped,
-                 hr_err_t *err) {
-    return wal_replay(s->wal, index_wal_checkpoint(s->index), fn, ctx, records, skipped, err);
+int store_replay(store_t *s, wal_replay_fn fn, void *ctx, wal_scan_t *st, hr_err_t *err) {
+    return wal_replay(s->wal, index_wal_checkpoint(s->index), fn, ctx, st, err);
 }
 
 /* Returns the tenant's head, creating it; call with `data` held for writing. */

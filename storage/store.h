@@ -46,8 +46,7 @@ void store_close(store_t *s);
 
 /* Replays the WAL past the checkpoint through fn (which normally decodes the record
  * and calls store_apply). */
-int store_replay(store_t *s, wal_replay_fn fn, void *ctx, size_t *records, size_t *skipped,
-                 hr_err_t *err);
+int store_replay(store_t *s, wal_replay_fn fn, void *ctx, wal_scan_t *st, hr_err_t *err);
 
 /* Durably logs rec, then applies batch to tenant's head. */
 int store_ingest(store_t *s, const char *tenant, const void *rec, size_t len, const batch_t *b,

@@ -12,10 +12,13 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "common/log.h"
 #include "common/vec.h"
 #include "storage/fsutil.h"
 
 #define MAX_RECORD ((uint32_t)1 << 30)
+#define FRAME_HDR 16
+static const uint8_t FRAME_MAGIC[4] = {'H', 'W', 'A', 'L'};
 
 struct wal {
     char dir[3072];
@@ -86,25 +89,104 @@ static int list_segments(const wal_t *w, uint32_t **out, size_t *n, hr_err_t *er
     return 0;
 }
 
-/* Replays one segment; returns the length of its intact prefix in *valid. */
-static int replay_segment(const char *path, wal_replay_fn fn, void *ctx, size_t *records,
-                          size_t *skipped, off_t *valid, hr_err_t *err) {
-    uint8_t *data;
-    size_t n;
-    if (fs_read_file(path, (size_t)64 << 30, &data, &n, err)) return -1;
+static uint32_t get_u32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static void put_u32(uint8_t *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* Size (header and payload) of the intact record at d[off], or 0. The header's own
+ * checksum is checked before its length is believed, so a resync costs a memmem and
+ * a 12-byte CRC per false magic, never a CRC over a length read from garbage. */
+static size_t frame_at(const uint8_t *d, size_t n, size_t off) {
+    if (n - off < FRAME_HDR || memcmp(d + off, FRAME_MAGIC, 4)) return 0;
+    if ((uint32_t)crc32(0, d + off, 12) != get_u32(d + off + 12)) return 0;
+    uint32_t len = get_u32(d + off + 4);
+    if (len == 0 || len > MAX_RECORD || n - off - FRAME_HDR < len) return 0;
+    if ((uint32_t)crc32(0, d + off + FRAME_HDR, len) != get_u32(d + off + 8)) return 0;
+    return FRAME_HDR + len;
+}
+
+/* Offset of the first intact record after off, or n when there is none. */
+static size_t next_frame(const uint8_t *d, size_t n, size_t off) {
+    for (size_t o = off + 1; o + FRAME_HDR <= n; o++) {
+        const uint8_t *m = memmem(d + o, n - o, FRAME_MAGIC, 4);
+        if (!m) break;
+        o = (size_t)(m - d);
+        if (frame_at(d, n, o)) return o;
+    }
+    return n;
+}
+
+typedef struct {
+    wal_replay_fn fn; /* NULL: only count */
+    void *ctx;
+    wal_scan_t *st;
+    const char *path;
+    int log; /* replay logs corruption; verification only counts it */
+} scan_t;
+
+static void deliver(scan_t *sc, const uint8_t *p, size_t len) {
+    if (sc->fn && sc->fn(sc->ctx, p, len) != 0) sc->st->skipped++;
+    sc->st->records++;
+}
+
+/* The framing before the magic: stops at the first bad record, whatever follows. */
+static size_t scan_v1(scan_t *sc, const uint8_t *d, size_t n) {
     size_t off = 0;
     while (n - off >= 8) {
-        uint32_t len = (uint32_t)data[off] | (uint32_t)data[off + 1] << 8 |
-                       (uint32_t)data[off + 2] << 16 | (uint32_t)data[off + 3] << 24;
-        uint32_t crc = (uint32_t)data[off + 4] | (uint32_t)data[off + 5] << 8 |
-                       (uint32_t)data[off + 6] << 16 | (uint32_t)data[off + 7] << 24;
+        uint32_t len = get_u32(d + off), crc = get_u32(d + off + 4);
         if (len > MAX_RECORD || n - off - 8 < len) break;
-        if ((uint32_t)crc32(0, data + off + 8, len) != crc) break;
-        if (fn(ctx, data + off + 8, len) != 0) (*skipped)++;
-        (*records)++;
+        if ((uint32_t)crc32(0, d + off + 8, len) != crc) break;
+        deliver(sc, d + off + 8, len);
         off += 8 + (size_t)len;
     }
-    *valid = (off_t)off;
+    return off;
+}
+
+static size_t scan_v2(scan_t *sc, const uint8_t *d, size_t n) {
+    size_t off = 0;
+    while (off < n) {
+        size_t f = frame_at(d, n, off);
+        if (f) {
+            deliver(sc, d + off + FRAME_HDR, f - FRAME_HDR);
+            off += f;
+            continue;
+        }
+        size_t next = next_frame(d, n, off);
+        if (next == n) break; /* nothing intact follows: a torn write */
+        if (sc->log)
+            log_error("wal.corrupt_record", "segment=%s offset=%zu bytes_skipped=%zu", sc->path, off, next - off);
+        sc->st->corrupt++;
+        sc->st->corrupt_bytes += next - off;
+        off = next;
+    }
+    return off;
+}
+
+/* 1 when a segment uses the old framing: no magic, and an intact old record at its
+ * start. (A valid old segment cannot start with the magic: read as a length it
+ * exceeds MAX_RECORD.) A segment whose first record is damaged is scanned as new,
+ * so corruption there resynchronises like anywhere else. */
+static int old_framing(const uint8_t *d, size_t n) {
+    if (n < 8 || !memcmp(d, FRAME_MAGIC, 4)) return 0;
+    uint32_t len = get_u32(d);
+    return len <= MAX_RECORD && n - 8 >= len && (uint32_t)crc32(0, d + 8, len) == get_u32(d + 4);
+}
+
+/* Scans one segment; *valid receives the end of its last intact record (what
+ * follows is a torn tail) and *v1 whether it has the old framing. */
+static int scan_segment(scan_t *sc, off_t *valid, int *v1, hr_err_t *err) {
+    uint8_t *data;
+    size_t n;
+    if (fs_read_file(sc->path, (size_t)64 << 30, &data, &n, err)) return -1;
+    *v1 = old_framing(data, n);
+    size_t end = *v1 ? scan_v1(sc, data, n) : scan_v2(sc, data, n);
+    sc->st->torn_bytes += n - end;
+    sc->st->segments++;
+    *valid = (off_t)end;
     free(data);
     return 0;
 }
@@ -126,24 +208,25 @@ static int open_segment(wal_t *w, uint32_t seg, hr_err_t *err) {
     return 0;
 }
 
-int wal_replay(wal_t *w, uint32_t after, wal_replay_fn fn, void *ctx, size_t *records,
-               size_t *skipped, hr_err_t *err) {
+int wal_replay(wal_t *w, uint32_t after, wal_replay_fn fn, void *ctx, wal_scan_t *st, hr_err_t *err) {
     uint32_t *segs;
     size_t n;
-    *records = *skipped = 0;
+    memset(st, 0, sizeof *st);
     if (list_segments(w, &segs, &n, err)) return -1;
     uint32_t last = after;
+    int last_v1 = 0;
     for (size_t i = 0; i < n; i++) {
         if (segs[i] <= after) continue;
         char path[3200];
         seg_path(w, segs[i], path, sizeof path);
+        scan_t sc = {fn, ctx, st, path, 1};
         off_t valid;
-        if (replay_segment(path, fn, ctx, records, skipped, &valid, err)) {
+        if (scan_segment(&sc, &valid, &last_v1, err)) {
             free(segs);
             return -1;
         }
-        struct stat st;
-        if (stat(path, &st) == 0 && st.st_size != valid) {
+        struct stat sb;
+        if (stat(path, &sb) == 0 && sb.st_size != valid) {
             /* A torn tail: drop it so new records follow intact ones. */
             if (truncate(path, valid) != 0) {
                 free(segs);
@@ -153,22 +236,23 @@ int wal_replay(wal_t *w, uint32_t after, wal_replay_fn fn, void *ctx, size_t *re
         last = segs[i];
     }
     free(segs);
-    /* Appends go to a fresh segment after a checkpoint, else continue the newest. */
-    return open_segment(w, last > after ? last : after + 1, err);
+    /* Appends go to a fresh segment after a checkpoint or after an old-framing one,
+     * else continue the newest. */
+    return open_segment(w, last > after && !last_v1 ? last : last + 1, err);
 }
 
 int wal_append(wal_t *w, const void *payload, size_t len, hr_err_t *err) {
     if (len > MAX_RECORD) return hr_fail(err, HR_ETOOBIG, "WAL record over %u bytes", MAX_RECORD);
-    uint8_t hdr[8];
-    uint32_t l = (uint32_t)len, crc = (uint32_t)crc32(0, payload, (uInt)len);
-    for (int i = 0; i < 4; i++) {
-        hdr[i] = (uint8_t)(l >> (8 * i));
-        hdr[4 + i] = (uint8_t)(crc >> (8 * i));
-    }
+    if (len == 0) return hr_fail(err, HR_EINVAL, "empty WAL record");
+    uint8_t hdr[FRAME_HDR];
+    memcpy(hdr, FRAME_MAGIC, 4);
+    put_u32(hdr + 4, (uint32_t)len);
+    put_u32(hdr + 8, (uint32_t)crc32(0, payload, (uInt)len));
+    put_u32(hdr + 12, (uint32_t)crc32(0, hdr, 12));
     struct part {
         const void *b;
         size_t n;
-    } parts[2] = {{hdr, 8}, {payload, len}};
+    } parts[2] = {{hdr, FRAME_HDR}, {payload, len}};
     pthread_mutex_lock(&w->mu);
     off_t start = (off_t)w->seg_bytes;
     for (int i = 0; i < 2; i++) {
@@ -188,8 +272,8 @@ int wal_append(wal_t *w, const void *payload, size_t len, hr_err_t *err) {
             n -= (size_t)k;
         }
     }
-    w->seg_bytes += 8 + len;
-    w->written += 8 + len;
+    w->seg_bytes += FRAME_HDR + len;
+    w->written += FRAME_HDR + len;
     uint64_t mine = w->written;
     pthread_mutex_unlock(&w->mu);
     if (w->policy != WAL_FSYNC_ALWAYS) return 0;
@@ -244,31 +328,24 @@ uint64_t wal_segment_bytes(wal_t *w) {
     return b;
 }
 
-static int count_only(void *ctx, const uint8_t *p, size_t n) {
-    (void)ctx, (void)p, (void)n;
-    return 0;
-}
-
-int wal_verify(const char *dir, size_t *segments, size_t *records, uint64_t *torn, hr_err_t *err) {
+int wal_verify(const char *dir, wal_scan_t *st, hr_err_t *err) {
     wal_t w = {.fd = -1};
     snprintf(w.dir, sizeof w.dir, "%s", dir);
     uint32_t *segs;
-    size_t n, skipped = 0;
-    *segments = *records = 0;
-    *torn = 0;
+    size_t n;
+    memset(st, 0, sizeof *st);
     if (list_segments(&w, &segs, &n, err)) return -1;
     for (size_t i = 0; i < n; i++) {
         char path[3200];
         seg_path(&w, segs[i], path, sizeof path);
+        scan_t sc = {NULL, NULL, st, path, 0};
         off_t valid;
-        struct stat st;
-        if (replay_segment(path, count_only, NULL, records, &skipped, &valid, err) || stat(path, &st) != 0) {
+        int v1;
+        if (scan_segment(&sc, &valid, &v1, err)) {
             free(segs);
             return -1;
         }
-        *torn += (uint64_t)(st.st_size - valid);
     }
-    *segments = n;
     free(segs);
     return 0;
 }

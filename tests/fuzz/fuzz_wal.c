@@ -24,10 +24,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
     if (f) {
         fwrite(data, 1, n, f);
         fclose(f);
-        size_t segs, recs;
-        uint64_t torn;
+        wal_scan_t ws;
         hr_err_t err = {0};
-        wal_verify(dir, &segs, &recs, &torn, &err);
+        wal_verify(dir, &ws, &err);
     }
     ingest_request_t r;
     hr_err_t err = {0};

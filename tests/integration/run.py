@@ -118,7 +118,8 @@ class Server:
 # ---------------------------------------------------------------- go tool pprof reference
 
 def pprof_raw(path, *extra):
-    """Sample types and per-type totals, as `go tool pprof -raw [extra]` reports them."""
+    """Sample types and per-type totals, as `go tool pprof -raw [extra]` reports them (which
+    leaves out samples without locations: see unlocated_totals)."""
     out = subprocess.run(["go", "tool", "pprof", "-raw", *extra, path], capture_output=True, text=True, check=True).stdout
     lines = out.splitlines()
     i = lines.index("Samples:")
@@ -136,6 +137,25 @@ def pprof_raw(path, *extra):
             for k, v in enumerate(m.group(1).split()):
                 totals[k] += int(v)
     return types, totals
+
+
+def unlocated_totals(path, ntypes):
+    """Per type, the sum of the samples that have no locations: `go tool pprof -raw` does not
+    list them, but pprof counts them in a profile's total (-top's "of N total")."""
+    raw = open(path, "rb").read()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    sums = [0] * ntypes
+    for num, _, sample in pb_fields(raw):
+        if num != 2:
+            continue
+        fields = pb_decode(sample)
+        if fields.get(1):
+            continue
+        values = [v for chunk in fields.get(2, []) for v in (pb_packed(chunk) if isinstance(chunk, bytes) else [chunk])]
+        for k, v in enumerate(values[:ntypes]):
+            sums[k] += v
+    return sums
 
 
 def pprof_top(path, sample_index, unit):
@@ -200,9 +220,11 @@ def every_corpus_profile_matches_go_pprof_totals():
             assert status == 200, f"{os.path.basename(path)}: {status} {resp!r}"
         for i, path in enumerate(files):
             types, totals = pprof_raw(path)
+            unlocated = unlocated_totals(path, len(types))
             got = types_of(srv, f"corpus{i}")
-            for (st, unit), total in zip(types, totals):
+            for (st, unit), total, extra in zip(types, totals, unlocated):
                 assert (st, unit) in got, f"{os.path.basename(path)}: type {st}/{unit} missing, have {list(got)}"
+                total += extra
                 ans = query(srv, '%s{service_name="corpus%d"}' % (got[(st, unit)], i), limit=1)
                 assert ans["total"] == total, f"{os.path.basename(path)} {st}: hearth {ans['total']} != pprof {total}"
 

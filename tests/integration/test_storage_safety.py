@@ -1,5 +1,6 @@
 """Attacks on stored data (issue 10): inputs and misuse that must never lose what was acknowledged."""
 import os
+import signal
 import subprocess
 
 import run
@@ -51,3 +52,64 @@ def empty_stack_sample_survives_cut_and_restart():
         assert "of 5 total" in out, out
     check = run.cli("check", srv.data_dir)
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+def cpu_total(srv, svc):
+    return run.query(srv, run.CPU + '{service_name="%s"}' % svc, frm=T0 - 10, until=T0 + 100000)["total"]
+
+
+@test
+def second_server_on_one_data_dir_is_refused():
+    body = data(CPU_FILE)
+    each = run.pprof_raw(os.path.join(run.ARGS.testdata, CPU_FILE))[1][1]
+    first = Server().start()
+    try:
+        for i in range(12):
+            assert first.ingest(body, name="locked", format="pprof", **{"from": T0 + i})[0] == 200
+        # A second server on the same directory (another port) exits non-zero naming the holder.
+        second = subprocess.run([run.ARGS.binary, "--listen", f"127.0.0.1:{run.free_port()}",
+                                 "--data-dir", first.data_dir], capture_output=True, text=True, timeout=60)
+        assert second.returncode != 0, second.stderr
+        assert f"pid {first.proc.pid}" in second.stderr and "in use" in second.stderr, second.stderr
+        # Read-only check works beside the live server; quarantine (a writer) is refused.
+        r = run.cli("check", first.data_dir)
+        assert r.returncode == 0, r.stdout + r.stderr
+        r = run.cli("check", first.data_dir, "--quarantine")
+        assert r.returncode != 0 and "in use" in r.stderr, r.stdout + r.stderr
+        assert first.get("/healthz")[0] == 200
+    finally:
+        first.stop()
+    with Server(data_dir=first.data_dir) as again:  # nothing was lost
+        assert cpu_total(again, "locked") == 12 * each
+
+
+def wal_segments(data_dir):
+    d = os.path.join(data_dir, "wal")
+    return sorted(os.path.join(d, f) for f in os.listdir(d) if f.endswith(".wal"))
+
+
+@test
+def damaged_wal_record_in_the_middle_loses_only_that_record():
+    body = data(CPU_FILE)
+    each = run.pprof_raw(os.path.join(run.ARGS.testdata, CPU_FILE))[1][1]
+    srv = Server().start()
+    for i in range(10):
+        assert srv.ingest(body, name="walrot", format="pprof", **{"from": T0 + i})[0] == 200
+    srv.stop(signal.SIGKILL)  # the head only lives in the WAL now
+    seg = [p for p in wal_segments(srv.data_dir) if os.path.getsize(p) > 0][-1]
+    size = os.path.getsize(seg)
+    with open(seg, "r+b") as f:  # one flipped byte at 35% of the segment
+        f.seek(int(size * 0.35))
+        b = f.read(1)
+        f.seek(int(size * 0.35))
+        f.write(bytes([b[0] ^ 0x5A]))
+    r = run.cli("check", srv.data_dir)
+    assert r.returncode != 0 and "damaged" in r.stdout, r.stdout
+    with Server(data_dir=srv.data_dir) as again:
+        assert cpu_total(again, "walrot") == 9 * each  # exactly the damaged record is gone
+        assert run.metric(again, "hearth_wal_corrupt_records_total") == 1
+        assert again.ingest(body, name="walrot", format="pprof", **{"from": T0 + 50})[0] == 200
+    with Server(data_dir=srv.data_dir) as again:  # a clean stop cut the head into a block
+        assert cpu_total(again, "walrot") == 10 * each
+    r = run.cli("check", srv.data_dir)
+    assert r.returncode == 0, r.stdout

@@ -19,8 +19,8 @@ static store_t *new_store(const char *name) {
     store_config_t cfg = {dir, WAL_FSYNC_NONE, 64 << 20, 3600 * S, 3, 64 << 20, 0, 0, 0};
     hr_err_t err = {0};
     store_t *s = store_open(&cfg, &err);
-    size_t rec, skip;
-    store_replay(s, NULL, NULL, &rec, &skip, &err);
+    wal_scan_t ws;
+    store_replay(s, NULL, NULL, &ws, &err);
     return s;
 }
 

@@ -210,9 +210,9 @@ void test_wal_replay(void) {
     unit_tmpdir("wal1", dir, sizeof dir);
     hr_err_t err = {0};
     wal_t *w = wal_open(dir, WAL_FSYNC_ALWAYS, &err);
-    size_t rec, skip;
+    wal_scan_t ws;
     wal_seen_t seen = {0};
-    CHECK(wal_replay(w, 0, collect_record, &seen, &rec, &skip, &err) == 0 && rec == 0);
+    CHECK(wal_replay(w, 0, collect_record, &seen, &ws, &err) == 0 && ws.records == 0);
     CHECK(wal_append(w, "one", 3, &err) == 0);
     CHECK(wal_append(w, "two", 3, &err) == 0);
     uint32_t closed;
@@ -220,15 +220,15 @@ void test_wal_replay(void) {
     CHECK(wal_append(w, "three", 5, &err) == 0);
     wal_close(w);
     w = wal_open(dir, WAL_FSYNC_ALWAYS, &err);
-    CHECK(wal_replay(w, 0, collect_record, &seen, &rec, &skip, &err) == 0);
-    CHECK_INT(rec, 3);
+    CHECK(wal_replay(w, 0, collect_record, &seen, &ws, &err) == 0);
+    CHECK_INT(ws.records, 3);
     CHECK_STR(seen.seen[2], "three");
     wal_close(w);
     /* After a checkpoint at segment 1 only segment 2 replays. */
     w = wal_open(dir, WAL_FSYNC_ALWAYS, &err);
     memset(&seen, 0, sizeof seen);
-    CHECK(wal_replay(w, 1, collect_record, &seen, &rec, &skip, &err) == 0);
-    CHECK_INT(rec, 1);
+    CHECK(wal_replay(w, 1, collect_record, &seen, &ws, &err) == 0);
+    CHECK_INT(ws.records, 1);
     CHECK_STR(seen.seen[0], "three");
     wal_close(w);
 }
@@ -238,9 +238,9 @@ void test_wal_torn_tail(void) {
     unit_tmpdir("wal2", dir, sizeof dir);
     hr_err_t err = {0};
     wal_t *w = wal_open(dir, WAL_FSYNC_NONE, &err);
-    size_t rec, skip;
+    wal_scan_t ws;
     wal_seen_t seen = {0};
-    wal_replay(w, 0, collect_record, &seen, &rec, &skip, &err);
+    wal_replay(w, 0, collect_record, &seen, &ws, &err);
     wal_append(w, "intact", 6, &err);
     wal_append(w, "torn-record", 11, &err);
     wal_close(w);
@@ -249,17 +249,79 @@ void test_wal_torn_tail(void) {
     stat(path, &st);
     CHECK(truncate(path, st.st_size - 4) == 0); /* a crash mid-write */
     w = wal_open(dir, WAL_FSYNC_NONE, &err);
-    CHECK(wal_replay(w, 0, collect_record, &seen, &rec, &skip, &err) == 0);
-    CHECK_INT(rec, 1);
+    CHECK(wal_replay(w, 0, collect_record, &seen, &ws, &err) == 0);
+    CHECK_INT(ws.records, 1);
     CHECK_STR(seen.seen[0], "intact");
     CHECK(wal_append(w, "after", 5, &err) == 0); /* appends follow the intact prefix */
     wal_close(w);
     w = wal_open(dir, WAL_FSYNC_NONE, &err);
     memset(&seen, 0, sizeof seen);
-    wal_replay(w, 0, collect_record, &seen, &rec, &skip, &err);
-    CHECK_INT(rec, 2);
+    wal_replay(w, 0, collect_record, &seen, &ws, &err);
+    CHECK_INT(ws.records, 2);
     CHECK_STR(seen.seen[1], "after");
     wal_close(w);
+}
+
+/* One flipped byte inside a segment loses exactly the record it hit: replay skips
+ * that record, keeps every later one and counts the corruption; only damage with
+ * nothing intact after it is a torn tail. Flips land in headers and payloads. */
+void test_wal_corrupt_middle(void) {
+    char dir[512], path[600];
+    unit_tmpdir("wal3", dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/00000001.wal", dir);
+    hr_err_t err = {0};
+    wal_scan_t ws;
+    wal_t *w = wal_open(dir, WAL_FSYNC_NONE, &err);
+    wal_replay(w, 0, NULL, NULL, &ws, &err);
+    char rec[32];
+    for (int i = 0; i < 10; i++) {
+        snprintf(rec, sizeof rec, "rec-%02d", i); /* 6 bytes + 16 of header */
+        CHECK(wal_append(w, rec, strlen(rec), &err) == 0);
+    }
+    wal_close(w);
+    struct stat st;
+    stat(path, &st);
+    CHECK_INT(st.st_size, 220);
+    for (long off = 0; off < 220; off += 5) {
+        int fd = open(path, O_RDWR);
+        uint8_t b;
+        CHECK(pread(fd, &b, 1, off) == 1);
+        b ^= 0x40;
+        CHECK(pwrite(fd, &b, 1, off) == 1);
+        wal_seen_t seen = {0};
+        CHECK(wal_verify(dir, &ws, &err) == 0);
+        int last = off >= 198; /* the damaged record is the last one: a torn tail */
+        CHECK_INT(ws.records, 9);
+        CHECK_INT(ws.corrupt, last ? 0 : 1);
+        w = wal_open(dir, WAL_FSYNC_NONE, &err);
+        CHECK(wal_replay(w, 0, collect_record, &seen, &ws, &err) == 0);
+        CHECK_INT(ws.records, 9);
+        CHECK_INT(seen.n, 9);
+        snprintf(rec, sizeof rec, "rec-%02d", last ? 8 : 9);
+        CHECK_STR(seen.seen[8], rec);
+        wal_close(w);
+        b ^= 0x40;
+        CHECK(pwrite(fd, &b, 1, off) == 1);
+        if (last) CHECK(ftruncate(fd, 220) == 0); /* replay truncated the torn tail: restore it */
+        close(fd);
+    }
+    /* Segments with the framing before the magic still replay, and appends then go
+     * to a fresh segment. */
+    unit_tmpdir("wal4", dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/00000001.wal", dir);
+    FILE *f = fopen(path, "wb");
+    const uint8_t v1[] = {3, 0, 0, 0, 0xf1, 0x86, 0x6c, 0x7a, 'o', 'n', 'e'}; /* crc32("one") */
+    fwrite(v1, 1, sizeof v1, f);
+    fclose(f);
+    w = wal_open(dir, WAL_FSYNC_NONE, &err);
+    wal_seen_t seen = {0};
+    CHECK(wal_replay(w, 0, collect_record, &seen, &ws, &err) == 0);
+    CHECK_INT(ws.records, 1);
+    CHECK_STR(seen.seen[0], "one");
+    CHECK(wal_append(w, "two", 3, &err) == 0);
+    wal_close(w);
+    snprintf(path, sizeof path, "%s/00000002.wal", dir);
+    CHECK(access(path, F_OK) == 0);
 }
 
 static int count_segments(void *ctx, const segment_t *seg) {
@@ -275,8 +337,8 @@ void test_store_cut_and_reopen(void) {
     hr_err_t err = {0};
     store_t *s = store_open(&cfg, &err);
     CHECK(s != NULL);
-    size_t rec, skip;
-    CHECK(store_replay(s, NULL, NULL, &rec, &skip, &err) == 0 && rec == 0);
+    wal_scan_t ws;
+    CHECK(store_replay(s, NULL, NULL, &ws, &err) == 0 && ws.records == 0);
     batch_t b;
     batch_init(&b);
     labels_t l;
@@ -302,7 +364,7 @@ void test_store_cut_and_reopen(void) {
     CHECK(got[1] == 0);
     store_close(s);
     s = store_open(&cfg, &err); /* blocks and series survive a reopen; the WAL is empty */
-    CHECK(store_replay(s, NULL, NULL, &rec, &skip, &err) == 0 && rec == 0);
+    CHECK(store_replay(s, NULL, NULL, &ws, &err) == 0 && ws.records == 0);
     memset(got, 0, sizeof got);
     store_scan(s, "anonymous", 0, 10000, count_segments, got, &err);
     CHECK(got[0] == 42 && got[1] == 1);
@@ -334,8 +396,8 @@ void test_retention(void) {
     store_config_t cfg = {dir, WAL_FSYNC_NONE, 1 << 20, H, 3, 1 << 20, 24 * H, 0, 0};
     hr_err_t err = {0};
     store_t *s = store_open(&cfg, &err);
-    size_t rec, skip;
-    store_replay(s, NULL, NULL, &rec, &skip, &err);
+    wal_scan_t ws;
+    store_replay(s, NULL, NULL, &ws, &err);
     ingest_one(s, now - 48 * H, 5); /* two days old */
     CHECK(store_cut(s, &err) == 0);
     ingest_one(s, now - H, 7);
@@ -347,7 +409,7 @@ void test_retention(void) {
     CHECK(got[0] == 7 && got[1] == 1);
     store_close(s);
     s = store_open(&cfg, &err); /* the catalog agrees after a reopen */
-    store_replay(s, NULL, NULL, &rec, &skip, &err);
+    store_replay(s, NULL, NULL, &ws, &err);
     memset(got, 0, sizeof got);
     store_scan(s, "anonymous", 0, now, count_segments, got, &err);
     CHECK(got[0] == 7 && got[1] == 1);
@@ -410,8 +472,8 @@ void test_store_compaction(void) {
     store_config_t cfg = {dir, WAL_FSYNC_NONE, 1 << 20, H, 3, 1 << 20, 0, 2, 1 << 20};
     hr_err_t err = {0};
     store_t *s = store_open(&cfg, &err);
-    size_t rec, skip;
-    store_replay(s, NULL, NULL, &rec, &skip, &err);
+    wal_scan_t ws;
+    store_replay(s, NULL, NULL, &ws, &err);
     int64_t times[] = {day0 + H, day0 + 2 * H, day0 + 3 * H, day0 + 25 * H}; /* the last is the next day */
     for (int i = 0; i < 4; i++) {
         ingest_one(s, times[i], i + 1);
@@ -428,7 +490,7 @@ void test_store_compaction(void) {
     CHECK(sums[0] == 1 + 2 + 3 + 4 && sums[1] == 4);
     store_close(s);
     s = store_open(&cfg, &err); /* the catalog agrees after a reopen; the old files are gone */
-    store_replay(s, NULL, NULL, &rec, &skip, &err);
+    store_replay(s, NULL, NULL, &ws, &err);
     memset(sums, 0, sizeof sums);
     store_scan(s, "anonymous", 0, day0 + 48 * H, count_segments, sums, &err);
     CHECK(sums[0] == 10 && sums[1] == 4);
