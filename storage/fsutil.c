@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 int fs_mkdirs(const char *path, hr_err_t *err) {
@@ -123,4 +124,10 @@ int fs_lock_dir(const char *dir, hr_err_t *err) {
      * must not stop a server that holds the lock. */
     if (ftruncate(fd, 0) == 0 && pwrite(fd, pid, (size_t)n, 0) < 0) {}
     return fd;
+}
+
+uint64_t fs_free_bytes(const char *path) {
+    struct statvfs v;
+    if (statvfs(path, &v) != 0) return UINT64_MAX;
+    return (uint64_t)v.f_bavail * v.f_frsize;
 }

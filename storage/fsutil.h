@@ -16,6 +16,10 @@ int fs_read_file(const char *path, size_t max, uint8_t **data, size_t *n, hr_err
 /* fsyncs the directory containing path (so a create/rename/unlink is durable). */
 int fs_sync_parent(const char *path, hr_err_t *err);
 
+/* Bytes available to this process on the file system holding path, or UINT64_MAX
+ * when it cannot be told (the write itself then reports the failure). */
+uint64_t fs_free_bytes(const char *path);
+
 /* Takes an exclusive advisory lock (flock) on DIR/LOCK, creating it, and writes the
  * caller's pid there for the next one to read. Returns the open descriptor (the lock
  * lives as long as it stays open; close it to release), or -1 (HR_EIO), naming the

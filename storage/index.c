@@ -110,6 +110,8 @@ static int mirror_add(index_t *ix, uint32_t id, const char *tenant, const char *
 }
 
 static int sql_fail(index_t *ix, hr_err_t *err, const char *what) {
+    if (sqlite3_errcode(ix->db) == SQLITE_FULL)
+        return hr_fail(err, HR_EIO, "no space left on device for the catalog (sqlite %s)", what);
     return hr_fail(err, HR_EIO, "sqlite %s: %s", what, sqlite3_errmsg(ix->db));
 }
 

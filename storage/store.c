@@ -219,8 +219,20 @@ int store_apply(store_t *s, const char *tenant, const batch_t *b, hr_err_t *err)
     return rc;
 }
 
+/* Free space an ingest leaves for the catalog's own writes (its new series rows and
+ * SQLite's journal pages) besides its WAL record. */
+#define INGEST_SPACE_RESERVE ((uint64_t)256 << 10)
+
 int store_ingest(store_t *s, const char *tenant, const void *rec, size_t len, const batch_t *b,
                  hr_err_t *err) {
+    /* Refused before anything is written: on a full disk an upload that created its
+     * series and then failed in the WAL would leave series without data behind. While
+     * the disk stays full the store is read-only; ingest resumes when space returns. */
+    uint64_t avail = fs_free_bytes(s->dir);
+    if (avail < len + INGEST_SPACE_RESERVE)
+        return hr_fail(err, HR_EIO, "no space left on device: %llu bytes free in the data directory, this upload needs %zu "
+                       "plus %llu of reserve; writes resume when space returns", (unsigned long long)avail, len,
+                       (unsigned long long)INGEST_SPACE_RESERVE);
     /* Series first: a refused series (limit, I/O) must keep the upload out of the WAL. */
     uint32_t *series = resolve_series(s, tenant, b, err);
     if (!series) return -1;

@@ -1,5 +1,8 @@
 """Attacks on stored data (issue 10): inputs and misuse that must never lose what was acknowledged."""
+import json
 import os
+import tempfile
+import time
 import signal
 import subprocess
 
@@ -113,3 +116,61 @@ def damaged_wal_record_in_the_middle_loses_only_that_record():
         assert cpu_total(again, "walrot") == 10 * each
     r = run.cli("check", srv.data_dir)
     assert r.returncode == 0, r.stdout
+
+
+def fill_disk(mnt, leave):
+    """Fills the tmpfs at mnt, then frees `leave` bytes."""
+    path = os.path.join(mnt, "filler")
+    with open(path, "ab", buffering=0) as f:
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+        except OSError:
+            pass
+    os.truncate(path, max(0, os.path.getsize(path) - leave))
+
+
+@test
+def crash_on_a_full_disk_restarts_read_only_and_recovers():
+    mnt = tempfile.mkdtemp(prefix="hearth-tmpfs-", dir=run.ARGS.tmp)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", mnt], check=True, capture_output=True)
+    try:
+        data_dir = os.path.join(mnt, "data")
+        body = data(CPU_FILE)
+        each = run.pprof_raw(os.path.join(run.ARGS.testdata, CPU_FILE))[1][1]
+        srv = Server(data_dir, log_dir=run.ARGS.tmp).start()
+        acked = 0
+        for i in range(3):
+            assert srv.ingest(body, name="full", format="pprof", **{"from": T0 + i})[0] == 200
+            acked += 1
+        fill_disk(mnt, 0)
+        # Refused uploads of new series leave nothing behind.
+        for i in range(3):
+            st, b = srv.ingest(body, name=f"orphan{i}", format="pprof", **{"from": T0 + i})
+            assert st == 503 and b"no space left" in b.lower(), (st, b)
+        srv.stop(signal.SIGKILL)  # a crash while the disk is full
+        srv = Server(data_dir, log_dir=run.ARGS.tmp).start()  # starts anyway, read-only
+        try:
+            assert cpu_total(srv, "full") == acked * each
+            names = srv.get_json("/api/v1/labels/service_name/values")
+            assert "orphan0" not in json.dumps(names), names
+            st, b = srv.ingest(body, name="full", format="pprof", **{"from": T0 + 10})
+            assert st == 503 and b"no space left" in b.lower(), (st, b)
+            r = run.cli("check", data_dir)
+            assert r.returncode == 0, r.stdout + r.stderr
+            os.unlink(os.path.join(mnt, "filler"))  # space returns: writes resume without a restart
+            deadline = time.time() + 30
+            while True:
+                st, b = srv.ingest(body, name="full", format="pprof", **{"from": T0 + 20})
+                if st == 200 or time.time() > deadline:
+                    break
+                time.sleep(0.5)
+            assert st == 200, (st, b)
+            acked += 1
+        finally:
+            srv.stop()
+        with Server(data_dir, log_dir=run.ARGS.tmp) as again:
+            assert cpu_total(again, "full") == acked * each
+    finally:
+        subprocess.run(["umount", mnt], capture_output=True)
