@@ -221,7 +221,7 @@ int store_apply(store_t *s, const char *tenant, const batch_t *b, hr_err_t *err)
 
 /* Free space an ingest leaves for the catalog's own writes (its new series rows and
  * SQLite's journal pages) besides its WAL record. */
-#define INGEST_SPACE_RESERVE ((uint64_t)256 << 10)
+#define INGEST_SPACE_RESERVE ((uint64_t)128 << 10)
 
 int store_ingest(store_t *s, const char *tenant, const void *rec, size_t len, const batch_t *b,
                  hr_err_t *err) {
