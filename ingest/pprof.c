@@ -332,12 +332,20 @@ int pprof_decode(const uint8_t *body, size_t n, const pprof_opts_t *o, batch_t *
         free(raw);
         return hr_fail(err, HR_EUNPROC, "empty profile: the body holds no pprof data");
     }
+    /* Counted from the wire before anything is built: unpacking allocates per element. */
+    pprof_census_t c;
+    if (pprof_census(data, rawlen, &c, err)) return free(raw), -1;
+    if (o->max_samples && c.samples > o->max_samples) {
+        free(raw);
+        return hr_fail(err, HR_ETOOBIG, "profile has %zu samples, over the limit of %zu", c.samples, o->max_samples);
+    }
+    if (budget_take(o->budget, c.bytes, "this profile", err)) return free(raw), -1;
     pb_profile_t *p = perftools__profiles__profile__unpack(NULL, rawlen, data);
     free(raw);
-    if (!p)
-        return hr_fail(err, HR_EUNPROC, "not a pprof profile: the body does not parse as profile.proto "
-                                        "(gzipped or plain protobuf expected)");
-    int rc = decode_profile(p, o, b, err);
-    perftools__profiles__profile__free_unpacked(p, NULL);
+    int rc = p ? decode_profile(p, o, b, err)
+               : hr_fail(err, HR_EUNPROC, "not a pprof profile: the body does not parse as profile.proto "
+                                          "(gzipped or plain protobuf expected)");
+    if (p) perftools__profiles__profile__free_unpacked(p, NULL);
+    budget_give(o->budget, c.bytes);
     return rc;
 }

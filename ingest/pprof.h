@@ -5,6 +5,10 @@
  * checked before use: a profile that refers to something it does not contain is
  * rejected with a message naming the first bad reference.
  *
+ * Before unpacking, a census of the wire counts the samples and estimates the
+ * memory the decode takes: a profile over max_samples is refused there, and the
+ * estimate is reserved from the shared decode budget for the decode's duration.
+ *
  * Each sample type becomes its own profile type; each distinct set of string
  * sample labels becomes its own series (numeric labels are not series labels). */
 #ifndef HEARTH_PPROF_H
@@ -14,6 +18,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "ingest/budget.h"
 #include "storage/batch.h"
 #include "storage/labels.h"
 
@@ -32,7 +37,17 @@ typedef struct {
     const pprof_display_t *display;
     size_t ndisplay;
     const char *name; /* the profile name (__name__ of a push), NULL: Pyroscope's rules */
+    mem_budget_t *budget; /* decode memory shared across requests; NULL = unbounded */
 } pprof_opts_t;
+
+/* Element counts of a raw (not gzipped) profile, read without allocating, and the
+ * bytes unpacking and decoding it would take at peak (an estimate from those counts). */
+typedef struct {
+    size_t samples, location_ids, values, labels;
+    size_t locations, lines, functions, mappings, strings, string_bytes;
+    size_t bytes;
+} pprof_census_t;
+int pprof_census(const uint8_t *p, size_t n, pprof_census_t *c, hr_err_t *err);
 
 int pprof_decode(const uint8_t *body, size_t n, const pprof_opts_t *opts, batch_t *out, hr_err_t *err);
 

@@ -34,7 +34,7 @@ static int finish_labels(labels_t *l, const ingest_limits_t *lim, hr_err_t *err)
 static int add_sample(const labels_t *l, const char *name, const uint8_t *raw, size_t n, const ingest_limits_t *lim,
                       int64_t now, batch_t *b, hr_err_t *err) {
     pprof_opts_t o = {.base = l, .now_ns = now, .max_decompressed = lim->max_decompressed,
-                      .max_samples = lim->max_samples, .name = name[0] ? name : NULL};
+                      .max_samples = lim->max_samples, .name = name[0] ? name : NULL, .budget = lim->decode_budget};
     return pprof_decode(raw, n, &o, b, err);
 }
 

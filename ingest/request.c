@@ -219,6 +219,7 @@ int ingest_to_batch(const ingest_request_t *r, const ingest_limits_t *lim, batch
                               .now_ns = r->received_ns,
                               .max_decompressed = lim->max_decompressed,
                               .max_samples = lim->max_samples,
+                              .budget = lim->decode_budget,
                               .display = disp,
                               .ndisplay = nd};
             rc = pprof_decode(r->body, r->body_len, &o, b, err);

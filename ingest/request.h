@@ -13,6 +13,7 @@
 
 #include "common/buf.h"
 #include "common/err.h"
+#include "ingest/budget.h"
 #include "storage/batch.h"
 
 /* PUSH_* are Pyroscope push.v1 bodies (binary protobuf or JSON), kept as received. */
@@ -45,6 +46,7 @@ typedef struct {
     size_t max_decompressed; /* gunzipped pprof bytes */
     size_t max_samples;      /* per profile, 0 = unlimited */
     size_t max_labels;       /* per series */
+    mem_budget_t *decode_budget; /* shared by concurrent decodes; NULL = unbounded (WAL replay) */
 } ingest_limits_t;
 
 /* Appends the WAL form of r. */

@@ -24,6 +24,7 @@ typedef struct app {
     store_t *store;
     metrics_t metrics;
     ingest_limits_t limits;
+    mem_budget_t decode_budget; /* limits.decode_budget points here */
     atomic_int ready;
     _Atomic(scraper_t *) scraper; /* NULL without --scrape-config; set after WAL replay while HTTP already serves */
     atomic_int ingests, queries; /* in flight, for the concurrency limits */

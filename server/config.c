@@ -32,6 +32,7 @@ static const opt_t OPTS[] = {
     {"max-body-bytes", "16MiB", "largest accepted request body", T_SIZE, O(max_body_bytes)},
     {"max-decompressed-bytes", "128MiB", "largest accepted profile after gunzip (gzip-bomb guard)", T_SIZE, O(max_decompressed_bytes)},
     {"max-samples", "2000000", "most samples accepted in one profile", T_SIZE, O(max_samples)},
+    {"max-decode-memory", "1GiB", "memory all concurrent profile decodes may hold together (estimated before decoding); past it 429; 0 = unbounded", T_SIZE, O(max_decode_memory)},
     {"max-labels", "64", "most labels on one series", T_SIZE, O(max_labels)},
     {"max-series-per-tenant", "100000", "new series past this many per tenant are refused (429); 0 = no cap", T_SIZE, O(max_series_per_tenant)},
     {"max-concurrent-ingests", "64", "ingest requests processed at once; more get 429", T_INT, O(max_concurrent_ingests)},

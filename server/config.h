@@ -27,6 +27,7 @@ typedef struct {
     size_t max_body_bytes;
     size_t max_decompressed_bytes;
     size_t max_samples;
+    size_t max_decode_memory;
     size_t max_labels;
     size_t max_series_per_tenant;
     unsigned max_concurrent_ingests, max_concurrent_queries;

@@ -42,7 +42,11 @@ static int replay_one(void *ctx, const uint8_t *p, size_t n) {
         return -1;
     }
     if (batch_init(&b)) return -1;
-    int rc = ingest_to_batch(&r, &a->limits, &b, &err);
+    /* No decode budget here: replay runs one record at a time, and a record accepted
+     * once must not be refused now. */
+    ingest_limits_t lim = a->limits;
+    lim.decode_budget = NULL;
+    int rc = ingest_to_batch(&r, &lim, &b, &err);
     if (rc == 0) rc = store_apply(a->store, r.tenant, &b, &err);
     if (rc) log_warn("wal.replay_failed", "err=\"%s\"", err.msg);
     batch_destroy(&b);
@@ -113,7 +117,8 @@ static int serve(app_t *a) {
     store_config_t sc = {a->cfg.data_dir,   a->cfg.wal_fsync,         a->cfg.head_max_bytes, a->cfg.block_duration_ns,
                          a->cfg.zstd_level, a->cfg.block_cache_bytes, a->cfg.retention_ns,
                          a->cfg.compact_min_blocks, a->cfg.compact_max_bytes};
-    a->limits = (ingest_limits_t){a->cfg.max_decompressed_bytes, a->cfg.max_samples, a->cfg.max_labels};
+    a->decode_budget.cap = a->cfg.max_decode_memory;
+    a->limits = (ingest_limits_t){a->cfg.max_decompressed_bytes, a->cfg.max_samples, a->cfg.max_labels, &a->decode_budget};
     pthread_mutex_init(&a->buckets_mu, NULL);
     hr_err_t err = {0};
     if (!(a->store = store_open(&sc, &err))) {

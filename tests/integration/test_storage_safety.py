@@ -1,7 +1,9 @@
 """Attacks on stored data (issue 10): inputs and misuse that must never lose what was acknowledged."""
+import gzip
 import json
 import os
 import tempfile
+import threading
 import time
 import signal
 import subprocess
@@ -174,3 +176,59 @@ def crash_on_a_full_disk_restarts_read_only_and_recovers():
             assert cpu_total(again, "full") == acked * each
     finally:
         subprocess.run(["umount", mnt], capture_output=True)
+
+
+def synthetic_pprof(nsamples):
+    """A gzipped pprof of nsamples one-frame samples: tiny on the wire, huge unpacked."""
+    def field(num, payload):
+        return run.pb_field(num, payload)
+    strings = [b"", b"cpu", b"nanoseconds", b"main"]
+    prof = field(1, run.pb_encode_field(1, 0, 1) + run.pb_encode_field(2, 0, 2))  # sample_type cpu/ns
+    prof += field(4, run.pb_encode_field(1, 0, 1) + field(4, run.pb_encode_field(1, 0, 1)))  # location 1 -> fn 1
+    prof += field(5, run.pb_encode_field(1, 0, 1) + run.pb_encode_field(2, 0, 3))  # function 1 "main"
+    prof += b"".join(field(6, s) for s in strings)
+    sample = field(2, b"\x0a\x01\x01\x12\x01\x07")  # location_id [1], value [7] (packed)
+    return gzip.compress(prof + sample * nsamples, 6)
+
+
+def vm_hwm_mb(srv):
+    for line in open(f"/proc/{srv.proc.pid}/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmHWM")
+
+
+@test
+def decode_memory_is_bounded_before_unpacking():
+    over = synthetic_pprof(2_000_001)  # one over the default --max-samples
+    assert len(over) < 200_000, len(over)
+    big = synthetic_pprof(600_000)
+    with Server(extra=["--max-decode-memory", "256MiB"]) as srv:
+        base = vm_hwm_mb(srv)
+        t = time.time()
+        st, b = srv.ingest(over, name="amp", format="pprof", **{"from": T0})
+        assert st == 413 and b"2000001 samples" in b, (st, b)
+        assert time.time() - t < 5
+        assert vm_hwm_mb(srv) - base < 100, vm_hwm_mb(srv)  # refused from the wire counts, not unpacked
+        # Six at once: the budget admits what fits, refuses the rest with 429, never more at once.
+        codes = []
+        lock = threading.Lock()
+
+        def push():
+            st, b = srv.ingest(big, name="amp", format="pprof", **{"from": T0})
+            with lock:
+                codes.append((st, b))
+        threads = [threading.Thread(target=push) for _ in range(6)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert all(st in (200, 429) for st, _ in codes), codes
+        assert all(b"--max-decode-memory" in b for st, b in codes if st == 429), codes
+        assert any(st == 200 for st, _ in codes), codes
+        assert vm_hwm_mb(srv) - base < 600, vm_hwm_mb(srv)
+        ok = sum(1 for st, _ in codes if st == 200)
+        assert cpu_total(srv, "amp") == ok * 600_000 * 7
+    with Server(extra=["--max-decode-memory", "32MiB"]) as srv:  # a profile that can never fit: 413
+        st, b = srv.ingest(big, name="amp", format="pprof", **{"from": T0})
+        assert st == 413 and b"whole decode budget" in b, (st, b)

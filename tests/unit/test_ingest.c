@@ -4,6 +4,8 @@
 #include "ingest/appname.h"
 #include "ingest/delta.h"
 #include "ingest/folded.h"
+#include "ingest/gzip.h"
+#include "ingest/profile.pb-c.h"
 #include "ingest/pprof.h"
 #include "common/arena.h"
 #include "common/base64.h"
@@ -77,6 +79,73 @@ static int64_t type_total(const batch_t *b, const char *type) {
         if (!strcmp(b->p[i].profile_type, type))
             for (size_t j = 0; j < b->p[i].n; j++) t += b->p[i].values[j];
     return t;
+}
+
+/* The census counts from the wire exactly what protobuf-c unpacks, and the decode
+ * budget refuses a profile before it is unpacked. */
+void test_pprof_census_and_budget(void) {
+    const char *files[] = {"pprof/pprof-large.cpu.pb.gz", "corpus/gen__go119.heap.pb.gz",
+                           "corpus/gen__go119.cpu.labels.uncompressed.pb", "corpus/gen__go119.threadcreate.pb.gz"};
+    for (size_t f = 0; f < sizeof files / sizeof *files; f++) {
+        size_t n, rawlen;
+        unsigned char *d = unit_read(files[f], &n), *raw = NULL;
+        hr_err_t err = {0};
+        const uint8_t *data = d;
+        rawlen = n;
+        if (gz_is_gzip(d, n)) {
+            CHECK(gz_inflate(d, n, 64 << 20, &raw, &rawlen, &err) == 0);
+            data = raw;
+        }
+        pprof_census_t c;
+        CHECK(pprof_census(data, rawlen, &c, &err) == 0);
+        Perftools__Profiles__Profile *p = perftools__profiles__profile__unpack(NULL, rawlen, data);
+        CHECK(p != NULL);
+        if (p) {
+            size_t ids = 0, values = 0, labels = 0, lines = 0;
+            for (size_t i = 0; i < p->n_sample; i++)
+                ids += p->sample[i]->n_location_id, values += p->sample[i]->n_value, labels += p->sample[i]->n_label;
+            for (size_t i = 0; i < p->n_location; i++) lines += p->location[i]->n_line;
+            CHECK_INT(c.samples, p->n_sample);
+            CHECK_INT(c.location_ids, ids);
+            CHECK_INT(c.values, values);
+            CHECK_INT(c.labels, labels);
+            CHECK_INT(c.locations, p->n_location);
+            CHECK_INT(c.lines, lines);
+            CHECK_INT(c.functions, p->n_function);
+            CHECK_INT(c.mappings, p->n_mapping);
+            CHECK_INT(c.strings, p->n_string_table);
+            CHECK(c.bytes > rawlen);
+            perftools__profiles__profile__free_unpacked(p, NULL);
+        }
+        free(raw);
+        free(d);
+    }
+    /* pprof-large (24,029 samples) against a budget too small for it, then one that
+     * other decodes hold, then one that fits; a fitting decode gives its bytes back. */
+    size_t n;
+    unsigned char *d = unit_read("pprof/pprof-large.cpu.pb.gz", &n);
+    labels_t l;
+    labels_init(&l);
+    mem_budget_t small = {.cap = 1 << 20}, busy = {.cap = 256 << 20}, roomy = {.cap = 256 << 20};
+    atomic_store(&busy.used, (size_t)250 << 20);
+    pprof_opts_t o = {.base = &l, .time_ns = 1, .now_ns = 1, .max_decompressed = 64 << 20, .budget = &small};
+    batch_t b;
+    hr_err_t err = {0};
+    batch_init(&b);
+    CHECK(pprof_decode(d, n, &o, &b, &err) == -1 && err.code == HR_ETOOBIG);
+    o.budget = &busy;
+    CHECK(pprof_decode(d, n, &o, &b, &err) == -1 && err.code == HR_ELIMIT);
+    o.budget = &roomy;
+    CHECK(pprof_decode(d, n, &o, &b, &err) == 0);
+    CHECK_INT(atomic_load(&roomy.used), 0);
+    batch_destroy(&b);
+    batch_init(&b);
+    o.budget = NULL;
+    o.max_samples = 1; /* refused from the census, before unpacking */
+    CHECK(pprof_decode(d, n, &o, &b, &err) == -1 && err.code == HR_ETOOBIG);
+    batch_destroy(&b);
+    labels_destroy(&l);
+    free(d);
 }
 
 void test_pprof_totals(void) {
@@ -181,7 +250,7 @@ void test_request_roundtrip(void) {
     CHECK(ingest_request_decode(b.data, b.len - 2, &cut, &err) == -1);
     batch_t bt;
     batch_init(&bt);
-    ingest_limits_t lim = {1 << 20, 0, 64};
+    ingest_limits_t lim = {1 << 20, 0, 64, NULL};
     CHECK(ingest_to_batch(&d, &lim, &bt, &err) == 0);
     CHECK_STR(bt.p[0].profile_type, "process_cpu:cpu:nanoseconds:cpu:nanoseconds");
     CHECK_INT(bt.p[0].values[0], 10000000); /* 1 sample at 100 Hz */
