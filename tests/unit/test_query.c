@@ -1,6 +1,8 @@
 /* test_query.c - selectors, merging and every renderer, against a real store. */
 #include <jansson.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <time.h>
 
 #include "ingest/gzip.h"
 #include "ingest/pprof.h"
@@ -96,13 +98,107 @@ void test_selector(void) {
     selector_destroy(&s);
     static const char *bad[] = {"{env=\"prod}", "{=\"x\"}", "{env~\"x\"}", "{env=\"x\"", "{env=~\"(\"}",
                                 "a:b{}", "nosuffix{}", "{a=\"b\"} junk",
-                                /* found by fuzz_selector: stacked repetitions exhaust regcomp's memory */
+                                /* stacked repetitions: found by fuzz_selector when glibc's regcomp
+                                 * exhausted memory on them; RE2 refuses them as Go does */
                                 "{env=~ reG++++++++++++++++++++++++++++++++~}", "{env=~\"a*+\"}",
                                 "{env=~\"(a{2}){3}*\"}"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         CHECK(selector_parse(bad[i], &s, &err) == -1 && err.code == HR_EINVAL);
         selector_destroy(&s);
     }
+    labels_destroy(&l);
+}
+
+/* 1 if sel_text selects a series of labels l (type pt), 0 if not, -1 if it does not parse. */
+static int selects(const char *sel_text, const labels_t *l) {
+    selector_t s;
+    hr_err_t err = {0};
+    int rc = selector_parse(sel_text, &s, &err) ? -1 : selector_matches(&s, "process_cpu:cpu:nanoseconds:cpu:nanoseconds", l);
+    selector_destroy(&s);
+    return rc;
+}
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static long max_rss_kb(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+/* Regexes mean what they mean in PromQL (Go's syntax, anchored, `.` matching a
+ * newline), and patterns that made glibc's regcomp take gigabytes or exponential
+ * time are refused at parse time, at once and in little memory (issue 10). */
+void test_selector_regex(void) {
+    labels_t l;
+    labels_init(&l);
+    labels_set(&l, "env", "prod");
+    labels_set(&l, "pod", "api-7f9c\nsidecar");
+    labels_set(&l, "ver", "v1.23");
+    /* anchored at both ends, around the whole alternation */
+    CHECK_INT(selects("{env=~\"prod\"}", &l), 1);
+    CHECK_INT(selects("{env=~\"pro\"}", &l), 0);
+    CHECK_INT(selects("{env=~\"rod\"}", &l), 0);
+    CHECK_INT(selects("{env=~\"pro|prodx\"}", &l), 0);
+    CHECK_INT(selects("{env=~\"dev|prod\"}", &l), 1);
+    CHECK_INT(selects("{env!~\"dev|prod\"}", &l), 0);
+    CHECK_INT(selects("{env=~\"^prod$\"}", &l), 1);
+    /* the pattern is parsed alone: it cannot close the anchoring group */
+    CHECK_INT(selects("{env=~\"x)|(.*\"}", &l), -1);
+    /* (?s): `.` matches a newline; `$` is the end of the value, not of a line */
+    CHECK_INT(selects("{pod=~\"api-.*\"}", &l), 1);
+    CHECK_INT(selects("{pod=~\"api-7f9c.sidecar\"}", &l), 1);
+    CHECK_INT(selects("{pod=~\"api-7f9c\"}", &l), 0);
+    CHECK_INT(selects("{pod=~\"(?-s)api-.*\"}", &l), 0);
+    /* .* and .+ against an absent label, which matches as "" */
+    CHECK_INT(selects("{region=~\".*\"}", &l), 1);
+    CHECK_INT(selects("{region=~\".+\"}", &l), 0);
+    CHECK_INT(selects("{region!~\".+\"}", &l), 1);
+    /* character classes: bracket, Perl and POSIX-in-bracket */
+    CHECK_INT(selects("{ver=~\"v[0-9]+\\\\.[0-9]+\"}", &l), 1);
+    CHECK_INT(selects("{ver=~\"v\\\\d\\\\.\\\\d+\"}", &l), 1);
+    CHECK_INT(selects("{ver=~\"v\\\\d\\\\d\"}", &l), 0);
+    CHECK_INT(selects("{env=~\"[[:alpha:]]{4}\"}", &l), 1);
+    CHECK_INT(selects("{env=~\"\\\\w+\"}", &l), 1);
+    CHECK_INT(selects("{env=~\"[^p].*\"}", &l), 0);
+    /* case-insensitive, whole pattern or one group */
+    CHECK_INT(selects("{env=~\"(?i)PROD\"}", &l), 1);
+    CHECK_INT(selects("{env=~\"PROD\"}", &l), 0);
+    CHECK_INT(selects("{env=~\"p(?i:ROD)\"}", &l), 1);
+    /* the attacks: refused quickly, without growing the process */
+    static const char *attacks[] = {"{x=~\"a{0,32767}\"}", "{x=~\"(a{0,255}){0,255}\"}", "{x=~\"(a)\\\\1\"}",
+                                    "{x=~\"(\\\\pL{1000})\"}", "{x!~\"((a{0,30}){0,30}){0,30}\"}"};
+    for (size_t i = 0; i < sizeof attacks / sizeof *attacks; i++) {
+        selector_t s;
+        hr_err_t err = {0};
+        long rss0 = max_rss_kb();
+        double t0 = now_s();
+        CHECK(selector_parse(attacks[i], &s, &err) == -1 && err.code == HR_EINVAL);
+        CHECK(now_s() - t0 < 1.0);
+        CHECK(max_rss_kb() - rss0 < 64 * 1024);
+        CHECK(strstr(err.msg, "label x") != NULL);
+        selector_destroy(&s);
+    }
+    hr_err_t err = {0};
+    selector_t s;
+    CHECK(selector_parse("{x=~\"(a)\\\\1\"}", &s, &err) == -1 && strstr(err.msg, "backreferences") != NULL);
+    selector_destroy(&s);
+    CHECK(selector_parse("{x=~\"a{0,32767}\"}", &s, &err) == -1 && strstr(err.msg, "at most 1000") != NULL);
+    selector_destroy(&s);
+    /* up to 1000 repetitions compile, and a long alternation (a Grafana multi-value variable) too */
+    CHECK_INT(selects("{env=~\"(?:prod){0,1000}\"}", &l), 1);
+    buf_t b;
+    buf_init(&b);
+    buf_printf(&b, "{env=~\"");
+    for (int i = 0; i < 500; i++) buf_printf(&b, "service-%03d|", i);
+    buf_printf(&b, "prod\"}");
+    buf_putc(&b, 0);
+    CHECK_INT(selects((const char *)b.data, &l), 1);
+    buf_free(&b);
     labels_destroy(&l);
 }
 
