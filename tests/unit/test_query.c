@@ -1,12 +1,15 @@
 /* test_query.c - selectors, merging and every renderer, against a real store. */
 #include <jansson.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <time.h>
 
 #include "ingest/gzip.h"
 #include "ingest/pprof.h"
+#include "common/timeparse.h"
 #include "ingest/request.h"
+#include "query/catalog.h"
 #include "query/merge.h"
 #include "query/render.h"
 #include "query/selector.h"
@@ -200,6 +203,79 @@ void test_selector_regex(void) {
     CHECK_INT(selects((const char *)b.data, &l), 1);
     buf_free(&b);
     labels_destroy(&l);
+}
+
+typedef struct {
+    store_t *st;
+    size_t calls, total_seen;
+    int ingest_blocked;
+} probe_t;
+
+static void *series_total(void *st) {
+    index_series_total(store_index(st));
+    return NULL;
+}
+
+/* A catalog callback that checks, from another thread, that the index mutex every
+ * ingest takes is free while selected series are handed out (and so while they are
+ * matched): the other thread must get it within a second. */
+static void probe(void *ctx, const series_t *s) {
+    probe_t *p = ctx;
+    (void)s;
+    p->calls++;
+    pthread_t t;
+    if (pthread_create(&t, NULL, series_total, p->st)) return;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 1;
+    if (pthread_timedjoin_np(t, NULL, &until)) {
+        p->ingest_blocked = 1;
+        pthread_detach(t); /* it finishes once the lock is released */
+    }
+}
+
+static void count(void *ctx, const series_t *s) {
+    (void)s;
+    (*(size_t *)ctx)++;
+}
+
+/* Discovery and selection match without the index lock and stop at the deadline
+ * (issue 10: a slow selector stalled every tenant's ingest and ignored --query-timeout). */
+void test_catalog_unlocked_and_deadline(void) {
+    store_t *st = new_store("catalog");
+    put_folded(st, "api.cpu", "main;a 1\n", 100, 100);
+    put_folded(st, "db.cpu", "main;b 2\n", 100, 100);
+    put_folded(st, "web.cpu", "main;c 3\n", 100, 100);
+    selector_t sel;
+    hr_err_t err = {0};
+    CHECK(selector_parse("{service_name=~\"api|db\"}", &sel, &err) == 0);
+    probe_t p = {st, 0, 0, 0};
+    catalog_query_t q = {"anonymous", &sel, 0, 0, 0, 0};
+    CHECK(catalog_series(st, &q, probe, &p, &err) == 0);
+    CHECK_INT(p.calls, 2);
+    CHECK_INT(p.ingest_blocked, 0);
+    size_t n = 0;
+    q.ranged = 1, q.from = 100 * S, q.until = 100 * S;
+    CHECK(catalog_series(st, &q, count, &n, &err) == 0);
+    CHECK_INT(n, 2);
+    /* past the deadline: 504, unranged (checked per series) and ranged (per segment) */
+    q.deadline_ns = 1;
+    for (int ranged = 0; ranged < 2; ranged++) {
+        hr_err_t e = {0};
+        q.ranged = ranged;
+        n = 0;
+        CHECK(catalog_series(st, &q, count, &n, &e) == -1 && e.code == HR_ETIMEOUT && n == 0);
+        CHECK(strstr(e.msg, "--query-timeout") != NULL);
+    }
+    hr_err_t e = {0};
+    uint32_t nbits;
+    CHECK(catalog_select(st, &q, &nbits, &e) == NULL && e.code == HR_ETIMEOUT);
+    q.deadline_ns = time_now_ns() + 60 * S;
+    uint8_t *bits = catalog_select(st, &q, &nbits, &e);
+    CHECK(bits != NULL && nbits == 4 && bits[1] && bits[2] && !bits[3]);
+    free(bits);
+    selector_destroy(&sel);
+    store_close(st);
 }
 
 void test_flamebearer_layout(void) {
