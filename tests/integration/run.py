@@ -1768,9 +1768,11 @@ def deploy_files_are_valid():
             continue  # the C runtime: in every Debian image
         real = subprocess.run(["sh", "-c", f"ldconfig -p | awk '$1==\"{lib}\"{{print $NF; exit}}'"],
                               capture_output=True, text=True).stdout.strip()
-        # By file name: with merged /usr, dpkg may know the file under /lib or /usr/lib.
-        pkg = subprocess.run(["dpkg", "-S", "*/" + os.path.basename(os.path.realpath(real))], capture_output=True,
-                             text=True).stdout.split(":")[0]
+        # By file name: with merged /usr, dpkg may know the file under /lib or /usr/lib. With its
+        # directory (x86_64-linux-gnu): by name alone, libstdc++.so.6.0.30 is lib32stdc++6's too.
+        real = os.path.realpath(real)
+        pkg = subprocess.run(["dpkg", "-S", "*/" + os.path.basename(os.path.dirname(real)) + "/" + os.path.basename(real)],
+                             capture_output=True, text=True).stdout.split(":")[0]
         assert pkg and pkg in runtime, f"{lib} ({pkg}) is not installed by deploy/Dockerfile"
     for key in ("USER hearth", "VOLUME /var/lib/hearth", "HEALTHCHECK", "/healthz"):
         assert key in runtime, key
