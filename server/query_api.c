@@ -433,6 +433,7 @@ void api_profiles(app_t *a, http_req_t *req, http_resp_t *resp) {
     catalog_query_t q = {req->tenant, &sel, 0, r.from, r.until, app_query_deadline(a, req)};
     catalog_query_t all_time = {req->tenant, &sel, 0, 0, 0, q.deadline_ns};
     if (catalog_profiles(a->store, &q, &p, &n, &err) || catalog_series(a->store, &all_time, add_labels_by_id, labels, &err)) {
+        free(p); /* NULL when catalog_profiles failed; listed when the deadline passed after it */
         json_decref(labels);
         selector_destroy(&sel);
         return http_error_from(resp, &err);
