@@ -1,7 +1,10 @@
 # Hearth build. `make` builds ./hearth only; see README for the other targets.
 CC       ?= cc
-PKGS      = libmicrohttpd sqlite3 libzstd libprotobuf-c jansson zlib libcurl
+# $(CXX) (make's default: g++) builds common/regex.cc, the shim over RE2, which has no
+# C API, and links the binaries, so libstdc++ comes along.
+PKGS      = libmicrohttpd sqlite3 libzstd libprotobuf-c jansson zlib libcurl re2
 CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -I. -Ibuild/gen
+CXXFLAGS_BASE = -std=c++17 -Wall -Wextra -Werror -I.
 OPT      ?= -O2 -g
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
@@ -11,7 +14,7 @@ GEN_C    = $(patsubst %.proto,build/gen/%.pb-c.c,$(PROTOS))
 GEN_H    = $(GEN_C:.c=.h)
 
 LIB_SRC  = $(wildcard common/*.c ingest/*.c storage/*.c query/*.c cli/*.c) \
-           $(filter-out server/main.c,$(wildcard server/*.c))
+           $(filter-out server/main.c,$(wildcard server/*.c)) $(wildcard common/*.cc)
 UNIT_SRC = $(wildcard tests/unit/*.c)
 
 # Three build flavours share the source list: release (./hearth), asan (./hearth-asan) and
@@ -22,7 +25,7 @@ ASAN_FLAGS = -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sa
 TSAN_DIR = build/tsan
 TSAN_FLAGS = -O1 -g -fsanitize=thread
 
-objs = $(patsubst %.c,$(1)/%.o,$(GEN_C:build/gen/%=%) $(LIB_SRC))
+objs = $(patsubst %.cc,$(1)/%.o,$(patsubst %.c,$(1)/%.o,$(GEN_C:build/gen/%=%) $(LIB_SRC)))
 
 .PHONY: all deps test-deps run test test-unit test-integration test-asan test-tsan bench clean fmt install fuzz fuzz-build fuzz-regress test-valgrind
 all: hearth
@@ -44,12 +47,18 @@ $(REL_DIR)/%.o: %.c $(GEN_H)
 $(REL_DIR)/%.o: build/gen/%.c $(GEN_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(OPT) $(PKG_CFLAGS) -Wno-unused-parameter -c $< -o $@
+$(REL_DIR)/%.o: %.cc
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS_BASE) $(OPT) $(PKG_CFLAGS) -MMD -MP -c $< -o $@
 $(ASAN_DIR)/%.o: %.c $(GEN_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(ASAN_FLAGS) $(PKG_CFLAGS) -MMD -MP -c $< -o $@
 $(ASAN_DIR)/%.o: build/gen/%.c $(GEN_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(ASAN_FLAGS) $(PKG_CFLAGS) -Wno-unused-parameter -c $< -o $@
+$(ASAN_DIR)/%.o: %.cc
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS_BASE) $(ASAN_FLAGS) $(PKG_CFLAGS) -MMD -MP -c $< -o $@
 
 $(TSAN_DIR)/%.o: %.c $(GEN_H)
 	@mkdir -p $(dir $@)
@@ -57,18 +66,22 @@ $(TSAN_DIR)/%.o: %.c $(GEN_H)
 $(TSAN_DIR)/%.o: build/gen/%.c $(GEN_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(TSAN_FLAGS) $(PKG_CFLAGS) -Wno-unused-parameter -c $< -o $@
+$(TSAN_DIR)/%.o: %.cc
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS_BASE) $(TSAN_FLAGS) $(PKG_CFLAGS) -MMD -MP -c $< -o $@
 
+# Linked by the C++ driver so libstdc++ (and the C++ parts of the sanitizer runtimes) come along.
 hearth: $(call objs,$(REL_DIR)) $(REL_DIR)/server/main.o
-	$(CC) $(OPT) -o $@ $^ $(PKG_LIBS)
+	$(CXX) $(OPT) -o $@ $^ $(PKG_LIBS)
 hearth-asan: $(call objs,$(ASAN_DIR)) $(ASAN_DIR)/server/main.o
-	$(CC) $(ASAN_FLAGS) -o $@ $^ $(PKG_LIBS)
+	$(CXX) $(ASAN_FLAGS) -o $@ $^ $(PKG_LIBS)
 hearth-tsan: $(call objs,$(TSAN_DIR)) $(TSAN_DIR)/server/main.o
-	$(CC) $(TSAN_FLAGS) -o $@ $^ $(PKG_LIBS)
+	$(CXX) $(TSAN_FLAGS) -o $@ $^ $(PKG_LIBS)
 
 build/rel/unit-tests: $(call objs,$(REL_DIR)) $(patsubst %.c,$(REL_DIR)/%.o,$(UNIT_SRC))
-	$(CC) $(OPT) -o $@ $^ $(PKG_LIBS)
+	$(CXX) $(OPT) -o $@ $^ $(PKG_LIBS)
 build/asan/unit-tests: $(call objs,$(ASAN_DIR)) $(patsubst %.c,$(ASAN_DIR)/%.o,$(UNIT_SRC))
-	$(CC) $(ASAN_FLAGS) -o $@ $^ $(PKG_LIBS)
+	$(CXX) $(ASAN_FLAGS) -o $@ $^ $(PKG_LIBS)
 
 run: deps
 	$(MAKE) hearth
@@ -126,8 +139,11 @@ $(FUZZ_DIR)/%.o: %.c $(GEN_H)
 $(FUZZ_DIR)/%.o: build/gen/%.c $(GEN_H)
 	@mkdir -p $(dir $@)
 	clang $(CFLAGS_BASE) $(FUZZ_FLAGS) $(PKG_CFLAGS) -Wno-unused-parameter -c $< -o $@
+$(FUZZ_DIR)/%.o: %.cc
+	@mkdir -p $(dir $@)
+	clang++ $(CXXFLAGS_BASE) $(FUZZ_FLAGS) $(PKG_CFLAGS) -c $< -o $@
 $(FUZZ_DIR)/fuzz_%: $(call objs,$(FUZZ_DIR)) $(FUZZ_DIR)/tests/fuzz/fuzz_%.o
-	clang -fsanitize=fuzzer,address,undefined -o $@ $^ $(PKG_LIBS)
+	clang++ -fsanitize=fuzzer,address,undefined -o $@ $^ $(PKG_LIBS)
 fuzz-build: $(addprefix $(FUZZ_DIR)/fuzz_,$(FUZZ_TARGETS))
 fuzz: test-deps hearth fuzz-build
 	tests/fuzz/seeds.sh ./hearth $(TESTDATA) $(FUZZ_DIR)/seeds

@@ -9,6 +9,10 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" { /* common/regex.cc is C++ */
+#endif
+
 typedef enum {
     HR_OK = 0,
     HR_EINVAL,   /* malformed request or parameter (HTTP 400) */
@@ -35,5 +39,9 @@ int hr_fail(hr_err_t *err, hr_code_t code, const char *fmt, ...)
 /* The HTTP status that corresponds to a code, and back (for counting replies). */
 int hr_http_status(hr_code_t code);
 hr_code_t hr_code_of_status(int status);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -3,17 +3,24 @@
 
 #include <stdlib.h>
 
+#include "common/timeparse.h"
 #include "common/vec.h"
-#include "query/merge.h"
+
+#define TIMEOUT_MSG "the query ran past --query-timeout; narrow the time range or the selection"
+
+static int past(int64_t deadline_ns) { return deadline_ns && time_now_ns() > deadline_ns; }
 
 typedef struct {
     uint8_t *present;
     uint32_t n;
-    int64_t from, until;
+    int64_t from, until, deadline_ns;
+    int timeout;
 } presence_t;
 
 static int mark(void *ctx, const segment_t *seg) {
     presence_t *p = ctx;
+    /* Per segment, as merges check: the overrun is one segment's rows at most. */
+    if (past(p->deadline_ns)) return p->timeout = 1, -1;
     for (size_t i = 0; i < seg->nprofiles; i++) {
         const seg_profile_t *r = &seg->profiles[i];
         if (r->series < p->n && r->time_ns >= p->from && r->time_ns <= p->until) p->present[r->series] = 1;
@@ -21,33 +28,65 @@ static int mark(void *ctx, const segment_t *seg) {
     return 0;
 }
 
-typedef struct {
-    const selector_t *sel;
-    const uint8_t *present;
-    uint32_t n;
-    index_series_fn fn;
-    void *ctx;
-} filter_t;
-
-static void filter(void *ctx, const series_t *s) {
-    filter_t *f = ctx;
-    if (f->present && (s->id >= f->n || !f->present[s->id])) return;
-    if (f->sel && !selector_matches(f->sel, s->profile_type, &s->labels)) return;
-    f->fn(f->ctx, s);
+/* The series of q's tenant with a profile in q's range, as a bitmap (*n bytes). */
+static uint8_t *presence(store_t *st, const catalog_query_t *q, uint32_t *n, hr_err_t *err) {
+    presence_t p = {NULL, (uint32_t)index_series_total(store_index(st)) + 1, q->from, q->until, q->deadline_ns, 0};
+    if (!(p.present = calloc(p.n, 1))) return hr_fail(err, HR_ENOMEM, "out of memory"), NULL;
+    if (store_scan(st, q->tenant, q->from, q->until, mark, &p, err)) {
+        free(p.present);
+        if (p.timeout) hr_fail(err, HR_ETIMEOUT, TIMEOUT_MSG);
+        return NULL;
+    }
+    *n = p.n;
+    return p.present;
 }
 
-int catalog_series(store_t *st, const char *tenant, const selector_t *sel, int ranged, int64_t from, int64_t until,
-                   index_series_fn fn, void *ctx, hr_err_t *err) {
-    presence_t p = {NULL, 0, from, until};
-    if (ranged) {
-        p.n = (uint32_t)index_series_total(store_index(st)) + 1; /* ids are dense */
-        if (!(p.present = calloc(p.n, 1))) return hr_fail(err, HR_ENOMEM, "out of memory");
-        store_scan(st, tenant, from, until, mark, &p, err);
+/* Matches q->sel against each series of the snapshot; no lock is held here. */
+static int filter(const catalog_query_t *q, const index_snapshot_t *snap, const uint8_t *present, uint32_t npresent,
+                  catalog_series_fn fn, void *ctx, hr_err_t *err) {
+    for (size_t i = 0; i < snap->n; i++) {
+        const series_t *s = snap->v[i];
+        if (past(q->deadline_ns)) return hr_fail(err, HR_ETIMEOUT, TIMEOUT_MSG);
+        if (present && (s->id >= npresent || !present[s->id])) continue;
+        if (q->sel && !selector_matches(q->sel, s->profile_type, &s->labels)) continue;
+        fn(ctx, s);
     }
-    filter_t f = {sel, p.present, p.n, fn, ctx};
-    index_each_series(store_index(st), tenant, filter, &f);
-    free(p.present);
     return 0;
+}
+
+int catalog_series(store_t *st, const catalog_query_t *q, catalog_series_fn fn, void *ctx, hr_err_t *err) {
+    uint8_t *present = NULL;
+    uint32_t npresent = 0;
+    if (q->ranged && !(present = presence(st, q, &npresent, err))) return -1;
+    index_snapshot_t snap;
+    int rc = index_snapshot(store_index(st), q->tenant, &snap, err);
+    if (rc == 0) rc = filter(q, &snap, present, npresent, fn, ctx, err);
+    index_snapshot_free(&snap);
+    free(present);
+    return rc;
+}
+
+typedef struct {
+    uint8_t *bits;
+    uint32_t n;
+} bitmap_t;
+
+static void set_bit(void *ctx, const series_t *s) {
+    bitmap_t *b = ctx;
+    if (s->id < b->n) b->bits[s->id] = 1;
+}
+
+uint8_t *catalog_select(store_t *st, const catalog_query_t *q, uint32_t *n, hr_err_t *err) {
+    /* Series ids are dense, so total + 1 covers every id that exists now; a series
+     * created while the query runs is simply not part of it. */
+    bitmap_t b = {NULL, (uint32_t)index_series_total(store_index(st)) + 1};
+    if (!(b.bits = calloc(b.n, 1))) return hr_fail(err, HR_ENOMEM, "out of memory"), NULL;
+    if (catalog_series(st, q, set_bit, &b, err)) {
+        free(b.bits);
+        return NULL;
+    }
+    *n = b.n;
+    return b.bits;
 }
 
 typedef struct {
@@ -75,16 +114,15 @@ static int newest_first(const void *a, const void *b) {
     return (x->series > y->series) - (x->series < y->series);
 }
 
-int catalog_profiles(store_t *st, const char *tenant, const selector_t *sel, int64_t from, int64_t until,
-                     catalog_profile_t **out, size_t *n, hr_err_t *err) {
-    plist_t l = {.from = from, .until = until};
+int catalog_profiles(store_t *st, const catalog_query_t *q, catalog_profile_t **out, size_t *n, hr_err_t *err) {
+    plist_t l = {.from = q->from, .until = q->until};
     *out = NULL, *n = 0;
-    if (!sel->profile_type) return hr_fail(err, HR_EINVAL, "the query must name a profile type");
+    if (!q->sel || !q->sel->profile_type) return hr_fail(err, HR_EINVAL, "the query must name a profile type");
     uint32_t nbits;
-    uint8_t *bits = merge_select_series(st, tenant, sel, &nbits);
-    if (!bits) return hr_fail(err, HR_ENOMEM, "out of memory");
+    uint8_t *bits = catalog_select(st, q, &nbits, err);
+    if (!bits) return -1;
     l.bits = bits, l.nbits = nbits;
-    int rc = store_scan(st, tenant, from, until, list_segment, &l, err);
+    int rc = store_scan(st, q->tenant, q->from, q->until, list_segment, &l, err);
     free(bits);
     if (rc) {
         free(l.v);

@@ -1,9 +1,16 @@
-/* catalog.h - what is stored: series, profile types, label names and values.
+/* catalog.h - what is stored: series, profile types, label names and values, and
+ * which series a selector selects.
  *
- * Backs the discovery endpoints (series, profile types, labels, label values).
- * Without a time range every series of the tenant counts; with one, only series
- * that have a profile in the range (found by scanning profile rows, not samples).
- * The single-profile list reads the same rows. */
+ * Backs the discovery endpoints (series, profile types, labels, label values) and
+ * the series selection of every merge. Without a time range every series of the
+ * tenant counts; with one, only series that have a profile in the range (found by
+ * scanning profile rows, not samples). The single-profile list reads the same rows.
+ *
+ * Selectors are matched on a snapshot of the tenant's series (index_snapshot), with
+ * no lock held: a regex is linear in the label value but not free, and a query over
+ * many series must not hold the index mutex every ingest needs. The deadline is
+ * checked per series and per scanned segment, so discovery stops at --query-timeout
+ * as merges do. */
 #ifndef HEARTH_CATALOG_H
 #define HEARTH_CATALOG_H
 
@@ -12,9 +19,26 @@
 #include "query/selector.h"
 #include "storage/store.h"
 
-/* fn is called under the index lock for each selected series. sel may be NULL. */
-int catalog_series(store_t *st, const char *tenant, const selector_t *sel, int ranged, int64_t from, int64_t until,
-                   index_series_fn fn, void *ctx, hr_err_t *err);
+typedef struct {
+    const char *tenant;
+    const selector_t *sel; /* NULL: every series */
+    int ranged;            /* only series with a profile in [from, until] (ns, inclusive) */
+    int64_t from, until;
+    int64_t deadline_ns;   /* wall clock (time_now_ns); past it HR_ETIMEOUT; 0 = none */
+} catalog_query_t;
+
+/* Called for each selected series, with no lock held. */
+typedef void (*catalog_series_fn)(void *ctx, const series_t *s);
+
+/* Calls fn for each series q selects, by ascending id. 0, or -1 with err set
+ * (HR_ETIMEOUT past the deadline, HR_ENOMEM); fn may have been called before. */
+int catalog_series(store_t *st, const catalog_query_t *q, catalog_series_fn fn, void *ctx, hr_err_t *err);
+
+/* The series q selects as a bitmap, one byte per series id; malloc'd, caller frees;
+ * *n receives its length. Series created meanwhile are not in it. NULL with err set
+ * on failure, as catalog_series. Merges leave q->ranged 0: their scan reads the
+ * time range anyway. */
+uint8_t *catalog_select(store_t *st, const catalog_query_t *q, uint32_t *n, hr_err_t *err);
 
 /* One stored profile: its series, time and total value. */
 typedef struct {
@@ -22,11 +46,10 @@ typedef struct {
     int64_t time_ns, total;
 } catalog_profile_t;
 
-/* Lists the profiles of the series selected by sel (which must name a profile
- * type) in [from, until], newest first. *out is malloc'd (caller frees), *n its
- * length. Profiles of one series at the same instant are listed once, summed, as a
- * merge would see them. */
-int catalog_profiles(store_t *st, const char *tenant, const selector_t *sel, int64_t from, int64_t until,
-                     catalog_profile_t **out, size_t *n, hr_err_t *err);
+/* Lists the profiles of the series selected by q->sel (which must name a profile
+ * type) in [q->from, q->until], newest first. *out is malloc'd (caller frees), *n
+ * its length. Profiles of one series at the same instant are listed once, summed,
+ * as a merge would see them. */
+int catalog_profiles(store_t *st, const catalog_query_t *q, catalog_profile_t **out, size_t *n, hr_err_t *err);
 
 #endif

@@ -8,27 +8,7 @@
 
 #include "common/timeparse.h"
 #include "common/vec.h"
-
-typedef struct {
-    const selector_t *sel;
-    uint8_t *bits;
-    uint32_t cap;
-} select_ctx_t;
-
-static void select_one(void *ctx, const series_t *s) {
-    select_ctx_t *c = ctx;
-    if (s->id < c->cap && selector_matches(c->sel, s->profile_type, &s->labels)) c->bits[s->id] = 1;
-}
-
-uint8_t *merge_select_series(store_t *st, const char *tenant, const selector_t *sel, uint32_t *n) {
-    /* Series ids are dense, so total + 1 covers every id that exists now; a series
-     * created while the query runs is simply not part of it. */
-    select_ctx_t c = {sel, NULL, (uint32_t)index_series_total(store_index(st)) + 1};
-    if (!(c.bits = calloc(c.cap, 1))) return NULL;
-    index_each_series(store_index(st), tenant, select_one, &c);
-    *n = c.cap;
-    return c.bits;
-}
+#include "query/catalog.h"
 
 /* Counts of profiles per series (and per series and bucket), for gauge weights. */
 typedef struct {
@@ -201,8 +181,8 @@ int merge_run(store_t *st, const merge_query_t *q, merge_result_t *r, hr_err_t *
     if (init_result(q, r, err)) return -1;
     if (q->until < q->from) return hr_fail(err, HR_EINVAL, "`until` is before `from`");
     scan_ctx_t c = {.q = q, .r = r};
-    c.bits = merge_select_series(st, q->tenant, q->sel, &c.nbits);
-    if (!c.bits) return hr_fail(err, HR_ENOMEM, "out of memory");
+    catalog_query_t cq = {.tenant = q->tenant, .sel = q->sel, .deadline_ns = q->deadline_ns};
+    if (!(c.bits = catalog_select(st, &cq, &c.nbits, err))) return -1;
     if (q->series_only)
         for (uint32_t i = 0; i < c.nbits; i++) c.bits[i] = c.bits[i] && i == q->series_only;
     int rc = 0;

@@ -1,7 +1,8 @@
 /* merge.h - selecting series and merging their samples over a time range.
  *
- * A merge walks every segment of the tenant overlapping the range (store_scan),
- * sums each matching profile's values per stack into a per-segment accumulator,
+ * A merge selects its series (catalog_select: matched without the index lock),
+ * walks every segment of the tenant overlapping the range (store_scan), sums each
+ * selected profile's values per stack into a per-segment accumulator,
  * then copies only the touched stacks into one output symtab (symtab_import_stack),
  * so the result is itself a deduplicated profile: a stack trie with a self value per
  * node. Renderers (flamegraph, top, folded, pprof) read that result.
@@ -44,9 +45,5 @@ typedef struct {
 
 int merge_run(store_t *st, const merge_query_t *q, merge_result_t *out, hr_err_t *err);
 void merge_result_destroy(merge_result_t *r);
-
-/* Marks the series of tenant selected by sel in a bitmap (one byte per series id,
- * caller frees). *n receives its length. */
-uint8_t *merge_select_series(store_t *st, const char *tenant, const selector_t *sel, uint32_t *n);
 
 #endif

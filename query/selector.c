@@ -62,31 +62,6 @@ static char *read_bare(lexer_t *l) {
     return strndup(b, (size_t)(e - b));
 }
 
-#define MAX_REGEX 1024
-
-/* glibc's regcomp expands stacked repetitions (`a+++`, `(a*)*{9}`) and can exhaust
- * memory on them; selectors come from URLs, so such patterns are refused up front.
- * A repetition operator may not directly follow another one. */
-static int regex_safe(const char *re) {
-    if (strlen(re) > MAX_REGEX) return 0;
-    int prev_rep = 0;
-    for (const char *p = re; *p; p++) {
-        if (*p == '\\' && p[1]) {
-            p++;
-            prev_rep = 0;
-            continue;
-        }
-        int rep = *p == '*' || *p == '+' || *p == '?' || *p == '{';
-        if (rep && prev_rep) return 0;
-        if (*p == '{') { /* skip the bound; `}` ends a repetition */
-            while (*p && *p != '}') p++;
-            if (!*p) return 0;
-        }
-        prev_rep = rep;
-    }
-    return 1;
-}
-
 static int add_matcher(selector_t *sel, char *name, char *value, match_op_t op, hr_err_t *err) {
     if (VEC_RESERVE(sel->m, sel->cap, sel->n + 1)) {
         free(name);
@@ -99,21 +74,9 @@ static int add_matcher(selector_t *sel, char *name, char *value, match_op_t op, 
     m->value = value;
     m->op = op;
     if (op == MATCH_RE || op == MATCH_NRE) {
-        if (!regex_safe(value)) {
-            m->op = MATCH_EQ;
-            return hr_fail(err, HR_EINVAL, "regular expression for label %s is too long (max %d) or stacks "
-                                           "repetitions such as `a++`", name, MAX_REGEX);
-        }
-        size_t n = strlen(value) + 8;
-        char *anchored = malloc(n);
-        if (!anchored) return hr_fail(err, HR_ENOMEM, "out of memory");
-        snprintf(anchored, n, "^(%s)$", value);
-        int rc = regcomp(&m->re, anchored, REG_EXTENDED | REG_NOSUB);
-        free(anchored);
-        if (rc != 0) {
-            m->op = MATCH_EQ; /* nothing compiled: destroy must not regfree */
-            return hr_fail(err, HR_EINVAL, "bad regular expression `%s` for label %s", value, name);
-        }
+        hr_err_t why = {0};
+        if (!(m->re = hr_regex_compile(value, &why)))
+            return hr_fail(err, why.code, "bad regular expression for label %s: %s", name, why.msg);
     }
     return 0;
 }
@@ -209,7 +172,7 @@ int selector_add_eq(selector_t *sel, const char *name, const char *value, hr_err
 
 void selector_destroy(selector_t *sel) {
     for (size_t i = 0; i < sel->n; i++) {
-        if (sel->m[i].op == MATCH_RE || sel->m[i].op == MATCH_NRE) regfree(&sel->m[i].re);
+        hr_regex_free(sel->m[i].re);
         free(sel->m[i].name);
         free(sel->m[i].value);
     }
@@ -223,8 +186,8 @@ static int match_one(const matcher_t *m, const char *v) {
     switch (m->op) {
     case MATCH_EQ: return strcmp(v, m->value) == 0;
     case MATCH_NEQ: return strcmp(v, m->value) != 0;
-    case MATCH_RE: return regexec(&m->re, v, 0, NULL, 0) == 0;
-    case MATCH_NRE: return regexec(&m->re, v, 0, NULL, 0) != 0;
+    case MATCH_RE: return hr_regex_match(m->re, v, strlen(v));
+    case MATCH_NRE: return !hr_regex_match(m->re, v, strlen(v));
     }
     return 0;
 }

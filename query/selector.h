@@ -5,16 +5,21 @@
  * PROFILE_TYPE is a full type id (process_cpu:cpu:nanoseconds:cpu:nanoseconds) and
  * may be omitted (`{service_name="api"}`). For Pyroscope compatibility a legacy
  * `app.cpu{...}` is read as service_name="app" plus the type its suffix names.
- * Regexes are POSIX extended and anchored at both ends, like PromQL's. Values are
- * quoted with " or ' (backslash escapes) or, as in Pyroscope names, bare. The
- * pseudo-labels __profile_type__ and __name__ match the type id and its first part. */
+ * Regexes are RE2's syntax (Go's, so PromQL's) with PromQL's semantics: anchored at
+ * both ends, `.` matching a newline (common/regex.h). A regex is compiled once, by
+ * selector_parse, within a fixed memory budget; one that RE2 refuses (bad syntax,
+ * a repetition count over 1000, a backreference, too large a program) fails the
+ * parse with HR_EINVAL, so the client gets a 400. Matching is linear in the label
+ * value. Values are quoted with " or ' (backslash escapes, so a regex's `\d` is
+ * written "\\d" as in PromQL) or, as in Pyroscope names, bare. The pseudo-labels
+ * __profile_type__ and __name__ match the type id and its first part. */
 #ifndef HEARTH_SELECTOR_H
 #define HEARTH_SELECTOR_H
 
-#include <regex.h>
 #include <stddef.h>
 
 #include "common/err.h"
+#include "common/regex.h"
 #include "storage/labels.h"
 
 typedef enum { MATCH_EQ, MATCH_NEQ, MATCH_RE, MATCH_NRE } match_op_t;
@@ -22,7 +27,7 @@ typedef enum { MATCH_EQ, MATCH_NEQ, MATCH_RE, MATCH_NRE } match_op_t;
 typedef struct {
     char *name, *value;
     match_op_t op;
-    regex_t re;
+    hr_regex_t *re; /* compiled value of =~ and !~; NULL for the others */
 } matcher_t;
 
 typedef struct {

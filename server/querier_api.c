@@ -74,11 +74,12 @@ static char **sorted_keys(qctx_t *c, json_t *set, size_t *n) {
 
 /* Calls fn for the series any matcher selects (every series without matchers). */
 static int each_series(qctx_t *c, char **matchers, size_t n, int ranged, int64_t from, int64_t until,
-                       index_series_fn fn, void *ctx) {
+                       catalog_series_fn fn, void *ctx) {
     for (size_t i = 0; i < (n ? n : 1); i++) {
         selector_t sel = {0};
+        catalog_query_t q = {c->tenant, n ? &sel : NULL, ranged, from, until, c->deadline_ns};
         int rc = n ? selector_parse(matchers[i], &sel, &c->err) : 0;
-        if (rc == 0) rc = catalog_series(c->a->store, c->tenant, n ? &sel : NULL, ranged, from, until, fn, ctx, &c->err);
+        if (rc == 0) rc = catalog_series(c->a->store, &q, fn, ctx, &c->err);
         selector_destroy(&sel);
         if (rc) return -1;
     }
@@ -155,8 +156,12 @@ static ProtobufCMessage *profile_types(qctx_t *c, const ProtobufCMessage *in) {
     Querier__V1__ProfileTypesResponse *r = arena_alloc(c->arena, sizeof *r);
     char **ids = NULL;
     size_t n = 0;
-    int ok = set && r && catalog_series(c->a->store, c->tenant, NULL, q->start || q->end, from, until, collect_type, set,
-                                        &c->err) == 0;
+    catalog_query_t cq = {c->tenant, NULL, q->start || q->end, from, until, c->deadline_ns};
+    if (!set || !r) {
+        json_decref(set);
+        return oom(c);
+    }
+    int ok = catalog_series(c->a->store, &cq, collect_type, set, &c->err) == 0;
     if (ok) ok = (ids = sorted_keys(c, set, &n)) != NULL;
     json_decref(set);
     if (!ok) return oom(c);
@@ -453,7 +458,8 @@ static ProtobufCMessage *select_series(qctx_t *c, const ProtobufCMessage *in) {
     int64_t step = q->step > 0 ? (int64_t)llround(q->step * 1e9) : 0;
     if (step <= 0) step = (until - from) / 1500 > 15000000000LL ? (until - from) / 1500 : 15000000000LL;
     groups_t g = {q->group_by, q->n_group_by, json_object()};
-    int rc = catalog_series(c->a->store, c->tenant, &sel, 1, from, until, collect_group, &g, &c->err);
+    catalog_query_t cq = {c->tenant, &sel, 1, from, until, c->deadline_ns};
+    int rc = catalog_series(c->a->store, &cq, collect_group, &g, &c->err);
     selector_destroy(&sel);
     size_t ng = json_object_size(g.groups), n = 0;
     ranked_t *rk = calloc(ng + 1, sizeof *rk);

@@ -264,20 +264,23 @@ static void add_series(void *ctx, const series_t *s) {
     json_array_append_new(ctx, json_pack("{s:s,s:o}", "profileType", s->profile_type, "labels", labels));
 }
 
-/* Parses the common discovery parameters; returns 0 or -1 (resp set). */
-static int discovery_args(http_req_t *req, selector_t *sel, range_t *r, http_resp_t *resp) {
+/* Parses the common discovery parameters into q (which points into sel); returns 0
+ * or -1 (resp set). Discovery runs under --query-timeout as merges do. */
+static int discovery_args(app_t *a, http_req_t *req, selector_t *sel, catalog_query_t *q, http_resp_t *resp) {
+    range_t r;
     if (parse_selector(req, "query", 0, sel, resp)) return -1;
-    if (parse_range(req, "from", "until", 0, r, resp)) return -1;
+    if (parse_range(req, "from", "until", 0, &r, resp)) return -1;
+    *q = (catalog_query_t){req->tenant, sel, r.ranged, r.from, r.until, app_query_deadline(a, req)};
     return 0;
 }
 
 void api_series(app_t *a, http_req_t *req, http_resp_t *resp) {
     selector_t sel;
-    range_t r;
-    if (discovery_args(req, &sel, &r, resp) == 0) {
+    catalog_query_t q;
+    if (discovery_args(a, req, &sel, &q, resp) == 0) {
         json_t *arr = json_array();
         hr_err_t err = {0};
-        if (catalog_series(a->store, req->tenant, &sel, r.ranged, r.from, r.until, add_series, arr, &err)) {
+        if (catalog_series(a->store, &q, add_series, arr, &err)) {
             json_decref(arr);
             http_error_from(resp, &err);
         } else {
@@ -339,14 +342,14 @@ static void collect(void *ctx, const series_t *s) {
 }
 
 /* Runs a collection over the discovery selection; NULL (resp set) on error. */
-static json_t *collect_run(app_t *a, http_req_t *req, http_resp_t *resp, index_series_fn fn, const char *label) {
+static json_t *collect_run(app_t *a, http_req_t *req, http_resp_t *resp, catalog_series_fn fn, const char *label) {
     selector_t sel;
-    range_t r;
+    catalog_query_t q;
     json_t *set = NULL;
-    if (discovery_args(req, &sel, &r, resp) == 0) {
+    if (discovery_args(a, req, &sel, &q, resp) == 0) {
         collect_t c = {json_object(), label};
         hr_err_t err = {0};
-        if (catalog_series(a->store, req->tenant, &sel, r.ranged, r.from, r.until, fn ? fn : collect, fn ? (void *)c.set : (void *)&c, &err)) {
+        if (catalog_series(a->store, &q, fn ? fn : collect, fn ? (void *)c.set : (void *)&c, &err)) {
             json_decref(c.set);
             http_error_from(resp, &err);
         } else {
@@ -427,8 +430,10 @@ void api_profiles(app_t *a, http_req_t *req, http_resp_t *resp) {
     size_t n;
     hr_err_t err = {0};
     json_t *labels = json_object();
-    if (catalog_profiles(a->store, req->tenant, &sel, r.from, r.until, &p, &n, &err) ||
-        catalog_series(a->store, req->tenant, &sel, 0, 0, 0, add_labels_by_id, labels, &err)) {
+    catalog_query_t q = {req->tenant, &sel, 0, r.from, r.until, app_query_deadline(a, req)};
+    catalog_query_t all_time = {req->tenant, &sel, 0, 0, 0, q.deadline_ns};
+    if (catalog_profiles(a->store, &q, &p, &n, &err) || catalog_series(a->store, &all_time, add_labels_by_id, labels, &err)) {
+        free(p); /* NULL when catalog_profiles failed; listed when the deadline passed after it */
         json_decref(labels);
         selector_destroy(&sel);
         return http_error_from(resp, &err);

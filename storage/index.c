@@ -324,15 +324,24 @@ int index_series(index_t *ix, const char *tenant, const char *ptype, const label
     return rc;
 }
 
-uint32_t index_each_series(index_t *ix, const char *tenant, index_series_fn fn, void *ctx) {
+int index_snapshot(index_t *ix, const char *tenant, index_snapshot_t *out, hr_err_t *err) {
+    size_t cap = 0;
+    int rc = 0;
+    memset(out, 0, sizeof *out);
     pthread_mutex_lock(&ix->mu);
-    for (size_t i = 1; i < ix->nseries; i++) {
+    for (size_t i = 1; i < ix->nseries && rc == 0; i++) {
         const series_t *s = ix->series[i];
-        if (s && strcmp(s->tenant, tenant) == 0) fn(ctx, s);
+        if (!s || strcmp(s->tenant, tenant)) continue;
+        if (VEC_RESERVE(out->v, cap, out->n + 1)) rc = hr_fail(err, HR_ENOMEM, "out of memory listing series");
+        else out->v[out->n++] = s;
     }
-    uint32_t n = (uint32_t)ix->nseries;
     pthread_mutex_unlock(&ix->mu);
-    return n;
+    return rc;
+}
+
+void index_snapshot_free(index_snapshot_t *s) {
+    free(s->v);
+    memset(s, 0, sizeof *s);
 }
 
 size_t index_series_total(index_t *ix) {

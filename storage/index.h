@@ -4,7 +4,10 @@
  * SQLite is the durable truth; the series are also mirrored in memory (an array
  * indexed by series id) because every ingest and query consults them. Series ids
  * are dense, assigned here, and never reused. All functions are thread-safe (one
- * mutex; every call is short). */
+ * mutex; every call is short). Every ingest takes that mutex to resolve its series,
+ * so no caller code runs under it: a query takes a snapshot of a tenant's series
+ * (index_snapshot) and matches its selector after the mutex is released, however
+ * slow the selector. */
 #ifndef HEARTH_INDEX_H
 #define HEARTH_INDEX_H
 
@@ -48,10 +51,18 @@ int index_series(index_t *ix, const char *tenant, const char *profile_type, cons
  * for a new series past it (existing series keep working). 0 = no cap. */
 void index_set_series_limit(index_t *ix, size_t max_per_tenant);
 
-/* Calls fn for every series of tenant, under the index lock (fn must not call back
- * into the index). Returns the highest series id + 1 (the size a bitmap needs). */
-typedef void (*index_series_fn)(void *ctx, const series_t *s);
-uint32_t index_each_series(index_t *ix, const char *tenant, index_series_fn fn, void *ctx);
+/* The series of one tenant at one moment, read without the index lock. A series is
+ * immutable once created and freed only by index_close, so the borrowed pointers stay
+ * valid while the index is open; series created after the snapshot are not in it. */
+typedef struct {
+    const series_t **v; /* by ascending id; malloc'd */
+    size_t n;
+} index_snapshot_t;
+
+/* Fills out with tenant's series (the mutex is held only to copy the pointers).
+ * 0, or -1 with HR_ENOMEM. Free with index_snapshot_free, also after a failure. */
+int index_snapshot(index_t *ix, const char *tenant, index_snapshot_t *out, hr_err_t *err);
+void index_snapshot_free(index_snapshot_t *s);
 size_t index_series_total(index_t *ix);
 
 /* The block catalog. */

@@ -13,7 +13,11 @@
  * Locks: `cut` (rwlock) is held shared by ingests and exclusively by a cut, so no
  * ingest can be in the WAL but not in the head when the WAL is rotated; `data`
  * (rwlock) guards the head segments and the block list; `compact` (mutex)
- * serializes compaction with retention, the two operations that remove blocks. */
+ * serializes compaction with retention, the two operations that remove blocks.
+ * The index's own mutex (index.h) is the innermost: taken under `cut` by a cut and
+ * under `compact` by compaction and retention, by ingest before `cut`, never while
+ * `data` is held, and nothing is called under it; queries match selectors on a
+ * snapshot of the series after releasing it (query/catalog.h). */
 #ifndef HEARTH_STORE_H
 #define HEARTH_STORE_H
 

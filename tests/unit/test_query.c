@@ -1,10 +1,15 @@
 /* test_query.c - selectors, merging and every renderer, against a real store. */
 #include <jansson.h>
+#include <pthread.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <time.h>
 
 #include "ingest/gzip.h"
 #include "ingest/pprof.h"
+#include "common/timeparse.h"
 #include "ingest/request.h"
+#include "query/catalog.h"
 #include "query/merge.h"
 #include "query/render.h"
 #include "query/selector.h"
@@ -96,7 +101,8 @@ void test_selector(void) {
     selector_destroy(&s);
     static const char *bad[] = {"{env=\"prod}", "{=\"x\"}", "{env~\"x\"}", "{env=\"x\"", "{env=~\"(\"}",
                                 "a:b{}", "nosuffix{}", "{a=\"b\"} junk",
-                                /* found by fuzz_selector: stacked repetitions exhaust regcomp's memory */
+                                /* stacked repetitions: found by fuzz_selector when glibc's regcomp
+                                 * exhausted memory on them; RE2 refuses them as Go does */
                                 "{env=~ reG++++++++++++++++++++++++++++++++~}", "{env=~\"a*+\"}",
                                 "{env=~\"(a{2}){3}*\"}"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
@@ -104,6 +110,172 @@ void test_selector(void) {
         selector_destroy(&s);
     }
     labels_destroy(&l);
+}
+
+/* 1 if sel_text selects a series of labels l (type pt), 0 if not, -1 if it does not parse. */
+static int selects(const char *sel_text, const labels_t *l) {
+    selector_t s;
+    hr_err_t err = {0};
+    int rc = selector_parse(sel_text, &s, &err) ? -1 : selector_matches(&s, "process_cpu:cpu:nanoseconds:cpu:nanoseconds", l);
+    selector_destroy(&s);
+    return rc;
+}
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static long max_rss_kb(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+/* Regexes mean what they mean in PromQL (Go's syntax, anchored, `.` matching a
+ * newline), and patterns that made glibc's regcomp take gigabytes or exponential
+ * time are refused at parse time, at once and in little memory (issue 10). */
+void test_selector_regex(void) {
+    labels_t l;
+    labels_init(&l);
+    labels_set(&l, "env", "prod");
+    labels_set(&l, "pod", "api-7f9c\nsidecar");
+    labels_set(&l, "ver", "v1.23");
+    /* anchored at both ends, around the whole alternation */
+    CHECK_INT(selects("{env=~\"prod\"}", &l), 1);
+    CHECK_INT(selects("{env=~\"pro\"}", &l), 0);
+    CHECK_INT(selects("{env=~\"rod\"}", &l), 0);
+    CHECK_INT(selects("{env=~\"pro|prodx\"}", &l), 0);
+    CHECK_INT(selects("{env=~\"dev|prod\"}", &l), 1);
+    CHECK_INT(selects("{env!~\"dev|prod\"}", &l), 0);
+    CHECK_INT(selects("{env=~\"^prod$\"}", &l), 1);
+    /* the pattern is parsed alone: it cannot close the anchoring group */
+    CHECK_INT(selects("{env=~\"x)|(.*\"}", &l), -1);
+    /* (?s): `.` matches a newline; `$` is the end of the value, not of a line */
+    CHECK_INT(selects("{pod=~\"api-.*\"}", &l), 1);
+    CHECK_INT(selects("{pod=~\"api-7f9c.sidecar\"}", &l), 1);
+    CHECK_INT(selects("{pod=~\"api-7f9c\"}", &l), 0);
+    CHECK_INT(selects("{pod=~\"(?-s)api-.*\"}", &l), 0);
+    /* .* and .+ against an absent label, which matches as "" */
+    CHECK_INT(selects("{region=~\".*\"}", &l), 1);
+    CHECK_INT(selects("{region=~\".+\"}", &l), 0);
+    CHECK_INT(selects("{region!~\".+\"}", &l), 1);
+    /* character classes: bracket, Perl and POSIX-in-bracket */
+    CHECK_INT(selects("{ver=~\"v[0-9]+\\\\.[0-9]+\"}", &l), 1);
+    CHECK_INT(selects("{ver=~\"v\\\\d\\\\.\\\\d+\"}", &l), 1);
+    CHECK_INT(selects("{ver=~\"v\\\\d\\\\d\"}", &l), 0);
+    CHECK_INT(selects("{env=~\"[[:alpha:]]{4}\"}", &l), 1);
+    CHECK_INT(selects("{env=~\"\\\\w+\"}", &l), 1);
+    CHECK_INT(selects("{env=~\"[^p].*\"}", &l), 0);
+    /* case-insensitive, whole pattern or one group */
+    CHECK_INT(selects("{env=~\"(?i)PROD\"}", &l), 1);
+    CHECK_INT(selects("{env=~\"PROD\"}", &l), 0);
+    CHECK_INT(selects("{env=~\"p(?i:ROD)\"}", &l), 1);
+    /* the attacks: refused quickly, without growing the process */
+    static const char *attacks[] = {"{x=~\"a{0,32767}\"}", "{x=~\"(a{0,255}){0,255}\"}", "{x=~\"(a)\\\\1\"}",
+                                    "{x=~\"(\\\\pL{1000})\"}", "{x!~\"((a{0,30}){0,30}){0,30}\"}"};
+    for (size_t i = 0; i < sizeof attacks / sizeof *attacks; i++) {
+        selector_t s;
+        hr_err_t err = {0};
+        long rss0 = max_rss_kb();
+        double t0 = now_s();
+        CHECK(selector_parse(attacks[i], &s, &err) == -1 && err.code == HR_EINVAL);
+        CHECK(now_s() - t0 < 1.0);
+        CHECK(max_rss_kb() - rss0 < 64 * 1024);
+        CHECK(strstr(err.msg, "label x") != NULL);
+        selector_destroy(&s);
+    }
+    hr_err_t err = {0};
+    selector_t s;
+    CHECK(selector_parse("{x=~\"(a)\\\\1\"}", &s, &err) == -1 && strstr(err.msg, "backreferences") != NULL);
+    selector_destroy(&s);
+    CHECK(selector_parse("{x=~\"a{0,32767}\"}", &s, &err) == -1 && strstr(err.msg, "at most 1000") != NULL);
+    selector_destroy(&s);
+    /* up to 1000 repetitions compile, and a long alternation (a Grafana multi-value variable) too */
+    CHECK_INT(selects("{env=~\"(?:prod){0,1000}\"}", &l), 1);
+    buf_t b;
+    buf_init(&b);
+    buf_printf(&b, "{env=~\"");
+    for (int i = 0; i < 500; i++) buf_printf(&b, "service-%03d|", i);
+    buf_printf(&b, "prod\"}");
+    buf_putc(&b, 0);
+    CHECK_INT(selects((const char *)b.data, &l), 1);
+    buf_free(&b);
+    labels_destroy(&l);
+}
+
+typedef struct {
+    store_t *st;
+    size_t calls, total_seen;
+    int ingest_blocked;
+} probe_t;
+
+static void *series_total(void *st) {
+    index_series_total(store_index(st));
+    return NULL;
+}
+
+/* A catalog callback that checks, from another thread, that the index mutex every
+ * ingest takes is free while selected series are handed out (and so while they are
+ * matched): the other thread must get it within a second. */
+static void probe(void *ctx, const series_t *s) {
+    probe_t *p = ctx;
+    (void)s;
+    p->calls++;
+    pthread_t t;
+    if (pthread_create(&t, NULL, series_total, p->st)) return;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 1;
+    if (pthread_timedjoin_np(t, NULL, &until)) {
+        p->ingest_blocked = 1;
+        pthread_detach(t); /* it finishes once the lock is released */
+    }
+}
+
+static void count(void *ctx, const series_t *s) {
+    (void)s;
+    (*(size_t *)ctx)++;
+}
+
+/* Discovery and selection match without the index lock and stop at the deadline
+ * (issue 10: a slow selector stalled every tenant's ingest and ignored --query-timeout). */
+void test_catalog_unlocked_and_deadline(void) {
+    store_t *st = new_store("catalog");
+    put_folded(st, "api.cpu", "main;a 1\n", 100, 100);
+    put_folded(st, "db.cpu", "main;b 2\n", 100, 100);
+    put_folded(st, "web.cpu", "main;c 3\n", 100, 100);
+    selector_t sel;
+    hr_err_t err = {0};
+    CHECK(selector_parse("{service_name=~\"api|db\"}", &sel, &err) == 0);
+    probe_t p = {st, 0, 0, 0};
+    catalog_query_t q = {"anonymous", &sel, 0, 0, 0, 0};
+    CHECK(catalog_series(st, &q, probe, &p, &err) == 0);
+    CHECK_INT(p.calls, 2);
+    CHECK_INT(p.ingest_blocked, 0);
+    size_t n = 0;
+    q.ranged = 1, q.from = 100 * S, q.until = 100 * S;
+    CHECK(catalog_series(st, &q, count, &n, &err) == 0);
+    CHECK_INT(n, 2);
+    /* past the deadline: 504, unranged (checked per series) and ranged (per segment) */
+    q.deadline_ns = 1;
+    for (int ranged = 0; ranged < 2; ranged++) {
+        hr_err_t e = {0};
+        q.ranged = ranged;
+        n = 0;
+        CHECK(catalog_series(st, &q, count, &n, &e) == -1 && e.code == HR_ETIMEOUT && n == 0);
+        CHECK(strstr(e.msg, "--query-timeout") != NULL);
+    }
+    hr_err_t e = {0};
+    uint32_t nbits;
+    CHECK(catalog_select(st, &q, &nbits, &e) == NULL && e.code == HR_ETIMEOUT);
+    q.deadline_ns = time_now_ns() + 60 * S;
+    uint8_t *bits = catalog_select(st, &q, &nbits, &e);
+    CHECK(bits != NULL && nbits == 4 && bits[1] && bits[2] && !bits[3]);
+    free(bits);
+    selector_destroy(&sel);
+    store_close(st);
 }
 
 void test_flamebearer_layout(void) {
