@@ -36,7 +36,7 @@ int appname_parse(const char *s, char *app, size_t applen, labels_t *out, hr_err
         const char *comma = memchr(p, ',', (size_t)(close - p));
         const char *item_end = comma ? comma : close;
         const char *eq = memchr(p, '=', (size_t)(item_end - p));
-        char k[256], v[1024];
+        char k[256], v[4097]; /* --max-label-value-bytes (default 2048) decides later */
         long kl = 0;
         if (!eq) {
             if (trimmed(p, item_end, k, sizeof k) == 0 && !comma) break; /* `app{}` */

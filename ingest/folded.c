@@ -64,7 +64,11 @@ int folded_decode(const char *text, size_t n, int lines, int64_t scale, batch_t 
             }
             f = fe + 1;
         }
-        if (stack && value && batch_sample(p, stack, value * scale)) return hr_fail(err, HR_ENOMEM, "out of memory");
+        int64_t scaled;
+        if (__builtin_mul_overflow(value, scale, &scaled))
+            return hr_fail(err, HR_EUNPROC, "folded line %zu: value %lld overflows a 64-bit total at this sample rate",
+                           lineno, (long long)value);
+        if (stack && value && batch_sample(p, stack, scaled)) return hr_fail(err, HR_ENOMEM, "out of memory");
         s = le + 1;
     }
     return 0;

@@ -195,7 +195,7 @@ static int decode_jfr(const ingest_request_t *r, const ingest_limits_t *lim, con
     return jfr_decode(r->body, r->body_len, &o, b, err);
 }
 
-int ingest_to_batch(const ingest_request_t *r, const ingest_limits_t *lim, batch_t *b, hr_err_t *err) {
+static int decode_any(const ingest_request_t *r, const ingest_limits_t *lim, batch_t *b, hr_err_t *err) {
     if (r->format >= INGEST_PUSH_PROTO && r->format <= INGEST_PARCA_JSON)
         return push_decode(r->body, r->body_len, (push_encoding_t)(r->format - INGEST_PUSH_PROTO), lim, r->received_ns,
                            b, err);
@@ -227,11 +227,45 @@ int ingest_to_batch(const ingest_request_t *r, const ingest_limits_t *lim, batch
             json_decref(root);
         }
     }
-    if (rc == 0 && lim->max_labels)
-        for (size_t i = 0; i < b->n && rc == 0; i++)
-            if (b->p[i].labels.n > lim->max_labels)
-                rc = hr_fail(err, HR_EINVAL, "a series has %zu labels, over the limit of %zu", b->p[i].labels.n,
-                             lim->max_labels);
     labels_destroy(&labels);
     return rc;
+}
+
+/* Every series of every format passes here: label count and sizes. */
+static int check_labels(const batch_t *b, const ingest_limits_t *lim, hr_err_t *err) {
+    for (size_t i = 0; i < b->n; i++) {
+        const labels_t *l = &b->p[i].labels;
+        if (lim->max_labels && l->n > lim->max_labels)
+            return hr_fail(err, HR_EINVAL, "a series has %zu labels, over the limit of %zu", l->n, lim->max_labels);
+        for (size_t k = 0; lim->max_label_value_bytes && k < l->n; k++) {
+            size_t nn = strlen(l->v[k].name), vn = strlen(l->v[k].value);
+            if (nn > LABEL_NAME_MAX)
+                return hr_fail(err, HR_EINVAL, "label name `%.40s...` is %zu bytes, over the limit of %d", l->v[k].name, nn,
+                               LABEL_NAME_MAX);
+            if (vn > lim->max_label_value_bytes)
+                return hr_fail(err, HR_EINVAL, "label %s has a %zu-byte value, over the limit of %zu (--max-label-value-bytes)",
+                               l->v[k].name, vn, lim->max_label_value_bytes);
+        }
+    }
+    return 0;
+}
+
+/* Sums of a profile's values (per stack, per profile, per series over time) are
+ * int64: values whose magnitudes add up past INT64_MAX would wrap into nonsense
+ * (a negative CPU total), so such a profile is refused whole. */
+static int check_values(const batch_t *b, hr_err_t *err) {
+    for (size_t i = 0; i < b->n; i++) {
+        int64_t sum = 0;
+        for (size_t k = 0; k < b->p[i].n; k++) {
+            int64_t v = b->p[i].values[k];
+            if (v == INT64_MIN || __builtin_add_overflow(sum, v < 0 ? -v : v, &sum))
+                return hr_fail(err, HR_EUNPROC, "sample values of %s add up past the 64-bit range", b->p[i].profile_type);
+        }
+    }
+    return 0;
+}
+
+int ingest_to_batch(const ingest_request_t *r, const ingest_limits_t *lim, batch_t *b, hr_err_t *err) {
+    if (decode_any(r, lim, b, err) || check_labels(b, lim, err)) return -1;
+    return check_values(b, err);
 }

@@ -47,7 +47,10 @@ typedef struct {
     size_t max_samples;      /* per profile, 0 = unlimited */
     size_t max_labels;       /* per series */
     mem_budget_t *decode_budget; /* shared by concurrent decodes; NULL = unbounded (WAL replay) */
+    size_t max_label_value_bytes; /* 0 = unchecked (WAL replay); names are then also held to LABEL_NAME_MAX */
 } ingest_limits_t;
+
+#define LABEL_NAME_MAX 1024 /* bytes, as Pyroscope's default */
 
 /* Appends the WAL form of r. */
 void ingest_request_encode(const ingest_request_t *r, buf_t *out);

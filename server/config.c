@@ -34,6 +34,7 @@ static const opt_t OPTS[] = {
     {"max-samples", "2000000", "most samples accepted in one profile", T_SIZE, O(max_samples)},
     {"max-decode-memory", "1GiB", "memory all concurrent profile decodes may hold together (estimated before decoding); past it 429; 0 = unbounded", T_SIZE, O(max_decode_memory)},
     {"max-labels", "64", "most labels on one series", T_SIZE, O(max_labels)},
+    {"max-label-value-bytes", "2048", "longest accepted label value (names: 1024 bytes)", T_SIZE, O(max_label_value_bytes)},
     {"max-series-per-tenant", "100000", "new series past this many per tenant are refused (429); 0 = no cap", T_SIZE, O(max_series_per_tenant)},
     {"max-concurrent-ingests", "64", "ingest requests processed at once; more get 429", T_INT, O(max_concurrent_ingests)},
     {"max-concurrent-queries", "16", "query requests processed at once; more get 429", T_INT, O(max_concurrent_queries)},

@@ -29,6 +29,7 @@ typedef struct {
     size_t max_samples;
     size_t max_decode_memory;
     size_t max_labels;
+    size_t max_label_value_bytes;
     size_t max_series_per_tenant;
     unsigned max_concurrent_ingests, max_concurrent_queries;
     size_t ingest_rate_bytes; /* per tenant per second, 0 = unlimited */

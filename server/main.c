@@ -42,10 +42,11 @@ static int replay_one(void *ctx, const uint8_t *p, size_t n) {
         return -1;
     }
     if (batch_init(&b)) return -1;
-    /* No decode budget here: replay runs one record at a time, and a record accepted
-     * once must not be refused now. */
+    /* No decode budget or label sizes here: replay runs one record at a time, and a
+     * record accepted once must not be refused now. */
     ingest_limits_t lim = a->limits;
     lim.decode_budget = NULL;
+    lim.max_label_value_bytes = 0;
     int rc = ingest_to_batch(&r, &lim, &b, &err);
     if (rc == 0) rc = store_apply(a->store, r.tenant, &b, &err);
     if (rc) log_warn("wal.replay_failed", "err=\"%s\"", err.msg);
@@ -118,7 +119,8 @@ static int serve(app_t *a) {
                          a->cfg.zstd_level, a->cfg.block_cache_bytes, a->cfg.retention_ns,
                          a->cfg.compact_min_blocks, a->cfg.compact_max_bytes};
     a->decode_budget.cap = a->cfg.max_decode_memory;
-    a->limits = (ingest_limits_t){a->cfg.max_decompressed_bytes, a->cfg.max_samples, a->cfg.max_labels, &a->decode_budget};
+    a->limits = (ingest_limits_t){a->cfg.max_decompressed_bytes, a->cfg.max_samples, a->cfg.max_labels, &a->decode_budget,
+                                  a->cfg.max_label_value_bytes};
     pthread_mutex_init(&a->buckets_mu, NULL);
     hr_err_t err = {0};
     if (!(a->store = store_open(&sc, &err))) {

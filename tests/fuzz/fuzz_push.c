@@ -2,7 +2,7 @@
 #include "ingest/push.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
-    ingest_limits_t lim = {8 << 20, 1 << 20, 64, NULL};
+    ingest_limits_t lim = {8 << 20, 1 << 20, 64, NULL, 2048};
     for (int enc = PUSH_PROTO; enc <= PUSH_PARCA_JSON; enc++) {
         batch_t b;
         if (batch_init(&b)) return 0;

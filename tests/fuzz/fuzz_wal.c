@@ -31,7 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
     ingest_request_t r;
     hr_err_t err = {0};
     if (ingest_request_decode(data, n, &r, &err) == 0) {
-        ingest_limits_t lim = {8 << 20, 1 << 20, 64, NULL};
+        ingest_limits_t lim = {8 << 20, 1 << 20, 64, NULL, 2048};
         batch_t b;
         if (batch_init(&b) == 0) {
             ingest_to_batch(&r, &lim, &b, &err);

@@ -232,3 +232,33 @@ def decode_memory_is_bounded_before_unpacking():
     with Server(extra=["--max-decode-memory", "32MiB"]) as srv:  # a profile that can never fit: 413
         st, b = srv.ingest(big, name="amp", format="pprof", **{"from": T0})
         assert st == 413 and b"whole decode budget" in b, (st, b)
+
+
+@test
+def oversized_labels_and_overflowing_values_are_refused():
+    raw = data(CPU_FILE)
+    with Server() as srv:
+        # A 10 MB label value through the push API, and a 3 KB one through /ingest.
+        body = run.push_request_proto([({"service_name": "big", "blob": "x" * (10 << 20)}, [raw])])
+        st, resp, _ = srv.request("POST", "/push.v1.PusherService/Push", body,
+                                  {"Content-Type": "application/proto"})
+        assert st == 400 and b"max-label-value-bytes" in resp, (st, resp[:300])
+        st, resp = srv.ingest(raw, name="big{blob=%s}" % ("y" * 3000), format="pprof", **{"from": T0})
+        assert st == 400 and b"blob" in resp and b"too long" in resp or b"over the limit" in resp, (st, resp)
+        st, resp = srv.ingest(raw, name="big{blob=%s}" % ("y" * 2048), format="pprof", **{"from": T0})
+        assert st == 200, resp  # at the limit is fine
+        # int64 folded values: scaled past the range, or summing past it.
+        for text in (b"main;a 9223372036854775807\n", b"main;a 4611686018427387904\nmain;b 4611686018427387904\n"):
+            st, resp = srv.ingest(text, name="ovf.cpu", sampleRate="100", **{"from": T0})
+            assert st == 422 and b"64-bit" in resp, (st, resp)
+        st, resp = srv.ingest(b"main;a 9223372036854775807\n", name="ovf.alloc_objects", **{"from": T0})
+        assert st == 200, resp  # a count that fits is kept exactly
+        st, resp = srv.ingest(b"main;b 1\n", name="ovf.alloc_objects", **{"from": T0 + 1})
+        assert st == 200, resp
+        labels = srv.get_json("/api/v1/labels/blob/values")
+        assert all(len(v) <= 2048 for v in json.dumps(labels).split('"')), "oversized value stored"
+        types = {t["id"] for t in srv.get_json("/api/v1/profile-types")["profileTypes"]}
+        cpu = [t for t in types if t.startswith("process_cpu")]
+        for t in cpu:  # nothing of the refused folded uploads was stored
+            ans = run.query(srv, t + '{service_name="ovf"}')
+            assert ans["total"] == 0, ans

@@ -250,7 +250,7 @@ void test_request_roundtrip(void) {
     CHECK(ingest_request_decode(b.data, b.len - 2, &cut, &err) == -1);
     batch_t bt;
     batch_init(&bt);
-    ingest_limits_t lim = {1 << 20, 0, 64, NULL};
+    ingest_limits_t lim = {1 << 20, 0, 64, NULL, 2048};
     CHECK(ingest_to_batch(&d, &lim, &bt, &err) == 0);
     CHECK_STR(bt.p[0].profile_type, "process_cpu:cpu:nanoseconds:cpu:nanoseconds");
     CHECK_INT(bt.p[0].values[0], 10000000); /* 1 sample at 100 Hz */

@@ -33,7 +33,7 @@ static void put_folded(store_t *s, const char *name, const char *text, int64_t f
     ingest_request_t r = {.tenant = "anonymous", .name = name, .format = INGEST_FOLDED, .has_from = 1,
                           .from_ns = from_s * S, .received_ns = from_s * S, .sample_rate = rate,
                           .body = (const uint8_t *)text, .body_len = strlen(text)};
-    ingest_limits_t lim = {1 << 20, 0, 64, NULL};
+    ingest_limits_t lim = {1 << 20, 0, 64, NULL, 2048};
     batch_t b;
     batch_init(&b);
     hr_err_t err = {0};
@@ -427,7 +427,7 @@ void test_pprof_output(void) {
     unsigned char *d = unit_read("pprof/go-runtime-cpu-00.pb.gz", &n);
     ingest_request_t r = {.tenant = "anonymous", .name = "svc", .format = INGEST_PPROF, .has_from = 1,
                           .from_ns = 100 * S, .received_ns = 100 * S, .sample_rate = 100, .body = d, .body_len = n};
-    ingest_limits_t lim = {64 << 20, 0, 64, NULL};
+    ingest_limits_t lim = {64 << 20, 0, 64, NULL, 2048};
     batch_t b;
     batch_init(&b);
     hr_err_t err = {0};
