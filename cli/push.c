@@ -11,6 +11,7 @@
 #include "cli/cli.h"
 #include "cli/client.h"
 #include "common/log.h"
+#include "ingest/sniff.h"
 #include "storage/fsutil.h"
 
 static const char USAGE[] =
@@ -19,7 +20,7 @@ static const char USAGE[] =
     "Flags:\n"
     "  --name NAME          application name and labels, e.g. 'api.cpu{env=prod}' (required)\n"
     "  --server URL         server address (default " CLI_DEFAULT_SERVER ", env HEARTH_SERVER)\n"
-    "  --format F           pprof, folded or lines (default: detected per file)\n"
+    "  --format F           pprof, jfr, folded or lines (default: detected per file)\n"
     "  --from T             profile time: unix seconds, RFC 3339 or now-1h\n"
     "                       (default: the time recorded in the pprof, else now)\n"
     "  --until T            end of the profile's interval\n"
@@ -29,12 +30,13 @@ static const char USAGE[] =
     "  hearth push cpu.pb.gz --name 'checkout{env=prod}'\n"
     "  hearth push *.folded --name 'batch.cpu' --sample-rate 99 --server http://hearth:4040\n";
 
-/* Text (folded stacks) or binary (pprof)? */
+/* The format name the server reads, from the bytes (ingest/sniff.h). */
 static const char *detect(const uint8_t *p, size_t n) {
-    if (n >= 2 && p[0] == 0x1f && p[1] == 0x8b) return "pprof";
-    for (size_t i = 0; i < n && i < 4096; i++)
-        if (p[i] < 0x09 || (p[i] > 0x0d && p[i] < 0x20)) return "pprof";
-    return "folded";
+    switch (ingest_sniff(p, n)) {
+    case INGEST_JFR: return "jfr";
+    case INGEST_PPROF: return "pprof";
+    default: return "folded";
+    }
 }
 
 int cli_push(int argc, char **argv) {

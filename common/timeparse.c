@@ -15,23 +15,41 @@ int64_t time_now_ns(void) {
     return (int64_t)ts.tv_sec * NS + ts.tv_nsec;
 }
 
+/* Units as Go's time.ParseDuration and Prometheus name them, plus d, w and y. */
+static const struct {
+    const char *name;
+    int64_t ns;
+} UNITS[] = {{"ns", 1},           {"us", 1000},          {"\xc2\xb5s", 1000},        {"ms", 1000000},
+             {"s", NS},           {"m", 60 * NS},        {"h", 3600 * NS},         {"d", 86400 * NS},
+             {"w", 7 * 86400 * NS}, {"y", 365 * 86400 * NS}};
+
+/* Reads a unit at *p (the longest that matches), advancing past it; 0 if none. */
+static int64_t read_unit(const char **p) {
+    int64_t best = 0;
+    size_t best_len = 0;
+    for (size_t i = 0; i < sizeof UNITS / sizeof *UNITS; i++) {
+        size_t n = strlen(UNITS[i].name);
+        if (n > best_len && !strncmp(*p, UNITS[i].name, n)) best = UNITS[i].ns, best_len = n;
+    }
+    *p += best_len;
+    return best;
+}
+
 int duration_parse(const char *s, int64_t *out) {
-    char *end;
-    if (!*s || !isdigit((unsigned char)*s)) return -1;
-    double v = strtod(s, &end);
-    int64_t unit;
-    if (!strcmp(end, "ns")) unit = 1;
-    else if (!strcmp(end, "us")) unit = 1000;
-    else if (!strcmp(end, "ms")) unit = 1000000;
-    else if (!strcmp(end, "s") || !*end) unit = NS;
-    else if (!strcmp(end, "m")) unit = 60 * NS;
-    else if (!strcmp(end, "h")) unit = 3600 * NS;
-    else if (!strcmp(end, "d")) unit = 86400 * NS;
-    else if (!strcmp(end, "w")) unit = 7 * 86400 * NS;
-    else if (!strcmp(end, "y")) unit = 365 * 86400 * NS;
-    else return -1;
-    if (v < 0 || v * (double)unit > 9.2e18) return -1;
-    *out = (int64_t)(v * (double)unit);
+    if (!*s) return -1;
+    double total = 0;
+    while (*s) {
+        if (!isdigit((unsigned char)*s) && *s != '.') return -1;
+        char *end;
+        double v = strtod(s, &end);
+        if (end == s || v < 0) return -1;
+        s = end;
+        int64_t unit = read_unit(&s);
+        if (!unit) return -1; /* a bare number: seconds? days? the caller must say */
+        total += v * (double)unit;
+        if (total > 9.2e18) return -1;
+    }
+    *out = (int64_t)total;
     return 0;
 }
 

@@ -12,7 +12,9 @@
 int64_t time_now_ns(void);
 /* Parses s into unix nanoseconds. Returns 0, or -1 when s is not a known form. */
 int time_parse(const char *s, int64_t now_ns, int64_t *out_ns);
-/* Parses a duration like "10s", "5m", "1h", "7d", "250ms" into nanoseconds. */
+/* Parses a duration like "10s", "5m", "1h30m", "7d", "250ms" into nanoseconds: one
+ * or more numbers, each with a unit (ns us ms s m h d w y). A bare number is refused:
+ * "7" could mean seconds or days, and guessing wrong deletes data (--retention). */
 int duration_parse(const char *s, int64_t *out_ns);
 
 #endif

@@ -117,7 +117,11 @@ static int set_opt(config_t *c, const opt_t *o, const char *v, FILE *err) {
         return 0;
     }
 bad:
-    fprintf(err, "hearth: invalid value `%s` for --%s (%s)\n", v, o->name, o->help);
+    if (o->type == T_DURATION && *v && v[strspn(v, "0123456789.")] == 0)
+        fprintf(err, "hearth: --%s `%s`: a duration needs a unit, e.g. %s7d, 90m, 1h30m or 30s\n", o->name, v,
+                (!strcmp(o->name, "retention") || !strcmp(o->name, "query-timeout")) ? "0 (off), " : "");
+    else
+        fprintf(err, "hearth: invalid value `%s` for --%s (%s)\n", v, o->name, o->help);
     return -1;
 }
 

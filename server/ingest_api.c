@@ -11,6 +11,7 @@
 
 #include "common/log.h"
 #include "common/timeparse.h"
+#include "ingest/sniff.h"
 #include "server/app.h"
 
 static int parse_time_arg(http_req_t *req, const char *name, int64_t now, int *has, int64_t *out, http_resp_t *resp) {
@@ -57,7 +58,8 @@ static int choose_body(http_req_t *req, ingest_request_t *r, http_resp_t *resp) 
     }
     r->body = req->body.data;
     r->body_len = req->body.len;
-    if (!fmt || !strcmp(fmt, "folded") || !strcmp(fmt, "groups") || !strcmp(fmt, "collapsed")) r->format = INGEST_FOLDED;
+    if (!fmt) r->format = ingest_sniff(r->body, r->body_len); /* Pyroscope would read it as folded */
+    else if (!strcmp(fmt, "folded") || !strcmp(fmt, "groups") || !strcmp(fmt, "collapsed")) r->format = INGEST_FOLDED;
     else if (!strcmp(fmt, "pprof")) r->format = INGEST_PPROF;
     else if (!strcmp(fmt, "lines")) r->format = INGEST_LINES;
     else if (!strcmp(fmt, "jfr")) r->format = INGEST_JFR;

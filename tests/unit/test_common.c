@@ -51,6 +51,11 @@ void test_timeparse(void) {
     CHECK(duration_parse("7d", &d) == 0 && d == 7 * 86400LL * 1000000000);
     CHECK(duration_parse("250ms", &d) == 0 && d == 250000000);
     CHECK(duration_parse("-1s", &d) == -1);
+    CHECK(duration_parse("1h30m", &d) == 0 && d == 5400LL * 1000000000);
+    CHECK(duration_parse("1.5s", &d) == 0 && d == 1500000000);
+    CHECK(duration_parse("7", &d) == -1); /* a bare number has no unit */
+    CHECK(duration_parse("7dd", &d) == -1);
+    CHECK(duration_parse("10s5", &d) == -1);
 }
 
 void test_jsonw(void) {

@@ -1,0 +1,52 @@
+"""Conventions a user expects (issue 11): durations with units, formats told by content."""
+import gzip
+import os
+import subprocess
+
+import run
+from run import CPU, T0, Server, test
+
+
+def data(rel):
+    return open(os.path.join(run.ARGS.testdata, rel), "rb").read()
+
+
+@test
+def durations_need_a_unit():
+    for flag, value in (("--retention", "7"), ("--block-duration", "3600"), ("--query-timeout", "30")):
+        r = subprocess.run([run.ARGS.binary, "--listen", f"127.0.0.1:{run.free_port()}", "--data-dir",
+                            os.path.join(run.ARGS.tmp, "dur"), flag, value], capture_output=True, text=True, timeout=30)
+        assert r.returncode != 0 and "needs a unit" in r.stderr, (flag, r.returncode, r.stderr)
+    with Server(extra=["--retention", "7d", "--block-duration", "1h30m", "--query-timeout", "0"]) as srv:
+        cfg = run.cli("serve", "--print-config", "--retention", "7d", "--block-duration", "1h30m")
+        assert "block-duration = 1h30m" in cfg.stdout, cfg.stdout
+        assert srv.get("/ready")[0] == 200
+
+
+@test
+def upload_format_is_told_by_content_when_not_named():
+    cpu = data("pprof/go-runtime-cpu-00.pb.gz")
+    each = run.pprof_raw(os.path.join(run.ARGS.testdata, "pprof/go-runtime-cpu-00.pb.gz"))[1][1]
+    raw = "corpus/gen__go119.cpu.labels.uncompressed.pb"
+    jfr = "corpus/jfrparser__parser__testdata__cortex-dev-01__kafka-0__cpu_lock0_alloc0__0.jfr.gz"
+    with Server() as srv:
+        assert srv.ingest(cpu, name="sniff-gz", **{"from": T0})[0] == 200  # gzipped pprof, no format
+        assert run.query(srv, CPU + '{service_name="sniff-gz"}')["total"] == each
+        st, b = srv.ingest(data(raw), name="sniff-raw", **{"from": T0})  # plain protobuf
+        assert st == 200, b
+        types, totals = run.pprof_raw(os.path.join(run.ARGS.testdata, raw))
+        got = run.types_of(srv, "sniff-raw")
+        assert run.query(srv, '%s{service_name="sniff-raw"}' % got[types[1]])["total"] == totals[1]
+        st, b = srv.ingest(data(jfr), name="sniff-jfr", **{"from": T0})  # gzipped JFR
+        assert st == 200, b
+        assert run.query(srv, CPU + '{service_name="sniff-jfr"}')["total"] > 0
+        st, b = srv.ingest(gzip.decompress(data(jfr)), name="sniff-jfr2", **{"from": T0})  # plain JFR
+        assert st == 200, b
+        assert srv.ingest(b"main;a 3\nmain;b 1\n", name="sniff-folded.cpu", sampleRate="100", **{"from": T0})[0] == 200
+        assert run.query(srv, CPU + '{service_name="sniff-folded"}')["total"] == 4 * 10_000_000
+    # hearth push detects the same way.
+    with Server() as srv:
+        path = os.path.join(run.ARGS.testdata, jfr)
+        r = run.cli("push", path, "--name", "cli-jfr", "--from", str(T0), "--server", f"http://127.0.0.1:{srv.port}")
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert run.query(srv, CPU + '{service_name="cli-jfr"}')["total"] > 0
