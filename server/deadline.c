@@ -72,7 +72,9 @@ deadline_watch_t *deadline_start(int64_t read_timeout_ns, int64_t idle_timeout_n
         return NULL;
     }
     w->read_ns = read_timeout_ns;
-    w->idle_ns = idle_timeout_ns > 0 ? idle_timeout_ns : read_timeout_ns;
+    /* Past MHD's own idle timeout, which closes silent connections first: what is left
+     * for the watchdog is a next request line trickled in to keep the connection. */
+    w->idle_ns = idle_timeout_ns + read_timeout_ns;
     /* A tenth of the timeout, within [50 ms, 1 s]: late by at most that much. */
     w->tick_ns = read_timeout_ns / 10;
     if (w->tick_ns < 50000000) w->tick_ns = 50000000;

@@ -11,8 +11,9 @@
  *
  * A connection goes READING (from accept, or from the request line of a kept-alive
  * connection's next request) -> HANDLING (request complete: no deadline while the
- * handler works) -> IDLE (response sent; waiting up to the idle timeout for a next
- * request line, which a trickler cannot stretch either) -> READING ...
+ * handler works) -> IDLE (response sent; MHD's idle timeout closes a silent
+ * connection, and a next request line trickled in to dodge it must still be complete
+ * within the idle timeout plus the read timeout) -> READING ...
  *
  * Lifetime of the fd: MHD calls the connection-closed notification before it
  * close(2)s the socket (checked on 0.9.75), and deadline_close removes the entry under
@@ -30,8 +31,8 @@ typedef struct deadline_watch deadline_watch_t;
 typedef struct deadline_conn deadline_conn_t;
 
 /* Starts the watchdog. read_timeout_ns > 0 bounds each request's arrival;
- * idle_timeout_ns (0: use read_timeout_ns) bounds the wait for a kept-alive
- * connection's next request line. Each connection shut for being late bumps *expired
+ * idle_timeout_ns + read_timeout_ns bounds the wait for a kept-alive connection's
+ * next request line. Each connection shut for being late bumps *expired
  * (borrowed; may be NULL). NULL with err on failure. */
 deadline_watch_t *deadline_start(int64_t read_timeout_ns, int64_t idle_timeout_ns, atomic_ullong *expired,
                                  hr_err_t *err);

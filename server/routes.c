@@ -230,24 +230,31 @@ static int resolve_tenant(app_t *a, const route_t *rt, http_req_t *req, http_res
     return 0;
 }
 
+/* What each limiter counts and how it is named to clients and in /metrics. */
+static const struct {
+    metrics_limit_t metric;
+    const char *what, *flag;
+} LIMITERS[] = {
+    [LIM_INGEST] = {LIMIT_INGEST_CONCURRENCY, "ingests", "--max-concurrent-ingests"},
+    [LIM_QUERY] = {LIMIT_QUERY_CONCURRENCY, "queries", "--max-concurrent-queries"},
+};
+
+static atomic_int *limiter_busy(app_t *a, limiter_t l) { return l == LIM_INGEST ? &a->ingests : &a->queries; }
+
 /* Takes a slot of the row's limiter; -1 (429, counted) when all are busy. */
 static int limiter_take(app_t *a, const route_t *rt, http_req_t *req, http_resp_t *resp) {
-    if (rt->limiter == LIM_INGEST) {
-        if (atomic_fetch_add(&a->ingests, 1) < (int)a->cfg.max_concurrent_ingests) return req->slot = 1, 0;
-        atomic_fetch_sub(&a->ingests, 1);
-        metrics_refused(&a->metrics, LIMIT_INGEST_CONCURRENCY);
-        metrics_ingest_error(&a->metrics, HR_ELIMIT);
-        return refuse(rt, resp, 429, "too many concurrent ingests (--max-concurrent-ingests %u); retry later",
-                      a->cfg.max_concurrent_ingests);
+    if (rt->limiter == LIM_NONE) return 0;
+    atomic_int *busy = limiter_busy(a, rt->limiter);
+    unsigned max = rt->limiter == LIM_INGEST ? a->cfg.max_concurrent_ingests : a->cfg.max_concurrent_queries;
+    if (atomic_fetch_add(busy, 1) < (int)max) {
+        req->slot = 1;
+        return 0;
     }
-    if (rt->limiter == LIM_QUERY) {
-        if (atomic_fetch_add(&a->queries, 1) < (int)a->cfg.max_concurrent_queries) return req->slot = 1, 0;
-        atomic_fetch_sub(&a->queries, 1);
-        metrics_refused(&a->metrics, LIMIT_QUERY_CONCURRENCY);
-        return refuse(rt, resp, 429, "too many concurrent queries (--max-concurrent-queries %u); retry later",
-                      a->cfg.max_concurrent_queries);
-    }
-    return 0;
+    atomic_fetch_sub(busy, 1);
+    metrics_refused(&a->metrics, LIMITERS[rt->limiter].metric);
+    if (rt->limiter == LIM_INGEST) metrics_ingest_error(&a->metrics, HR_ELIMIT);
+    return refuse(rt, resp, 429, "too many concurrent %s (%s %u); retry later", LIMITERS[rt->limiter].what,
+                  LIMITERS[rt->limiter].flag, max);
 }
 
 int app_admit(void *app, http_req_t *req, http_resp_t *resp) {
@@ -277,11 +284,10 @@ void app_handle(void *app, http_req_t *req, http_resp_t *resp) {
 }
 
 void app_release(void *app, http_req_t *req) {
-    app_t *a = app;
     const route_t *rt = req->route;
     if (!req->slot) return;
     req->slot = 0;
-    atomic_fetch_sub(rt->limiter == LIM_INGEST ? &a->ingests : &a->queries, 1);
+    atomic_fetch_sub(limiter_busy(app, rt->limiter), 1);
 }
 
 void app_print_routes(FILE *out) {
