@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,9 @@
  * then has no room left for its own error reply; 128 KiB leaves ample room for
  * HTTP_MAX_QUERY_ARGS and long selectors. It is reserved lazily (mmap), per connection. */
 #define HTTP_CONN_MEMORY (128 * 1024)
+
+/* How long a refused upload's connection is drained before it is closed (see linger). */
+#define HTTP_LINGER_MS 1000
 
 struct http_server {
     struct MHD_Daemon *d;
@@ -46,6 +50,8 @@ typedef struct {
     int has_length;         /* Content-Length given: the budget was reserved up front */
     int too_many_args;      /* the query string was cut off (see cut_query) */
     int over_budget;        /* a chunked body ran past max_inflight_body: dropped */
+    int refused;            /* answered on the headers, body unread */
+    uint64_t body_declared; /* Content-Length, or max_body for a chunked body: what linger may drain */
     size_t reserved;        /* bytes of the in-flight budget held */
 } req_ctx_t;
 
@@ -174,6 +180,7 @@ static enum MHD_Result reply(struct MHD_Connection *c, http_req_t *r, http_resp_
 /* Answers before the body is read: MHD then neither reads the body nor keeps the
  * connection, so a refused upload costs no memory and no further time. */
 static enum MHD_Result refuse(struct http_server *s, struct MHD_Connection *c, req_ctx_t *x, http_resp_t *resp) {
+    x->refused = 1;
     deadline_request_arrived(s->deadlines, x->watch);
     return reply(c, &x->pub, resp);
 }
@@ -197,14 +204,16 @@ static enum MHD_Result on_headers(struct http_server *s, struct MHD_Connection *
     r->url = url;
     r->method = method;
     x->headers_seen = 1;
+    uint64_t len = 0;
+    int has = content_length(c, &len);
+    const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding");
+    x->body_declared = has > 0 ? len : te && strcasestr(te, "chunked") ? s->cfg.max_body : 0;
     http_resp_t resp = {.status = 500};
     buf_init(&resp.body);
     if (x->too_many_args)
         return http_error(&resp, 414, "more than %d query parameters", HTTP_MAX_QUERY_ARGS), refuse(s, c, x, &resp);
     if (s->router.admit(s->router.app, r, &resp)) return refuse(s, c, x, &resp);
     x->admitted = 1;
-    uint64_t len = 0;
-    int has = content_length(c, &len);
     if (has > 0 && len > s->cfg.max_body)
         return http_error(&resp, 413, "request body of %llu bytes exceeds --max-body-bytes %zu",
                           (unsigned long long)len, s->cfg.max_body),
@@ -273,16 +282,39 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     return reply(c, r, &resp);
 }
 
+/* A reply sent before the body leaves the client's body arriving at a socket about to
+ * be closed, and the kernel answers that with a reset, which can destroy the reply
+ * before a client that reads only after sending (Python's http.client, many scripts)
+ * sees it. Like nginx's lingering close and Go's server, read and discard what follows
+ * for a moment first (MHD has already shut down its side for writing): no byte is
+ * kept, and the time is capped. */
+static void linger(struct MHD_Connection *c, uint64_t max_bytes) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return;
+    int64_t until = time_now_ns() + (int64_t)HTTP_LINGER_MS * 1000000;
+    char sink[16384];
+    uint64_t drained = 0;
+    while (drained < max_bytes) {
+        int64_t left_ms = (until - time_now_ns()) / 1000000;
+        struct pollfd p = {.fd = ci->connect_fd, .events = POLLIN};
+        if (left_ms <= 0 || poll(&p, 1, (int)left_ms) != 1) return;
+        ssize_t n = recv(ci->connect_fd, sink, sizeof sink, MSG_DONTWAIT);
+        if (n <= 0) return;
+        drained += (uint64_t)n;
+    }
+}
+
 /* Called once per request however it ended (answered, refused, client gone): gives
  * back the router's slot and the body budget. */
 static void on_done(void *cls, struct MHD_Connection *c, void **state, enum MHD_RequestTerminationCode tc) {
-    (void)c, (void)tc;
     struct http_server *s = cls;
     req_ctx_t *x = *state;
     *state = NULL;
     if (!x) return;
     if (x->admitted) s->router.release(s->router.app, &x->pub);
     budget_give(s, x->reserved);
+    if (x->refused && x->body_declared && tc == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+        linger(c, x->body_declared < s->cfg.max_body ? x->body_declared : s->cfg.max_body);
     deadline_request_done(s->deadlines, x->watch);
     req_free(x);
 }
