@@ -51,7 +51,7 @@ typedef struct {
     int too_many_args;      /* the query string was cut off (see cut_query) */
     int over_budget;        /* a chunked body ran past max_inflight_body: dropped */
     int refused;            /* answered on the headers, body unread */
-    uint64_t body_declared; /* Content-Length, or max_body for a chunked body: what linger may drain */
+    uint64_t body_declared; /* POST/PUT Content-Length, or max_body when chunked: what linger may drain */
     size_t reserved;        /* bytes of the in-flight budget held */
 } req_ctx_t;
 
@@ -177,8 +177,9 @@ static enum MHD_Result reply(struct MHD_Connection *c, http_req_t *r, http_resp_
     return rc;
 }
 
-/* Answers before the body is read: MHD then neither reads the body nor keeps the
- * connection, so a refused upload costs no memory and no further time. */
+/* Answers before the body is read: MHD then neither reads a POST or PUT body nor keeps
+ * the connection, so a refused upload costs no memory (linger drains it unread for a
+ * moment at most). */
 static enum MHD_Result refuse(struct http_server *s, struct MHD_Connection *c, req_ctx_t *x, http_resp_t *resp) {
     x->refused = 1;
     deadline_request_arrived(s->deadlines, x->watch);
@@ -207,7 +208,9 @@ static enum MHD_Result on_headers(struct http_server *s, struct MHD_Connection *
     uint64_t len = 0;
     int has = content_length(c, &len);
     const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding");
-    x->body_declared = has > 0 ? len : te && strcasestr(te, "chunked") ? s->cfg.max_body : 0;
+    /* Only POST and PUT: for other methods MHD reads and discards the body itself. */
+    int upload = !strcmp(method, "POST") || !strcmp(method, "PUT");
+    x->body_declared = !upload ? 0 : has > 0 ? len : te && strcasestr(te, "chunked") ? s->cfg.max_body : 0;
     http_resp_t resp = {.status = 500};
     buf_init(&resp.body);
     if (x->too_many_args)

@@ -249,7 +249,15 @@ def http_attacks_body_size_and_inflight_budget():
         st, b = read_response(s)
         assert st == 503 and "max-inflight-body-bytes" in json.loads(b)["error"], (st, b)
         s.close()
-        assert metric(srv, 'hearth_limit_refusals_total{limit="max_inflight_body_bytes"}') == 1
+        # A chunked body has no length to reserve up front: its chunks are counted as
+        # they arrive, dropped once over the budget, and the answer is the same 503.
+        s = connect(srv)
+        s.sendall(head("POST", "/ingest?name=attack.cpu&format=folded", {"Transfer-Encoding": "chunked"}) +
+                  b"9\r\nmain;a 1\n\r\n0\r\n\r\n")
+        st, b = read_response(s)
+        assert st == 503 and "max-inflight-body-bytes" in json.loads(b)["error"], (st, b)
+        s.close()
+        assert metric(srv, 'hearth_limit_refusals_total{limit="max_inflight_body_bytes"}') == 2
         holders.pop().close()  # gives its 1 MiB back
         deadline = time.time() + 5
         while srv.ingest(b"main;a 1\n", name="attack.cpu", format="folded", **{"from": T0})[0] != 200:
