@@ -177,7 +177,9 @@ def http_attacks_stalled_unauthenticated_uploads_cost_no_memory():
         for s in socks:
             statuses.append(read_response(s)[0])
         grown = rss_kib(srv.proc.pid) - base
-        assert grown < 64 * 1024, f"RSS grew by {grown} KiB with 40 stalled uploads"
+        # Buffered, the bodies took 600 MiB; unread, a few MiB (a sanitizer's shadow
+        # memory for 40 connection threads can add some 64 MiB).
+        assert grown < 128 * 1024, f"RSS grew by {grown} KiB with 40 stalled uploads"
         assert statuses == [401] * 40, statuses
         st, _, _ = srv.request("POST", "/ingest?name=attack.cpu&format=folded&from=%d" % T0, b"main;a 1\n",
                                bearer("w-tok"))
