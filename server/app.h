@@ -8,6 +8,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 
 #include "ingest/request.h"
 #include "server/config.h"
@@ -39,7 +40,15 @@ typedef struct app {
     pthread_rwlock_t auth_lock;
 } app_t;
 
-void app_route(void *app, http_req_t *req, http_resp_t *resp);
+/* The router (routes.c), as the HTTP layer's three callbacks (http.h): admit finds the
+ * request's row in the route table and, as the row says, resolves the tenant,
+ * authenticates, checks the role and takes the limiter's slot; handle runs the row's
+ * handler on the full body; release gives the slot back. */
+int app_admit(void *app, http_req_t *req, http_resp_t *resp);
+void app_handle(void *app, http_req_t *req, http_resp_t *resp);
+void app_release(void *app, http_req_t *req);
+/* One line per route: method, exact|prefix, path, role=..., limiter=... (--print-routes). */
+void app_print_routes(FILE *out);
 
 /* The wall-clock deadline of a merge for this request (merge_query_t.deadline_ns). */
 static inline int64_t app_query_deadline(const app_t *a, const http_req_t *req) {

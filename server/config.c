@@ -30,6 +30,7 @@ static const opt_t OPTS[] = {
     {"scrape-config", "", "JSON file of targets to pull profiles from (see README: Scraping)", T_STR, O(scrape_config)},
     {"wal-fsync", "always", "always: fsync the WAL before acknowledging an ingest; none: leave it to the OS", T_FSYNC, O(wal_fsync)},
     {"max-body-bytes", "16MiB", "largest accepted request body", T_SIZE, O(max_body_bytes)},
+    {"max-inflight-body-bytes", "256MiB", "request-body bytes held by all uploads in progress together; past it 503 (at least max-body-bytes; 0 = no cap)", T_SIZE, O(max_inflight_body_bytes)},
     {"max-decompressed-bytes", "128MiB", "largest accepted profile after gunzip (gzip-bomb guard)", T_SIZE, O(max_decompressed_bytes)},
     {"max-samples", "2000000", "most samples accepted in one profile", T_SIZE, O(max_samples)},
     {"max-decode-memory", "1GiB", "memory all concurrent profile decodes may hold together (estimated before decoding); past it 429; 0 = unbounded", T_SIZE, O(max_decode_memory)},
@@ -47,14 +48,16 @@ static const opt_t OPTS[] = {
     {"block-cache-bytes", "1GiB", "decoded blocks kept in memory for queries", T_SIZE, O(block_cache_bytes)},
     {"zstd-level", "3", "zstd compression level of blocks (1-19)", T_INT, O(zstd_level)},
     {"max-connections", "1024", "concurrent HTTP connections", T_INT, O(max_connections)},
+    {"max-connections-per-ip", "64", "concurrent HTTP connections from one client address (0 = no cap; raise it behind a proxy)", T_INT, O(max_connections_per_ip)},
     {"idle-timeout", "120s", "close a connection that sends nothing for this long (slow clients)", T_DURATION, O(idle_timeout_ns)},
+    {"request-read-timeout", "30s", "a request (headers and body) must fully arrive within this, however slowly it trickles; 0 = no limit", T_DURATION, O(request_read_timeout_ns)},
     {"query-timeout", "60s", "a merge running longer stops with 504; 0 = no limit", T_DURATION, O(query_timeout_ns)},
     {"log-level", "info", "debug, info, warn or error", T_LEVEL, O(log_level)},
     {"multitenancy", "false", "true: every request names its tenant in X-Scope-OrgID; false: one tenant, anonymous", T_BOOL, O(multitenancy)},
     {"log-format", "logfmt", "logfmt or json: one line per event either way", T_LOGFMT, O(log_json)},
 };
 #define NOPTS (sizeof OPTS / sizeof *OPTS)
-_Static_assert(NOPTS <= 32, "config_t.raw holds 32 options");
+_Static_assert(NOPTS <= 40, "config_t.raw holds 40 options");
 
 static int parse_size(const char *s, size_t *out) {
     char *end;
@@ -159,6 +162,7 @@ void config_usage(FILE *out) {
     }
     fprintf(out, "  --%-24s read settings from FILE (`key = value` lines); env HEARTH_CONFIG\n", "config FILE");
     fprintf(out, "  --%-24s print every setting with its value and source, then exit\n", "print-config");
+    fprintf(out, "  --%-24s print the HTTP route table (method, path, role, limiter), then exit\n", "print-routes");
     fprintf(out, "  --%-24s show this help\n\nExamples:\n"
                  "  hearth serve --listen 0.0.0.0:4040 --data-dir /var/lib/hearth\n"
                  "  HEARTH_WAL_FSYNC=none hearth serve --config /etc/hearth/hearth.conf\n"

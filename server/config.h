@@ -25,6 +25,7 @@ typedef struct {
     char tls_cert[2048], tls_key[2048];
     wal_fsync_t wal_fsync;
     size_t max_body_bytes;
+    size_t max_inflight_body_bytes;
     size_t max_decompressed_bytes;
     size_t max_samples;
     size_t max_decode_memory;
@@ -39,15 +40,15 @@ typedef struct {
     size_t compact_min_blocks, compact_max_bytes;
     size_t block_cache_bytes;
     int zstd_level;
-    unsigned max_connections;
-    int64_t idle_timeout_ns, query_timeout_ns;
+    unsigned max_connections, max_connections_per_ip;
+    int64_t idle_timeout_ns, request_read_timeout_ns, query_timeout_ns;
     log_level_t log_level;
     int log_json;
     int multitenancy;
     char config_file[2048];
     /* For --print-config: each option's effective text and its source. */
-    char raw[32][512];
-    const char *source[32];
+    char raw[40][512];
+    const char *source[40];
 } config_t;
 
 /* Fills cfg from defaults, config file, environment and argv (argv[0] is skipped; a

@@ -1,9 +1,18 @@
-/* http.c - see http.h. */
+/* http.c - see http.h.
+ *
+ * MHD calls, per request: the URI log callback (request line parsed; we allocate the
+ * request there, since MHD documents it as called once per request) -> on_request
+ * with the headers (admission) -> on_request per body chunk -> on_request once more
+ * (body complete: handle) -> NOTIFY_COMPLETED (release, always, also after a refusal
+ * or a vanished client). Per connection: NOTIFY_CONNECTION STARTED/CLOSED, which
+ * register the socket with the read-deadline watchdog. */
 #include "server/http.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,13 +22,38 @@
 #include "common/jsonw.h"
 #include "common/log.h"
 #include "common/timeparse.h"
+#include "server/deadline.h"
+
+/* MHD's per-connection memory holds the request line, headers and one record per
+ * query parameter. The default 32 KiB runs out on a few hundred parameters, and MHD
+ * then has no room left for its own error reply; 128 KiB leaves ample room for
+ * HTTP_MAX_QUERY_ARGS and long selectors. It is reserved lazily (mmap), per connection. */
+#define HTTP_CONN_MEMORY (128 * 1024)
+
+/* How long a refused upload's connection is drained before it is closed (see linger). */
+#define HTTP_LINGER_MS 1000
 
 struct http_server {
     struct MHD_Daemon *d;
-    http_handler_fn fn;
-    void *app;
-    size_t max_body;
+    http_router_t router;
+    http_config_t cfg;
+    deadline_watch_t *deadlines; /* NULL without a read timeout */
+    atomic_size_t inflight;      /* body bytes reserved by requests in flight */
 };
+
+/* What the HTTP layer keeps per request besides what handlers see. */
+typedef struct {
+    http_req_t pub;
+    deadline_conn_t *watch; /* the connection's deadline entry; may be NULL */
+    int admitted;           /* admit accepted: release is owed */
+    int headers_seen;       /* on_request has run admission */
+    int has_length;         /* Content-Length given: the budget was reserved up front */
+    int too_many_args;      /* the query string was cut off (see cut_query) */
+    int over_budget;        /* a chunked body ran past max_inflight_body: dropped */
+    int refused;            /* answered on the headers, body unread */
+    uint64_t body_declared; /* POST/PUT Content-Length, or max_body when chunked: what linger may drain */
+    size_t reserved;        /* bytes of the in-flight budget held */
+} req_ctx_t;
 
 const char *http_arg(const http_req_t *r, const char *name) {
     return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
@@ -86,11 +120,32 @@ static enum MHD_Result post_field(void *cls, enum MHD_ValueKind kind, const char
     return MHD_YES;
 }
 
-static void req_free(http_req_t *r) {
+static void req_free(req_ctx_t *x) {
+    http_req_t *r = &x->pub;
     if (r->pp) MHD_destroy_post_processor(r->pp);
     buf_free(&r->body);
     for (size_t i = 0; i < r->nfields; i++) buf_free(&r->fields[i].data);
-    free(r);
+    free(x);
+}
+
+/* Frees the body collected so far (a request over the budget keeps none of it). */
+static void drop_body(http_req_t *r) {
+    buf_free(&r->body);
+    for (size_t i = 0; i < r->nfields; i++) buf_free(&r->fields[i].data);
+}
+
+/* Reserves n bytes of the in-flight body budget; -1 (and counted) when it is spent. */
+static int budget_take(struct http_server *s, size_t n) {
+    if (!s->cfg.max_inflight_body) return 0;
+    size_t before = atomic_fetch_add(&s->inflight, n);
+    if (before + n <= s->cfg.max_inflight_body) return 0;
+    atomic_fetch_sub(&s->inflight, n);
+    if (s->cfg.budget_refusals) atomic_fetch_add(s->cfg.budget_refusals, 1);
+    return -1;
+}
+
+static void budget_give(struct http_server *s, size_t n) {
+    if (s->cfg.max_inflight_body && n) atomic_fetch_sub(&s->inflight, n);
 }
 
 static enum MHD_Result send_response(struct MHD_Connection *c, http_resp_t *resp) {
@@ -110,59 +165,211 @@ static enum MHD_Result send_response(struct MHD_Connection *c, http_resp_t *resp
     return rc;
 }
 
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
-                                  const char *version, const char *upload, size_t *upload_size, void **state) {
-    (void)version;
-    struct http_server *s = cls;
-    http_req_t *r = *state;
-    if (!r) {
-        r = calloc(1, sizeof *r);
-        if (!r) return MHD_NO;
-        r->conn = c;
-        r->url = url;
-        r->method = method;
-        r->start_ns = time_now_ns();
-        const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
-        if (ct && !strncasecmp(ct, "multipart/form-data", 19)) {
-            r->multipart = 1;
-            r->pp = MHD_create_post_processor(c, 64 * 1024, post_field, r);
-        }
-        *state = r;
-        return MHD_YES;
-    }
-    if (*upload_size) {
-        size_t n = *upload_size;
-        *upload_size = 0;
-        if (r->body_too_big || r->received + n > s->max_body) {
-            r->body_too_big = 1; /* keep reading so the client gets the 413 */
-            return MHD_YES;
-        }
-        r->received += n;
-        if (r->pp) {
-            if (MHD_post_process(r->pp, upload, n) != MHD_YES) r->multipart = -1;
-        } else {
-            buf_append(&r->body, upload, n);
-        }
-        return MHD_YES;
-    }
-    http_resp_t resp = {.status = 500};
-    buf_init(&resp.body);
-    if (r->body.oom) http_error(&resp, 500, "out of memory reading the body");
-    else s->fn(s->app, r, &resp);
-    size_t resp_len = resp.body.len;
-    enum MHD_Result rc = send_response(c, &resp);
-    buf_free(&resp.body);
+/* Queues resp and logs the request. */
+static enum MHD_Result reply(struct MHD_Connection *c, http_req_t *r, http_resp_t *resp) {
+    size_t resp_len = resp->body.len;
+    enum MHD_Result rc = send_response(c, resp);
+    buf_free(&resp->body);
     /* The path only: query strings can carry names users consider private. */
     log_info("http.request", "tenant=%s method=%s path=%s status=%d req_bytes=%zu resp_bytes=%zu duration_ms=%.2f",
-             resp.tenant ? resp.tenant : "-", method, url, resp.status, r->received, resp_len,
+             resp->tenant ? resp->tenant : "-", r->method, r->url, resp->status, r->received, resp_len,
              (double)(time_now_ns() - r->start_ns) / 1e6);
     return rc;
 }
 
+/* Answers before the body is read: MHD then neither reads a POST or PUT body nor keeps
+ * the connection, so a refused upload costs no memory (linger drains it unread for a
+ * moment at most). */
+static enum MHD_Result refuse(struct http_server *s, struct MHD_Connection *c, req_ctx_t *x, http_resp_t *resp) {
+    x->refused = 1;
+    deadline_request_arrived(s->deadlines, x->watch);
+    return reply(c, &x->pub, resp);
+}
+
+/* The declared body length, if any; -1 for a malformed one. */
+static int content_length(struct MHD_Connection *c, uint64_t *len) {
+    const char *v = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+    if (!v) return 0;
+    char *end;
+    errno = 0;
+    unsigned long long n = strtoull(v, &end, 10);
+    if (errno || end == v || *end) return -1;
+    *len = n;
+    return 1;
+}
+
+/* The first call, headers only: admit or refuse before any body byte is read. */
+static enum MHD_Result on_headers(struct http_server *s, struct MHD_Connection *c, req_ctx_t *x, const char *url,
+                                  const char *method) {
+    http_req_t *r = &x->pub;
+    r->url = url;
+    r->method = method;
+    x->headers_seen = 1;
+    uint64_t len = 0;
+    int has = content_length(c, &len);
+    const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding");
+    /* Only POST and PUT: for other methods MHD reads and discards the body itself. */
+    int upload = !strcmp(method, "POST") || !strcmp(method, "PUT");
+    x->body_declared = !upload ? 0 : has > 0 ? len : te && strcasestr(te, "chunked") ? s->cfg.max_body : 0;
+    http_resp_t resp = {.status = 500};
+    buf_init(&resp.body);
+    if (x->too_many_args)
+        return http_error(&resp, 414, "more than %d query parameters", HTTP_MAX_QUERY_ARGS), refuse(s, c, x, &resp);
+    if (s->router.admit(s->router.app, r, &resp)) return refuse(s, c, x, &resp);
+    x->admitted = 1;
+    if (has > 0 && len > s->cfg.max_body)
+        return http_error(&resp, 413, "request body of %llu bytes exceeds --max-body-bytes %zu",
+                          (unsigned long long)len, s->cfg.max_body),
+               refuse(s, c, x, &resp);
+    if (has > 0 && budget_take(s, (size_t)len))
+        return http_error(&resp, 503, "too many request bodies in flight (--max-inflight-body-bytes %zu); retry later",
+                          s->cfg.max_inflight_body),
+               refuse(s, c, x, &resp);
+    x->has_length = has > 0;
+    x->reserved = has > 0 ? (size_t)len : 0;
+    const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
+    if (ct && !strncasecmp(ct, "multipart/form-data", 19)) {
+        r->multipart = 1;
+        r->pp = MHD_create_post_processor(c, 64 * 1024, post_field, r);
+    }
+    return MHD_YES;
+}
+
+/* A body chunk: kept, or dropped past max_body or the in-flight budget. */
+static void on_body(struct http_server *s, req_ctx_t *x, const char *data, size_t n) {
+    http_req_t *r = &x->pub;
+    if (r->body_too_big || x->over_budget) return;
+    if (r->received + n > s->cfg.max_body) {
+        r->body_too_big = 1; /* chunked (no Content-Length): keep reading so the client gets the 413 */
+        return;
+    }
+    if (!x->has_length) {
+        if (budget_take(s, n)) {
+            x->over_budget = 1; /* MHD cannot answer mid-body: drop the rest, answer 503 at the end */
+            drop_body(r);
+            budget_give(s, x->reserved);
+            x->reserved = 0;
+            return;
+        }
+        x->reserved += n;
+    }
+    r->received += n;
+    if (r->pp) {
+        if (MHD_post_process(r->pp, data, n) != MHD_YES) r->multipart = -1;
+    } else {
+        buf_append(&r->body, data, n);
+    }
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload, size_t *upload_size, void **state) {
+    (void)version;
+    struct http_server *s = cls;
+    req_ctx_t *x = *state;
+    if (!x) return MHD_NO; /* on_uri could not allocate it */
+    if (!x->headers_seen) return on_headers(s, c, x, url, method);
+    if (*upload_size) {
+        on_body(s, x, upload, *upload_size);
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    deadline_request_arrived(s->deadlines, x->watch);
+    http_req_t *r = &x->pub;
+    http_resp_t resp = {.status = 500};
+    buf_init(&resp.body);
+    if (x->over_budget)
+        http_error(&resp, 503, "too many request bodies in flight (--max-inflight-body-bytes %zu); retry later",
+                   s->cfg.max_inflight_body);
+    else if (r->body.oom) http_error(&resp, 500, "out of memory reading the body");
+    else s->router.handle(s->router.app, r, &resp);
+    return reply(c, r, &resp);
+}
+
+/* A reply sent before the body leaves the client's body arriving at a socket about to
+ * be closed, and the kernel answers that with a reset, which can destroy the reply
+ * before a client that reads only after sending (Python's http.client, many scripts)
+ * sees it. Like nginx's lingering close and Go's server, read and discard what follows
+ * for a moment first (MHD has already shut down its side for writing): no byte is
+ * kept, and the time is capped. */
+static void linger(struct MHD_Connection *c, uint64_t max_bytes) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return;
+    int64_t until = time_now_ns() + (int64_t)HTTP_LINGER_MS * 1000000;
+    char sink[16384];
+    uint64_t drained = 0;
+    while (drained < max_bytes) {
+        int64_t left_ms = (until - time_now_ns()) / 1000000;
+        struct pollfd p = {.fd = ci->connect_fd, .events = POLLIN};
+        if (left_ms <= 0 || poll(&p, 1, (int)left_ms) != 1) return;
+        ssize_t n = recv(ci->connect_fd, sink, sizeof sink, MSG_DONTWAIT);
+        if (n <= 0) return;
+        drained += (uint64_t)n;
+    }
+}
+
+/* Called once per request however it ended (answered, refused, client gone): gives
+ * back the router's slot and the body budget. */
 static void on_done(void *cls, struct MHD_Connection *c, void **state, enum MHD_RequestTerminationCode tc) {
-    (void)cls, (void)c, (void)tc;
-    if (*state) req_free(*state);
+    struct http_server *s = cls;
+    req_ctx_t *x = *state;
     *state = NULL;
+    if (!x) return;
+    if (x->admitted) s->router.release(s->router.app, &x->pub);
+    budget_give(s, x->reserved);
+    if (x->refused && x->body_declared && tc == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+        linger(c, x->body_declared < s->cfg.max_body ? x->body_declared : s->cfg.max_body);
+    deadline_request_done(s->deadlines, x->watch);
+    req_free(x);
+}
+
+/* More than HTTP_MAX_QUERY_ARGS parameters: MHD would allocate a record for each from
+ * the connection's fixed memory, run out, and close the connection without a reply.
+ * MHD calls the URI callback with the request line's own buffer before it splits
+ * the arguments (libmicrohttpd 0.9.75 parse_initial_message_line, which documents
+ * the order: "log callback before we modify URI *or* args"), so ending the query
+ * string right after its '?' leaves MHD nothing to split, and on_headers answers 414.
+ * tests/integration/test_http_attacks.py checks the reply on a real socket. */
+static int cut_query(const char *uri) {
+    char *q = strchr(uri, '?');
+    if (!q) return 0;
+    size_t args = 1;
+    for (const char *p = q; *p; p++) args += *p == '&';
+    if (args <= HTTP_MAX_QUERY_ARGS) return 0;
+    q[1] = 0;
+    return 1;
+}
+
+static deadline_conn_t *conn_watch(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+/* The request line arrived: the request begins (MHD: once per request). */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c) {
+    struct http_server *s = cls;
+    req_ctx_t *x = calloc(1, sizeof *x);
+    if (!x) return NULL;
+    x->pub.conn = c;
+    x->pub.start_ns = time_now_ns();
+    x->watch = conn_watch(c);
+    deadline_request_begins(s->deadlines, x->watch);
+    x->too_many_args = cut_query(uri);
+    return x;
+}
+
+/* Registers each connection's socket with the read-deadline watchdog. MHD calls
+ * CLOSED before it closes the fd (see deadline.h). */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+    struct http_server *s = cls;
+    if (!s->deadlines) return;
+    if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        deadline_close(s->deadlines, *socket_context);
+        *socket_context = NULL;
+        return;
+    }
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    *socket_context = ci ? deadline_open(s->deadlines, ci->connect_fd) : NULL;
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
@@ -215,27 +422,21 @@ static char *read_pem(const char *path, hr_err_t *err) {
     return (char *)buf_steal(&b, NULL);
 }
 
-http_server_t *http_start(const char *listen, unsigned max_conns, unsigned idle_timeout_s, size_t max_body,
-                          const char *tls_cert, const char *tls_key, http_handler_fn fn, void *app, hr_err_t *err) {
-    struct sockaddr_in sa;
-    if (parse_listen(listen, &sa, err)) return NULL;
-    if ((tls_cert != NULL) != (tls_key != NULL)) {
-        hr_fail(err, HR_EINVAL, "TLS needs both --tls-cert and --tls-key");
-        return NULL;
+/* Reads the TLS certificate and key, if configured, into NUL-terminated strings. */
+static int load_tls(const http_config_t *cfg, char **cert, char **key, hr_err_t *err) {
+    *cert = *key = NULL;
+    if ((cfg->tls_cert != NULL) != (cfg->tls_key != NULL))
+        return hr_fail(err, HR_EINVAL, "TLS needs both --tls-cert and --tls-key");
+    if (!cfg->tls_cert) return 0;
+    if (!(*cert = read_pem(cfg->tls_cert, err)) || !(*key = read_pem(cfg->tls_key, err))) {
+        free(*cert);
+        *cert = NULL;
+        return -1;
     }
-    char *cert = NULL, *key = NULL;
-    if (tls_cert && (!(cert = read_pem(tls_cert, err)) || !(key = read_pem(tls_key, err)))) {
-        free(cert);
-        return NULL;
-    }
-    http_server_t *s = calloc(1, sizeof *s);
-    if (!s) {
-        hr_fail(err, HR_ENOMEM, "out of memory");
-        return NULL;
-    }
-    s->fn = fn;
-    s->app = app;
-    s->max_body = max_body;
+    return 0;
+}
+
+static struct MHD_Daemon *start_daemon(struct http_server *s, const struct sockaddr_in *sa, char *cert, char *key) {
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG;
     if (cert) flags |= MHD_USE_TLS;
     /* Certificate options only with TLS: MHD warns about them otherwise. */
@@ -243,17 +444,54 @@ http_server_t *http_start(const char *listen, unsigned max_conns, unsigned idle_
                                    {MHD_OPTION_HTTPS_MEM_KEY, 0, key},
                                    {MHD_OPTION_END, 0, NULL}};
     struct MHD_OptionItem none[] = {{MHD_OPTION_END, 0, NULL}};
-    s->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
-                            MHD_OPTION_ARRAY, cert ? tls : none, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-                            MHD_OPTION_CONNECTION_LIMIT, max_conns, MHD_OPTION_CONNECTION_TIMEOUT, idle_timeout_s,
-                            MHD_OPTION_NOTIFY_COMPLETED, on_done, s, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
-                            MHD_OPTION_END);
+    /* No MHD_OPTION_LISTENING_ADDRESS_REUSE: SO_REUSEPORT would let a second server
+     * bind the same port and silently take half the connections. MHD still sets
+     * SO_REUSEADDR, so a restart does not wait for TIME_WAIT. */
+    return MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
+                            MHD_OPTION_ARRAY, cert ? tls : none, MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)sa,
+                            MHD_OPTION_CONNECTION_LIMIT, s->cfg.max_conns, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                            s->cfg.max_conns_per_ip, MHD_OPTION_CONNECTION_TIMEOUT, s->cfg.idle_timeout_s,
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_MEMORY, MHD_OPTION_URI_LOG_CALLBACK,
+                            on_uri, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_NOTIFY_COMPLETED,
+                            on_done, s, MHD_OPTION_END);
+}
+
+http_server_t *http_start(const http_config_t *cfg, const http_router_t *router, hr_err_t *err) {
+    struct sockaddr_in sa;
+    if (parse_listen(cfg->listen, &sa, err)) return NULL;
+    if (cfg->max_inflight_body && cfg->max_inflight_body < cfg->max_body) {
+        hr_fail(err, HR_EINVAL, "--max-inflight-body-bytes (%zu) must be at least --max-body-bytes (%zu)",
+                cfg->max_inflight_body, cfg->max_body);
+        return NULL;
+    }
+    char *cert, *key;
+    if (load_tls(cfg, &cert, &key, err)) return NULL;
+    http_server_t *s = calloc(1, sizeof *s);
+    if (!s) {
+        free(cert);
+        free(key);
+        hr_fail(err, HR_ENOMEM, "out of memory");
+        return NULL;
+    }
+    s->router = *router;
+    s->cfg = *cfg;
+    if (cfg->read_timeout_ns > 0 &&
+        !(s->deadlines = deadline_start(cfg->read_timeout_ns, (int64_t)cfg->idle_timeout_s * 1000000000,
+                                        cfg->read_timeouts, err))) {
+        free(cert);
+        free(key);
+        free(s);
+        return NULL;
+    }
+    s->d = start_daemon(s, &sa, cert, key);
     if (key) memset(key, 0, strlen(key)); /* MHD has parsed the key by now */
     free(cert);
     free(key);
     if (!s->d) {
+        deadline_stop(s->deadlines);
         free(s);
-        hr_fail(err, HR_EIO, "cannot listen on %s (address in use, or the TLS certificate/key is invalid)", listen);
+        hr_fail(err, HR_EIO, "cannot listen on %s: the address is in use (another server?), or the TLS certificate/key is invalid",
+                cfg->listen);
         return NULL;
     }
     return s;
@@ -262,5 +500,6 @@ http_server_t *http_start(const char *listen, unsigned max_conns, unsigned idle_
 void http_stop(http_server_t *s) {
     if (!s) return;
     MHD_stop_daemon(s->d);
+    deadline_stop(s->deadlines); /* after MHD: every connection is closed by now */
     free(s);
 }

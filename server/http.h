@@ -1,13 +1,32 @@
-/* http.h - the HTTP layer: libmicrohttpd underneath, one handler on top.
+/* http.h - the HTTP layer: libmicrohttpd underneath, a router's three callbacks on top.
  *
  * Each connection gets its own thread (MHD thread-per-connection), so a handler
- * may block on fsync or a long merge without stalling other clients. The body is
- * collected up to max_body bytes; past that the rest is read and dropped and the
- * handler sees body_too_big. multipart/form-data bodies are split into fields by
- * MHD's post processor as they arrive. */
+ * may block on fsync or a long merge without stalling other clients.
+ *
+ * A request meets the router twice, and is admitted before its body is read:
+ *   admit   - called once the request line and headers have arrived, before any body
+ *             byte is read: the router finds the route, authenticates, checks the role
+ *             and tenant and takes its concurrency slot. A refusal is sent at once and
+ *             the body is never read (MHD closes the connection after the reply), so
+ *             unauthenticated or excess uploads cost no memory.
+ *   handle  - called with the whole body.
+ *   release - called exactly once for every request admit accepted, when it ends:
+ *             answered, refused later, or abandoned by a client that vanished mid-body.
+ * Between the two the HTTP layer refuses by itself: a Content-Length over max_body
+ * (413, before reading), and a body that would take the bytes held by all in-flight
+ * bodies past max_inflight_body (503; reserved by Content-Length up front, or chunk by
+ * chunk for chunked uploads). A chunked body past max_body is read and dropped and the
+ * handler sees body_too_big. multipart/form-data bodies are split into fields by MHD's
+ * post processor as they arrive.
+ *
+ * Slow clients: each request must fully arrive within read_timeout (deadline.h), one
+ * address may hold at most max_conns_per_ip connections, and a request with more than
+ * HTTP_MAX_QUERY_ARGS query parameters is answered 414 (MHD's per-connection memory
+ * would otherwise run out parsing them and drop the connection without a reply). */
 #ifndef HEARTH_HTTP_H
 #define HEARTH_HTTP_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -15,6 +34,7 @@
 #include "common/err.h"
 
 #define HTTP_MAX_FIELDS 8
+#define HTTP_MAX_QUERY_ARGS 256 /* Hearth's endpoints read a dozen at most */
 
 typedef struct {
     char name[64];
@@ -33,7 +53,9 @@ typedef struct http_req {
     size_t nfields;
     size_t field_bytes;
     int64_t start_ns;
-    char tenant[129]; /* resolved by the router (X-Scope-OrgID or "anonymous") */
+    char tenant[129];   /* resolved by the router (X-Scope-OrgID or "anonymous") */
+    const void *route;  /* the router's: set by admit, read by handle and release */
+    int slot;           /* the router's: what admit holds, for release */
 } http_req_t;
 
 typedef struct {
@@ -45,16 +67,40 @@ typedef struct {
     buf_t body;
 } http_resp_t;
 
+/* Called with the headers only. Returns 0 to read the body and call handle, or -1
+ * with the refusal in resp (sent at once; release is then not called). */
+typedef int (*http_admit_fn)(void *app, http_req_t *req, http_resp_t *resp);
 typedef void (*http_handler_fn)(void *app, http_req_t *req, http_resp_t *resp);
+/* Gives back what admit took; called once per admitted request, on the connection's thread. */
+typedef void (*http_release_fn)(void *app, http_req_t *req);
+
+typedef struct {
+    http_admit_fn admit;
+    http_handler_fn handle;
+    http_release_fn release;
+    void *app;
+} http_router_t;
+
+typedef struct {
+    const char *listen;             /* "host:port" */
+    const char *tls_cert, *tls_key; /* PEM file paths; NULL for plain HTTP */
+    unsigned max_conns;
+    unsigned max_conns_per_ip;      /* 0 = no per-address limit */
+    unsigned idle_timeout_s;        /* close a connection that sends nothing this long */
+    int64_t read_timeout_ns;        /* a request must fully arrive this soon; 0 = no limit */
+    size_t max_body;                /* largest request body */
+    size_t max_inflight_body;       /* bytes of all bodies being received; 0 = no limit */
+    atomic_ullong *budget_refusals; /* bumped per request refused for max_inflight_body; may be NULL */
+    atomic_ullong *read_timeouts;   /* bumped per connection shut by read_timeout; may be NULL */
+} http_config_t;
 
 typedef struct http_server http_server_t;
 
-/* Starts serving on "host:port"; with tls_cert and tls_key (PEM file paths, NULL for
- * plain HTTP) it serves HTTPS through libmicrohttpd's GnuTLS support. A connection
- * that sends nothing for idle_timeout_s seconds is closed (slow clients cannot hold
- * threads). */
-http_server_t *http_start(const char *listen, unsigned max_conns, unsigned idle_timeout_s, size_t max_body,
-                          const char *tls_cert, const char *tls_key, http_handler_fn fn, void *app, hr_err_t *err);
+/* Starts serving cfg->listen; with TLS paths it serves HTTPS through libmicrohttpd's
+ * GnuTLS support. cfg is copied; the counters it points to must outlive the server.
+ * NULL with err when the address is taken or invalid, or TLS material is bad. */
+http_server_t *http_start(const http_config_t *cfg, const http_router_t *router, hr_err_t *err);
+/* Stops accepting, waits for in-flight requests and frees s. */
 void http_stop(http_server_t *s);
 
 /* Query parameter or header (case-insensitive); NULL when absent. Borrowed. */

@@ -143,9 +143,19 @@ static int serve(app_t *a) {
     pthread_sigmask(SIG_BLOCK, &sigs, NULL); /* every thread inherits this; main waits */
     signal(SIGPIPE, SIG_IGN);
     unsigned idle_s = (unsigned)((a->cfg.idle_timeout_ns + 999999999) / 1000000000);
-    http_server_t *http = http_start(a->cfg.listen, a->cfg.max_connections, idle_s, a->cfg.max_body_bytes,
-                                     a->cfg.tls_cert[0] ? a->cfg.tls_cert : NULL, a->cfg.tls_key[0] ? a->cfg.tls_key : NULL,
-                                     app_route, a, &err);
+    http_config_t hc = {.listen = a->cfg.listen,
+                        .tls_cert = a->cfg.tls_cert[0] ? a->cfg.tls_cert : NULL,
+                        .tls_key = a->cfg.tls_key[0] ? a->cfg.tls_key : NULL,
+                        .max_conns = a->cfg.max_connections,
+                        .max_conns_per_ip = a->cfg.max_connections_per_ip,
+                        .idle_timeout_s = idle_s,
+                        .read_timeout_ns = a->cfg.request_read_timeout_ns,
+                        .max_body = a->cfg.max_body_bytes,
+                        .max_inflight_body = a->cfg.max_inflight_body_bytes,
+                        .budget_refusals = &a->metrics.refused[LIMIT_INFLIGHT_BODY],
+                        .read_timeouts = &a->metrics.refused[LIMIT_READ_TIMEOUT]};
+    http_router_t router = {app_admit, app_handle, app_release, a};
+    http_server_t *http = http_start(&hc, &router, &err);
     if (!http) {
         fprintf(stderr, "hearth: %s\n", err.msg);
         store_close(a->store);
@@ -225,6 +235,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "hearth: unknown command `%s`: use serve, push, query, check or version (hearth --help)\n", cmd);
         return 2;
     }
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--print-routes")) {
+            app_print_routes(stdout);
+            return 0;
+        }
     static app_t app; /* large; lives for the process */
     int rc = config_load(&app.cfg, argc, argv, stderr);
     if (rc) return rc > 0 ? 0 : 2;

@@ -6,7 +6,8 @@ static const double BOUNDS[METRICS_NBUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.02
 static const char *REASONS[HR_ELIMIT + 1] = {"ok",      "bad_request",   "unprocessable", "too_large", "not_found",
                                              "storage", "out_of_memory", "internal",      "limited"};
 static const char *LIMITS[LIMIT_COUNT] = {"max_series_per_tenant", "max_concurrent_ingests", "max_concurrent_queries",
-                                          "ingest_rate", "query_timeout"};
+                                          "ingest_rate", "query_timeout", "max_inflight_body_bytes",
+                                          "request_read_timeout"};
 
 void metrics_refused(metrics_t *m, metrics_limit_t which) { m->refused[which]++; }
 

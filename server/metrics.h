@@ -15,10 +15,21 @@
 
 #define METRICS_NBUCKETS 12
 
+typedef enum {
+    LIMIT_SERIES,
+    LIMIT_INGEST_CONCURRENCY,
+    LIMIT_QUERY_CONCURRENCY,
+    LIMIT_INGEST_RATE,
+    LIMIT_QUERY_TIMEOUT,
+    LIMIT_INFLIGHT_BODY,  /* --max-inflight-body-bytes: requests refused */
+    LIMIT_READ_TIMEOUT,   /* --request-read-timeout: connections shut */
+    LIMIT_COUNT
+} metrics_limit_t;
+
 typedef struct {
     atomic_ullong ingest_requests, ingest_profiles, ingest_bytes, ingest_samples;
     atomic_ullong ingest_errors[HR_ELIMIT + 1]; /* by error code */
-    atomic_ullong refused[5]; /* by metrics_limit_t (LIMIT_COUNT) */
+    atomic_ullong refused[LIMIT_COUNT]; /* by metrics_limit_t */
     atomic_ullong ingest_too_big;                  /* bodies over --max-body-bytes */
     atomic_ullong queries, query_errors;
     atomic_ullong query_buckets[METRICS_NBUCKETS + 1]; /* last = +Inf */
@@ -26,14 +37,6 @@ typedef struct {
     atomic_ullong wal_replayed, wal_replay_skipped, wal_corrupt;
 } metrics_t;
 
-typedef enum {
-    LIMIT_SERIES,
-    LIMIT_INGEST_CONCURRENCY,
-    LIMIT_QUERY_CONCURRENCY,
-    LIMIT_INGEST_RATE,
-    LIMIT_QUERY_TIMEOUT,
-    LIMIT_COUNT
-} metrics_limit_t;
 void metrics_refused(metrics_t *m, metrics_limit_t which);
 void metrics_ingest_ok(metrics_t *m, size_t bytes, size_t profiles, size_t samples);
 void metrics_ingest_error(metrics_t *m, hr_code_t code);

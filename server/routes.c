@@ -1,4 +1,13 @@
-/* routes.c - maps method and path to a handler. */
+/* routes.c - the route table: every path Hearth serves, what it needs, who handles it.
+ *
+ * One row per path (or path prefix) says which methods it takes, the role a
+ * credential needs (none for health, metrics and the UI's static files), which
+ * concurrency limiter it runs under and its handler. Admission (app_admit, called by
+ * the HTTP layer with the headers only, before any body byte) is driven by the row:
+ * tenant, authentication, role and the limiter's slot all come from it, so a path
+ * cannot be served without the checks its row states. A path without a row is 404.
+ * `hearth --print-routes` prints the table; the integration tests walk it. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -6,8 +15,7 @@
 #include "common/vec.h"
 
 #include "server/app.h"
-
-static int is(const http_req_t *r, const char *path) { return strcmp(r->url, path) == 0; }
+#include "server/connect.h"
 
 static void health(app_t *a, http_req_t *req, http_resp_t *resp, int readiness) {
     (void)req;
@@ -17,7 +25,7 @@ static void health(app_t *a, http_req_t *req, http_resp_t *resp, int readiness) 
 
 /* Runs compaction until nothing is due (the background thread does the same). */
 static void compact(app_t *a, http_req_t *req, http_resp_t *resp) {
-    if (strcmp(req->method, "POST")) return http_error(resp, 405, "use POST to compact blocks");
+    (void)req;
     hr_err_t err = {0};
     int rc, runs = 0;
     while ((rc = store_compact(a->store, &err)) == 1) runs++;
@@ -29,57 +37,10 @@ static void compact(app_t *a, http_req_t *req, http_resp_t *resp) {
 }
 
 static void flush(app_t *a, http_req_t *req, http_resp_t *resp) {
-    if (strcmp(req->method, "POST")) return http_error(resp, 405, "use POST to flush the head");
+    (void)req;
     hr_err_t err = {0};
     if (store_cut(a->store, &err)) return http_error_from(resp, &err);
     http_reply_text(resp, 200, "application/json", "{\"status\":\"flushed\"}");
-}
-
-/* Fills req->tenant; returns 0, or -1 with resp set. Health, metrics and the UI's
- * static files need no tenant. */
-/* The role a path needs: writes, admin actions, or reads. */
-static role_t needed_role(const http_req_t *req) {
-    if (is(req, "/ingest") || is(req, "/pyroscope/ingest") || is(req, "/push.v1.PusherService/Push") ||
-        is(req, "/api/profiles/writeraw"))
-        return ROLE_WRITE;
-    if (!strncmp(req->url, "/api/v1/admin/", 14)) return ROLE_ADMIN;
-    return ROLE_READ;
-}
-
-/* With --auth-file: the credential decides the tenant and what it may do. */
-static int authenticate(app_t *a, http_req_t *req, http_resp_t *resp) {
-    char tenant[129];
-    role_t role;
-    pthread_rwlock_rdlock(&a->auth_lock);
-    int rc = auth_check(a->auth, http_header(req, "Authorization"), tenant, sizeof tenant, &role);
-    pthread_rwlock_unlock(&a->auth_lock);
-    if (rc) return http_error(resp, 401, "missing or unknown credentials: send Authorization: Bearer TOKEN or Basic"), -1;
-    role_t need = needed_role(req);
-    if (role != ROLE_ADMIN && role != need)
-        return http_error(resp, 403, "this credential has the %s role; %s needs %s", role == ROLE_READ ? "read" : "write",
-                          req->url, need == ROLE_WRITE ? "write" : need == ROLE_READ ? "read" : "admin"), -1;
-    const char *h = http_header(req, "X-Scope-OrgID");
-    if (h && *h && strcmp(h, tenant))
-        return http_error(resp, 403, "X-Scope-OrgID does not match the tenant of this credential"), -1;
-    snprintf(req->tenant, sizeof req->tenant, "%s", tenant);
-    return 0;
-}
-
-static int resolve_tenant(app_t *a, http_req_t *req, http_resp_t *resp) {
-    snprintf(req->tenant, sizeof req->tenant, "%s", APP_TENANT);
-    resp->tenant = req->tenant;
-    int data = !strncmp(req->url, "/api/", 5) || !strncmp(req->url, "/pyroscope/", 11) || is(req, "/ingest") ||
-               is(req, "/render") || is(req, "/label-values") || is(req, "/labels") ||
-               is(req, "/push.v1.PusherService/Push") || !strncmp(req->url, QUERIER_PREFIX, strlen(QUERIER_PREFIX));
-    if (!data) return 0;
-    if (a->cfg.auth_file[0]) return authenticate(a, req, resp); /* not a->auth: SIGHUP swaps it under auth_lock */
-    if (!a->cfg.multitenancy) return 0;
-    const char *t = http_header(req, "X-Scope-OrgID");
-    if (!t || !*t) return http_error(resp, 401, "missing X-Scope-OrgID header: this server runs with --multitenancy"), -1;
-    if (!tenant_id_valid(t))
-        return http_error(resp, 400, "bad X-Scope-OrgID: use 1-128 characters of A-Z a-z 0-9 - _ ."), -1;
-    snprintf(req->tenant, sizeof req->tenant, "%s", t);
-    return 0;
 }
 
 /* Token bucket per tenant: refills at --ingest-rate-limit bytes/s up to two seconds'
@@ -110,94 +71,229 @@ static int rate_allows(app_t *a, const char *tenant, size_t bytes) {
     return ok;
 }
 
-/* Runs a write handler under the ingest limits. */
-static void limited_ingest(app_t *a, http_req_t *req, http_resp_t *resp, void (*fn)(app_t *, http_req_t *, http_resp_t *)) {
-    if (!rate_allows(a, req->tenant, req->received)) {
+static void healthz(app_t *a, http_req_t *req, http_resp_t *resp) { health(a, req, resp, 0); }
+static void ready(app_t *a, http_req_t *req, http_resp_t *resp) { health(a, req, resp, 1); }
+
+static void metrics(app_t *a, http_req_t *req, http_resp_t *resp) {
+    (void)req;
+    buf_t b;
+    buf_init(&b);
+    metrics_render(&a->metrics, a->store, &b);
+    scraper_t *sc = atomic_load(&a->scraper);
+    if (sc) scraper_metrics(sc, &b);
+    http_reply(resp, 200, "text/plain; version=0.0.4", &b);
+}
+
+static void targets(app_t *a, http_req_t *req, http_resp_t *resp) {
+    (void)req;
+    buf_t b;
+    buf_init(&b);
+    scraper_t *sc = atomic_load(&a->scraper);
+    if (sc) scraper_targets_json(sc, &b);
+    else buf_printf(&b, "{\"targets\":[]}");
+    http_reply(resp, 200, "application/json", &b);
+}
+
+/* /api/v1/labels/NAME/values */
+static void label_values(app_t *a, http_req_t *req, http_resp_t *resp) {
+    const char *rest = req->url + strlen("/api/v1/labels/"), *slash = strchr(rest, '/');
+    if (!slash || strcmp(slash, "/values")) return http_error(resp, 404, "no such endpoint: %s", req->url);
+    char name[256];
+    size_t n = (size_t)(slash - rest);
+    if (n >= sizeof name) return http_error(resp, 400, "label name too long");
+    memcpy(name, rest, n);
+    name[n] = 0;
+    api_labels(a, req, resp, name);
+}
+
+static void labels(app_t *a, http_req_t *req, http_resp_t *resp) { api_labels(a, req, resp, NULL); }
+
+typedef enum { M_GET = 1, M_POST = 2 } method_t; /* M_GET admits HEAD too */
+typedef enum { NEED_NONE = 0, NEED_READ = ROLE_READ, NEED_WRITE = ROLE_WRITE, NEED_ADMIN = ROLE_ADMIN } need_t;
+typedef enum { LIM_NONE, LIM_INGEST, LIM_QUERY } limiter_t;
+typedef enum { ERR_JSON, ERR_CONNECT } errfmt_t; /* refusals in Hearth's or Connect's error shape */
+
+typedef struct route {
+    const char *path;
+    int prefix; /* path is a prefix of the URL, not the whole of it */
+    unsigned methods;
+    need_t need;
+    limiter_t limiter;
+    errfmt_t errfmt;
+    void (*fn)(app_t *a, http_req_t *req, http_resp_t *resp);
+} route_t;
+
+/* First match wins; exact rows and prefixes do not overlap. */
+static const route_t ROUTES[] = {
+    /* Writes: agents and push clients. */
+    {"/ingest", 0, M_POST, NEED_WRITE, LIM_INGEST, ERR_JSON, api_ingest},
+    {"/pyroscope/ingest", 0, M_POST, NEED_WRITE, LIM_INGEST, ERR_JSON, api_ingest},
+    {"/push.v1.PusherService/Push", 0, M_POST, NEED_WRITE, LIM_INGEST, ERR_CONNECT, api_push},
+    {"/api/profiles/writeraw", 0, M_POST, NEED_WRITE, LIM_INGEST, ERR_JSON, api_parca_writeraw},
+    /* Merges. */
+    {QUERIER_PREFIX, 1, M_POST, NEED_READ, LIM_QUERY, ERR_CONNECT, api_querier},
+    {"/api/v1/query", 0, M_GET, NEED_READ, LIM_QUERY, ERR_JSON, api_query},
+    {"/api/v1/timeseries", 0, M_GET, NEED_READ, LIM_QUERY, ERR_JSON, api_timeseries},
+    {"/api/v1/diff", 0, M_GET, NEED_READ, LIM_QUERY, ERR_JSON, api_diff},
+    {"/api/v1/profiles", 0, M_GET, NEED_READ, LIM_QUERY, ERR_JSON, api_profiles},
+    {"/pyroscope/render", 0, M_GET, NEED_READ, LIM_QUERY, ERR_JSON, api_pyroscope_render},
+    {"/render", 0, M_GET, NEED_READ, LIM_QUERY, ERR_JSON, api_pyroscope_render},
+    {"/pyroscope/render-diff", 0, M_GET, NEED_READ, LIM_QUERY, ERR_JSON, api_pyroscope_render_diff},
+    {"/render-diff", 0, M_GET, NEED_READ, LIM_QUERY, ERR_JSON, api_pyroscope_render_diff},
+    /* Discovery: scans the index, so it shares the query limiter. */
+    {"/api/v1/series", 0, M_GET, NEED_READ, LIM_QUERY, ERR_JSON, api_series},
+    {"/api/v1/profile-types", 0, M_GET, NEED_READ, LIM_QUERY, ERR_JSON, api_profile_types},
+    {"/api/v1/labels", 0, M_GET, NEED_READ, LIM_QUERY, ERR_JSON, labels},
+    {"/api/v1/labels/", 1, M_GET, NEED_READ, LIM_QUERY, ERR_JSON, label_values},
+    {"/pyroscope/labels", 0, M_GET, NEED_READ, LIM_QUERY, ERR_JSON, api_pyroscope_labels},
+    {"/labels", 0, M_GET, NEED_READ, LIM_QUERY, ERR_JSON, api_pyroscope_labels},
+    {"/pyroscope/label-values", 0, M_GET, NEED_READ, LIM_QUERY, ERR_JSON, api_pyroscope_label_values},
+    {"/label-values", 0, M_GET, NEED_READ, LIM_QUERY, ERR_JSON, api_pyroscope_label_values},
+    {"/api/v1/targets", 0, M_GET, NEED_READ, LIM_NONE, ERR_JSON, targets},
+    /* Administration. */
+    {"/api/v1/admin/flush", 0, M_POST, NEED_ADMIN, LIM_NONE, ERR_JSON, flush},
+    {"/api/v1/admin/compact", 0, M_POST, NEED_ADMIN, LIM_NONE, ERR_JSON, compact},
+    /* Probes and the server's own metrics: no tenant, no credential. */
+    {"/healthz", 0, M_GET, NEED_NONE, LIM_NONE, ERR_JSON, healthz},
+    {"/ready", 0, M_GET, NEED_NONE, LIM_NONE, ERR_JSON, ready},
+    {"/metrics", 0, M_GET, NEED_NONE, LIM_NONE, ERR_JSON, metrics},
+    /* The web UI's static files (web/): public; the data they show comes from the rows above. */
+    {"/", 0, M_GET, NEED_NONE, LIM_NONE, ERR_JSON, static_serve},
+    {"/embed", 0, M_GET, NEED_NONE, LIM_NONE, ERR_JSON, static_serve},
+    {"/index.html", 0, M_GET, NEED_NONE, LIM_NONE, ERR_JSON, static_serve},
+    {"/style.css", 0, M_GET, NEED_NONE, LIM_NONE, ERR_JSON, static_serve},
+    {"/favicon.svg", 0, M_GET, NEED_NONE, LIM_NONE, ERR_JSON, static_serve},
+    {"/js/", 1, M_GET, NEED_NONE, LIM_NONE, ERR_JSON, static_serve},
+};
+#define NROUTES (sizeof ROUTES / sizeof *ROUTES)
+
+static const char *NEED_NAMES[] = {"none", "read", "write", "admin"};
+static const char *LIMITER_NAMES[] = {"none", "ingest", "query"};
+
+static const route_t *route_find(const char *url) {
+    for (size_t i = 0; i < NROUTES; i++) {
+        const route_t *r = &ROUTES[i];
+        if (r->prefix ? !strncmp(url, r->path, strlen(r->path)) : !strcmp(url, r->path)) return r;
+    }
+    return NULL;
+}
+
+static unsigned method_bit(const char *m) {
+    if (!strcmp(m, "GET") || !strcmp(m, "HEAD")) return M_GET;
+    if (!strcmp(m, "POST")) return M_POST;
+    return 0;
+}
+
+/* A refusal in the row's error shape (Grafana reads Connect's). Returns -1. */
+__attribute__((format(printf, 4, 5))) static int refuse(const route_t *rt, http_resp_t *resp, int status,
+                                                        const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (rt && rt->errfmt == ERR_CONNECT) connect_error(resp, status, msg);
+    else http_error(resp, status, "%s", msg);
+    return -1;
+}
+
+/* With --auth-file: the credential decides the tenant and what it may do. */
+static int authenticate(app_t *a, const route_t *rt, http_req_t *req, http_resp_t *resp) {
+    char tenant[129];
+    role_t role;
+    pthread_rwlock_rdlock(&a->auth_lock); /* not a->auth alone: SIGHUP swaps it under auth_lock */
+    int rc = auth_check(a->auth, http_header(req, "Authorization"), tenant, sizeof tenant, &role);
+    pthread_rwlock_unlock(&a->auth_lock);
+    if (rc) return refuse(rt, resp, 401, "missing or unknown credentials: send Authorization: Bearer TOKEN or Basic");
+    if (role != ROLE_ADMIN && (need_t)role != rt->need)
+        return refuse(rt, resp, 403, "this credential has the %s role; %s needs %s", NEED_NAMES[role], req->url,
+                      NEED_NAMES[rt->need]);
+    const char *h = http_header(req, "X-Scope-OrgID");
+    if (h && *h && strcmp(h, tenant))
+        return refuse(rt, resp, 403, "X-Scope-OrgID does not match the tenant of this credential");
+    snprintf(req->tenant, sizeof req->tenant, "%s", tenant);
+    return 0;
+}
+
+/* Fills req->tenant as the row requires; returns 0, or -1 with resp set. */
+static int resolve_tenant(app_t *a, const route_t *rt, http_req_t *req, http_resp_t *resp) {
+    snprintf(req->tenant, sizeof req->tenant, "%s", APP_TENANT);
+    resp->tenant = req->tenant;
+    if (rt->need == NEED_NONE) return 0;
+    if (a->cfg.auth_file[0]) return authenticate(a, rt, req, resp);
+    if (!a->cfg.multitenancy) return 0;
+    const char *t = http_header(req, "X-Scope-OrgID");
+    if (!t || !*t) return refuse(rt, resp, 401, "missing X-Scope-OrgID header: this server runs with --multitenancy");
+    if (!tenant_id_valid(t))
+        return refuse(rt, resp, 400, "bad X-Scope-OrgID: use 1-128 characters of A-Z a-z 0-9 - _ .");
+    snprintf(req->tenant, sizeof req->tenant, "%s", t);
+    return 0;
+}
+
+/* What each limiter counts and how it is named to clients and in /metrics. */
+static const struct {
+    metrics_limit_t metric;
+    const char *what, *flag;
+} LIMITERS[] = {
+    [LIM_INGEST] = {LIMIT_INGEST_CONCURRENCY, "ingests", "--max-concurrent-ingests"},
+    [LIM_QUERY] = {LIMIT_QUERY_CONCURRENCY, "queries", "--max-concurrent-queries"},
+};
+
+static atomic_int *limiter_busy(app_t *a, limiter_t l) { return l == LIM_INGEST ? &a->ingests : &a->queries; }
+
+/* Takes a slot of the row's limiter; -1 (429, counted) when all are busy. */
+static int limiter_take(app_t *a, const route_t *rt, http_req_t *req, http_resp_t *resp) {
+    if (rt->limiter == LIM_NONE) return 0;
+    atomic_int *busy = limiter_busy(a, rt->limiter);
+    unsigned max = rt->limiter == LIM_INGEST ? a->cfg.max_concurrent_ingests : a->cfg.max_concurrent_queries;
+    if (atomic_fetch_add(busy, 1) < (int)max) {
+        req->slot = 1;
+        return 0;
+    }
+    atomic_fetch_sub(busy, 1);
+    metrics_refused(&a->metrics, LIMITERS[rt->limiter].metric);
+    if (rt->limiter == LIM_INGEST) metrics_ingest_error(&a->metrics, HR_ELIMIT);
+    return refuse(rt, resp, 429, "too many concurrent %s (%s %u); retry later", LIMITERS[rt->limiter].what,
+                  LIMITERS[rt->limiter].flag, max);
+}
+
+int app_admit(void *app, http_req_t *req, http_resp_t *resp) {
+    app_t *a = app;
+    const route_t *rt = route_find(req->url);
+    if (!rt) return refuse(NULL, resp, 404, "no such endpoint: %s", req->url);
+    if (!(method_bit(req->method) & rt->methods))
+        return refuse(rt, resp, 405, "%s is not allowed on %s; use %s", req->method, req->url,
+                      rt->methods == M_POST ? "POST" : "GET");
+    if (resolve_tenant(a, rt, req, resp) || limiter_take(a, rt, req, resp)) return -1;
+    req->route = rt;
+    return 0;
+}
+
+void app_handle(void *app, http_req_t *req, http_resp_t *resp) {
+    app_t *a = app;
+    const route_t *rt = req->route;
+    resp->tenant = req->tenant;
+    if (rt->limiter == LIM_INGEST && !rate_allows(a, req->tenant, req->received)) {
         metrics_refused(&a->metrics, LIMIT_INGEST_RATE);
         metrics_ingest_error(&a->metrics, HR_ELIMIT);
-        return http_error(resp, 429, "tenant %s is over its ingest rate (--ingest-rate-limit %zu bytes/s); retry later",
-                          req->tenant, a->cfg.ingest_rate_bytes);
+        return (void)refuse(rt, resp, 429, "tenant %s is over its ingest rate (--ingest-rate-limit %zu bytes/s); retry later",
+                            req->tenant, a->cfg.ingest_rate_bytes);
     }
-    if (atomic_fetch_add(&a->ingests, 1) >= (int)a->cfg.max_concurrent_ingests) {
-        atomic_fetch_sub(&a->ingests, 1);
-        metrics_refused(&a->metrics, LIMIT_INGEST_CONCURRENCY);
-        metrics_ingest_error(&a->metrics, HR_ELIMIT);
-        return http_error(resp, 429, "too many concurrent ingests (--max-concurrent-ingests %u); retry later",
-                          a->cfg.max_concurrent_ingests);
-    }
-    fn(a, req, resp);
-    atomic_fetch_sub(&a->ingests, 1);
+    rt->fn(a, req, resp);
+    if (rt->limiter == LIM_QUERY && resp->status == 504) metrics_refused(&a->metrics, LIMIT_QUERY_TIMEOUT);
 }
 
-static void limited_query(app_t *a, http_req_t *req, http_resp_t *resp, void (*fn)(app_t *, http_req_t *, http_resp_t *)) {
-    if (atomic_fetch_add(&a->queries, 1) >= (int)a->cfg.max_concurrent_queries) {
-        atomic_fetch_sub(&a->queries, 1);
-        metrics_refused(&a->metrics, LIMIT_QUERY_CONCURRENCY);
-        return http_error(resp, 429, "too many concurrent queries (--max-concurrent-queries %u); retry later",
-                          a->cfg.max_concurrent_queries);
-    }
-    fn(a, req, resp);
-    if (resp->status == 504) metrics_refused(&a->metrics, LIMIT_QUERY_TIMEOUT);
-    atomic_fetch_sub(&a->queries, 1);
+void app_release(void *app, http_req_t *req) {
+    const route_t *rt = req->route;
+    if (!req->slot) return;
+    req->slot = 0;
+    atomic_fetch_sub(limiter_busy(app, rt->limiter), 1);
 }
 
-void app_route(void *app, http_req_t *req, http_resp_t *resp) {
-    app_t *a = app;
-    if (resolve_tenant(a, req, resp)) return;
-    if (is(req, "/ingest") || is(req, "/pyroscope/ingest")) return limited_ingest(a, req, resp, api_ingest);
-    if (is(req, "/push.v1.PusherService/Push")) return limited_ingest(a, req, resp, api_push);
-    if (is(req, "/api/profiles/writeraw")) {
-        if (strcmp(req->method, "POST")) return http_error(resp, 405, "use POST for writeraw");
-        return limited_ingest(a, req, resp, api_parca_writeraw);
+void app_print_routes(FILE *out) {
+    for (size_t i = 0; i < NROUTES; i++) {
+        const route_t *r = &ROUTES[i];
+        fprintf(out, "%-4s %-6s %-32s role=%s limiter=%s\n", r->methods == M_POST ? "POST" : "GET",
+                r->prefix ? "prefix" : "exact", r->path, NEED_NAMES[r->need], LIMITER_NAMES[r->limiter]);
     }
-    if (!strncmp(req->url, QUERIER_PREFIX, strlen(QUERIER_PREFIX))) return limited_query(a, req, resp, api_querier);
-    int get = !strcmp(req->method, "GET") || !strcmp(req->method, "HEAD");
-    if (is(req, "/api/v1/admin/flush")) return flush(a, req, resp);
-    if (is(req, "/api/v1/admin/compact")) return compact(a, req, resp);
-    if (!get) return http_error(resp, 405, "%s is not allowed on %s", req->method, req->url);
-    if (is(req, "/healthz")) return health(a, req, resp, 0);
-    if (is(req, "/ready")) return health(a, req, resp, 1);
-    if (is(req, "/metrics")) {
-        buf_t b;
-        buf_init(&b);
-        metrics_render(&a->metrics, a->store, &b);
-        scraper_t *sc = atomic_load(&a->scraper);
-        if (sc) scraper_metrics(sc, &b);
-        return http_reply(resp, 200, "text/plain; version=0.0.4", &b);
-    }
-    if (is(req, "/api/v1/query")) return limited_query(a, req, resp, api_query);
-    if (is(req, "/api/v1/targets")) {
-        buf_t b;
-        buf_init(&b);
-        scraper_t *sc = atomic_load(&a->scraper);
-        if (sc) scraper_targets_json(sc, &b);
-        else buf_printf(&b, "{\"targets\":[]}");
-        return http_reply(resp, 200, "application/json", &b);
-    }
-    if (is(req, "/api/v1/timeseries")) return limited_query(a, req, resp, api_timeseries);
-    if (is(req, "/api/v1/diff")) return limited_query(a, req, resp, api_diff);
-    if (is(req, "/api/v1/profiles")) return limited_query(a, req, resp, api_profiles);
-    if (is(req, "/api/v1/series")) return api_series(a, req, resp);
-    if (is(req, "/api/v1/profile-types")) return api_profile_types(a, req, resp);
-    if (is(req, "/api/v1/labels")) return api_labels(a, req, resp, NULL);
-    const char *pre = "/api/v1/labels/";
-    size_t pl = strlen(pre);
-    if (!strncmp(req->url, pre, pl)) {
-        const char *rest = req->url + pl, *slash = strchr(rest, '/');
-        if (slash && !strcmp(slash, "/values")) {
-            char name[256];
-            size_t n = (size_t)(slash - rest);
-            if (n >= sizeof name) return http_error(resp, 400, "label name too long");
-            memcpy(name, rest, n);
-            name[n] = 0;
-            return api_labels(a, req, resp, name);
-        }
-    }
-    if (is(req, "/pyroscope/render") || is(req, "/render")) return limited_query(a, req, resp, api_pyroscope_render);
-    if (is(req, "/pyroscope/render-diff") || is(req, "/render-diff"))
-        return limited_query(a, req, resp, api_pyroscope_render_diff);
-    if (is(req, "/pyroscope/label-values") || is(req, "/label-values")) return api_pyroscope_label_values(a, req, resp);
-    if (is(req, "/pyroscope/labels") || is(req, "/labels")) return api_pyroscope_labels(a, req, resp);
-    if (!strncmp(req->url, "/api/", 5)) return http_error(resp, 404, "no such endpoint: %s", req->url);
-    static_serve(a, req, resp);
 }

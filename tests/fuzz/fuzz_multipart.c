@@ -31,6 +31,13 @@ static void handler(void *app, http_req_t *req, http_resp_t *resp) {
     http_reply(resp, 200, "text/plain", &b);
 }
 
+static int admit(void *app, http_req_t *req, http_resp_t *resp) {
+    (void)app, (void)req, (void)resp;
+    return 0;
+}
+
+static void release(void *app, http_req_t *req) { (void)app, (void)req; }
+
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc, (void)argv;
     log_set_level(LOG_ERROR);
@@ -43,7 +50,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     char listen[32];
     snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
     hr_err_t err = {0};
-    return http_start(listen, 64, 5, 1 << 20, NULL, NULL, handler, NULL, &err) ? 0 : 1;
+    http_config_t cfg = {.listen = listen, .max_conns = 64, .idle_timeout_s = 5, .read_timeout_ns = 5000000000,
+                         .max_body = 1 << 20, .max_inflight_body = 64 << 20};
+    http_router_t router = {admit, handler, release, NULL};
+    return http_start(&cfg, &router, &err) ? 0 : 1;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {

@@ -1,0 +1,170 @@
+/* deadline.c - see deadline.h.
+ *
+ * The watched connections are a doubly linked list under one mutex: opening and
+ * closing are O(1), and the watchdog's scan is O(connections) a few times a second,
+ * a few microseconds for the 1,024 connections the server allows by default. */
+#include "server/deadline.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "common/log.h"
+
+typedef enum { CONN_READING, CONN_HANDLING, CONN_IDLE } conn_state_t;
+
+struct deadline_conn {
+    struct deadline_conn *prev, *next;
+    int fd;
+    conn_state_t state;
+    int64_t deadline_ns; /* CLOCK_MONOTONIC; meaningful while READING or IDLE */
+    int shut;            /* shutdown already called: do it once */
+};
+
+struct deadline_watch {
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* signalled to stop */
+    pthread_t thread;
+    int stop;
+    int64_t read_ns, idle_ns, tick_ns;
+    struct deadline_conn *head;
+    atomic_ullong *expired;
+};
+
+static int64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Shuts every late connection; called with w->mu held, which keeps each fd open. */
+static void expire_late(deadline_watch_t *w, int64_t now) {
+    for (struct deadline_conn *c = w->head; c; c = c->next) {
+        if (c->shut || c->state == CONN_HANDLING || now < c->deadline_ns) continue;
+        c->shut = 1;
+        shutdown(c->fd, SHUT_RDWR);
+        if (w->expired) atomic_fetch_add(w->expired, 1);
+        log_info("http.read_timeout", "state=%s", c->state == CONN_IDLE ? "idle" : "reading");
+    }
+}
+
+static void *watch_main(void *arg) {
+    deadline_watch_t *w = arg;
+    pthread_mutex_lock(&w->mu);
+    while (!w->stop) {
+        struct timespec ts;
+        int64_t until = mono_ns() + w->tick_ns;
+        ts.tv_sec = until / 1000000000;
+        ts.tv_nsec = until % 1000000000;
+        pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+        if (!w->stop) expire_late(w, mono_ns());
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+deadline_watch_t *deadline_start(int64_t read_timeout_ns, int64_t idle_timeout_ns, atomic_ullong *expired,
+                                 hr_err_t *err) {
+    deadline_watch_t *w = calloc(1, sizeof *w);
+    if (!w) {
+        hr_fail(err, HR_ENOMEM, "out of memory");
+        return NULL;
+    }
+    w->read_ns = read_timeout_ns;
+    /* Past MHD's own idle timeout, which closes silent connections first: what is left
+     * for the watchdog is a next request line trickled in to keep the connection. */
+    w->idle_ns = idle_timeout_ns + read_timeout_ns;
+    /* A tenth of the timeout, within [50 ms, 1 s]: late by at most that much. */
+    w->tick_ns = read_timeout_ns / 10;
+    if (w->tick_ns < 50000000) w->tick_ns = 50000000;
+    if (w->tick_ns > 1000000000) w->tick_ns = 1000000000;
+    w->expired = expired;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&w->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (pthread_create(&w->thread, NULL, watch_main, w)) {
+        pthread_cond_destroy(&w->cv);
+        pthread_mutex_destroy(&w->mu);
+        free(w);
+        hr_fail(err, HR_EINTERNAL, "cannot start the read-deadline thread");
+        return NULL;
+    }
+    return w;
+}
+
+void deadline_stop(deadline_watch_t *w) {
+    if (!w) return;
+    pthread_mutex_lock(&w->mu);
+    w->stop = 1;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->thread, NULL);
+    /* MHD closed every connection before we were called; nothing should be left. */
+    while (w->head) {
+        struct deadline_conn *c = w->head;
+        w->head = c->next;
+        free(c);
+    }
+    pthread_cond_destroy(&w->cv);
+    pthread_mutex_destroy(&w->mu);
+    free(w);
+}
+
+deadline_conn_t *deadline_open(deadline_watch_t *w, int fd) {
+    struct deadline_conn *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->fd = fd;
+    c->state = CONN_READING;
+    c->deadline_ns = mono_ns() + w->read_ns;
+    pthread_mutex_lock(&w->mu);
+    c->next = w->head;
+    if (w->head) w->head->prev = c;
+    w->head = c;
+    pthread_mutex_unlock(&w->mu);
+    return c;
+}
+
+/* Moves c to state; a READING or IDLE state gets its deadline `after` from now. */
+static void set_state(deadline_watch_t *w, deadline_conn_t *c, conn_state_t state, int64_t after) {
+    if (!c) return;
+    int64_t now = mono_ns();
+    pthread_mutex_lock(&w->mu);
+    c->state = state;
+    c->deadline_ns = now + after;
+    pthread_mutex_unlock(&w->mu);
+}
+
+void deadline_request_begins(deadline_watch_t *w, deadline_conn_t *c) {
+    if (!c) return;
+    int64_t now = mono_ns();
+    pthread_mutex_lock(&w->mu);
+    if (c->state == CONN_IDLE) {
+        c->state = CONN_READING;
+        c->deadline_ns = now + w->read_ns;
+    }
+    pthread_mutex_unlock(&w->mu);
+}
+
+void deadline_request_arrived(deadline_watch_t *w, deadline_conn_t *c) {
+    set_state(w, c, CONN_HANDLING, 0);
+}
+
+void deadline_request_done(deadline_watch_t *w, deadline_conn_t *c) {
+    set_state(w, c, CONN_IDLE, w->idle_ns);
+}
+
+void deadline_close(deadline_watch_t *w, deadline_conn_t *c) {
+    if (!c) return;
+    pthread_mutex_lock(&w->mu);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        w->head = c->next;
+    if (c->next) c->next->prev = c->prev;
+    pthread_mutex_unlock(&w->mu);
+    free(c);
+}

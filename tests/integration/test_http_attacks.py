@@ -1,0 +1,364 @@
+"""HTTP-layer attacks (issue 10): each test performs the attack on a real server over
+loopback sockets and checks the server refuses it early and keeps serving others.
+
+Covered: every route of the table (read from `hearth --print-routes`) refuses requests
+without a credential, with the wrong role, or without a tenant; uploads are refused
+before their body is read (credentials, concurrency, Content-Length, the in-flight body
+budget), so stalled uploads cost no memory; slowloris clients are cut off by the
+request read deadline and one address cannot take every connection; a second server
+cannot share the port; hundreds of query parameters get a 4xx, not a dropped connection.
+"""
+import json
+import os
+import re
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.parse
+
+import run
+from run import Server, test, T0, CPU
+
+
+def routes():
+    """The route table as the binary prints it: [(method, prefix?, path, role, limiter)]."""
+    out = subprocess.run([run.ARGS.binary, "--print-routes"], capture_output=True, text=True, check=True).stdout
+    rows = []
+    for line in out.splitlines():
+        m = re.match(r"^(GET|POST)\s+(exact|prefix)\s+(\S+)\s+role=(\w+)\s+limiter=(\w+)$", line)
+        assert m, line
+        rows.append((m.group(1), m.group(2) == "prefix", m.group(3), m.group(4), m.group(5)))
+    return rows
+
+
+def rss_kib(pid):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def connect(srv, timeout=5):
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=timeout)
+    s.settimeout(timeout)
+    return s
+
+
+def head(method, path, headers=None, length=None):
+    h = {"Host": "127.0.0.1", **(headers or {})}
+    if length is not None:
+        h["Content-Length"] = str(length)
+    return (f"{method} {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in h.items()) + "\r\n").encode()
+
+
+def read_response(s):
+    """(status, body) of one response on s; (None, b"") if the server closed without one."""
+    data = b""
+    try:
+        while b"\r\n\r\n" not in data:
+            chunk = s.recv(65536)
+            if not chunk:
+                return None, b""
+            data += chunk
+        hdr, _, body = data.partition(b"\r\n\r\n")
+        m = re.search(rb"(?im)^content-length:\s*(\d+)", hdr)
+        while m and len(body) < int(m.group(1)):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            body += chunk
+    except (ConnectionError, socket.timeout):
+        if b"\r\n\r\n" not in data:
+            return None, b""
+        hdr, _, body = data.partition(b"\r\n\r\n")
+    return int(hdr.split(b" ", 2)[1]), body
+
+
+def metric(srv, name):
+    for line in srv.get("/metrics")[1].decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[-1])
+    raise AssertionError(f"{name} not in /metrics")
+
+
+def write_tokens():
+    path = os.path.join(run.ARGS.tmp, "attack-tokens")
+    open(path, "w").write("bearer w-tok team-a write\nbearer r-tok team-a read\nbearer a-tok team-a admin\n")
+    return path
+
+
+def bearer(t):
+    return {"Authorization": "Bearer " + t} if t else {}
+
+
+def example_url(method, prefix, path):
+    """A URL the row serves; prefix rows get a real suffix."""
+    if not prefix:
+        return path
+    return path + {"/querier.v1.QuerierService/": "LabelNames", "/api/v1/labels/": "service_name/values",
+                   "/js/": "app.js"}[path]
+
+
+def refusal_only(url, b):
+    """A refusal body: an error and nothing else (Hearth's or Connect's shape), no data."""
+    doc = json.loads(b)
+    assert set(doc) <= {"error", "code", "message"} and b"secretfn" not in b, (url, b[:200])
+
+
+@test
+def http_attacks_every_route_needs_its_role_and_tenant():
+    rows = routes()
+    # Every path the server answers is a row; the walk below covers each one.
+    assert len(rows) == 33, len(rows)
+    paths = {r[2] for r in rows}
+    for p in ("/render-diff", "/pyroscope/render-diff", "/api/v1/labels", "/labels", "/label-values", "/js/"):
+        assert p in paths, p
+    wrong = {"read": ["w-tok"], "write": ["r-tok"], "admin": ["r-tok", "w-tok"]}
+    right = {"read": "r-tok", "write": "w-tok", "admin": "a-tok"}
+    with Server(extra=["--auth-file", write_tokens()]) as srv:
+        st, _, _ = srv.request("POST", "/ingest?name=attack.cpu&format=folded&from=%d" % T0, b"main;secretfn 5\n",
+                               bearer("w-tok"))
+        assert st == 200
+        span = "from=%d&until=%d" % (T0 - 10, T0 + 60)
+        for method, prefix, path, role, _ in rows:
+            url = example_url(method, prefix, path)
+            q = ("?query=" + urllib.parse.quote(CPU) + "&leftQuery=attack.cpu&rightQuery=attack.cpu&" + span +
+                 "&leftFrom=%d&leftUntil=%d&rightFrom=%d&rightUntil=%d" % (T0 - 10, T0 + 60, T0 - 10, T0 + 60))
+            body = b"{}" if method == "POST" else None
+            hdr = {"Content-Type": "application/json"} if method == "POST" else {}
+            if role == "none":
+                st, b, _ = srv.request(method, url, body, hdr)
+                assert st == 200, (url, st, b[:200])
+                continue
+            st, b, _ = srv.request(method, url + q, body, hdr)
+            assert st == 401, (url, "no credential", st, b[:200])
+            refusal_only(url, b)
+            for tok in wrong[role]:
+                st, b, _ = srv.request(method, url + q, body, {**hdr, **bearer(tok)})
+                assert st == 403, (url, tok, st, b[:200])
+                refusal_only(url, b)
+            if role in ("read", "admin"):  # the right role gets past admission (ingest rows were used above)
+                st, b, _ = srv.request(method, url + q, body, {**hdr, **bearer(right[role])})
+                assert st not in (401, 403, 404, 405), (url, st, b[:200])
+        st, b, _ = srv.request("GET", "/render-diff" + q, None, bearer("r-tok"))
+        assert st == 200 and b"secretfn" in b, (st, b[:200])  # the data is there for the right credential
+        for path in ("/nope", "/api/v1/nope", "/pyroscope/nope", "/js", "/web/index.html"):
+            st, b, _ = srv.request("GET", path)
+            assert st == 404 and json.loads(b)["error"], (path, st, b[:200])
+    # With --multitenancy and no auth file, every data row needs X-Scope-OrgID.
+    with Server(extra=["--multitenancy"]) as srv:
+        for method, prefix, path, role, _ in rows:
+            if role == "none":
+                continue
+            url = example_url(method, prefix, path)
+            st, b, _ = srv.request(method, url, b"{}" if method == "POST" else None, {"Content-Type": "application/json"})
+            assert st == 401 and b"X-Scope-OrgID" in b, (url, st, b[:200])
+
+
+@test
+def http_attacks_stalled_unauthenticated_uploads_cost_no_memory():
+    """40 clients announce a 16 MiB upload without a credential, send what they can and
+    stall: each is refused after its headers, so the server's memory stays flat."""
+    with Server(extra=["--auth-file", write_tokens()]) as srv:
+        base = rss_kib(srv.proc.pid)
+        socks, statuses = [], []
+        chunk = b"x" * (1 << 20)
+        for _ in range(40):
+            s = connect(srv, timeout=2)
+            s.sendall(head("POST", "/ingest?name=attack.cpu&format=folded", length=16 << 20))
+            try:
+                for _ in range(15):  # 15 of the 16 MiB, then stall
+                    s.sendall(chunk)
+            except (ConnectionError, socket.timeout):
+                pass
+            socks.append(s)
+        for s in socks:
+            statuses.append(read_response(s)[0])
+        grown = rss_kib(srv.proc.pid) - base
+        # Buffered, the bodies took 600 MiB; unread, a few MiB (a sanitizer's shadow
+        # memory for 40 connection threads can add some 64 MiB).
+        assert grown < 128 * 1024, f"RSS grew by {grown} KiB with 40 stalled uploads"
+        assert statuses == [401] * 40, statuses
+        st, _, _ = srv.request("POST", "/ingest?name=attack.cpu&format=folded&from=%d" % T0, b"main;a 1\n",
+                               bearer("w-tok"))
+        assert st == 200
+        for s in socks:
+            s.close()
+
+
+@test
+def http_attacks_busy_limits_refuse_before_the_body():
+    """With every ingest (or query) slot taken by an upload in progress, the next one is
+    answered 429 right after its headers, without the client sending its body; a
+    client that vanishes mid-body gives its slot back."""
+    with Server(extra=["--max-concurrent-ingests", "1", "--max-concurrent-queries", "1"]) as srv:
+        body = b"main;a 1\n"
+        holder = connect(srv)
+        holder.sendall(head("POST", "/ingest?name=attack.cpu&format=folded&from=%d" % T0, length=len(body)) + body[:-1])
+        time.sleep(0.3)
+        late = connect(srv)
+        late.sendall(head("POST", "/ingest?name=attack.cpu&format=folded", length=1 << 20))
+        st, b = read_response(late)  # no body byte was sent
+        assert st == 429 and "max-concurrent-ingests" in json.loads(b)["error"], (st, b)
+        holder.sendall(body[-1:])
+        assert read_response(holder)[0] == 200
+        holder.close()
+        # A client that disconnects mid-body releases its slot.
+        quitter = connect(srv)
+        quitter.sendall(head("POST", "/ingest?name=attack.cpu&format=folded", length=100) + b"main;")
+        time.sleep(0.3)
+        quitter.close()
+        deadline = time.time() + 5
+        while srv.ingest(body, name="attack.cpu", format="folded", **{"from": T0})[0] != 200:
+            assert time.time() < deadline, "the vanished client's ingest slot was not released"
+            time.sleep(0.1)
+        assert metric(srv, 'hearth_limit_refusals_total{limit="max_concurrent_ingests"}') >= 1
+        # Discovery shares the query limiter with merges: hold the one query slot with a
+        # Connect call whose body has not finished arriving.
+        q = connect(srv)
+        q.sendall(head("POST", "/querier.v1.QuerierService/LabelNames", {"Content-Type": "application/json"}, 2) + b"{")
+        time.sleep(0.3)
+        for path in ("/api/v1/labels", "/api/v1/series", "/api/v1/profile-types", "/labels", "/pyroscope/labels",
+                     "/label-values?label=service_name", "/api/v1/labels/service_name/values"):
+            st, b = srv.get(path)
+            assert st == 429 and "max-concurrent-queries" in json.loads(b)["error"], (path, st, b)
+        q.sendall(b"}")
+        assert read_response(q)[0] == 200
+        q.close()
+        assert srv.get("/api/v1/labels")[0] == 200
+
+
+@test
+def http_attacks_body_size_and_inflight_budget():
+    """A Content-Length over --max-body-bytes is refused (413) before the body, and the
+    bodies in flight together stay within --max-inflight-body-bytes (503, counted)."""
+    with Server(extra=["--max-body-bytes", "1MiB", "--max-inflight-body-bytes", "2MiB"]) as srv:
+        s = connect(srv)
+        s.sendall(head("POST", "/ingest?name=attack.cpu&format=folded", length=(1 << 20) + 1))
+        st, b = read_response(s)
+        assert st == 413 and "max-body-bytes" in json.loads(b)["error"], (st, b)
+        s.close()
+        holders = []
+        for _ in range(2):  # 2 x 1 MiB announced: the whole budget
+            h = connect(srv)
+            h.sendall(head("POST", "/ingest?name=attack.cpu&format=folded&from=%d" % T0, length=1 << 20) + b"main;")
+            holders.append(h)
+        time.sleep(0.3)
+        s = connect(srv)
+        s.sendall(head("POST", "/ingest?name=attack.cpu&format=folded", length=1 << 10))
+        st, b = read_response(s)
+        assert st == 503 and "max-inflight-body-bytes" in json.loads(b)["error"], (st, b)
+        s.close()
+        # A chunked body has no length to reserve up front: its chunks are counted as
+        # they arrive, dropped once over the budget, and the answer is the same 503.
+        s = connect(srv)
+        s.sendall(head("POST", "/ingest?name=attack.cpu&format=folded", {"Transfer-Encoding": "chunked"}) +
+                  b"9\r\nmain;a 1\n\r\n0\r\n\r\n")
+        st, b = read_response(s)
+        assert st == 503 and "max-inflight-body-bytes" in json.loads(b)["error"], (st, b)
+        s.close()
+        assert metric(srv, 'hearth_limit_refusals_total{limit="max_inflight_body_bytes"}') == 2
+        holders.pop().close()  # gives its 1 MiB back
+        deadline = time.time() + 5
+        while srv.ingest(b"main;a 1\n", name="attack.cpu", format="folded", **{"from": T0})[0] != 200:
+            assert time.time() < deadline, "the budget was not released"
+            time.sleep(0.1)
+        for h in holders:
+            h.close()
+    bad = Server(extra=["--max-body-bytes", "4MiB", "--max-inflight-body-bytes", "1MiB"])
+    try:
+        bad.start()
+    except RuntimeError as e:
+        assert "max-inflight-body-bytes" in str(e), e
+        bad.log.close()
+    else:
+        bad.stop()
+        raise AssertionError("a budget below --max-body-bytes was accepted")
+
+
+@test
+def http_attacks_slowloris_is_cut_off_and_one_address_is_capped():
+    """Clients trickling one header byte at a time are closed by --request-read-timeout
+    while others are served; --max-connections-per-ip caps what one address holds."""
+    with Server(extra=["--request-read-timeout", "2s", "--max-connections-per-ip", "12"]) as srv:
+        slow = [connect(srv) for _ in range(8)]
+        for s in slow:
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        start, closed = time.time(), {}
+        while len(closed) < len(slow) and time.time() - start < 8:
+            for i, s in enumerate(slow):
+                if i in closed:
+                    continue
+                try:
+                    s.sendall(b"X")  # one byte every 0.25 s: never idle
+                except OSError:
+                    closed[i] = time.time() - start
+            assert srv.get("/healthz")[0] == 200  # others are served meanwhile
+            time.sleep(0.25)
+        assert len(closed) == len(slow), f"only {len(closed)} of {len(slow)} slow clients were cut off"
+        assert all(1.5 < t < 5 for t in closed.values()), closed
+        for s in slow:
+            s.close()
+        assert metric(srv, 'hearth_limit_refusals_total{limit="request_read_timeout"}') >= len(slow)
+        # A slow body is cut off the same way.
+        s = connect(srv)
+        s.sendall(head("POST", "/ingest?name=attack.cpu&format=folded", length=1000))
+        t = time.time()
+        try:
+            while time.time() - t < 8:
+                s.sendall(b"m")
+                time.sleep(0.25)
+        except OSError:
+            pass
+        assert time.time() - t < 5, "a trickled body outlived the read timeout"
+        s.close()
+        # One address holds at most 12 connections; the 13th is closed at once.
+        idle = [connect(srv) for _ in range(12)]
+        time.sleep(0.3)
+        extra = connect(srv)
+        extra.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert read_response(extra)[0] is None
+        extra.close()
+        for s in idle:
+            s.close()
+        deadline = time.time() + 5
+        while True:
+            try:
+                if srv.get("/healthz")[0] == 200:
+                    break
+            except OSError:
+                pass
+            assert time.time() < deadline
+            time.sleep(0.1)
+
+
+@test
+def http_attacks_second_server_on_the_same_port_exits():
+    with Server() as srv:
+        other = tempfile.mkdtemp(prefix="hearth-second-", dir=run.ARGS.tmp)
+        p = subprocess.Popen([run.ARGS.binary, "--listen", f"127.0.0.1:{srv.port}", "--data-dir", other],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            out, err = p.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
+            raise AssertionError("a second server started on a port already in use")
+        assert p.returncode != 0 and "cannot listen" in err and str(srv.port) in err, (p.returncode, err)
+        assert srv.get("/healthz")[0] == 200
+
+
+@test
+def http_attacks_many_query_parameters_get_a_4xx():
+    with Server() as srv:
+        for n in (500, 2000, 8000):
+            s = connect(srv)
+            q = "&".join(f"p{i}=v{i}" for i in range(n))
+            s.sendall(head("GET", "/api/v1/labels?" + q, {"Connection": "close"}))
+            st, b = read_response(s)
+            s.close()
+            assert st is not None and 400 <= st < 500, (n, st, b[:200])
+        # A normal number of parameters still works.
+        assert srv.get("/api/v1/labels", **{f"p{i}": "v" for i in range(100)})[0] == 200
