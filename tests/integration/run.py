@@ -860,6 +860,18 @@ def random_kill9_loop_loses_nothing_and_corrupts_nothing():
         assert metric(srv, "hearth_blocks_corrupt") == 0
 
 
+def fill_disk(mnt, leave):
+    """Fills the file system at mnt with a file `filler`, then frees `leave` bytes of it."""
+    path = os.path.join(mnt, "filler")
+    with open(path, "ab", buffering=0) as f:
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+        except OSError:
+            pass
+    os.truncate(path, max(0, os.path.getsize(path) - leave))
+
+
 @test
 def disk_full_gives_503_keeps_data_and_recovers():
     mnt = tempfile.mkdtemp(prefix="hearth-tmpfs-", dir=ARGS.tmp)
@@ -869,15 +881,7 @@ def disk_full_gives_503_keeps_data_and_recovers():
         body = open(os.path.join(ARGS.testdata, "pprof", "go-runtime-cpu-00.pb.gz"), "rb").read()
         each = pprof_raw(os.path.join(ARGS.testdata, "pprof", "go-runtime-cpu-00.pb.gz"))[1][1]
         with Server(data_dir, log_dir=ARGS.tmp) as srv:
-            # Fill the disk, leaving a little room.
-            with open(os.path.join(mnt, "filler"), "wb") as f:
-                try:
-                    while True:
-                        f.write(b"\0" * 65536)
-                        f.flush()
-                except OSError:
-                    pass
-            os.truncate(os.path.join(mnt, "filler"), os.path.getsize(os.path.join(mnt, "filler")) - 200 * 1024)
+            fill_disk(mnt, 200 * 1024)  # leaving a little room
             codes, acked = [], 0
             for i in range(200):
                 st, b = srv.ingest(body, name="full", format="pprof", **{"from": T0 + i})

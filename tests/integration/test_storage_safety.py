@@ -120,19 +120,6 @@ def damaged_wal_record_in_the_middle_loses_only_that_record():
     assert r.returncode == 0, r.stdout
 
 
-def fill_disk(mnt, leave):
-    """Fills the tmpfs at mnt, then frees `leave` bytes."""
-    path = os.path.join(mnt, "filler")
-    with open(path, "ab", buffering=0) as f:
-        try:
-            while True:
-                f.write(b"\0" * 65536)
-                f.flush()
-        except OSError:
-            pass
-    os.truncate(path, max(0, os.path.getsize(path) - leave))
-
-
 @test
 def crash_on_a_full_disk_restarts_read_only_and_recovers():
     mnt = tempfile.mkdtemp(prefix="hearth-tmpfs-", dir=run.ARGS.tmp)
@@ -146,7 +133,7 @@ def crash_on_a_full_disk_restarts_read_only_and_recovers():
         for i in range(3):
             assert srv.ingest(body, name="full", format="pprof", **{"from": T0 + i})[0] == 200
             acked += 1
-        fill_disk(mnt, 0)
+        run.fill_disk(mnt, 0)
         # Refused uploads of new series leave nothing behind.
         for i in range(3):
             st, b = srv.ingest(body, name=f"orphan{i}", format="pprof", **{"from": T0 + i})
