@@ -43,6 +43,7 @@ void connect_error(http_resp_t *resp, int status, const char *msg) {
     jsonw_str(&b, msg);
     buf_putc(&b, '}');
     http_reply(resp, status, "application/json", &b);
+    http_set_reason(resp, msg);
 }
 
 ProtobufCMessage *connect_read(const http_req_t *req, connect_codec_t codec, const ProtobufCMessageDescriptor *desc,

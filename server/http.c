@@ -97,6 +97,7 @@ void http_error(http_resp_t *resp, int status, const char *fmt, ...) {
     buf_printf(&b, "}");
     resp->content_encoding = NULL;
     resp->content_disposition = NULL;
+    http_set_reason(resp, msg);
     http_reply(resp, status, "application/json", &b);
 }
 
@@ -159,21 +160,43 @@ static enum MHD_Result send_response(struct MHD_Connection *c, http_resp_t *resp
     MHD_add_response_header(mr, "Content-Type", resp->content_type ? resp->content_type : "application/json");
     if (resp->content_encoding) MHD_add_response_header(mr, "Content-Encoding", resp->content_encoding);
     if (resp->content_disposition) MHD_add_response_header(mr, "Content-Disposition", resp->content_disposition);
+    if (resp->allow) MHD_add_response_header(mr, "Allow", resp->allow);
     MHD_add_response_header(mr, "Cache-Control", "no-store");
     enum MHD_Result rc = MHD_queue_response(c, (unsigned)resp->status, mr);
     MHD_destroy_response(mr);
     return rc;
 }
 
-/* Queues resp and logs the request. */
+void http_set_reason(http_resp_t *resp, const char *msg) {
+    /* Double quotes would end the logfmt value early. */
+    size_t i = 0;
+    for (; msg[i] && i + 1 < sizeof resp->reason; i++) resp->reason[i] = msg[i] == '"' ? '\'' : msg[i];
+    resp->reason[i] = 0;
+}
+
+static void client_addr(struct MHD_Connection *c, char *out, size_t n) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    snprintf(out, n, "-");
+    if (ci && ci->client_addr && ci->client_addr->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)ci->client_addr)->sin_addr, out, (socklen_t)n);
+}
+
+/* Queues resp and logs the request: health probes at debug (they come every few
+ * seconds), failures with their reason and the client's address. */
 static enum MHD_Result reply(struct MHD_Connection *c, http_req_t *r, http_resp_t *resp) {
     size_t resp_len = resp->body.len;
     enum MHD_Result rc = send_response(c, resp);
     buf_free(&resp->body);
+    char addr[64];
+    client_addr(c, addr, sizeof addr);
+    int probe = !strcmp(r->url, "/healthz") || !strcmp(r->url, "/ready");
+    log_level_t level = probe && resp->status < 500 ? LOG_DEBUG : resp->status >= 500 ? LOG_WARN : LOG_INFO;
     /* The path only: query strings can carry names users consider private. */
-    log_info("http.request", "tenant=%s method=%s path=%s status=%d req_bytes=%zu resp_bytes=%zu duration_ms=%.2f",
-             resp->tenant ? resp->tenant : "-", r->method, r->url, resp->status, r->received, resp_len,
-             (double)(time_now_ns() - r->start_ns) / 1e6);
+    log_event(level, "http.request",
+              "tenant=%s client=%s method=%s path=%s status=%d req_bytes=%zu resp_bytes=%zu duration_ms=%.2f%s%s%s",
+              resp->tenant ? resp->tenant : "-", addr, r->method, r->url, resp->status, r->received, resp_len,
+              (double)(time_now_ns() - r->start_ns) / 1e6, resp->status >= 400 ? " err=\"" : "",
+              resp->status >= 400 ? resp->reason : "", resp->status >= 400 ? "\"" : "");
     return rc;
 }
 

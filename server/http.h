@@ -63,6 +63,8 @@ typedef struct {
     const char *content_type;
     const char *content_encoding; /* NULL for none */
     const char *content_disposition;
+    const char *allow; /* the Allow header of a 405; NULL for none */
+    char reason[200];  /* an error answer's message, for the request log */
     const char *tenant; /* for the request log; set by handlers that resolve one */
     buf_t body;
 } http_resp_t;
@@ -115,5 +117,7 @@ void http_reply_text(http_resp_t *resp, int status, const char *content_type, co
 /* A JSON {"error": "..."} response. */
 void http_error(http_resp_t *resp, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void http_error_from(http_resp_t *resp, const hr_err_t *err);
+/* Keeps an error answer's message for the request log (http_error does it). */
+void http_set_reason(http_resp_t *resp, const char *msg);
 
 #endif

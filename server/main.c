@@ -16,8 +16,8 @@
 #include "common/log.h"
 #include "common/timeparse.h"
 #include "server/app.h"
+#include "server/version.h"
 
-#define HEARTH_VERSION "0.1.0"
 
 typedef struct {
     app_t *app;

@@ -1,6 +1,14 @@
 /* metrics.c - see metrics.h. */
 #include "server/metrics.h"
 
+#include <dirent.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "server/version.h"
+
 static const double BOUNDS[METRICS_NBUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                                 0.1,   0.25,   0.5,   1,    2.5,   10};
 static const char *REASONS[HR_ELIMIT + 1] = {"ok",      "bad_request",   "unprocessable", "too_large", "not_found",
@@ -32,30 +40,73 @@ void metrics_query(metrics_t *m, double s, int failed) {
     m->query_sum_us += (unsigned long long)(s * 1e6);
 }
 
-void metrics_render(metrics_t *m, store_t *st, buf_t *o) {
-    store_stats_t s;
-    store_stats(st, &s);
-    buf_printf(o, "# HELP hearth_ingest_requests_total Ingest requests received.\n# TYPE hearth_ingest_requests_total counter\n");
-    buf_printf(o, "hearth_ingest_requests_total %llu\n", (unsigned long long)m->ingest_requests);
-    buf_printf(o, "# HELP hearth_ingested_profiles_total Profiles stored (one per sample type and series).\n"
-                  "# TYPE hearth_ingested_profiles_total counter\nhearth_ingested_profiles_total %llu\n",
-               (unsigned long long)m->ingest_profiles);
-    buf_printf(o, "# HELP hearth_ingested_bytes_total Request body bytes of accepted ingests.\n"
-                  "# TYPE hearth_ingested_bytes_total counter\nhearth_ingested_bytes_total %llu\n",
-               (unsigned long long)m->ingest_bytes);
-    buf_printf(o, "# HELP hearth_ingested_samples_total Samples accepted.\n"
-                  "# TYPE hearth_ingested_samples_total counter\nhearth_ingested_samples_total %llu\n",
-               (unsigned long long)m->ingest_samples);
-    buf_printf(o, "# HELP hearth_ingest_errors_total Rejected ingests by reason.\n# TYPE hearth_ingest_errors_total counter\n");
+/* One metric family's HELP and TYPE lines: promtool (and Prometheus) want them for
+ * every family, before its samples. */
+static void family(buf_t *o, const char *name, const char *type, const char *help) {
+    buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void scalar(buf_t *o, const char *name, const char *type, const char *help, unsigned long long v) {
+    family(o, name, type, help);
+    buf_printf(o, "%s %llu\n", name, v);
+}
+
+/* process_* as the Prometheus client libraries export them, from /proc/self. */
+static void render_process(buf_t *o) {
+    long tick = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+    unsigned long long utime = 0, stime = 0, start = 0, vsize = 0, btime = 0;
+    long long rss = 0;
+    FILE *f = fopen("/proc/self/stat", "r");
+    if (f) {
+        /* Fields 14, 15 (utime, stime), 22 (starttime), 23 (vsize), 24 (rss); the
+         * command name (field 2) may hold spaces, so skip past its closing ')'. */
+        char line[1024];
+        const char *p = fgets(line, sizeof line, f) ? strrchr(line, ')') : NULL;
+        if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d %*d %*d %*d %*d %llu %llu %lld",
+                        &utime, &stime, &start, &vsize, &rss) != 5)
+            utime = stime = start = vsize = 0, rss = 0;
+        fclose(f);
+    }
+    if ((f = fopen("/proc/stat", "r"))) {
+        char line[256];
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "btime %llu", &btime) == 1) break;
+        fclose(f);
+    }
+    unsigned long long fds = 0;
+    DIR *d = opendir("/proc/self/fd");
+    for (struct dirent *e; d && (e = readdir(d));) fds += e->d_name[0] != '.';
+    if (d) closedir(d);
+    struct rlimit rl = {0};
+    getrlimit(RLIMIT_NOFILE, &rl);
+    family(o, "process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.");
+    buf_printf(o, "process_cpu_seconds_total %.2f\n", (double)(utime + stime) / (double)tick);
+    scalar(o, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", (unsigned long long)(rss * page));
+    scalar(o, "process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.", vsize);
+    scalar(o, "process_open_fds", "gauge", "Number of open file descriptors.", fds - 1 /* opendir's own */);
+    scalar(o, "process_max_fds", "gauge", "Maximum number of open file descriptors.", (unsigned long long)rl.rlim_cur);
+    family(o, "process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds.");
+    buf_printf(o, "process_start_time_seconds %.2f\n", (double)btime + (double)start / (double)tick);
+}
+
+static void render_ingest(const metrics_t *m, buf_t *o) {
+    scalar(o, "hearth_ingest_requests_total", "counter", "Ingest requests received.", m->ingest_requests);
+    scalar(o, "hearth_ingested_profiles_total", "counter", "Profiles stored (one per sample type and series).",
+           m->ingest_profiles);
+    scalar(o, "hearth_ingested_bytes_total", "counter", "Request body bytes of accepted ingests.", m->ingest_bytes);
+    scalar(o, "hearth_ingested_samples_total", "counter", "Samples accepted.", m->ingest_samples);
+    family(o, "hearth_ingest_errors_total", "counter", "Rejected ingests by reason.");
     for (int i = 1; i <= HR_ELIMIT; i++)
         buf_printf(o, "hearth_ingest_errors_total{reason=\"%s\"} %llu\n", REASONS[i], (unsigned long long)m->ingest_errors[i]);
-    buf_printf(o, "# HELP hearth_limit_refusals_total Requests refused by a limit.\n# TYPE hearth_limit_refusals_total counter\n");
+    family(o, "hearth_limit_refusals_total", "counter", "Requests refused by a limit.");
     for (int i = 0; i < LIMIT_COUNT; i++)
         buf_printf(o, "hearth_limit_refusals_total{limit=\"%s\"} %llu\n", LIMITS[i], (unsigned long long)m->refused[i]);
-    buf_printf(o, "# HELP hearth_queries_total Query requests.\n# TYPE hearth_queries_total counter\n"
-                  "hearth_queries_total %llu\nhearth_query_errors_total %llu\n",
-               (unsigned long long)m->queries, (unsigned long long)m->query_errors);
-    buf_printf(o, "# HELP hearth_query_duration_seconds Query latency.\n# TYPE hearth_query_duration_seconds histogram\n");
+}
+
+static void render_queries(const metrics_t *m, buf_t *o) {
+    scalar(o, "hearth_queries_total", "counter", "Query requests.", m->queries);
+    scalar(o, "hearth_query_errors_total", "counter", "Query requests that failed.", m->query_errors);
+    family(o, "hearth_query_duration_seconds", "histogram", "Query latency.");
     unsigned long long cum = 0;
     for (int i = 0; i < METRICS_NBUCKETS; i++) {
         cum += m->query_buckets[i];
@@ -65,23 +116,38 @@ void metrics_render(metrics_t *m, store_t *st, buf_t *o) {
     buf_printf(o, "hearth_query_duration_seconds_bucket{le=\"+Inf\"} %llu\n", cum);
     buf_printf(o, "hearth_query_duration_seconds_sum %.6f\nhearth_query_duration_seconds_count %llu\n",
                (double)m->query_sum_us / 1e6, cum);
-    buf_printf(o, "# HELP hearth_head_bytes Memory held by the in-memory head.\n# TYPE hearth_head_bytes gauge\n"
-                  "hearth_head_bytes %zu\nhearth_head_profiles %zu\nhearth_head_samples %zu\n",
-               s.head_bytes, s.head_profiles, s.head_samples);
-    buf_printf(o, "# HELP hearth_head_symbols Deduplicated symbols in the head, by table.\n# TYPE hearth_head_symbols gauge\n"
-                  "hearth_head_symbols{table=\"strings\"} %zu\nhearth_head_symbols{table=\"functions\"} %zu\n"
+}
+
+static void render_storage(const metrics_t *m, const store_stats_t *s, buf_t *o) {
+    scalar(o, "hearth_head_bytes", "gauge", "Memory held by the in-memory heads.", s->head_bytes);
+    scalar(o, "hearth_head_profiles", "gauge", "Profiles in the in-memory heads.", s->head_profiles);
+    scalar(o, "hearth_head_samples", "gauge", "Samples in the in-memory heads.", s->head_samples);
+    family(o, "hearth_head_symbols", "gauge", "Deduplicated symbols in the heads, by table.");
+    buf_printf(o, "hearth_head_symbols{table=\"strings\"} %zu\nhearth_head_symbols{table=\"functions\"} %zu\n"
                   "hearth_head_symbols{table=\"locations\"} %zu\nhearth_head_symbols{table=\"stacks\"} %zu\n",
-               s.head_strings, s.head_functions, s.head_locations, s.head_stacks);
-    buf_printf(o, "# HELP hearth_blocks Blocks in the catalog.\n# TYPE hearth_blocks gauge\nhearth_blocks %zu\n"
-                  "hearth_block_bytes %zu\nhearth_blocks_corrupt %zu\nhearth_head_cuts_total %llu\n"
-                  "hearth_retention_deleted_blocks_total %llu\nhearth_compactions_total %llu\n"
-                  "hearth_compacted_blocks_total %llu\n",
-               s.blocks, s.block_bytes, s.blocks_corrupt, (unsigned long long)s.cuts,
-               (unsigned long long)s.retention_deleted, (unsigned long long)s.compactions,
-               (unsigned long long)s.compacted_blocks);
-    buf_printf(o, "# HELP hearth_series Series in the index.\n# TYPE hearth_series gauge\nhearth_series %zu\n", s.series);
-    buf_printf(o, "hearth_wal_segment_bytes %llu\nhearth_wal_replayed_records_total %llu\n"
-                  "hearth_wal_replay_skipped_total %llu\nhearth_wal_corrupt_records_total %llu\n",
-               (unsigned long long)s.wal_bytes, (unsigned long long)m->wal_replayed,
-               (unsigned long long)m->wal_replay_skipped, (unsigned long long)m->wal_corrupt);
+               s->head_strings, s->head_functions, s->head_locations, s->head_stacks);
+    scalar(o, "hearth_blocks", "gauge", "Blocks in the catalog.", s->blocks);
+    scalar(o, "hearth_block_bytes", "gauge", "Bytes of the blocks in the catalog.", s->block_bytes);
+    scalar(o, "hearth_blocks_corrupt", "gauge", "Blocks that failed to load (skipped by queries).", s->blocks_corrupt);
+    scalar(o, "hearth_head_cuts_total", "counter", "Heads cut into blocks.", s->cuts);
+    scalar(o, "hearth_retention_deleted_blocks_total", "counter", "Blocks deleted by retention.", s->retention_deleted);
+    scalar(o, "hearth_compactions_total", "counter", "Compaction runs done.", s->compactions);
+    scalar(o, "hearth_compacted_blocks_total", "counter", "Blocks replaced by compaction.", s->compacted_blocks);
+    scalar(o, "hearth_series", "gauge", "Series in the index.", s->series);
+    scalar(o, "hearth_wal_segment_bytes", "gauge", "Bytes in the current WAL segment.", s->wal_bytes);
+    scalar(o, "hearth_wal_replayed_records_total", "counter", "WAL records replayed at start.", m->wal_replayed);
+    scalar(o, "hearth_wal_replay_skipped_total", "counter", "WAL records replay could not apply.", m->wal_replay_skipped);
+    scalar(o, "hearth_wal_corrupt_records_total", "counter",
+           "Damaged WAL regions skipped at start between intact records (run hearth check).", m->wal_corrupt);
+}
+
+void metrics_render(metrics_t *m, store_t *st, buf_t *o) {
+    store_stats_t s;
+    store_stats(st, &s);
+    family(o, "hearth_build_info", "gauge", "Hearth's version; always 1.");
+    buf_printf(o, "hearth_build_info{version=\"%s\"} 1\n", HEARTH_VERSION);
+    render_ingest(m, o);
+    render_queries(m, o);
+    render_storage(m, &s, o);
+    render_process(o);
 }

@@ -261,9 +261,11 @@ int app_admit(void *app, http_req_t *req, http_resp_t *resp) {
     app_t *a = app;
     const route_t *rt = route_find(req->url);
     if (!rt) return refuse(NULL, resp, 404, "no such endpoint: %s", req->url);
-    if (!(method_bit(req->method) & rt->methods))
+    if (!(method_bit(req->method) & rt->methods)) {
+        resp->allow = rt->methods == M_POST ? "POST" : "GET, HEAD"; /* RFC 9110: a 405 names what is allowed */
         return refuse(rt, resp, 405, "%s is not allowed on %s; use %s", req->method, req->url,
                       rt->methods == M_POST ? "POST" : "GET");
+    }
     if (resolve_tenant(a, rt, req, resp) || limiter_take(a, rt, req, resp)) return -1;
     req->route = rt;
     return 0;

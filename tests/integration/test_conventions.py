@@ -50,3 +50,30 @@ def upload_format_is_told_by_content_when_not_named():
         r = run.cli("push", path, "--name", "cli-jfr", "--from", str(T0), "--server", f"http://127.0.0.1:{srv.port}")
         assert r.returncode == 0, r.stdout + r.stderr
         assert run.query(srv, CPU + '{service_name="cli-jfr"}')["total"] > 0
+
+
+@test
+def metrics_pass_promtool_and_405_names_allowed_methods():
+    with Server() as srv:
+        assert srv.ingest(data("pprof/go-runtime-cpu-00.pb.gz"), name="m", format="pprof", **{"from": T0})[0] == 200
+        text = srv.get("/metrics")[1]
+        r = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, timeout=60)
+        assert r.returncode == 0, (r.stdout + r.stderr).decode()
+        names = {l.split()[2] for l in text.decode().splitlines() if l.startswith("# TYPE")}
+        samples = {l.split("{")[0].split()[0] for l in text.decode().splitlines() if l and not l.startswith("#")}
+        missing = {s for s in samples if s not in names and not any(s.startswith(n + "_") for n in names)}
+        assert not missing, missing  # every family has HELP/TYPE
+        for want in ("process_cpu_seconds_total", "process_resident_memory_bytes", "process_open_fds",
+                     "process_start_time_seconds", "hearth_build_info"):
+            assert want in samples, want
+        st, body, hdr = srv.request("GET", "/ingest")
+        assert st == 405 and hdr.get("Allow") == "POST", (st, hdr)
+        st, body, hdr = srv.request("POST", "/api/v1/query", b"")
+        assert st == 405 and hdr.get("Allow") == "GET, HEAD", (st, hdr)
+        srv.get("/healthz")
+        srv.get("/api/v1/query", query="{", **{"from": "now-1h"})
+    log = open(os.path.join(srv.log_dir, "server.log")).read().splitlines()
+    reqs = [l for l in log if "msg=http.request" in l]
+    assert not any("path=/healthz" in l and "level=info" in l for l in reqs), "probes log at debug"
+    bad = [l for l in reqs if "path=/api/v1/query" in l and "status=400" in l]
+    assert bad and "client=127.0.0.1" in bad[0] and 'err="' in bad[0], bad
