@@ -83,9 +83,14 @@ build/rel/unit-tests: $(call objs,$(REL_DIR)) $(patsubst %.c,$(REL_DIR)/%.o,$(UN
 build/asan/unit-tests: $(call objs,$(ASAN_DIR)) $(patsubst %.c,$(ASAN_DIR)/%.o,$(UNIT_SRC))
 	$(CXX) $(ASAN_FLAGS) -o $@ $^ $(PKG_LIBS)
 
+# `make run PORT=4050 DATA_DIR=/tmp/h`: the server logs `server.ready url=...` once it
+# answers (after WAL replay); until then the build and start are still running.
+PORT     ?= 4040
+DATA_DIR ?= ./data
 run: deps
-	$(MAKE) hearth
-	./hearth serve --listen 127.0.0.1:4040 --data-dir ./data
+	@$(MAKE) --no-print-directory hearth
+	@echo "hearth: starting on http://127.0.0.1:$(PORT)/ (data in $(DATA_DIR)); wait for msg=server.ready"
+	./hearth serve --listen 127.0.0.1:$(PORT) --data-dir $(DATA_DIR)
 
 TESTDATA ?= $(abspath ../shared/testdata)
 test: test-deps

@@ -191,6 +191,8 @@ static int serve(app_t *a) {
         atomic_store(&a->scraper, sc);
     }
     atomic_store(&a->ready, 1);
+    log_info("server.ready", "url=%s://%s/ data_dir=%s", a->cfg.tls_cert[0] ? "https" : "http", a->cfg.listen,
+             a->cfg.data_dir);
     cutter_t cut = {.app = a, .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
     pthread_t th;
     pthread_create(&th, NULL, cutter_main, &cut);

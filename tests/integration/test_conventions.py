@@ -6,6 +6,8 @@ import subprocess
 import run
 from run import CPU, T0, Server, test
 
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
 
 def data(rel):
     return open(os.path.join(run.ARGS.testdata, rel), "rb").read()
@@ -77,3 +79,35 @@ def metrics_pass_promtool_and_405_names_allowed_methods():
     assert not any("path=/healthz" in l and "level=info" in l for l in reqs), "probes log at debug"
     bad = [l for l in reqs if "path=/api/v1/query" in l and "status=400" in l]
     assert bad and "client=127.0.0.1" in bad[0] and 'err="' in bad[0], bad
+
+
+def readme_tour():
+    """The shell lines of the README's tour block (after `make run`), continuations joined."""
+    text = open(os.path.join(ROOT, "README.md")).read()
+    block = text.split("## 60-second tour", 1)[1].split("```sh", 2)[2].split("```", 1)[0]
+    lines, cur = [], ""
+    for line in block.splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        cur += line.rstrip("\\").rstrip() + " "
+        if not line.endswith("\\"):
+            lines.append(cur.strip())
+            cur = ""
+    return lines
+
+
+@test
+def readme_tour_runs_from_a_clone():
+    tour = readme_tour()
+    assert len(tour) >= 5 and any("docs/examples/cpu.pb.gz" in l for l in tour), tour
+    with Server() as srv:
+        for line in tour:
+            cmd = line.replace("127.0.0.1:4040", f"127.0.0.1:{srv.port}").replace("./hearth ", run.ARGS.binary + " ")
+            if cmd.startswith("curl") or "| curl" in cmd:
+                cmd = cmd.replace("curl -g", "curl -g -f -s -S")
+            if "./hearth query" in line:
+                cmd += f" --server http://127.0.0.1:{srv.port}"
+            r = subprocess.run(["bash", "-c", cmd], cwd=ROOT, capture_output=True, text=True, timeout=120)
+            assert r.returncode == 0, (line, r.stdout[-500:], r.stderr[-500:])
+            if "format=top" in line:
+                assert '"total":1960000000' in r.stdout, r.stdout[:300]  # the example profile's CPU
