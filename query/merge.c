@@ -114,6 +114,12 @@ static int fold_segment(scan_ctx_t *c, const segment_t *seg) {
     return rc;
 }
 
+static void note_span(merge_result_t *r, const seg_profile_t *p) {
+    int64_t end = p->time_ns + (p->duration_ns > 0 ? p->duration_ns : 0);
+    if (!r->profiles || p->time_ns < r->first_ns) r->first_ns = p->time_ns;
+    if (!r->profiles || end > r->end_ns) r->end_ns = end;
+}
+
 static int merge_segment(scan_ctx_t *c, const segment_t *seg) {
     merge_result_t *r = c->r;
     int touched = 0;
@@ -130,6 +136,7 @@ static int merge_segment(scan_ctx_t *c, const segment_t *seg) {
             if (!n) return -1;
             w = 1.0 / *n;
         }
+        note_span(r, p);
         r->profiles++;
         r->total += (double)p->total * w;
         if (r->nbuckets) {

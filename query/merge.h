@@ -37,6 +37,10 @@ typedef struct {
     ptype_parts_t type;
     int gauge;
     uint64_t profiles;
+    /* The span the merged profiles cover: the earliest start and the latest end
+     * (time + duration); both 0 when no profile was merged. A merged pprof is
+     * dated by these, not by the query range, which may start at 0. */
+    int64_t first_ns, end_ns;
     double total;
     double *timeline; /* nbuckets values from tl_start, tl_step apart */
     size_t nbuckets;

@@ -348,7 +348,7 @@ static ProtobufCMessage *select_merge_profile(qctx_t *c, const ProtobufCMessage 
     buf_init(&raw);
     ProtobufCMessage *p = NULL;
     if (run_merge(c, q->profile_typeid, q->label_selector, q->start, q->end, 0, 1, &m, &from, &until) == 0 &&
-        render_pprof_raw(&m, from, until, &raw, &c->err) == 0) {
+        render_pprof_raw(&m, &raw, &c->err) == 0) {
         /* Unpacked into the arena so both codecs encode the same message. */
         ProtobufCAllocator al = arena_pb_allocator(c->arena);
         if (!(p = protobuf_c_message_unpack(&perftools__profiles__profile__descriptor, &al, raw.len, raw.data))) oom(c);

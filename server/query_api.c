@@ -88,7 +88,7 @@ static void run_merge(app_t *a, http_req_t *req, http_resp_t *resp, const select
     tree_t t = {0};
     int rc = merge_run(a->store, &q, &m, &err);
     if (rc == 0 && is_pprof) {
-        rc = render_pprof(&m, r->from, r->until, &out, &err);
+        rc = render_pprof(&m, &out, &err);
     } else if (rc == 0 && (rc = tree_build(&t, &m, &err)) == 0) {
         long long limit = num_arg(req, "limit", 0);
         if (is_fg) rc = render_flamegraph(&t, &m, (size_t)max_nodes, &out);

@@ -7,6 +7,7 @@
 
 #include "ingest/gzip.h"
 #include "ingest/pprof.h"
+#include "ingest/profile.pb-c.h"
 #include "common/timeparse.h"
 #include "ingest/request.h"
 #include "query/catalog.h"
@@ -441,7 +442,7 @@ void test_pprof_output(void) {
     CHECK(merge_run(s, &q, &m, &err) == 0);
     buf_t out;
     buf_init(&out);
-    CHECK(render_pprof(&m, 0, 200 * S, &out, &err) == 0);
+    CHECK(render_pprof(&m, &out, &err) == 0);
     /* Re-decode our own output: the total must be the input's (1.96 s). */
     batch_init(&b);
     labels_t l;
@@ -455,6 +456,14 @@ void test_pprof_output(void) {
     CHECK_STR(b.p[0].profile_type, "process_cpu:cpu:nanoseconds:cpu:nanoseconds");
     batch_destroy(&b);
     labels_destroy(&l);
+    buf_free(&out);
+    /* Dated by the profile, not by the query range [0, 200 s] (issue 11.6): it was
+     * taken at 100 s and its own duration_nanos is 1,204,887,616 ns. */
+    buf_init(&out);
+    CHECK(render_pprof_raw(&m, &out, &err) == 0);
+    Perftools__Profiles__Profile *pp = perftools__profiles__profile__unpack(NULL, out.len, out.data);
+    CHECK(pp && pp->time_nanos == 100 * S && pp->duration_nanos == 1204887616);
+    if (pp) perftools__profiles__profile__free_unpacked(pp, NULL);
     buf_free(&out);
     merge_result_destroy(&m);
     selector_destroy(&sel);
