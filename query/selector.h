@@ -10,9 +10,12 @@
  * selector_parse, within a fixed memory budget; one that RE2 refuses (bad syntax,
  * a repetition count over 1000, a backreference, too large a program) fails the
  * parse with HR_EINVAL, so the client gets a 400. Matching is linear in the label
- * value. Values are quoted with " or ' (backslash escapes, so a regex's `\d` is
- * written "\\d" as in PromQL) or, as in Pyroscope names, bare. The pseudo-labels
- * __profile_type__ and __name__ match the type id and its first part. */
+ * value. Values are PromQL string literals, decoded as Prometheus decodes them:
+ * "..." and '...' with Go's escapes (\n \t \\ \xNN \NNN \uNNNN \UNNNNNNNN and
+ * the quote itself; any other escape, such as a regex's `\d`, is a 400: write
+ * "\\d"), `...` raw with no escapes; or, as in Pyroscope names, bare. The
+ * pseudo-labels __profile_type__ and __name__ match the type id and its first
+ * part (process_cpu, memory, ...). */
 #ifndef HEARTH_SELECTOR_H
 #define HEARTH_SELECTOR_H
 

@@ -122,6 +122,58 @@ static int selects(const char *sel_text, const labels_t *l) {
     return rc;
 }
 
+/* The value of the first matcher of text, decoded; NULL when text does not parse. */
+static char *first_value(const char *text) {
+    selector_t s;
+    hr_err_t err = {0};
+    char *v = selector_parse(text, &s, &err) == 0 && s.n ? strdup(s.m[0].value) : NULL;
+    selector_destroy(&s);
+    return v;
+}
+
+/* Selector values are PromQL string literals: Go escapes in "..." and '...', raw
+ * backticks, and an escape Prometheus does not know is an error (issue 11.7). */
+void test_selector_string_escapes(void) {
+    static const struct {
+        const char *text, *want; /* want NULL: refused */
+    } cases[] = {
+        {"{a=\"x\\ny\\tz\"}", "x\ny\tz"},
+        {"{a=\"q\\\"q\"}", "q\"q"},
+        {"{a='q\\'q'}", "q'q"},
+        {"{a=\"\\\\d+\"}", "\\d+"},
+        {"{a='\\\\d+'}", "\\d+"},
+        {"{a=`\\d+`}", "\\d+"},
+        {"{a=`a\"b'c\\n`}", "a\"b'c\\n"},
+        {"{a=\"\\x41\\101\\u00e9\\U0001F600\"}", "AA\xc3\xa9\xf0\x9f\x98\x80"},
+        {"{a=\"\\a\\b\\f\\r\\v\"}", "\a\b\f\r\v"},
+        {"{a=\"\"}", ""},
+        {"{a=\"\\d+\"}", NULL},     /* PromQL: unknown escape sequence */
+        {"{a=\"\\'\"}", NULL},      /* the other quote is not an escape in "..." */
+        {"{a='\\\"'}", NULL},
+        {"{a=\"\\x4\"}", NULL},     /* too few digits */
+        {"{a=\"\\400\"}", NULL},    /* octal over 255 */
+        {"{a=\"\\uD800\"}", NULL},  /* a surrogate is not a code point */
+        {"{a=\"\\U00110000\"}", NULL},
+        {"{a=\"x\ny\"}", NULL},     /* a raw newline ends nothing: unterminated */
+        {"{a=`abc}", NULL},
+        {"{a=\"abc\\", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char *v = first_value(cases[i].text);
+        if (cases[i].want) CHECK_STR(v, cases[i].want);
+        else CHECK(v == NULL);
+        free(v);
+    }
+    /* The regex a user meant: "\\d+", '\\d+' and `\d+` all select digits. */
+    labels_t l;
+    labels_init(&l);
+    labels_set(&l, "pod", "web-42");
+    const char *digits[] = {"{pod=~\"web-\\\\d+\"}", "{pod=~'web-\\\\d+'}", "{pod=~`web-\\d+`}"};
+    for (size_t i = 0; i < 3; i++) CHECK_INT(selects(digits[i], &l), 1);
+    CHECK_INT(selects("{pod=~\"web-\\d+\"}", &l), -1);
+    labels_destroy(&l);
+}
+
 static double now_s(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
