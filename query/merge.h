@@ -9,13 +9,17 @@
  *
  * Gauges (inuse_*, goroutines) are averaged over time per series, then summed
  * across series, as Pyroscope does: merging 6 heap snapshots of one process gives
- * its typical heap, not six times it. Everything else is summed. */
+ * its typical heap, not six times it. Everything else is summed.
+ *
+ * With a call site (callsite.h), a profile's value is the sum of its samples whose
+ * stacks have that prefix, so the flame graph, the total and the time series agree. */
 #ifndef HEARTH_MERGE_H
 #define HEARTH_MERGE_H
 
 #include <stdint.h>
 
 #include "common/ptype.h"
+#include "query/callsite.h"
 #include "query/selector.h"
 #include "storage/store.h"
 
@@ -27,6 +31,8 @@ typedef struct {
     int want_stacks;       /* 0 = totals and timeline only */
     uint32_t series_only;  /* nonzero: of the selected series, only this one (single-profile view) */
     int64_t deadline_ns;   /* wall clock (time_now_ns); past it the merge stops with HR_ETIMEOUT; 0 = none */
+    const callsite_t *call_site; /* NULL: every stack; else only stacks with this root-first
+                                  * prefix count, in the stacks, the totals and the timeline */
 } merge_query_t;
 
 typedef struct {

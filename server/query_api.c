@@ -80,7 +80,7 @@ static void run_merge(app_t *a, http_req_t *req, http_resp_t *resp, const select
     if (!is_pprof && !is_fg && strcmp(format, "top") && strcmp(format, "folded") && strcmp(format, "dataframe"))
         return http_error(resp, 400, "unknown format `%s`: use flamegraph, top, folded, dataframe or pprof", format);
     merge_query_t q = {req->tenant, sel, r->from, r->until, is_fg ? auto_step(r) : 0, 1, series_only,
-                       app_query_deadline(a, req)};
+                       app_query_deadline(a, req), NULL};
     merge_result_t m;
     hr_err_t err = {0};
     buf_t out;
@@ -162,7 +162,7 @@ static int run_side(app_t *a, http_req_t *req, http_resp_t *resp, const side_key
     if (!q || !*q) return http_error(resp, 400, "missing `%s`", k->query), -1;
     if (selector_parse(q, &s->sel, &err)) return http_error_from(resp, &err), -1;
     if (parse_range(req, k->from, k->until, HOUR_NS, &s->r, resp)) return -1;
-    merge_query_t mq = {req->tenant, &s->sel, s->r.from, s->r.until, 0, 1, 0, app_query_deadline(a, req)};
+    merge_query_t mq = {req->tenant, &s->sel, s->r.from, s->r.until, 0, 1, 0, app_query_deadline(a, req), NULL};
     if (merge_run(a->store, &mq, &s->m, &err) || tree_build(&s->t, &s->m, &err)) return http_error_from(resp, &err), -1;
     return 0;
 }
@@ -236,7 +236,7 @@ void api_timeseries(app_t *a, http_req_t *req, http_resp_t *resp) {
         if (step < 1000000) step = 1000000;
     }
     int64_t t0 = time_now_ns();
-    merge_query_t q = {req->tenant, &sel, r.from, r.until, step, 0, 0, app_query_deadline(a, req)};
+    merge_query_t q = {req->tenant, &sel, r.from, r.until, step, 0, 0, app_query_deadline(a, req), NULL};
     merge_result_t m;
     hr_err_t err = {0};
     int rc = merge_run(a->store, &q, &m, &err);

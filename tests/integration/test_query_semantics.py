@@ -96,3 +96,89 @@ def selector_strings_decode_like_promql():
         st, answer = connect_json(srv, "SelectMergeStacktraces", {
             "profileTypeID": CPU, "labelSelector": "{pod=~`web-\\d+`}", "start": 1, "end": (T0 + 10) * 1000})
         assert st == 200 and int(answer["flamegraph"]["total"]) == total, (st, answer)
+
+
+# ---------------------------------------------------------------- 5. Connect options: served or refused
+
+def pprof_traces(path, sample_index):
+    """[(root-first frame names, value)] of every sample, from `go tool pprof -traces`."""
+    out = subprocess.run(["go", "tool", "pprof", "-traces", f"-sample_index={sample_index}", "-unit=ns", path],
+                         capture_output=True, text=True, check=True).stdout
+    traces = []
+    for block in out.split("-----------+-------------------------------------------------------")[1:]:
+        frames, value = [], None
+        for line in block.splitlines():
+            if not line.strip() or ":" in line.split()[0]:
+                continue  # blank, or a label line ("endpoint:  /api/search")
+            if value is None:
+                v, _, name = line.strip().partition(" ")
+                value, line = int(v.rstrip("ns")), name
+            frames.append(line.strip().removesuffix(" (inline)"))
+        if value is not None:
+            traces.append((frames[::-1], value))
+    return traces
+
+
+def stack_selector(names):
+    """types.v1.StackTraceSelector{call_site: [Location{name}]} in binary proto."""
+    return b"".join(run.pb_field(1, run.pb_field(1, n.encode())) for n in names)
+
+
+@test
+def connect_call_site_selects_stacks_by_root_prefix():
+    path = cpu_files(1)[0]
+    traces = pprof_traces(path, "cpu")
+    total = run.pprof_raw(path)[1][1]
+    assert sum(v for _, v in traces) == total
+    prefixes = [["main.worker"], ["main.worker", "main.handleRequest", "runtime/pprof.Do"],
+                ["main.worker", "main.handleRequest", "runtime/pprof.Do", "main.handleRequest.func1", "main.sortWords"],
+                ["main.handleRequest"],  # not a root: nothing starts with it
+                ["main.worker", "no.such.function"]]
+    want = {tuple(p): sum(v for f, v in traces if f[:len(p)] == p) for p in prefixes}
+    assert want[tuple(prefixes[0])] < total and want[tuple(prefixes[2])] > 0 and want[("main.handleRequest",)] == 0
+    rng = {"start": (T0 - 10) * 1000, "end": (T0 + 60) * 1000}
+    sel = '{service_name="callsite"}'
+    with Server() as srv:
+        push(srv, path, "callsite", T0)
+        for p in prefixes:
+            doc = {"profileTypeID": CPU, "labelSelector": sel, "stackTraceSelector": {"callSite": [{"name": n} for n in p]},
+                   **rng}
+            st, fg = connect_json(srv, "SelectMergeStacktraces", doc)
+            assert st == 200 and int(fg["flamegraph"]["total"]) == want[tuple(p)], (p, st, fg)
+            if want[tuple(p)]:  # every kept stack starts with the prefix: one node per level down it
+                names, levels = fg["flamegraph"]["names"], fg["flamegraph"]["levels"]
+                for depth, name in enumerate(p, start=1):
+                    vals = [int(v) for v in levels[depth]["values"]]
+                    assert len(vals) == 4 and names[vals[3]] == name, (p, depth, vals)
+            # The same in binary proto (field 7), as Grafana sends it.
+            body = (run.pb_field(1, CPU.encode()) + run.pb_field(2, sel.encode()) + run.pb_encode_field(3, 0, rng["start"])
+                    + run.pb_encode_field(4, 0, rng["end"]) + run.pb_field(7, stack_selector(p)))
+            st, raw = connect_proto(srv, "SelectMergeStacktraces", body)
+            assert st == 200 and run.pb_decode(run.pb_decode(raw)[1][0]).get(3, [0]) == [want[tuple(p)]], (p, st)
+            # SelectMergeProfile (field 6): a pprof holding only those stacks.
+            body = (run.pb_field(1, CPU.encode()) + run.pb_field(2, sel.encode()) + run.pb_encode_field(3, 0, rng["start"])
+                    + run.pb_encode_field(4, 0, rng["end"]) + run.pb_field(6, stack_selector(p)))
+            st, raw = connect_proto(srv, "SelectMergeProfile", body)
+            merged = os.path.join(run.ARGS.tmp, "callsite.pb")
+            open(merged, "wb").write(raw)
+            assert st == 200 and run.pprof_raw(merged)[1] == [want[tuple(p)]], (p, st)
+            # SelectSeries (field 8): the time series of the same samples.
+            st, ss = connect_json(srv, "SelectSeries", {**doc, "step": 60})
+            got = sum(pt["value"] for s in ss["series"] for pt in s["points"])
+            assert st == 200 and got == want[tuple(p)], (p, st, ss)
+        # An empty call site is no filter, as upstream says.
+        st, fg = connect_json(srv, "SelectMergeStacktraces", {"profileTypeID": CPU, "labelSelector": sel,
+                                                              "stackTraceSelector": {"callSite": []}, **rng})
+        assert st == 200 and int(fg["flamegraph"]["total"]) == total
+        # What is not served is refused, never ignored.
+        base = {"profileTypeID": CPU, "labelSelector": sel, **rng}
+        refused = [("SelectMergeStacktraces", {**base, "profileIdSelector": ["7c9e6679-7425-40de-944b-e07fc1f90ae7"]}),
+                   ("SelectMergeProfile", {**base, "profileIdSelector": ["7c9e6679-7425-40de-944b-e07fc1f90ae7"]}),
+                   ("SelectMergeStacktraces", {**base, "stackTraceSelector": {"goPgo": {"keepLocations": 1}}}),
+                   ("SelectMergeSpanProfile", {**base, "spanSelector": ["9a517183f26a089d"]})]
+        for method, doc in refused:
+            st, err = connect_json(srv, method, doc)
+            assert st == 501 and err["code"] == "unimplemented" and err["message"], (method, st, err)
+        body = (run.pb_field(1, CPU.encode()) + run.pb_field(2, sel.encode()) + run.pb_encode_field(3, 0, rng["start"])
+                + run.pb_encode_field(4, 0, rng["end"]) + run.pb_field(8, b"7c9e6679"))
+        assert connect_proto(srv, "SelectMergeStacktraces", body)[0] == 501

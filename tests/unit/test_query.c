@@ -51,7 +51,7 @@ static char *render(store_t *s, const char *sel_text, int64_t from, int64_t unti
         fprintf(stderr, "selector: %s\n", err.msg);
         return NULL;
     }
-    merge_query_t q = {"anonymous", &sel, from * S, until * S, 0, 1, 0, 0};
+    merge_query_t q = {"anonymous", &sel, from * S, until * S, 0, 1, 0, 0, NULL};
     merge_result_t m;
     tree_t t = {0};
     buf_t out;
@@ -403,7 +403,7 @@ static char *render_diff_of(store_t *s, const char *sel_text, int64_t lf, int64_
     selector_t sel;
     hr_err_t err = {0};
     CHECK(selector_parse(sel_text, &sel, &err) == 0);
-    merge_query_t lq = {"anonymous", &sel, lf * S, lu * S, 0, 1, 0, 0}, rq = {"anonymous", &sel, rf * S, ru * S, 0, 1, 0, 0};
+    merge_query_t lq = {"anonymous", &sel, lf * S, lu * S, 0, 1, 0, 0, NULL}, rq = {"anonymous", &sel, rf * S, ru * S, 0, 1, 0, 0, NULL};
     merge_result_t lm, rm;
     tree_t lt = {0}, rt = {0};
     buf_t out;
@@ -489,7 +489,7 @@ void test_pprof_output(void) {
     free(d);
     selector_t sel;
     selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds", &sel, &err);
-    merge_query_t q = {"anonymous", &sel, 0, 200 * S, 0, 1, 0, 0};
+    merge_query_t q = {"anonymous", &sel, 0, 200 * S, 0, 1, 0, 0, NULL};
     merge_result_t m;
     CHECK(merge_run(s, &q, &m, &err) == 0);
     buf_t out;
