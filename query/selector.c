@@ -197,14 +197,19 @@ static int parse_matcher(lexer_t *l, selector_t *sel) {
     return add_matcher(sel, name, value, op, l->err);
 }
 
-/* A legacy Pyroscope name `app.cpu`: service_name plus the suffix's type. */
+/* A legacy Pyroscope name `app.cpu`: service_name plus a short type name. The type
+ * is the short name's usual id until catalog_resolve_type picks the one the app
+ * actually stores (`app.cpu` is wall:cpu:... for the Node agent). */
 static int legacy_type(selector_t *sel, const char *name, hr_err_t *err) {
     const char *dot = strrchr(name, '.');
-    const char *type = dot ? ptype_from_suffix(dot + 1) : NULL;
+    const char *type = dot ? ptype_short_default(dot + 1) : NULL;
     if (!type)
         return hr_fail(err, HR_EINVAL, "unknown profile type `%s`: use a type id such as "
-                                       "process_cpu:cpu:nanoseconds:cpu:nanoseconds, or app.cpu", name);
-    sel->profile_type = strdup(type);
+                                       "process_cpu:cpu:nanoseconds:cpu:nanoseconds, or app.cpu (short names: cpu, "
+                                       "wall, itimer, alloc_objects, alloc_space, inuse_objects, inuse_space, heap, "
+                                       "goroutines, mutex_count, mutex_duration, block_count, block_duration)", name);
+    if (!(sel->short_type = strdup(dot + 1)) || (*type && !(sel->profile_type = strdup(type))))
+        return hr_fail(err, HR_ENOMEM, "out of memory");
     return add_matcher(sel, strdup("service_name"), strndup(name, (size_t)(dot - name)), MATCH_EQ, err);
 }
 
@@ -268,6 +273,7 @@ void selector_destroy(selector_t *sel) {
     }
     free(sel->m);
     free(sel->profile_type);
+    free(sel->short_type);
     memset(sel, 0, sizeof *sel);
 }
 

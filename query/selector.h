@@ -4,7 +4,8 @@
  *
  * PROFILE_TYPE is a full type id (process_cpu:cpu:nanoseconds:cpu:nanoseconds) and
  * may be omitted (`{service_name="api"}`). For Pyroscope compatibility a legacy
- * `app.cpu{...}` is read as service_name="app" plus the type its suffix names.
+ * `app.cpu{...}` is read as service_name="app" plus the short type name `cpu`
+ * (ptype.h), which catalog_resolve_type turns into the type the app stores.
  * Regexes are RE2's syntax (Go's, so PromQL's) with PromQL's semantics: anchored at
  * both ends, `.` matching a newline (common/regex.h). A regex is compiled once, by
  * selector_parse, within a fixed memory budget; one that RE2 refuses (bad syntax,
@@ -35,6 +36,7 @@ typedef struct {
 
 typedef struct {
     char *profile_type; /* NULL when the selector names none */
+    char *short_type;   /* the short name of a legacy `app.cpu`, else NULL (ptype.h) */
     matcher_t *m;
     size_t n, cap;
 } selector_t;

@@ -84,6 +84,7 @@ static int each_series(qctx_t *c, char **matchers, size_t n, int ranged, int64_t
         selector_t sel = {0};
         catalog_query_t q = {c->tenant, n ? &sel : NULL, ranged, from, until, c->deadline_ns};
         int rc = n ? selector_parse(matchers[i], &sel, &c->err) : 0;
+        if (rc == 0 && n) rc = catalog_resolve_type(c->a->store, &q, &sel, 0, &c->err);
         if (rc == 0) rc = catalog_series(c->a->store, &q, fn, ctx, &c->err);
         selector_destroy(&sel);
         if (rc) return -1;
@@ -107,7 +108,7 @@ static void collect(void *ctx, const series_t *s) {
         return;
     }
     char buf[128];
-    const char *v = selector_label(s->profile_type, &s->labels, k->label, buf, sizeof buf);
+    const char *v = catalog_label_value(s, k->label, buf, sizeof buf); /* as the REST API answers */
     if (v) add_name(k->set, v);
 }
 

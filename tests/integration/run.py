@@ -316,7 +316,7 @@ def flamegraph_json_has_pyroscope_shape():
             r = srv.get_json(route, query="fg.cpu{}", **{"from": T0 - 10, "until": T0 + 3600})
             assert r["flamebearer"]["numTicks"] == fb["numTicks"], route
         assert "fg" in srv.get_json("/pyroscope/label-values", label="service_name")
-        assert CPU in srv.get_json("/pyroscope/label-values", label="__name__")
+        assert "fg.cpu" in srv.get_json("/pyroscope/label-values", label="__name__")  # Pyroscope 0.x: applications
         assert "endpoint" in srv.get_json("/pyroscope/labels")
         # Grafana's nested-set frame: pre-order rows whose children sum to at most their parent.
         df = query(srv, CPU + '{service_name="fg"}', fmt="dataframe", frm=T0 - 10, until=T0 + 60)

@@ -182,3 +182,97 @@ def connect_call_site_selects_stacks_by_root_prefix():
         body = (run.pb_field(1, CPU.encode()) + run.pb_field(2, sel.encode()) + run.pb_encode_field(3, 0, rng["start"])
                 + run.pb_encode_field(4, 0, rng["end"]) + run.pb_field(8, b"7c9e6679"))
         assert connect_proto(srv, "SelectMergeStacktraces", body)[0] == 501
+
+
+# ---------------------------------------------------------------- 8. __name__ / 14. short names
+
+def go_types(srv, service):
+    return {t["id"] for t in srv.get_json("/api/v1/profile-types", query='{service_name="%s"}' % service)["profileTypes"]}
+
+
+@test
+def name_label_means_the_same_on_rest_and_connect():
+    cpu, heap = cpu_files(1)[0], os.path.join(run.ARGS.testdata, "pprof", "go-runtime-heap.pb.gz")
+    with Server() as srv:
+        push(srv, cpu, "gosvc", T0)
+        push(srv, heap, "gosvc", T0)
+        srv.ingest(b"a;b 5\n", name="other.wall", format="folded", **{"from": T0})
+        # Pyroscope 0.x's route lists applications, each a name its /render takes back.
+        apps = srv.get_json("/pyroscope/label-values", label="__name__")
+        assert apps == srv.get_json("/label-values", label="__name__")
+        for want in ("gosvc.cpu", "gosvc.alloc_space", "gosvc.inuse_space", "other.wall"):
+            assert want in apps, (want, apps)
+        assert not any(":" in a for a in apps), apps
+        for app in apps:
+            st, body = srv.get("/render", name=app, **{"from": T0 - 10, "until": T0 + 60})
+            assert st == 200 and json.loads(body)["flamebearer"]["numTicks"] > 0, (app, st, body[:200])
+        # REST and Connect agree on __name__, and a matcher selects by the values they list.
+        rest = srv.get_json("/api/v1/labels/__name__/values")["values"]
+        st, conn = connect_json(srv, "LabelValues", {"name": "__name__"})
+        assert st == 200 and rest == conn["names"] == ["memory", "process_cpu", "wall"], (rest, conn)
+        rest = srv.get_json("/api/v1/labels/__profile_type__/values")["values"]
+        st, conn = connect_json(srv, "LabelValues", {"name": "__profile_type__"})
+        assert rest == conn["names"] and CPU in rest, (rest, conn)
+        for name in ("memory", "process_cpu"):
+            series = srv.get_json("/api/v1/series", query='{__name__="%s"}' % name)["series"]
+            assert series and all(s["profileType"].startswith(name + ":") for s in series), (name, series)
+
+
+@test
+def short_names_map_to_the_types_an_app_has():
+    cpu, heap = cpu_files(1)[0], os.path.join(run.ARGS.testdata, "pprof", "go-runtime-heap.pb.gz")
+    cpu_total = run.pprof_raw(cpu)[1][1]
+    heap_types, heap_totals = run.pprof_raw(heap)
+    heap_by_type = dict(zip((t for t, _ in heap_types), heap_totals))
+    span = {"from": T0 - 10, "until": T0 + 60}
+    with Server() as srv:
+        push(srv, cpu, "gosvc", T0)
+        push(srv, heap, "gosvc", T0)
+        # A wall-clock profile whose CPU time is a `cpu` sample type, as the Node agent sends it.
+        node_wall = "wall:cpu:nanoseconds:wall:nanoseconds"
+        st, _, _ = srv.request("POST", "/ingest?" + urllib.parse.urlencode({"name": "node-demo", "format": "pprof",
+                                                                             "from": T0}),
+                               node_profile(), {"Content-Type": "application/octet-stream"})
+        assert st == 200
+        assert node_wall in go_types(srv, "node-demo"), go_types(srv, "node-demo")
+        cases = {"gosvc.cpu": cpu_total, "gosvc.itimer": cpu_total, "gosvc.heap": heap_by_type["inuse_space"],
+                 "gosvc.inuse_space": heap_by_type["inuse_space"], "gosvc.inuse_objects": heap_by_type["inuse_objects"],
+                 "gosvc.alloc_space": heap_by_type["alloc_space"], "gosvc.alloc_objects": heap_by_type["alloc_objects"],
+                 "node-demo.cpu": NODE_CPU}
+        for name, want in cases.items():
+            assert run.query(srv, name + "{}", **span)["total"] == want, name
+            r = srv.get_json("/pyroscope/render", query=name, **span)
+            assert r["flamebearer"]["numTicks"] == want, name
+        # A name the app has no profile of, or a selector without a type: 400 listing the app's types.
+        for q, needle in (("gosvc.goroutines", "inuse_space, "), ("node-demo.alloc_space", "cpu, "),
+                          ('{service_name="gosvc"}', "alloc_objects, ")):
+            for path in ("/api/v1/query", "/pyroscope/render", "/api/v1/timeseries"):
+                st, body = srv.get(path, query=q, **span)
+                assert st == 400 and needle in json.loads(body)["error"], (q, path, st, body)
+        # An app with nothing stored keeps the usual type: an empty answer, not an error.
+        assert run.query(srv, "nobody.heap{}", **span)["total"] == 0
+        # The profiles list says when one upload became several series: the Go CPU profile
+        # carries the pprof sample label `endpoint`.
+        lst = srv.get_json("/api/v1/profiles", query="gosvc.cpu", **span)
+        assert len(lst["profiles"]) > 1 and sum(p["total"] for p in lst["profiles"]) == cpu_total
+        assert all(p["splitBy"] == ["endpoint"] for p in lst["profiles"]), lst["profiles"]
+        one = srv.get_json("/api/v1/profiles", query="gosvc.inuse_space", **span)["profiles"]
+        assert len(one) == 1 and "splitBy" not in one[0], one
+
+
+NODE_CPU = 30000000
+
+
+def node_profile():
+    """A minimal wall profile as @pyroscope/nodejs shapes it: samples/count, wall and cpu in ns."""
+    strings = [b"", b"samples", b"count", b"wall", b"nanoseconds", b"cpu", b"main", b"busyMath"]
+    vt = lambda t, u: run.pb_encode_field(1, 0, t) + run.pb_encode_field(2, 0, u)
+    body = run.pb_field(1, vt(1, 2)) + run.pb_field(1, vt(3, 4)) + run.pb_field(1, vt(5, 4))
+    body += run.pb_field(2, run.pb_field(1, bytes([2, 1])) + run.pb_field(2, bytes([3]) + run.pb_put_varint(50000000)
+                                                                          + run.pb_put_varint(NODE_CPU)))
+    for i, fn in ((1, 6), (2, 7)):
+        body += run.pb_field(4, run.pb_encode_field(1, 0, i) + run.pb_field(4, run.pb_encode_field(1, 0, i)))
+        body += run.pb_field(5, run.pb_encode_field(1, 0, i) + run.pb_encode_field(2, 0, fn))
+    body += b"".join(run.pb_field(6, s) for s in strings)
+    body += run.pb_field(11, vt(3, 4)) + run.pb_encode_field(12, 0, 10000000)
+    return body

@@ -8,6 +8,7 @@
 #include "ingest/gzip.h"
 #include "ingest/pprof.h"
 #include "ingest/profile.pb-c.h"
+#include "common/ptype.h"
 #include "common/timeparse.h"
 #include "ingest/request.h"
 #include "query/catalog.h"
@@ -172,6 +173,23 @@ void test_selector_string_escapes(void) {
     for (size_t i = 0; i < 3; i++) CHECK_INT(selects(digits[i], &l), 1);
     CHECK_INT(selects("{pod=~\"web-\\d+\"}", &l), -1);
     labels_destroy(&l);
+}
+
+/* Short names fit the types agents store: `cpu` is Go's CPU time first, then the
+ * Node agent's CPU inside its wall profile; block never stands in for mutex. */
+void test_short_type_names(void) {
+    CHECK_INT(ptype_short_rank("cpu", "process_cpu:cpu:nanoseconds:cpu:nanoseconds"), 0);
+    CHECK_INT(ptype_short_rank("cpu", "wall:cpu:nanoseconds:wall:nanoseconds"), 1);
+    CHECK(ptype_short_rank("cpu", "process_cpu:samples:count:cpu:nanoseconds") > 1);
+    CHECK_INT(ptype_short_rank("cpu", "wall:wall:nanoseconds:wall:nanoseconds"), -1);
+    CHECK_INT(ptype_short_rank("heap", "memory:inuse_space:bytes:inuse_space:bytes"), 0);
+    CHECK_INT(ptype_short_rank("block_count", "mutex:contentions:count:mutex:count"), -1);
+    CHECK_INT(ptype_short_rank("mutex_count", "mutex:contentions:count:mutex:count"), 0);
+    CHECK_STR(ptype_short_name("memory:inuse_space:bytes:space:bytes"), "inuse_space");
+    CHECK_STR(ptype_short_name("wall:cpu:nanoseconds:wall:nanoseconds"), "cpu");
+    CHECK(ptype_short_name("threadcreate:threadcreate:count:threadcreate:count") == NULL);
+    CHECK_STR(ptype_short_default("heap"), "memory:inuse_space:bytes:space:bytes");
+    CHECK(ptype_short_default("nope") == NULL);
 }
 
 static double now_s(void) {
