@@ -93,3 +93,71 @@ const char *ptype_from_suffix(const char *suffix) {
         if (!strcmp(suffix, table[i].suffix)) return table[i].type;
     return NULL;
 }
+
+/* Pyroscope's short names (its legacy ingest's list, plus `heap` for Go users who
+ * name the endpoint), each with the sample type and unit it means and the profile
+ * names that may carry it, in preference order. Rows of one short name are tried
+ * in order: `cpu` is CPU time, in a process_cpu profile or, from the Node agent, in
+ * its wall profile; then a sample count. block and mutex never stand in for each
+ * other: that is the confusion issue 11.1 is about. */
+static const struct {
+    const char *short_name, *sample_type, *unit, *names[2], *fallback;
+} SHORT_NAMES[] = {
+    {"cpu", "cpu", "nanoseconds", {"process_cpu", "wall"}, "process_cpu:cpu:nanoseconds:cpu:nanoseconds"},
+    {"cpu", "samples", "count", {"process_cpu", NULL}, NULL},
+    {"itimer", "cpu", "nanoseconds", {"process_cpu", NULL}, "process_cpu:cpu:nanoseconds:cpu:nanoseconds"},
+    {"itimer", "samples", "count", {"process_cpu", NULL}, NULL},
+    {"wall", "wall", "nanoseconds", {"wall", NULL}, "wall:wall:nanoseconds:wall:nanoseconds"},
+    {"wall", "samples", "count", {"wall", NULL}, NULL},
+    {"inuse_objects", "inuse_objects", "count", {"memory", NULL}, "memory:inuse_objects:count:space:bytes"},
+    {"inuse_space", "inuse_space", "bytes", {"memory", NULL}, "memory:inuse_space:bytes:space:bytes"},
+    {"heap", "inuse_space", "bytes", {"memory", NULL}, "memory:inuse_space:bytes:space:bytes"},
+    {"alloc_objects", "alloc_objects", "count", {"memory", NULL}, "memory:alloc_objects:count:space:bytes"},
+    {"alloc_space", "alloc_space", "bytes", {"memory", NULL}, "memory:alloc_space:bytes:space:bytes"},
+    {"goroutines", "goroutine", "count", {"goroutine", NULL}, "goroutine:goroutine:count:goroutine:count"},
+    {"goroutines", "goroutines", "count", {"goroutine", NULL}, NULL},
+    {"mutex_count", "contentions", "count", {"mutex", NULL}, "mutex:contentions:count:mutex:count"},
+    {"mutex_duration", "delay", "nanoseconds", {"mutex", NULL}, "mutex:delay:nanoseconds:mutex:count"},
+    {"block_count", "contentions", "count", {"block", NULL}, "block:contentions:count:block:count"},
+    {"block_duration", "delay", "nanoseconds", {"block", NULL}, "block:delay:nanoseconds:block:count"},
+    {"lock_count", "contentions", "count", {"mutex", "block"}, "mutex:contentions:count:mutex:count"},
+    {"lock_duration", "delay", "nanoseconds", {"mutex", "block"}, "mutex:delay:nanoseconds:mutex:count"},
+    {"alloc_in_new_tlab_objects", "alloc_in_new_tlab_objects", "count", {"memory", NULL},
+     "memory:alloc_in_new_tlab_objects:count:space:bytes"},
+    {"alloc_in_new_tlab_bytes", "alloc_in_new_tlab_bytes", "bytes", {"memory", NULL},
+     "memory:alloc_in_new_tlab_bytes:bytes:space:bytes"},
+    {"alloc_outside_tlab_objects", "alloc_outside_tlab_objects", "count", {"memory", NULL},
+     "memory:alloc_outside_tlab_objects:count:space:bytes"},
+    {"alloc_outside_tlab_bytes", "alloc_outside_tlab_bytes", "bytes", {"memory", NULL},
+     "memory:alloc_outside_tlab_bytes:bytes:space:bytes"},
+    {"live", "live", "count", {"memory", NULL}, NULL},
+    {"exceptions", "samples", "count", {"exceptions", NULL}, NULL},
+};
+#define NSHORT (sizeof SHORT_NAMES / sizeof *SHORT_NAMES)
+
+const char *ptype_short_default(const char *short_name) {
+    for (size_t i = 0; i < NSHORT; i++)
+        if (!strcmp(SHORT_NAMES[i].short_name, short_name)) return SHORT_NAMES[i].fallback ? SHORT_NAMES[i].fallback : "";
+    return NULL;
+}
+
+int ptype_short_rank(const char *short_name, const char *type_id) {
+    ptype_parts_t p;
+    if (ptype_split(type_id, &p)) return -1;
+    int row = 0;
+    for (size_t i = 0; i < NSHORT; i++) {
+        if (strcmp(SHORT_NAMES[i].short_name, short_name)) continue;
+        for (int j = 0; j < 2 && SHORT_NAMES[i].names[j]; j++)
+            if (!strcmp(SHORT_NAMES[i].names[j], p.name) && !strcmp(SHORT_NAMES[i].sample_type, p.sample_type) &&
+                !strcmp(SHORT_NAMES[i].unit, p.sample_unit))
+                return row * 2 + j;
+        row++;
+    }
+    return -1;
+}
+
+const char *ptype_short_name(const char *type_id) {
+    for (size_t i = 0; i < NSHORT; i++)
+        if (ptype_short_rank(SHORT_NAMES[i].short_name, type_id) >= 0) return SHORT_NAMES[i].short_name;
+    return NULL;
+}

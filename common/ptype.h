@@ -35,4 +35,19 @@ const char *ptype_units(const ptype_parts_t *p, long long *sample_rate);
  * wall map to their nanosecond types. */
 const char *ptype_from_suffix(const char *suffix);
 
+/* Pyroscope's short profile names (cpu, itimer, wall, alloc_objects, alloc_space,
+ * inuse_objects, inuse_space, heap (= inuse_space), goroutines, mutex_count,
+ * mutex_duration, block_count, block_duration, lock_count, lock_duration, the JFR
+ * TLAB names, live, exceptions) stand for a sample type that different agents store
+ * under different type ids (the Node agent's CPU time is wall:cpu:nanoseconds:...).
+ * ptype_short_rank says how well type_id fits short_name: 0 is the best fit, higher
+ * is worse, -1 is no fit; the query side picks the best fit among the types an
+ * application actually has (query/catalog.h). */
+int ptype_short_rank(const char *short_name, const char *type_id);
+/* The type id a short name means when nothing is stored to choose from; "" when
+ * the name is known but has no usual id; NULL when the name is unknown. */
+const char *ptype_short_default(const char *short_name);
+/* The short name a type id answers to (its best-ranked one), or NULL. */
+const char *ptype_short_name(const char *type_id);
+
 #endif

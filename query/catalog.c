@@ -1,8 +1,12 @@
 /* catalog.c - see catalog.h. */
 #include "query/catalog.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "common/buf.h"
+#include "common/ptype.h"
 #include "common/timeparse.h"
 #include "common/vec.h"
 
@@ -136,4 +140,115 @@ int catalog_profiles(store_t *st, const catalog_query_t *q, catalog_profile_t **
     }
     *out = l.v, *n = w;
     return 0;
+}
+
+/* ---- one meaning of __name__, and short type names ---- */
+
+const char *catalog_label_value(const series_t *s, const char *name, char *buf, size_t n) {
+    return selector_label(s->profile_type, &s->labels, name, buf, n);
+}
+
+const char *catalog_app_name(const series_t *s, char *buf, size_t n) {
+    const char *app = labels_get(&s->labels, "service_name"), *shrt = ptype_short_name(s->profile_type);
+    if (!app || !*app || !shrt) return NULL;
+    snprintf(buf, n, "%s.%s", app, shrt);
+    return buf;
+}
+
+typedef struct {
+    char **v;
+    size_t n, cap;
+    int oom;
+} typeset_t;
+
+static void add_type_id(void *ctx, const series_t *s) {
+    typeset_t *t = ctx;
+    for (size_t i = 0; i < t->n; i++)
+        if (!strcmp(t->v[i], s->profile_type)) return;
+    if (VEC_RESERVE(t->v, t->cap, t->n + 1) || !(t->v[t->n] = strdup(s->profile_type))) t->oom = 1;
+    else t->n++;
+}
+
+static int cmp_strp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static void typeset_free(typeset_t *t) {
+    for (size_t i = 0; i < t->n; i++) free(t->v[i]);
+    free(t->v);
+}
+
+/* The name a user can query type v[i] by: its short name when that short name
+ * would pick exactly it among v (so `app.SHORT` works), else the full id. */
+static const char *query_name(char *const *v, size_t n, size_t i) {
+    const char *s = ptype_short_name(v[i]);
+    if (!s) return v[i];
+    int mine = ptype_short_rank(s, v[i]);
+    for (size_t j = 0; j < n; j++) {
+        int r = ptype_short_rank(s, v[j]);
+        if (j != i && r >= 0 && r <= mine) return v[i];
+    }
+    return s;
+}
+
+/* "a, b, c" into b: the types' query names, short where one works (an error
+ * message holds 256 bytes, and `cpu` is what the user will type anyway). */
+static void list_types(buf_t *b, char *const *v, size_t n) {
+    for (size_t i = 0; i < n; i++) buf_printf(b, "%s%s", i ? ", " : "", query_name(v, n, i));
+    buf_putc(b, 0);
+}
+
+/* The stored type sel->short_type means: the one best-ranked fit among t (sorted)
+ * into *out (malloc'd); an error naming the candidates when none or several fit. */
+static int pick_short(const selector_t *sel, typeset_t *t, hr_err_t *err, char **out) {
+    int best = -1;
+    size_t nbest = 0, at = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        int r = ptype_short_rank(sel->short_type, t->v[i]);
+        if (r < 0 || (best >= 0 && r > best)) continue;
+        if (r == best) nbest++;
+        else best = r, nbest = 1, at = i;
+    }
+    buf_t b;
+    buf_init(&b);
+    int rc = 0;
+    if (nbest == 1) {
+        if (!(*out = strdup(t->v[at]))) rc = hr_fail(err, HR_ENOMEM, "out of memory");
+    } else if (nbest > 1) {
+        for (size_t i = 0, k = 0; i < t->n; i++)
+            if (ptype_short_rank(sel->short_type, t->v[i]) == best) buf_printf(&b, "%s%s", k++ ? ", " : "", t->v[i]);
+        buf_putc(&b, 0);
+        rc = hr_fail(err, HR_EINVAL, "`%s` fits several stored types; name one of: %s", sel->short_type,
+                     b.oom ? "?" : (char *)b.data);
+    } else {
+        list_types(&b, t->v, t->n);
+        rc = hr_fail(err, HR_EINVAL, "the selected series have no `%s` profile; their types are: %s", sel->short_type,
+                     b.oom ? "?" : (char *)b.data);
+    }
+    buf_free(&b);
+    return rc;
+}
+
+int catalog_resolve_type(store_t *st, const catalog_query_t *q, selector_t *sel, int need_type, hr_err_t *err) {
+    if (!sel->short_type && (sel->profile_type || !need_type)) return 0;
+    selector_t probe = *sel; /* the same matchers, any type */
+    probe.profile_type = NULL;
+    catalog_query_t all = {q->tenant, &probe, 0, 0, 0, q->deadline_ns};
+    typeset_t t = {0};
+    int rc = catalog_series(st, &all, add_type_id, &t, err);
+    if (rc == 0 && t.oom) rc = hr_fail(err, HR_ENOMEM, "out of memory");
+    if (rc == 0 && t.n) qsort(t.v, t.n, sizeof *t.v, cmp_strp);
+    if (rc == 0 && sel->short_type && t.n) {
+        char *type = NULL;
+        if ((rc = pick_short(sel, &t, err, &type)) == 0) free(sel->profile_type), sel->profile_type = type;
+    } else if (rc == 0 && !sel->profile_type) {
+        buf_t b;
+        buf_init(&b);
+        list_types(&b, t.v, t.n);
+        rc = t.n ? hr_fail(err, HR_EINVAL, "the query names no profile type; its series have: %s (query app.NAME, "
+                                           "or a type id)", b.oom ? "?" : (char *)b.data)
+                 : hr_fail(err, HR_EINVAL, "the query must name a profile type, e.g. "
+                                           "process_cpu:cpu:nanoseconds:cpu:nanoseconds{service_name=\"api\"}");
+        buf_free(&b);
+    }
+    typeset_free(&t);
+    return rc;
 }

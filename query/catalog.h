@@ -52,4 +52,27 @@ typedef struct {
  * as a merge would see them. */
 int catalog_profiles(store_t *st, const catalog_query_t *q, catalog_profile_t **out, size_t *n, hr_err_t *err);
 
+/* The value of label `name` of series s as every API answers it, REST and Connect
+ * alike: the series label, or for the pseudo-labels __profile_type__ the type id
+ * and __name__ the type's name part (process_cpu, memory, ...), the same values a
+ * `__name__` matcher compares (selector_label). buf holds a computed value. */
+const char *catalog_label_value(const series_t *s, const char *name, char *buf, size_t n);
+
+/* Pyroscope 0.x's application name of s: service_name plus the short name of its
+ * type (`shop.cpu`, `shop.alloc_space`), as its /label-values?label=__name__ listed
+ * them and its clients query them; NULL when s has no service_name or its type no
+ * short name. */
+const char *catalog_app_name(const series_t *s, char *buf, size_t n);
+
+/* Settles the profile type of sel from what is stored, so Pyroscope's short names
+ * mean the types an application actually has:
+ *  - a legacy `app.SHORT` (sel->short_type) becomes the best-fitting type among
+ *    the series its matchers select (ptype_short_rank; over all time); when
+ *    nothing is stored for them, the short name's usual id stays; when something
+ *    is stored but nothing fits, or several fit equally, HR_EINVAL lists them;
+ *  - a selector without a type, when need_type (merges), is HR_EINVAL listing the
+ *    types its series have.
+ * Only q->tenant and q->deadline_ns are read from q. 0 or -1 (err set). */
+int catalog_resolve_type(store_t *st, const catalog_query_t *q, selector_t *sel, int need_type, hr_err_t *err);
+
 #endif

@@ -114,13 +114,25 @@ static int fold_segment(scan_ctx_t *c, const segment_t *seg) {
     return rc;
 }
 
-static int merge_segment(scan_ctx_t *c, const segment_t *seg) {
+static void note_span(merge_result_t *r, const seg_profile_t *p) {
+    int64_t end = p->time_ns + (p->duration_ns > 0 ? p->duration_ns : 0);
+    if (!r->profiles || p->time_ns < r->first_ns) r->first_ns = p->time_ns;
+    if (!r->profiles || end > r->end_ns) r->end_ns = end;
+}
+
+/* A profile's value under the call-site filter: its samples on selected stacks. */
+static int64_t kept_total(const segment_t *seg, const seg_profile_t *p, const uint8_t *keep) {
+    if (!keep) return p->total;
+    int64_t sum = 0;
+    for (uint32_t j = 0; j < p->nsamples; j++)
+        if (keep[seg->stacks[p->first + j]]) sum += seg->values[p->first + j];
+    return sum;
+}
+
+/* Adds the selected rows of one segment to the result and, with stacks wanted, to
+ * the per-stack accumulator (*touched set then). keep: the call-site filter or NULL. */
+static int merge_rows(scan_ctx_t *c, const segment_t *seg, const uint8_t *keep, int *touched) {
     merge_result_t *r = c->r;
-    int touched = 0;
-    if (c->q->want_stacks) {
-        if (vec_reserve(&c->acc, &c->acc_cap, seg->sym->nstacks, sizeof *c->acc)) return -1;
-        memset(c->acc, 0, seg->sym->nstacks * sizeof *c->acc);
-    }
     for (size_t i = 0; i < seg->nprofiles; i++) {
         const seg_profile_t *p = &seg->profiles[i];
         if (!row_selected(c, p)) continue;
@@ -130,8 +142,10 @@ static int merge_segment(scan_ctx_t *c, const segment_t *seg) {
             if (!n) return -1;
             w = 1.0 / *n;
         }
+        int64_t total = kept_total(seg, p, keep);
+        note_span(r, p);
         r->profiles++;
-        r->total += (double)p->total * w;
+        r->total += (double)total * w;
         if (r->nbuckets) {
             double bw = 1;
             if (r->gauge) {
@@ -139,12 +153,29 @@ static int merge_segment(scan_ctx_t *c, const segment_t *seg) {
                 if (!n) return -1;
                 bw = 1.0 / *n;
             }
-            r->timeline[bucket_of(c, p->time_ns)] += (double)p->total * bw;
+            r->timeline[bucket_of(c, p->time_ns)] += (double)total * bw;
         }
         if (!c->q->want_stacks) continue;
-        touched = 1;
-        for (uint32_t j = 0; j < p->nsamples; j++) c->acc[seg->stacks[p->first + j]] += (double)seg->values[p->first + j] * w;
+        *touched = 1;
+        for (uint32_t j = 0; j < p->nsamples; j++) {
+            uint32_t st = seg->stacks[p->first + j];
+            if (!keep || keep[st]) c->acc[st] += (double)seg->values[p->first + j] * w;
+        }
     }
+    return 0;
+}
+
+static int merge_segment(scan_ctx_t *c, const segment_t *seg) {
+    int touched = 0;
+    if (c->q->want_stacks) {
+        if (vec_reserve(&c->acc, &c->acc_cap, seg->sym->nstacks, sizeof *c->acc)) return -1;
+        memset(c->acc, 0, seg->sym->nstacks * sizeof *c->acc);
+    }
+    uint8_t *keep = NULL;
+    if (c->q->call_site && !(keep = callsite_match(seg->sym, c->q->call_site))) return -1;
+    int rc = merge_rows(c, seg, keep, &touched);
+    free(keep);
+    if (rc) return -1;
     return touched ? fold_segment(c, seg) : 0;
 }
 

@@ -9,13 +9,17 @@
  *
  * Gauges (inuse_*, goroutines) are averaged over time per series, then summed
  * across series, as Pyroscope does: merging 6 heap snapshots of one process gives
- * its typical heap, not six times it. Everything else is summed. */
+ * its typical heap, not six times it. Everything else is summed.
+ *
+ * With a call site (callsite.h), a profile's value is the sum of its samples whose
+ * stacks have that prefix, so the flame graph, the total and the time series agree. */
 #ifndef HEARTH_MERGE_H
 #define HEARTH_MERGE_H
 
 #include <stdint.h>
 
 #include "common/ptype.h"
+#include "query/callsite.h"
 #include "query/selector.h"
 #include "storage/store.h"
 
@@ -27,6 +31,8 @@ typedef struct {
     int want_stacks;       /* 0 = totals and timeline only */
     uint32_t series_only;  /* nonzero: of the selected series, only this one (single-profile view) */
     int64_t deadline_ns;   /* wall clock (time_now_ns); past it the merge stops with HR_ETIMEOUT; 0 = none */
+    const callsite_t *call_site; /* NULL: every stack; else only stacks with this root-first
+                                  * prefix count, in the stacks, the totals and the timeline */
 } merge_query_t;
 
 typedef struct {
@@ -37,6 +43,10 @@ typedef struct {
     ptype_parts_t type;
     int gauge;
     uint64_t profiles;
+    /* The span the merged profiles cover: the earliest start and the latest end
+     * (time + duration); both 0 when no profile was merged. A merged pprof is
+     * dated by these, not by the query range, which may start at 0. */
+    int64_t first_ns, end_ns;
     double total;
     double *timeline; /* nbuckets values from tl_start, tl_step apart */
     size_t nbuckets;

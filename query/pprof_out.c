@@ -2,7 +2,10 @@
  *
  * The merge result's symtab already is a deduplicated profile, so ids carry over
  * one to one: string i is string_table[i], function/mapping/location i have id i,
- * and each stack node with a non-zero value becomes one sample. */
+ * and each stack node with a non-zero value becomes one sample. The profile is
+ * dated by the merged profiles themselves (time_nanos the earliest start,
+ * duration_nanos up to the latest end), as pprof's own merge dates it; the query
+ * range says nothing about when the data was taken. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,7 +101,7 @@ static int fill_samples(pb_t *b, const merge_result_t *r) {
     return 0;
 }
 
-static int pack_profile(const merge_result_t *r, int64_t from, int64_t until, int gzip, buf_t *out, hr_err_t *err) {
+static int pack_profile(const merge_result_t *r, int gzip, buf_t *out, hr_err_t *err) {
     pb_t b;
     memset(&b, 0, sizeof b);
     perftools__profiles__profile__init(&b.p);
@@ -120,7 +123,7 @@ static int pack_profile(const merge_result_t *r, int64_t from, int64_t until, in
     b.p.n_sample_type = 1, b.p.sample_type = &b.stp;
     b.p.period_type = &b.pt;
     b.p.period = 1;
-    b.p.time_nanos = from, b.p.duration_nanos = until - from;
+    b.p.time_nanos = r->first_ns, b.p.duration_nanos = r->end_ns - r->first_ns;
     size_t len = perftools__profiles__profile__get_packed_size(&b.p);
     uint8_t *raw = malloc(len ? len : 1);
     int rc = -1;
@@ -142,10 +145,8 @@ static int pack_profile(const merge_result_t *r, int64_t from, int64_t until, in
     return rc;
 }
 
-int render_pprof(const merge_result_t *r, int64_t from, int64_t until, buf_t *out, hr_err_t *err) {
-    return pack_profile(r, from, until, 1, out, err);
-}
+int render_pprof(const merge_result_t *r, buf_t *out, hr_err_t *err) { return pack_profile(r, 1, out, err); }
 
-int render_pprof_raw(const merge_result_t *r, int64_t from, int64_t until, buf_t *out, hr_err_t *err) {
-    return pack_profile(r, from, until, 0, out, err);
+int render_pprof_raw(const merge_result_t *r, buf_t *out, hr_err_t *err) {
+    return pack_profile(r, 0, out, err);
 }

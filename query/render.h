@@ -50,9 +50,11 @@ int render_folded(const tree_t *t, buf_t *out);
 /* Grafana's flame graph data frame: {"fields":{"level","value","self","label"}},
  * rows in depth-first pre-order, unit ns/bytes/short. */
 int render_dataframe(const tree_t *t, const merge_result_t *r, buf_t *out);
-int render_pprof(const merge_result_t *r, int64_t from, int64_t until, buf_t *out, hr_err_t *err);
+/* time_nanos and duration_nanos are the span of the merged profiles (r->first_ns,
+ * r->end_ns), 0 for an empty merge. */
+int render_pprof(const merge_result_t *r, buf_t *out, hr_err_t *err);
 /* The same profile.proto, not gzipped (Connect's SelectMergeProfile reply). */
-int render_pprof_raw(const merge_result_t *r, int64_t from, int64_t until, buf_t *out, hr_err_t *err);
+int render_pprof_raw(const merge_result_t *r, buf_t *out, hr_err_t *err);
 void render_timeseries(const merge_result_t *r, buf_t *out);
 
 /* Pyroscope's "double" flamebearer of two merges of the same profile type (see

@@ -4,15 +4,19 @@
  *
  * PROFILE_TYPE is a full type id (process_cpu:cpu:nanoseconds:cpu:nanoseconds) and
  * may be omitted (`{service_name="api"}`). For Pyroscope compatibility a legacy
- * `app.cpu{...}` is read as service_name="app" plus the type its suffix names.
+ * `app.cpu{...}` is read as service_name="app" plus the short type name `cpu`
+ * (ptype.h), which catalog_resolve_type turns into the type the app stores.
  * Regexes are RE2's syntax (Go's, so PromQL's) with PromQL's semantics: anchored at
  * both ends, `.` matching a newline (common/regex.h). A regex is compiled once, by
  * selector_parse, within a fixed memory budget; one that RE2 refuses (bad syntax,
  * a repetition count over 1000, a backreference, too large a program) fails the
  * parse with HR_EINVAL, so the client gets a 400. Matching is linear in the label
- * value. Values are quoted with " or ' (backslash escapes, so a regex's `\d` is
- * written "\\d" as in PromQL) or, as in Pyroscope names, bare. The pseudo-labels
- * __profile_type__ and __name__ match the type id and its first part. */
+ * value. Values are PromQL string literals, decoded as Prometheus decodes them:
+ * "..." and '...' with Go's escapes (\n \t \\ \xNN \NNN \uNNNN \UNNNNNNNN and
+ * the quote itself; any other escape, such as a regex's `\d`, is a 400: write
+ * "\\d"), `...` raw with no escapes; or, as in Pyroscope names, bare. The
+ * pseudo-labels __profile_type__ and __name__ match the type id and its first
+ * part (process_cpu, memory, ...). */
 #ifndef HEARTH_SELECTOR_H
 #define HEARTH_SELECTOR_H
 
@@ -32,6 +36,7 @@ typedef struct {
 
 typedef struct {
     char *profile_type; /* NULL when the selector names none */
+    char *short_type;   /* the short name of a legacy `app.cpu`, else NULL (ptype.h) */
     matcher_t *m;
     size_t n, cap;
 } selector_t;

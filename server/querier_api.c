@@ -6,7 +6,12 @@
  * decodes its request into the arena, runs the same catalog and merge code as the
  * REST API, and builds its response message in the arena too, so one arena_free
  * releases everything. Times are milliseconds: a zero end means now, a zero start
- * means an hour before end for merges and all time for discovery calls. */
+ * means an hour before end for merges and all time for discovery calls.
+ *
+ * A request option Hearth cannot serve (profile_id_selector, go_pgo, span
+ * selectors) is answered with a Connect error (501 unimplemented), never by a
+ * merge that ignores it: that would be a different answer to the question asked.
+ * stack_trace_selector.call_site is served (query/callsite.h). */
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -79,6 +84,7 @@ static int each_series(qctx_t *c, char **matchers, size_t n, int ranged, int64_t
         selector_t sel = {0};
         catalog_query_t q = {c->tenant, n ? &sel : NULL, ranged, from, until, c->deadline_ns};
         int rc = n ? selector_parse(matchers[i], &sel, &c->err) : 0;
+        if (rc == 0 && n) rc = catalog_resolve_type(c->a->store, &q, &sel, 0, &c->err);
         if (rc == 0) rc = catalog_series(c->a->store, &q, fn, ctx, &c->err);
         selector_destroy(&sel);
         if (rc) return -1;
@@ -102,7 +108,7 @@ static void collect(void *ctx, const series_t *s) {
         return;
     }
     char buf[128];
-    const char *v = selector_label(s->profile_type, &s->labels, k->label, buf, sizeof buf);
+    const char *v = catalog_label_value(s, k->label, buf, sizeof buf); /* as the REST API answers */
     if (v) add_name(k->set, v);
 }
 
@@ -276,16 +282,40 @@ static int request_selector(qctx_t *c, const char *type, const char *labels, sel
     return rc;
 }
 
+/* The merge options a request may carry besides its selection: served, or refused
+ * with a Connect error, never ignored (a merge that ignored them would answer a
+ * different question). *cs is filled from stack_trace_selector.call_site (in the
+ * arena); *use_cs says whether to filter. 0 or -1 (c->err set). */
+static int merge_options(qctx_t *c, const Querier__V1__StackTraceSelector *st, size_t n_profile_ids, callsite_t *cs,
+                         int *use_cs) {
+    *use_cs = 0;
+    if (n_profile_ids)
+        return fail(c, 501, "`profile_id_selector` is not supported: profile ids are not stored"), -1;
+    if (!st) return 0;
+    if (st->go_pgo)
+        return fail(c, 501, "`stack_trace_selector.go_pgo` is not supported; use call_site"), -1;
+    const char **names = arena_alloc(c->arena, (st->n_call_site + 1) * sizeof *names);
+    if (!names) return oom(c), -1;
+    for (size_t i = 0; i < st->n_call_site; i++) {
+        if (!st->call_site[i] || !st->call_site[i]->name || !*st->call_site[i]->name)
+            return fail(c, 400, "`stack_trace_selector.call_site` has a location without a name"), -1;
+        names[i] = st->call_site[i]->name;
+    }
+    *cs = (callsite_t){names, st->n_call_site};
+    *use_cs = st->n_call_site > 0; /* empty: "the filter is ignored", as upstream */
+    return 0;
+}
+
 /* Selects and merges; 0 or -1 (c->err set). The caller destroys m. */
 static int run_merge(qctx_t *c, const char *type, const char *labels, int64_t start, int64_t end, int64_t step,
-                     int want_stacks, merge_result_t *m, int64_t *from, int64_t *until) {
+                     int want_stacks, const callsite_t *cs, merge_result_t *m, int64_t *from, int64_t *until) {
     selector_t sel = {0};
     memset(m, 0, sizeof *m);
     if (ms_range(c, start, end, HOUR_NS, from, until) || request_selector(c, type, labels, &sel)) {
         selector_destroy(&sel);
         return -1;
     }
-    merge_query_t mq = {c->tenant, &sel, *from, *until, step, want_stacks, 0, c->deadline_ns};
+    merge_query_t mq = {c->tenant, &sel, *from, *until, step, want_stacks, 0, c->deadline_ns, cs};
     int rc = merge_run(c->a->store, &mq, m, &c->err);
     selector_destroy(&sel);
     return rc;
@@ -320,12 +350,16 @@ static ProtobufCMessage *select_merge_stacktraces(qctx_t *c, const ProtobufCMess
     if (q->format == QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_TREE)
         return fail(c, 501, "PROFILE_FORMAT_TREE is not supported: ask for PROFILE_FORMAT_FLAMEGRAPH");
     if (q->max_nodes < 0) return fail(c, 400, "`maxNodes` must not be negative");
+    callsite_t cs;
+    int use_cs;
+    if (merge_options(c, q->stack_trace_selector, q->n_profile_id_selector, &cs, &use_cs)) return NULL;
     merge_result_t m;
     int64_t from, until;
     tree_t t = {0};
     flamebearer_t fb = {0};
     Querier__V1__SelectMergeStacktracesResponse *r = NULL;
-    if (run_merge(c, q->profile_typeid, q->label_selector, q->start, q->end, 0, 1, &m, &from, &until) == 0 &&
+    if (run_merge(c, q->profile_typeid, q->label_selector, q->start, q->end, 0, 1, use_cs ? &cs : NULL, &m, &from,
+                  &until) == 0 &&
         tree_build(&t, &m, &c->err) == 0) {
         size_t max = q->max_nodes ? (size_t)q->max_nodes : RENDER_DEFAULT_MAX_NODES;
         if (flamebearer_build(&t, max, &fb) == 0 && (r = arena_alloc(c->arena, sizeof *r))) {
@@ -342,13 +376,17 @@ static ProtobufCMessage *select_merge_stacktraces(qctx_t *c, const ProtobufCMess
 
 static ProtobufCMessage *select_merge_profile(qctx_t *c, const ProtobufCMessage *in) {
     const Querier__V1__SelectMergeProfileRequest *q = (const void *)in;
+    callsite_t cs;
+    int use_cs;
+    if (merge_options(c, q->stack_trace_selector, q->n_profile_id_selector, &cs, &use_cs)) return NULL;
     merge_result_t m;
     int64_t from, until;
     buf_t raw;
     buf_init(&raw);
     ProtobufCMessage *p = NULL;
-    if (run_merge(c, q->profile_typeid, q->label_selector, q->start, q->end, 0, 1, &m, &from, &until) == 0 &&
-        render_pprof_raw(&m, from, until, &raw, &c->err) == 0) {
+    if (run_merge(c, q->profile_typeid, q->label_selector, q->start, q->end, 0, 1, use_cs ? &cs : NULL, &m, &from,
+                  &until) == 0 &&
+        render_pprof_raw(&m, &raw, &c->err) == 0) {
         /* Unpacked into the arena so both codecs encode the same message. */
         ProtobufCAllocator al = arena_pb_allocator(c->arena);
         if (!(p = protobuf_c_message_unpack(&perftools__profiles__profile__descriptor, &al, raw.len, raw.data))) oom(c);
@@ -427,7 +465,7 @@ static int by_total_desc(const void *a, const void *b) {
 
 /* Merges one group (the selection narrowed to its label values) into a series. */
 static Querier__V1__Series *group_series(qctx_t *c, const Querier__V1__SelectSeriesRequest *q, const groups_t *g,
-                                         json_t *vals, int64_t step, double *total) {
+                                         json_t *vals, int64_t step, const callsite_t *cs, double *total) {
     selector_t sel = {0};
     int64_t from, until;
     Querier__V1__Series *s = NULL;
@@ -437,7 +475,7 @@ static Querier__V1__Series *group_series(qctx_t *c, const Querier__V1__SelectSer
     }
     int rc = 0;
     for (size_t i = 0; i < g->n && !rc; i++) rc = selector_add_eq(&sel, g->names[i], json_string_value(json_array_get(vals, i)), &c->err);
-    merge_query_t mq = {c->tenant, &sel, from, until, step, 0, 0, c->deadline_ns};
+    merge_query_t mq = {c->tenant, &sel, from, until, step, 0, 0, c->deadline_ns, cs};
     merge_result_t m = {0};
     if (rc == 0 && merge_run(c->a->store, &mq, &m, &c->err) == 0 && !(s = series_msg(c, g, vals, &m, total))) oom(c);
     merge_result_destroy(&m);
@@ -451,6 +489,9 @@ static ProtobufCMessage *select_series(qctx_t *c, const ProtobufCMessage *in) {
     selector_t sel = {0};
     if (!(q->step >= 0) || q->step > 1e9) return fail(c, 400, "`step` must be a positive number of seconds");
     if (q->limit < 0) return fail(c, 400, "`limit` must not be negative");
+    callsite_t cs;
+    int use_cs;
+    if (merge_options(c, q->stack_trace_selector, 0, &cs, &use_cs)) return NULL;
     if (ms_range(c, q->start, q->end, HOUR_NS, &from, &until) || request_selector(c, q->profile_typeid, q->label_selector, &sel)) {
         selector_destroy(&sel);
         return NULL;
@@ -469,7 +510,7 @@ static ProtobufCMessage *select_series(qctx_t *c, const ProtobufCMessage *in) {
     json_t *vals;
     json_object_foreach(g.groups, k, vals) {
         if (rc) break;
-        if (!(rk[n].s = group_series(c, q, &g, vals, step, &rk[n].total))) rc = -1;
+        if (!(rk[n].s = group_series(c, q, &g, vals, step, use_cs ? &cs : NULL, &rk[n].total))) rc = -1;
         else n++;
     }
     json_decref(g.groups);
@@ -482,6 +523,14 @@ static ProtobufCMessage *select_series(qctx_t *c, const ProtobufCMessage *in) {
     }
     free(rk);
     return rc ? NULL : &r->base;
+}
+
+/* ---- SelectMergeSpanProfile ---- */
+
+static ProtobufCMessage *select_merge_span_profile(qctx_t *c, const ProtobufCMessage *in) {
+    (void)in;
+    return fail(c, 501, "SelectMergeSpanProfile is not supported: span ids are not stored yet, and a merge "
+                        "that ignored `span_selector` would be a different answer");
 }
 
 /* ---- dispatch ---- */
@@ -500,6 +549,7 @@ static const struct {
     {"SelectMergeStacktraces", &querier__v1__select_merge_stacktraces_request__descriptor, select_merge_stacktraces},
     {"SelectMergeProfile", &querier__v1__select_merge_profile_request__descriptor, select_merge_profile},
     {"SelectSeries", &querier__v1__select_series_request__descriptor, select_series},
+    {"SelectMergeSpanProfile", &querier__v1__select_merge_span_profile_request__descriptor, select_merge_span_profile},
 };
 
 void api_querier(app_t *a, http_req_t *req, http_resp_t *resp) {

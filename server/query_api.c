@@ -38,14 +38,20 @@ static int parse_range(http_req_t *req, const char *fk, const char *uk, int64_t 
     return 0;
 }
 
-static int parse_selector(http_req_t *req, const char *key, int required, selector_t *sel, http_resp_t *resp) {
+/* Parses the selector in parameter key and settles its profile type from what the
+ * tenant stores (catalog_resolve_type: `app.cpu` is the type the app has; with
+ * need_type a selector without a type is a 400 listing the types). */
+static int parse_selector(app_t *a, http_req_t *req, const char *key, int need_type, selector_t *sel,
+                          http_resp_t *resp) {
     const char *q = http_arg(req, key);
     hr_err_t err = {0};
     memset(sel, 0, sizeof *sel); /* callers destroy it on every path */
-    if (required && (!q || !*q))
-        return http_error(resp, 400, "missing `%s`, e.g. %s=process_cpu:cpu:nanoseconds:cpu:nanoseconds{service_name=\"api\"}",
-                          key, key), -1;
-    if (selector_parse(q, sel, &err)) return http_error_from(resp, &err), -1;
+    if (need_type && (!q || !*q))
+        return http_error(resp, 400, "missing `%s`, e.g. %s=process_cpu:cpu:nanoseconds:cpu:nanoseconds{service_name=\"api\"}"
+                                     " or %s=api.cpu", key, key, key), -1;
+    catalog_query_t cq = {req->tenant, sel, 0, 0, 0, app_query_deadline(a, req)};
+    if (selector_parse(q, sel, &err) || catalog_resolve_type(a->store, &cq, sel, need_type, &err))
+        return http_error_from(resp, &err), -1;
     return 0;
 }
 
@@ -80,7 +86,7 @@ static void run_merge(app_t *a, http_req_t *req, http_resp_t *resp, const select
     if (!is_pprof && !is_fg && strcmp(format, "top") && strcmp(format, "folded") && strcmp(format, "dataframe"))
         return http_error(resp, 400, "unknown format `%s`: use flamegraph, top, folded, dataframe or pprof", format);
     merge_query_t q = {req->tenant, sel, r->from, r->until, is_fg ? auto_step(r) : 0, 1, series_only,
-                       app_query_deadline(a, req)};
+                       app_query_deadline(a, req), NULL};
     merge_result_t m;
     hr_err_t err = {0};
     buf_t out;
@@ -88,7 +94,7 @@ static void run_merge(app_t *a, http_req_t *req, http_resp_t *resp, const select
     tree_t t = {0};
     int rc = merge_run(a->store, &q, &m, &err);
     if (rc == 0 && is_pprof) {
-        rc = render_pprof(&m, r->from, r->until, &out, &err);
+        rc = render_pprof(&m, &out, &err);
     } else if (rc == 0 && (rc = tree_build(&t, &m, &err)) == 0) {
         long long limit = num_arg(req, "limit", 0);
         if (is_fg) rc = render_flamegraph(&t, &m, (size_t)max_nodes, &out);
@@ -133,7 +139,7 @@ void api_query(app_t *a, http_req_t *req, http_resp_t *resp) {
     const char *format = http_arg(req, "format");
     long long max_nodes = num_arg(req, "max_nodes", RENDER_DEFAULT_MAX_NODES);
     if (max_nodes < 0) return http_error(resp, 400, "`max_nodes` must be a non-negative integer");
-    if (parse_selector(req, "query", 1, &sel, resp) == 0 && parse_range(req, "from", "until", HOUR_NS, &r, resp) == 0 &&
+    if (parse_selector(a, req, "query", 1, &sel, resp) == 0 && parse_range(req, "from", "until", HOUR_NS, &r, resp) == 0 &&
         parse_profile_id(req, &series, &r, resp) >= 0)
         run_merge(a, req, resp, &sel, &r, format && *format ? format : "flamegraph", max_nodes, series);
     selector_destroy(&sel);
@@ -160,9 +166,11 @@ static int run_side(app_t *a, http_req_t *req, http_resp_t *resp, const side_key
     const char *q = http_arg(req, k->query);
     if ((!q || !*q) && fallback && *fallback) q = fallback;
     if (!q || !*q) return http_error(resp, 400, "missing `%s`", k->query), -1;
-    if (selector_parse(q, &s->sel, &err)) return http_error_from(resp, &err), -1;
+    catalog_query_t cq = {req->tenant, &s->sel, 0, 0, 0, app_query_deadline(a, req)};
+    if (selector_parse(q, &s->sel, &err) || catalog_resolve_type(a->store, &cq, &s->sel, 1, &err))
+        return http_error_from(resp, &err), -1;
     if (parse_range(req, k->from, k->until, HOUR_NS, &s->r, resp)) return -1;
-    merge_query_t mq = {req->tenant, &s->sel, s->r.from, s->r.until, 0, 1, 0, app_query_deadline(a, req)};
+    merge_query_t mq = {req->tenant, &s->sel, s->r.from, s->r.until, 0, 1, 0, app_query_deadline(a, req), NULL};
     if (merge_run(a->store, &mq, &s->m, &err) || tree_build(&s->t, &s->m, &err)) return http_error_from(resp, &err), -1;
     return 0;
 }
@@ -212,7 +220,10 @@ void api_pyroscope_render(app_t *a, http_req_t *req, http_resp_t *resp) {
     if (format && strcmp(format, "json")) return http_error(resp, 400, "format `%s` is not supported (use json)", format);
     long long max_nodes = num_arg(req, "maxNodes", num_arg(req, "max-nodes", RENDER_DEFAULT_MAX_NODES));
     if (max_nodes < 0) return http_error(resp, 400, "`maxNodes` must be a non-negative integer");
-    if (parse_selector(req, "query", 1, &sel, resp) == 0 && parse_range(req, "from", "until", HOUR_NS, &r, resp) == 0)
+    /* Pyroscope 0.x clients (Grafana's old plugin) send the application as `name`. */
+    const char *q = http_arg(req, "query");
+    if (parse_selector(a, req, q && *q ? "query" : "name", 1, &sel, resp) == 0 &&
+        parse_range(req, "from", "until", HOUR_NS, &r, resp) == 0)
         run_merge(a, req, resp, &sel, &r, "flamegraph", max_nodes, 0);
     selector_destroy(&sel);
 }
@@ -220,7 +231,7 @@ void api_pyroscope_render(app_t *a, http_req_t *req, http_resp_t *resp) {
 void api_timeseries(app_t *a, http_req_t *req, http_resp_t *resp) {
     selector_t sel;
     range_t r;
-    if (parse_selector(req, "query", 1, &sel, resp) || parse_range(req, "from", "until", HOUR_NS, &r, resp)) {
+    if (parse_selector(a, req, "query", 1, &sel, resp) || parse_range(req, "from", "until", HOUR_NS, &r, resp)) {
         selector_destroy(&sel);
         return;
     }
@@ -236,7 +247,7 @@ void api_timeseries(app_t *a, http_req_t *req, http_resp_t *resp) {
         if (step < 1000000) step = 1000000;
     }
     int64_t t0 = time_now_ns();
-    merge_query_t q = {req->tenant, &sel, r.from, r.until, step, 0, 0, app_query_deadline(a, req)};
+    merge_query_t q = {req->tenant, &sel, r.from, r.until, step, 0, 0, app_query_deadline(a, req), NULL};
     merge_result_t m;
     hr_err_t err = {0};
     int rc = merge_run(a->store, &q, &m, &err);
@@ -268,7 +279,7 @@ static void add_series(void *ctx, const series_t *s) {
  * or -1 (resp set). Discovery runs under --query-timeout as merges do. */
 static int discovery_args(app_t *a, http_req_t *req, selector_t *sel, catalog_query_t *q, http_resp_t *resp) {
     range_t r;
-    if (parse_selector(req, "query", 0, sel, resp)) return -1;
+    if (parse_selector(a, req, "query", 0, sel, resp)) return -1;
     if (parse_range(req, "from", "until", 0, &r, resp)) return -1;
     *q = (catalog_query_t){req->tenant, sel, r.ranged, r.from, r.until, app_query_deadline(a, req)};
     return 0;
@@ -321,10 +332,21 @@ static json_t *sorted(json_t *obj, int keys) {
     return arr;
 }
 
-/* Collects profile types, label names or one label's values into a set. */
+/* A sorted copy of a JSON array of strings. */
+static json_t *sorted_strings(json_t *arr) {
+    json_t *set = json_object();
+    size_t i;
+    json_t *v;
+    json_array_foreach(arr, i, v) json_object_set_new(set, json_string_value(v), json_true());
+    json_t *out = sorted(set, 1);
+    json_decref(set);
+    return out;
+}
+
+/* Collects label names or one label's values into a set. */
 typedef struct {
     json_t *set;
-    const char *label; /* NULL: label names; "__name__": profile type ids */
+    const char *label; /* NULL: label names */
 } collect_t;
 
 static void collect(void *ctx, const series_t *s) {
@@ -333,12 +355,16 @@ static void collect(void *ctx, const series_t *s) {
         for (size_t i = 0; i < s->labels.n; i++) json_object_set_new(c->set, s->labels.v[i].name, json_true());
         return;
     }
-    if (!strcmp(c->label, "__name__") || !strcmp(c->label, "__profile_type__")) {
-        json_object_set_new(c->set, s->profile_type, json_true());
-        return;
-    }
-    const char *v = labels_get(&s->labels, c->label);
+    char buf[128];
+    const char *v = catalog_label_value(s, c->label, buf, sizeof buf); /* as the Connect API answers */
     if (v) json_object_set_new(c->set, v, json_true());
+}
+
+/* Pyroscope 0.x's __name__ values: application names (`shop.cpu`). */
+static void collect_app(void *ctx, const series_t *s) {
+    char buf[512];
+    const char *v = catalog_app_name(s, buf, sizeof buf);
+    if (v) json_object_set_new(ctx, v, json_true());
 }
 
 /* Runs a collection over the discovery selection; NULL (resp set) on error. */
@@ -380,7 +406,10 @@ void api_labels(app_t *a, http_req_t *req, http_resp_t *resp, const char *name) 
 void api_pyroscope_label_values(app_t *a, http_req_t *req, http_resp_t *resp) {
     const char *label = http_arg(req, "label");
     if (!label || !*label) return http_error(resp, 400, "missing `label` parameter");
-    json_t *set = collect_run(a, req, resp, NULL, label);
+    /* This is Pyroscope 0.x's route, and there __name__ listed applications, each a
+     * name its /render takes back (`shop.cpu`); Grafana's old plugin offers them. */
+    int apps = !strcmp(label, "__name__");
+    json_t *set = collect_run(a, req, resp, apps ? collect_app : NULL, apps ? NULL : label);
     if (!set) return;
     json_t *arr = sorted(set, 1);
     json_decref(set);
@@ -395,7 +424,9 @@ void api_pyroscope_labels(app_t *a, http_req_t *req, http_resp_t *resp) {
     reply_json(resp, arr);
 }
 
-/* ---- single profiles: the stored profiles of a selection, newest first ---- */
+/* ---- single profiles: the stored profiles of a selection, newest first; profiles of
+ * one instant that differ in labels (one pprof upload split by its sample labels)
+ * carry "splitBy", the labels that split them ---- */
 
 static void add_labels_by_id(void *ctx, const series_t *s) {
     char id[16];
@@ -405,16 +436,57 @@ static void add_labels_by_id(void *ctx, const series_t *s) {
     json_object_set_new(ctx, id, labels);
 }
 
-static json_t *profiles_json(const catalog_profile_t *p, size_t n, json_t *labels) {
-    json_t *arr = json_array();
-    for (size_t i = 0; i < n; i++) {
-        char id[48], sid[16];
-        snprintf(id, sizeof id, "%u-%lld", p[i].series, (long long)p[i].time_ns);
+/* The labels in which the profiles p[b..e) (one instant) differ, sorted: an upload
+ * whose pprof samples carry labels (endpoint, ...) is stored as one series per label
+ * set, all at its time, and this names what split it. */
+static json_t *split_by(const catalog_profile_t *p, size_t b, size_t e, json_t *labels) {
+    json_t *names = json_object();
+    for (size_t i = b; i < e; i++) {
+        char sid[16];
         snprintf(sid, sizeof sid, "%u", p[i].series);
-        json_t *l = json_object_get(labels, sid);
-        json_array_append_new(arr, json_pack("{s:s,s:I,s:I,s:O,s:I}", "id", id, "timestamp",
-                                             (json_int_t)(p[i].time_ns / 1000000), "series", (json_int_t)p[i].series,
-                                             "labels", l ? l : json_null(), "total", (json_int_t)p[i].total));
+        const char *k;
+        json_t *v, *mine = json_object_get(labels, sid);
+        json_object_foreach(mine, k, v) json_object_set_new(names, k, json_true());
+    }
+    json_t *out = json_array();
+    const char *k;
+    json_t *v;
+    json_object_foreach(names, k, v) {
+        const char *first = NULL;
+        int differ = 0;
+        for (size_t i = b; i < e && !differ; i++) {
+            char sid[16];
+            snprintf(sid, sizeof sid, "%u", p[i].series);
+            const char *val = json_string_value(json_object_get(json_object_get(labels, sid), k));
+            if (!val) val = "";
+            if (!first) first = val;
+            else differ = strcmp(first, val) != 0;
+        }
+        if (differ) json_array_append_new(out, json_string(k));
+    }
+    json_decref(names);
+    json_t *s = sorted_strings(out);
+    json_decref(out);
+    return s;
+}
+
+static json_t *profiles_json(const catalog_profile_t *p, size_t n, size_t shown, json_t *labels) {
+    json_t *arr = json_array();
+    for (size_t b = 0, e; b < shown; b = e) {
+        for (e = b + 1; e < n && p[e].time_ns == p[b].time_ns;) e++; /* newest first: one instant is a run */
+        json_t *split = e - b > 1 ? split_by(p, b, e, labels) : NULL;
+        for (size_t i = b; i < e && i < shown; i++) {
+            char id[48], sid[16];
+            snprintf(id, sizeof id, "%u-%lld", p[i].series, (long long)p[i].time_ns);
+            snprintf(sid, sizeof sid, "%u", p[i].series);
+            json_t *l = json_object_get(labels, sid);
+            json_t *row = json_pack("{s:s,s:I,s:I,s:O,s:I}", "id", id, "timestamp", (json_int_t)(p[i].time_ns / 1000000),
+                                    "series", (json_int_t)p[i].series, "labels", l ? l : json_null(), "total",
+                                    (json_int_t)p[i].total);
+            if (split && json_array_size(split)) json_object_set(row, "splitBy", split);
+            json_array_append_new(arr, row);
+        }
+        json_decref(split);
     }
     return arr;
 }
@@ -424,7 +496,7 @@ void api_profiles(app_t *a, http_req_t *req, http_resp_t *resp) {
     range_t r;
     long long limit = num_arg(req, "limit", 100);
     if (limit <= 0 || limit > 10000) return http_error(resp, 400, "`limit` must be 1..10000");
-    if (parse_selector(req, "query", 1, &sel, resp) || parse_range(req, "from", "until", HOUR_NS, &r, resp))
+    if (parse_selector(a, req, "query", 1, &sel, resp) || parse_range(req, "from", "until", HOUR_NS, &r, resp))
         return selector_destroy(&sel);
     catalog_profile_t *p;
     size_t n;
@@ -439,7 +511,7 @@ void api_profiles(app_t *a, http_req_t *req, http_resp_t *resp) {
         return http_error_from(resp, &err);
     }
     size_t shown = n < (size_t)limit ? n : (size_t)limit;
-    json_t *doc = json_pack("{s:o,s:I,s:b,s:s}", "profiles", profiles_json(p, shown, labels), "count", (json_int_t)n,
+    json_t *doc = json_pack("{s:o,s:I,s:b,s:s}", "profiles", profiles_json(p, n, shown, labels), "count", (json_int_t)n,
                             "truncated", n > shown, "profileType", sel.profile_type);
     free(p);
     json_decref(labels);

@@ -316,7 +316,7 @@ def flamegraph_json_has_pyroscope_shape():
             r = srv.get_json(route, query="fg.cpu{}", **{"from": T0 - 10, "until": T0 + 3600})
             assert r["flamebearer"]["numTicks"] == fb["numTicks"], route
         assert "fg" in srv.get_json("/pyroscope/label-values", label="service_name")
-        assert CPU in srv.get_json("/pyroscope/label-values", label="__name__")
+        assert "fg.cpu" in srv.get_json("/pyroscope/label-values", label="__name__")  # Pyroscope 0.x: applications
         assert "endpoint" in srv.get_json("/pyroscope/labels")
         # Grafana's nested-set frame: pre-order rows whose children sum to at most their parent.
         df = query(srv, CPU + '{service_name="fg"}', fmt="dataframe", frm=T0 - 10, until=T0 + 60)
@@ -1373,9 +1373,13 @@ def grafana_querier_connect_proto_and_json():
         jg = js["flamegraph"]
         assert jg["names"] == fb["names"] and int(jg["total"]) == 2 * cpu_total and int(jg["maxSelf"]) == fb["maxSelf"]
         assert [[int(v) for v in l["values"]] for l in jg["levels"]] == fb["levels"]
-        # A field Hearth does not know (profile_id_selector = 8) is skipped, as proto requires.
-        extra = bytes.fromhex(QUERIER_BODIES["SelectMergeStacktraces"]) + pb_field(8, b"7c9e6679")
+        # A field Hearth does not know (99) is skipped, as proto requires; one it knows but cannot
+        # serve (profile_id_selector = 8) is refused, never ignored (issue 11.5).
+        extra = bytes.fromhex(QUERIER_BODIES["SelectMergeStacktraces"]) + pb_field(99, b"7c9e6679")
         assert pb_decode(call("SelectMergeStacktraces", extra)[1][0])[3] == [2 * cpu_total]
+        st, b, _ = srv.request("POST", prefix + "SelectMergeStacktraces", extra + pb_field(8, b"7c9e6679"),
+                               {"Content-Type": "application/proto"})
+        assert st == 501, (st, b)
 
         # SelectSeries grouped by env: one series per env, each summing to the profile's total.
         pb, js = both("SelectSeries", {"profileTypeID": CPU, "labelSelector": sel, "groupBy": ["env"], "step": 60, **rng})

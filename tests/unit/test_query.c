@@ -7,6 +7,8 @@
 
 #include "ingest/gzip.h"
 #include "ingest/pprof.h"
+#include "ingest/profile.pb-c.h"
+#include "common/ptype.h"
 #include "common/timeparse.h"
 #include "ingest/request.h"
 #include "query/catalog.h"
@@ -50,7 +52,7 @@ static char *render(store_t *s, const char *sel_text, int64_t from, int64_t unti
         fprintf(stderr, "selector: %s\n", err.msg);
         return NULL;
     }
-    merge_query_t q = {"anonymous", &sel, from * S, until * S, 0, 1, 0, 0};
+    merge_query_t q = {"anonymous", &sel, from * S, until * S, 0, 1, 0, 0, NULL};
     merge_result_t m;
     tree_t t = {0};
     buf_t out;
@@ -119,6 +121,75 @@ static int selects(const char *sel_text, const labels_t *l) {
     int rc = selector_parse(sel_text, &s, &err) ? -1 : selector_matches(&s, "process_cpu:cpu:nanoseconds:cpu:nanoseconds", l);
     selector_destroy(&s);
     return rc;
+}
+
+/* The value of the first matcher of text, decoded; NULL when text does not parse. */
+static char *first_value(const char *text) {
+    selector_t s;
+    hr_err_t err = {0};
+    char *v = selector_parse(text, &s, &err) == 0 && s.n ? strdup(s.m[0].value) : NULL;
+    selector_destroy(&s);
+    return v;
+}
+
+/* Selector values are PromQL string literals: Go escapes in "..." and '...', raw
+ * backticks, and an escape Prometheus does not know is an error (issue 11.7). */
+void test_selector_string_escapes(void) {
+    static const struct {
+        const char *text, *want; /* want NULL: refused */
+    } cases[] = {
+        {"{a=\"x\\ny\\tz\"}", "x\ny\tz"},
+        {"{a=\"q\\\"q\"}", "q\"q"},
+        {"{a='q\\'q'}", "q'q"},
+        {"{a=\"\\\\d+\"}", "\\d+"},
+        {"{a='\\\\d+'}", "\\d+"},
+        {"{a=`\\d+`}", "\\d+"},
+        {"{a=`a\"b'c\\n`}", "a\"b'c\\n"},
+        {"{a=\"\\x41\\101\\u00e9\\U0001F600\"}", "AA\xc3\xa9\xf0\x9f\x98\x80"},
+        {"{a=\"\\a\\b\\f\\r\\v\"}", "\a\b\f\r\v"},
+        {"{a=\"\"}", ""},
+        {"{a=\"\\d+\"}", NULL},     /* PromQL: unknown escape sequence */
+        {"{a=\"\\'\"}", NULL},      /* the other quote is not an escape in "..." */
+        {"{a='\\\"'}", NULL},
+        {"{a=\"\\x4\"}", NULL},     /* too few digits */
+        {"{a=\"\\400\"}", NULL},    /* octal over 255 */
+        {"{a=\"\\uD800\"}", NULL},  /* a surrogate is not a code point */
+        {"{a=\"\\U00110000\"}", NULL},
+        {"{a=\"x\ny\"}", NULL},     /* a raw newline ends nothing: unterminated */
+        {"{a=`abc}", NULL},
+        {"{a=\"abc\\", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char *v = first_value(cases[i].text);
+        if (cases[i].want) CHECK_STR(v, cases[i].want);
+        else CHECK(v == NULL);
+        free(v);
+    }
+    /* The regex a user meant: "\\d+", '\\d+' and `\d+` all select digits. */
+    labels_t l;
+    labels_init(&l);
+    labels_set(&l, "pod", "web-42");
+    const char *digits[] = {"{pod=~\"web-\\\\d+\"}", "{pod=~'web-\\\\d+'}", "{pod=~`web-\\d+`}"};
+    for (size_t i = 0; i < 3; i++) CHECK_INT(selects(digits[i], &l), 1);
+    CHECK_INT(selects("{pod=~\"web-\\d+\"}", &l), -1);
+    labels_destroy(&l);
+}
+
+/* Short names fit the types agents store: `cpu` is Go's CPU time first, then the
+ * Node agent's CPU inside its wall profile; block never stands in for mutex. */
+void test_short_type_names(void) {
+    CHECK_INT(ptype_short_rank("cpu", "process_cpu:cpu:nanoseconds:cpu:nanoseconds"), 0);
+    CHECK_INT(ptype_short_rank("cpu", "wall:cpu:nanoseconds:wall:nanoseconds"), 1);
+    CHECK(ptype_short_rank("cpu", "process_cpu:samples:count:cpu:nanoseconds") > 1);
+    CHECK_INT(ptype_short_rank("cpu", "wall:wall:nanoseconds:wall:nanoseconds"), -1);
+    CHECK_INT(ptype_short_rank("heap", "memory:inuse_space:bytes:inuse_space:bytes"), 0);
+    CHECK_INT(ptype_short_rank("block_count", "mutex:contentions:count:mutex:count"), -1);
+    CHECK_INT(ptype_short_rank("mutex_count", "mutex:contentions:count:mutex:count"), 0);
+    CHECK_STR(ptype_short_name("memory:inuse_space:bytes:space:bytes"), "inuse_space");
+    CHECK_STR(ptype_short_name("wall:cpu:nanoseconds:wall:nanoseconds"), "cpu");
+    CHECK(ptype_short_name("threadcreate:threadcreate:count:threadcreate:count") == NULL);
+    CHECK_STR(ptype_short_default("heap"), "memory:inuse_space:bytes:space:bytes");
+    CHECK(ptype_short_default("nope") == NULL);
 }
 
 static double now_s(void) {
@@ -350,7 +421,7 @@ static char *render_diff_of(store_t *s, const char *sel_text, int64_t lf, int64_
     selector_t sel;
     hr_err_t err = {0};
     CHECK(selector_parse(sel_text, &sel, &err) == 0);
-    merge_query_t lq = {"anonymous", &sel, lf * S, lu * S, 0, 1, 0, 0}, rq = {"anonymous", &sel, rf * S, ru * S, 0, 1, 0, 0};
+    merge_query_t lq = {"anonymous", &sel, lf * S, lu * S, 0, 1, 0, 0, NULL}, rq = {"anonymous", &sel, rf * S, ru * S, 0, 1, 0, 0, NULL};
     merge_result_t lm, rm;
     tree_t lt = {0}, rt = {0};
     buf_t out;
@@ -436,12 +507,12 @@ void test_pprof_output(void) {
     free(d);
     selector_t sel;
     selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds", &sel, &err);
-    merge_query_t q = {"anonymous", &sel, 0, 200 * S, 0, 1, 0, 0};
+    merge_query_t q = {"anonymous", &sel, 0, 200 * S, 0, 1, 0, 0, NULL};
     merge_result_t m;
     CHECK(merge_run(s, &q, &m, &err) == 0);
     buf_t out;
     buf_init(&out);
-    CHECK(render_pprof(&m, 0, 200 * S, &out, &err) == 0);
+    CHECK(render_pprof(&m, &out, &err) == 0);
     /* Re-decode our own output: the total must be the input's (1.96 s). */
     batch_init(&b);
     labels_t l;
@@ -455,6 +526,14 @@ void test_pprof_output(void) {
     CHECK_STR(b.p[0].profile_type, "process_cpu:cpu:nanoseconds:cpu:nanoseconds");
     batch_destroy(&b);
     labels_destroy(&l);
+    buf_free(&out);
+    /* Dated by the profile, not by the query range [0, 200 s] (issue 11.6): it was
+     * taken at 100 s and its own duration_nanos is 1,204,887,616 ns. */
+    buf_init(&out);
+    CHECK(render_pprof_raw(&m, &out, &err) == 0);
+    Perftools__Profiles__Profile *pp = perftools__profiles__profile__unpack(NULL, out.len, out.data);
+    CHECK(pp && pp->time_nanos == 100 * S && pp->duration_nanos == 1204887616);
+    if (pp) perftools__profiles__profile__free_unpacked(pp, NULL);
     buf_free(&out);
     merge_result_destroy(&m);
     selector_destroy(&sel);

@@ -58,7 +58,7 @@ void unit_tmpdir(const char *name, char *out, size_t n);
     X(test_wal_torn_tail) X(test_wal_corrupt_middle) X(test_store_cut_and_reopen) X(test_retention) X(test_compact_segments) X(test_store_compaction)             \
     X(test_appname) X(test_folded) X(test_pprof_census_and_budget) X(test_pprof_totals) X(test_pprof_twice_no_new_symbols) \
     X(test_pprof_negative) X(test_pprof_labels_split_series) X(test_request_roundtrip) \
-    X(test_selector) X(test_selector_regex) X(test_catalog_unlocked_and_deadline)    \
+    X(test_selector) X(test_selector_string_escapes) X(test_short_type_names) X(test_selector_regex) X(test_catalog_unlocked_and_deadline)    \
     X(test_flamebearer_layout) X(test_top_and_folded)                                \
     X(test_max_nodes) X(test_diff_layout) X(test_gauge_average) X(test_pprof_output) X(test_base64) X(test_pbjson) X(test_delta)
 
