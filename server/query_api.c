@@ -139,6 +139,8 @@ void api_query(app_t *a, http_req_t *req, http_resp_t *resp) {
     const char *format = http_arg(req, "format");
     long long max_nodes = num_arg(req, "max_nodes", RENDER_DEFAULT_MAX_NODES);
     if (max_nodes < 0) return http_error(resp, 400, "`max_nodes` must be a non-negative integer");
+    /* Refused here, before the merge, as /api/v1/profiles refuses it: never read as "all". */
+    if (num_arg(req, "limit", 0) < 0) return http_error(resp, 400, "`limit` must be a non-negative integer (0 = all rows)");
     if (parse_selector(a, req, "query", 1, &sel, resp) == 0 && parse_range(req, "from", "until", HOUR_NS, &r, resp) == 0 &&
         parse_profile_id(req, &series, &r, resp) >= 0)
         run_merge(a, req, resp, &sel, &r, format && *format ? format : "flamegraph", max_nodes, series);

@@ -111,3 +111,15 @@ def readme_tour_runs_from_a_clone():
             assert r.returncode == 0, (line, r.stdout[-500:], r.stderr[-500:])
             if "format=top" in line:
                 assert '"total":1960000000' in r.stdout, r.stdout[:300]  # the example profile's CPU
+
+
+@test
+def negative_limits_are_refused_everywhere():
+    with Server() as srv:
+        assert srv.ingest(data("pprof/go-runtime-cpu-00.pb.gz"), name="lim", format="pprof", **{"from": T0})[0] == 200
+        sel = CPU + '{service_name="lim"}'
+        span = {"from": T0 - 10, "until": T0 + 60}
+        for path, extra in (("/api/v1/query", {"format": "top"}), ("/api/v1/profiles", {})):
+            st, body = srv.get(path, query=sel, limit="-5", **extra, **span)
+            assert st == 400 and b"limit" in body, (path, st, body)
+        assert len(srv.get_json("/api/v1/query", query=sel, format="top", limit="3", **span)["functions"]) == 3
