@@ -725,14 +725,16 @@ def jfr_recordings_ingest_like_pyroscope():
             got = folded_counts(text.decode())
             assert got == want, (svc, len(got), len(want), sorted(set(got) ^ set(want))[:3])
         # Event counts of the recording: 7972 allocations in new TLABs, 2238 outside, 1773 monitor
-        # enters + 435 parks; 582 CPU samples at the default 10 ms.
+        # enters (mutex, as Pyroscope names them) and 435 parks (block); 582 CPU samples at the
+        # default 10 ms.
         counts = {"memory:alloc_in_new_tlab_objects:count:space:bytes": 7972,
                   "memory:alloc_outside_tlab_objects:count:space:bytes": 2238,
-                  "mutex:contentions:count:mutex:count": 2208, CPU: 582 * 10_000_000}
+                  "mutex:contentions:count:mutex:count": 1773, "block:contentions:count:block:count": 435,
+                  CPU: 582 * 10_000_000}
         for t, n in counts.items():
             assert query(srv, t + '{service_name="kafka",env="dev"}')["total"] == n, t
         for t in ("memory:alloc_in_new_tlab_bytes:bytes:space:bytes", "memory:alloc_outside_tlab_bytes:bytes:space:bytes",
-                  "mutex:delay:nanoseconds:mutex:count"):
+                  "mutex:delay:nanoseconds:mutex:count", "block:delay:nanoseconds:block:count"):
             assert query(srv, t + '{service_name="kafka"}')["total"] > 0, t
         top = query(srv, CPU + '{service_name="kafka"}', limit=1)["functions"][0]
         assert top["name"] == "java/util/regex/Pattern$CharPropertyGreedy.match", top
