@@ -8,7 +8,11 @@ static const char *REASONS[HR_ELIMIT + 1] = {"ok",      "bad_request",   "unproc
 static const char *LIMITS[LIMIT_COUNT] = {"max_series_per_tenant", "max_concurrent_ingests", "max_concurrent_queries",
                                           "ingest_rate", "query_timeout"};
 
+static const char *DROPS[DROP_COUNT] = {"negative_gauge"};
+
 void metrics_refused(metrics_t *m, metrics_limit_t which) { m->refused[which]++; }
+
+void metrics_dropped(metrics_t *m, metrics_drop_t why, size_t samples) { m->dropped_samples[why] += samples; }
 
 void metrics_ingest_ok(metrics_t *m, size_t bytes, size_t profiles, size_t samples) {
     m->ingest_requests++;
@@ -45,6 +49,11 @@ void metrics_render(metrics_t *m, store_t *st, buf_t *o) {
     buf_printf(o, "# HELP hearth_ingested_samples_total Samples accepted.\n"
                   "# TYPE hearth_ingested_samples_total counter\nhearth_ingested_samples_total %llu\n",
                (unsigned long long)m->ingest_samples);
+    buf_printf(o, "# HELP hearth_dropped_samples_total Samples left out of accepted uploads, by reason.\n"
+                  "# TYPE hearth_dropped_samples_total counter\n");
+    for (int i = 0; i < DROP_COUNT; i++)
+        buf_printf(o, "hearth_dropped_samples_total{reason=\"%s\"} %llu\n", DROPS[i],
+                   (unsigned long long)m->dropped_samples[i]);
     buf_printf(o, "# HELP hearth_ingest_errors_total Rejected ingests by reason.\n# TYPE hearth_ingest_errors_total counter\n");
     for (int i = 1; i <= HR_ELIMIT; i++)
         buf_printf(o, "hearth_ingest_errors_total{reason=\"%s\"} %llu\n", REASONS[i], (unsigned long long)m->ingest_errors[i]);
