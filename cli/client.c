@@ -7,9 +7,27 @@
 #include <stdlib.h>
 #include <string.h>
 
+typedef struct {
+    buf_t *body;
+    size_t max;             /* 0 = unbounded */
+    const atomic_int *cancel; /* NULL = never */
+    int over;               /* the body passed max */
+} sink_t;
+
 static size_t on_data(char *p, size_t size, size_t n, void *ctx) {
-    buf_append(ctx, p, size * n);
-    return ((buf_t *)ctx)->oom ? 0 : size * n;
+    sink_t *s = ctx;
+    if (s->max && s->body->len + size * n > s->max) {
+        s->over = 1;
+        return 0; /* curl stops with a write error */
+    }
+    buf_append(s->body, p, size * n);
+    return s->body->oom ? 0 : size * n;
+}
+
+static int on_progress(void *ctx, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un) {
+    (void)dt, (void)dn, (void)ut, (void)un;
+    const sink_t *s = ctx;
+    return s->cancel && atomic_load(s->cancel);
 }
 
 /* Copies the server's {"error": "..."} message, or the raw body, into out->error. */
@@ -22,8 +40,8 @@ static void server_error(cli_resp_t *out) {
     json_decref(doc);
 }
 
-int cli_http(const char *method, const char *url, const void *body, size_t n, const char *ctype, long timeout_s,
-             cli_resp_t *out) {
+static int perform(const char *method, const char *url, const void *body, size_t n, const char *ctype, long timeout_s,
+                   size_t max_body, const atomic_int *cancel, cli_resp_t *out) {
     memset(out, 0, sizeof *out);
     buf_init(&out->body);
     CURL *c = curl_easy_init();
@@ -44,8 +62,14 @@ int cli_http(const char *method, const char *url, const void *body, size_t n, co
         curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)n);
     }
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
+    sink_t sink = {.body = &out->body, .max = max_body, .cancel = cancel};
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &out->body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
+    if (cancel) {
+        curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+        curl_easy_setopt(c, CURLOPT_XFERINFODATA, &sink);
+        curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+    }
     curl_easy_setopt(c, CURLOPT_USERAGENT, "hearth-cli");
     curl_easy_setopt(c, CURLOPT_TIMEOUT, timeout_s);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L); /* thread-safe timeouts */
@@ -55,9 +79,16 @@ int cli_http(const char *method, const char *url, const void *body, size_t n, co
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &out->status);
     curl_slist_free_all(hdr);
     curl_easy_cleanup(c);
+    if (sink.over) {
+        snprintf(out->error, sizeof out->error, "%s: the answer exceeds the limit of %zu bytes", url, max_body);
+        return -1;
+    }
+    if (rc == CURLE_ABORTED_BY_CALLBACK) {
+        snprintf(out->error, sizeof out->error, "stopped while fetching %s", url);
+        return -1;
+    }
     if (rc != CURLE_OK) {
-        snprintf(out->error, sizeof out->error, "cannot reach %s: %s",
-                 url, errbuf[0] ? errbuf : curl_easy_strerror(rc));
+        snprintf(out->error, sizeof out->error, "cannot reach %s: %s", url, errbuf[0] ? errbuf : curl_easy_strerror(rc));
         return -1;
     }
     if (out->status < 200 || out->status > 299) {
@@ -65,6 +96,15 @@ int cli_http(const char *method, const char *url, const void *body, size_t n, co
         return -1;
     }
     return 0;
+}
+
+int cli_http(const char *method, const char *url, const void *body, size_t n, const char *ctype, long timeout_s,
+             cli_resp_t *out) {
+    return perform(method, url, body, n, ctype, timeout_s, 0, NULL, out);
+}
+
+int cli_get_bounded(const char *url, long timeout_s, size_t max_body, const atomic_int *cancel, cli_resp_t *out) {
+    return perform("GET", url, NULL, 0, NULL, timeout_s, max_body, cancel, out);
 }
 
 char *cli_url(const char *server, const char *path, const char *const *kv) {

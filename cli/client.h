@@ -5,6 +5,7 @@
 #ifndef HEARTH_CLIENT_H
 #define HEARTH_CLIENT_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 
 #include "common/buf.h"
@@ -21,6 +22,11 @@ typedef struct {
  * out->error saying why). The caller frees out->body. */
 int cli_http(const char *method, const char *url, const void *body, size_t n, const char *content_type,
              long timeout_s, cli_resp_t *out);
+
+/* A GET for a long-running poller (the scraper): as cli_http, and also gives up
+ * when *cancel becomes nonzero (libcurl looks about once a second while it waits,
+ * so a stop never waits for the timeout) or when the body passes max_body bytes. */
+int cli_get_bounded(const char *url, long timeout_s, size_t max_body, const atomic_int *cancel, cli_resp_t *out);
 
 /* Builds SERVER + PATH + "?k=v&..." from NULL-terminated key/value pairs (NULL values
  * are skipped), URL-encoding the values. Caller frees. */

@@ -529,8 +529,11 @@ static uint32_t stack_of(stacks_t *s, uint64_t idx) {
 
 /* ---- events ---- */
 
-enum { P_CPU, P_TLAB_OBJ, P_TLAB_BYTES, P_OUT_OBJ, P_OUT_BYTES, P_LOCK_COUNT, P_LOCK_NS, P_COUNT };
+enum { P_CPU, P_TLAB_OBJ, P_TLAB_BYTES, P_OUT_OBJ, P_OUT_BYTES, P_LOCK_COUNT, P_LOCK_NS, P_PARK_COUNT, P_PARK_NS, P_COUNT };
 
+/* As Pyroscope's JFR converter names them: a thread entering a contended monitor is
+ * a mutex contention, a parked thread (LockSupport.park: j.u.c locks, queues) is
+ * blocked, like Go's block profile. */
 static const char *const TYPES[P_COUNT] = {
     "process_cpu:cpu:nanoseconds:cpu:nanoseconds",
     "memory:alloc_in_new_tlab_objects:count:space:bytes",
@@ -539,6 +542,8 @@ static const char *const TYPES[P_COUNT] = {
     "memory:alloc_outside_tlab_bytes:bytes:space:bytes",
     "mutex:contentions:count:mutex:count",
     "mutex:delay:nanoseconds:mutex:count",
+    "block:contentions:count:block:count",
+    "block:delay:nanoseconds:block:count",
 };
 
 typedef struct {
@@ -617,7 +622,8 @@ static int read_events(const uint8_t *chunk, size_t size, int64_t tps, const met
         } else {
             double ns = tps > 0 ? (double)v[W_DUR].i * 1e9 / (double)tps : (double)v[W_DUR].i;
             if (!(ns >= 0 && ns < 9e18)) ns = 0; /* a corrupt duration: count the event, not its time */
-            rc = add(c, s, P_LOCK_COUNT, v[W_STACK].i, 1, err) || add(c, s, P_LOCK_NS, v[W_STACK].i, (int64_t)ns, err);
+            int count = ci == ec->park ? P_PARK_COUNT : P_LOCK_COUNT, delay = ci == ec->park ? P_PARK_NS : P_LOCK_NS;
+            rc = add(c, s, count, v[W_STACK].i, 1, err) || add(c, s, delay, v[W_STACK].i, (int64_t)ns, err);
         }
         if (rc) return -1;
     }

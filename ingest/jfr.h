@@ -12,7 +12,10 @@
  *                                     recording's `interval` setting, else 10 ms)
  *   jdk.ObjectAllocationInNewTLAB     memory:alloc_in_new_tlab_{objects,bytes}
  *   jdk.ObjectAllocationOutsideTLAB   memory:alloc_outside_tlab_{objects,bytes}
- *   jdk.JavaMonitorEnter, ThreadPark  mutex:contentions:count and mutex:delay:nanoseconds
+ *   jdk.JavaMonitorEnter              mutex:contentions:count:mutex:count and
+ *                                     mutex:delay:nanoseconds:mutex:count
+ *   jdk.ThreadPark                    block:contentions:count:block:count and
+ *                                     block:delay:nanoseconds:block:count
  * Frames are `class.method` with the frame's line; lambda and generated accessor
  * class names lose their per-run numbers (`$$Lambda_`, `GeneratedMethodAccessor_`)
  * so profiles from different runs merge. */

@@ -250,6 +250,27 @@ static int check_labels(const batch_t *b, const ingest_limits_t *lim, hr_err_t *
     return 0;
 }
 
+/* A gauge (in-use memory, goroutines) is a level, and no part of a level is below
+ * zero. Negative samples of one come from a writer that subtracted two snapshots
+ * (Go's allocs?seconds=N delta carries inuse_* differences); kept, they make a
+ * negative total and break the flame graph's layout. They are left out and counted
+ * rather than refusing the upload, whose other types are sound. */
+static void drop_negative_gauges(batch_t *b) {
+    for (size_t i = 0; i < b->n; i++) {
+        batch_profile_t *p = &b->p[i];
+        ptype_parts_t parts;
+        if (ptype_split(p->profile_type, &parts) || !ptype_is_gauge(&parts)) continue;
+        size_t k = 0;
+        for (size_t j = 0; j < p->n; j++) {
+            if (p->values[j] < 0) continue;
+            p->stacks[k] = p->stacks[j], p->values[k] = p->values[j];
+            k++;
+        }
+        b->dropped_negative_gauge += p->n - k;
+        p->n = k;
+    }
+}
+
 /* Sums of a profile's values (per stack, per profile, per series over time) are
  * int64: values whose magnitudes add up past INT64_MAX would wrap into nonsense
  * (a negative CPU total), so such a profile is refused whole. */
@@ -267,5 +288,6 @@ static int check_values(const batch_t *b, hr_err_t *err) {
 
 int ingest_to_batch(const ingest_request_t *r, const ingest_limits_t *lim, batch_t *b, hr_err_t *err) {
     if (decode_any(r, lim, b, err) || check_labels(b, lim, err)) return -1;
+    drop_negative_gauges(b);
     return check_values(b, err);
 }

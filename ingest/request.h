@@ -58,7 +58,9 @@ void ingest_request_encode(const ingest_request_t *r, buf_t *out);
  * strings are NUL-terminated in the record). */
 int ingest_request_decode(const uint8_t *p, size_t n, ingest_request_t *r, hr_err_t *err);
 
-/* Decodes the upload into b (initialized by the caller). */
+/* Decodes the upload into b (initialized by the caller). Negative samples of gauge
+ * types (ptype_is_gauge: inuse_*, goroutines) are left out and counted in
+ * b->dropped_negative_gauge: a level cannot be below zero. */
 int ingest_to_batch(const ingest_request_t *r, const ingest_limits_t *lim, batch_t *b, hr_err_t *err);
 
 #endif

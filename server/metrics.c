@@ -17,7 +17,11 @@ static const char *LIMITS[LIMIT_COUNT] = {"max_series_per_tenant", "max_concurre
                                           "ingest_rate", "query_timeout", "max_inflight_body_bytes",
                                           "request_read_timeout"};
 
+static const char *DROPS[DROP_COUNT] = {"negative_gauge"};
+
 void metrics_refused(metrics_t *m, metrics_limit_t which) { m->refused[which]++; }
+
+void metrics_dropped(metrics_t *m, metrics_drop_t why, size_t samples) { m->dropped_samples[why] += samples; }
 
 void metrics_ingest_ok(metrics_t *m, size_t bytes, size_t profiles, size_t samples) {
     m->ingest_requests++;
@@ -95,6 +99,10 @@ static void render_ingest(const metrics_t *m, buf_t *o) {
            m->ingest_profiles);
     scalar(o, "hearth_ingested_bytes_total", "counter", "Request body bytes of accepted ingests.", m->ingest_bytes);
     scalar(o, "hearth_ingested_samples_total", "counter", "Samples accepted.", m->ingest_samples);
+    family(o, "hearth_dropped_samples_total", "counter", "Samples left out of accepted uploads, by reason.");
+    for (int i = 0; i < DROP_COUNT; i++)
+        buf_printf(o, "hearth_dropped_samples_total{reason=\"%s\"} %llu\n", DROPS[i],
+                   (unsigned long long)m->dropped_samples[i]);
     family(o, "hearth_ingest_errors_total", "counter", "Rejected ingests by reason.");
     for (int i = 1; i <= HR_ELIMIT; i++)
         buf_printf(o, "hearth_ingest_errors_total{reason=\"%s\"} %llu\n", REASONS[i], (unsigned long long)m->ingest_errors[i]);

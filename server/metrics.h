@@ -26,6 +26,9 @@ typedef enum {
     LIMIT_COUNT
 } metrics_limit_t;
 
+/* Why accepted uploads lost samples (hearth_dropped_samples_total{reason}). */
+typedef enum { DROP_NEGATIVE_GAUGE, DROP_COUNT } metrics_drop_t;
+
 typedef struct {
     atomic_ullong ingest_requests, ingest_profiles, ingest_bytes, ingest_samples;
     atomic_ullong ingest_errors[HR_ELIMIT + 1]; /* by error code */
@@ -35,11 +38,13 @@ typedef struct {
     atomic_ullong query_buckets[METRICS_NBUCKETS + 1]; /* last = +Inf */
     atomic_ullong query_sum_us;
     atomic_ullong wal_replayed, wal_replay_skipped, wal_corrupt;
+    atomic_ullong dropped_samples[DROP_COUNT]; /* by metrics_drop_t */
 } metrics_t;
 
 void metrics_refused(metrics_t *m, metrics_limit_t which);
 void metrics_ingest_ok(metrics_t *m, size_t bytes, size_t profiles, size_t samples);
 void metrics_ingest_error(metrics_t *m, hr_code_t code);
+void metrics_dropped(metrics_t *m, metrics_drop_t why, size_t samples);
 void metrics_query(metrics_t *m, double seconds, int failed);
 void metrics_render(metrics_t *m, store_t *st, buf_t *out);
 

@@ -8,9 +8,27 @@
  *                 "interval": "30s"}]}
  * Profiles name Go's net/http/pprof endpoints: cpu is /debug/pprof/profile?seconds=N;
  * allocs, mutex and block are fetched as deltas over N seconds (?seconds=N), so each
- * scrape holds what happened in its interval; heap and goroutine are snapshots. A
- * profile may also be {"name": "x", "path": "/custom/path"}. Each target gets one
- * thread that scrapes its profiles in turn every interval.
+ * scrape holds what happened in its window; heap and goroutine are snapshots. A
+ * profile may also be {"name": "x", "path": "/custom/path"}; one named like a
+ * built-in profile is stored as that profile.
+ *
+ * What is stored, and under which type (as Pyroscope names them):
+ *   cpu        process_cpu:*
+ *   heap       memory:inuse_objects, memory:inuse_space (its alloc_* count since the
+ *              process started: they would re-count its whole life every scrape)
+ *   allocs     memory:alloc_objects, memory:alloc_space (the delta's inuse_* are
+ *              differences, negative where memory was freed)
+ *   mutex      mutex:contentions:count:..., mutex:delay:nanoseconds:...
+ *   block      block:contentions:count:..., block:delay:nanoseconds:... (the same
+ *              sample types as mutex: the endpoint tells them apart)
+ *   goroutine  goroutine:*
+ *
+ * Schedule: every (target, profile) has its own thread and schedule. CPU is
+ * profiled back to back, one cpu_seconds profile after another, so CPU time is
+ * covered without gaps; the other profiles start every interval. A profile that
+ * takes longer than its period (cpu_seconds over the interval: a warning is logged
+ * at start) is fetched again as soon as it returns. Stopping cancels fetches in
+ * flight.
  *
  * Scraped profiles are labelled service_name=job, job, instance (host:port) and
  * the target's labels, and are stored through the same write path as pushes. */
@@ -25,7 +43,7 @@ typedef struct scraper scraper_t;
 
 /* Parses the config and starts scraping; NULL with err on a bad config. */
 scraper_t *scraper_start(const char *config_path, struct app *app, hr_err_t *err);
-/* Stops every target thread (waiting for scrapes in flight) and frees. */
+/* Stops every scrape thread (cancelling fetches in flight: about a second) and frees. */
 void scraper_stop(scraper_t *s);
 /* {"targets":[{"job","url","profile","labels","health","lastScrape","lastError",
  * "lastDurationSeconds","scrapes","failures"}]} */

@@ -27,6 +27,7 @@ typedef struct {
     batch_profile_t *p;
     size_t n, cap;
     size_t last; /* batch_profile's lookup hint */
+    size_t dropped_negative_gauge; /* samples ingest_to_batch left out (request.h) */
 } batch_t;
 
 int batch_init(batch_t *b); /* 0 or -1 (OOM) */

@@ -117,9 +117,14 @@ class Server:
 
 # ---------------------------------------------------------------- go tool pprof reference
 
-def pprof_raw(path, *extra):
+def is_gauge(sample_type):
+    return sample_type.startswith("inuse_") or sample_type in ("goroutine", "goroutines")
+
+
+def pprof_raw(path, *extra, gauges_as_stored=False):
     """Sample types and per-type totals, as `go tool pprof -raw [extra]` reports them (which
-    leaves out samples without locations: see unlocated_totals)."""
+    leaves out samples without locations: see unlocated_totals). gauges_as_stored: leave out
+    the negative samples of gauge types, as Hearth does (a delta's inuse_* differences)."""
     out = subprocess.run(["go", "tool", "pprof", "-raw", *extra, path], capture_output=True, text=True, check=True).stdout
     lines = out.splitlines()
     i = lines.index("Samples:")
@@ -135,7 +140,8 @@ def pprof_raw(path, *extra):
         m = sample.match(line)
         if m:
             for k, v in enumerate(m.group(1).split()):
-                totals[k] += int(v)
+                if not (gauges_as_stored and int(v) < 0 and is_gauge(types[k][0])):
+                    totals[k] += int(v)
     return types, totals
 
 
@@ -219,7 +225,7 @@ def every_corpus_profile_matches_go_pprof_totals():
             status, resp = srv.ingest(body, name=f"corpus{i}", format="pprof", **{"from": T0, "until": T0 + 10})
             assert status == 200, f"{os.path.basename(path)}: {status} {resp!r}"
         for i, path in enumerate(files):
-            types, totals = pprof_raw(path)
+            types, totals = pprof_raw(path, gauges_as_stored=True)  # a delta heap's negative inuse_* are dropped
             unlocated = unlocated_totals(path, len(types))
             got = types_of(srv, f"corpus{i}")
             for (st, unit), total, extra in zip(types, totals, unlocated):
@@ -227,6 +233,7 @@ def every_corpus_profile_matches_go_pprof_totals():
                 total += extra
                 ans = query(srv, '%s{service_name="corpus%d"}' % (got[(st, unit)], i), limit=1)
                 assert ans["total"] == total, f"{os.path.basename(path)} {st}: hearth {ans['total']} != pprof {total}"
+        assert 'hearth_dropped_samples_total{reason="negative_gauge"} 0' not in srv.get("/metrics")[1].decode()
 
 
 @test
@@ -725,14 +732,16 @@ def jfr_recordings_ingest_like_pyroscope():
             got = folded_counts(text.decode())
             assert got == want, (svc, len(got), len(want), sorted(set(got) ^ set(want))[:3])
         # Event counts of the recording: 7972 allocations in new TLABs, 2238 outside, 1773 monitor
-        # enters + 435 parks; 582 CPU samples at the default 10 ms.
+        # enters (mutex, as Pyroscope names them) and 435 parks (block); 582 CPU samples at the
+        # default 10 ms.
         counts = {"memory:alloc_in_new_tlab_objects:count:space:bytes": 7972,
                   "memory:alloc_outside_tlab_objects:count:space:bytes": 2238,
-                  "mutex:contentions:count:mutex:count": 2208, CPU: 582 * 10_000_000}
+                  "mutex:contentions:count:mutex:count": 1773, "block:contentions:count:block:count": 435,
+                  CPU: 582 * 10_000_000}
         for t, n in counts.items():
             assert query(srv, t + '{service_name="kafka",env="dev"}')["total"] == n, t
         for t in ("memory:alloc_in_new_tlab_bytes:bytes:space:bytes", "memory:alloc_outside_tlab_bytes:bytes:space:bytes",
-                  "mutex:delay:nanoseconds:mutex:count"):
+                  "mutex:delay:nanoseconds:mutex:count", "block:delay:nanoseconds:block:count"):
             assert query(srv, t + '{service_name="kafka"}')["total"] > 0, t
         top = query(srv, CPU + '{service_name="kafka"}', limit=1)["functions"][0]
         assert top["name"] == "java/util/regex/Pattern$CharPropertyGreedy.match", top
@@ -1507,8 +1516,21 @@ def scrapes_go_net_http_pprof_targets():
             assert cpu["total"] > 0 and cpu["profiles"] >= 1
             assert "crypto/sha256.block" in [f["name"] for f in cpu["functions"][:10]], cpu["functions"][:5]
             m = srv.get("/metrics")[1].decode()
-            assert 'hearth_scrape_up{job="goapp",instance="127.0.0.1:%d",profile="cpu"} 1' % port in m
-            assert 'hearth_scrape_up{job="down",instance="127.0.0.1:1",profile="heap"} 0' in m
+            assert 'hearth_scrape_up{scrape_job="goapp",scrape_instance="127.0.0.1:%d",profile="cpu"} 1' % port in m
+            assert 'hearth_scrape_up{scrape_job="down",scrape_instance="127.0.0.1:1",profile="heap"} 0' in m
+            r = subprocess.run(["promtool", "check", "metrics"], input=m.encode(), capture_output=True, timeout=60)
+            assert r.returncode == 0, (r.stdout + r.stderr).decode()
+            # A target that stays down logs once, not on every failed scrape.
+            down = 'hearth_scrapes_total{scrape_job="down",scrape_instance="127.0.0.1:1",profile="heap"} '
+            deadline = time.time() + 15
+            while time.time() < deadline:
+                m = srv.get("/metrics")[1].decode()
+                if int(m.split(down)[1].split()[0]) >= 3:
+                    break
+                time.sleep(0.5)
+            assert int(m.split(down)[1].split()[0]) >= 3, m
+            log = open(os.path.join(srv.log_dir, "server.log")).read()
+            assert log.count("msg=scrape.failed job=down") == 1, log.count("msg=scrape.failed job=down")
         bad = os.path.join(ARGS.tmp, "bad-scrape.json")
         json.dump({"targets": [{"job": "x", "url": "http://a", "profiles": ["nope"]}]}, open(bad, "w"))
         r = cli("--data-dir", os.path.join(ARGS.tmp, "badscrape"), "--listen", f"127.0.0.1:{free_port()}",

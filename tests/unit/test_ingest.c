@@ -5,8 +5,11 @@
 #include "ingest/delta.h"
 #include "ingest/folded.h"
 #include "ingest/gzip.h"
+#include "ingest/jfr.h"
 #include "ingest/profile.pb-c.h"
 #include "ingest/pprof.h"
+#include "ingest/pprof_edit.h"
+#include "ingest/push.pb-c.h"
 #include "common/arena.h"
 #include "common/base64.h"
 #include "common/pbjson.h"
@@ -391,4 +394,149 @@ void test_pbjson(void) {
     CHECK(back && back->flamegraph && !strcmp(back->flamegraph->names[1], "a\"b"));
     buf_free(&b);
     arena_free(ar);
+}
+
+/* The body of a push.v1 request with one series (service_name=t, plus __name__ when
+ * given) holding pprof. Caller frees. */
+static uint8_t *push_body(const char *name, const uint8_t *pprof, size_t n, size_t *len) {
+    Push__V1__LabelPair l[2] = {PUSH__V1__LABEL_PAIR__INIT, PUSH__V1__LABEL_PAIR__INIT}, *lp[2] = {&l[0], &l[1]};
+    l[0].name = "service_name", l[0].value = "t";
+    l[1].name = "__name__", l[1].value = (char *)name;
+    Push__V1__RawSample sample = PUSH__V1__RAW_SAMPLE__INIT, *sp = &sample;
+    sample.raw_profile.data = (uint8_t *)pprof, sample.raw_profile.len = n;
+    Push__V1__RawProfileSeries ser = PUSH__V1__RAW_PROFILE_SERIES__INIT, *serp = &ser;
+    ser.n_labels = name ? 2 : 1, ser.labels = lp, ser.n_samples = 1, ser.samples = &sp;
+    Push__V1__PushRequest req = PUSH__V1__PUSH_REQUEST__INIT;
+    req.n_series = 1, req.series = &serp;
+    *len = push__v1__push_request__get_packed_size(&req);
+    uint8_t *out = malloc(*len);
+    push__v1__push_request__pack(&req, out);
+    return out;
+}
+
+/* Decodes r into a fresh batch and returns the total of type (-1 when decoding failed). */
+static int64_t request_total(const ingest_request_t *r, const char *type, size_t *dropped) {
+    ingest_limits_t lim = {64 << 20, 0, 64, NULL, 2048};
+    batch_t b;
+    batch_init(&b);
+    hr_err_t err = {0};
+    int64_t t = ingest_to_batch(r, &lim, &b, &err) ? -1 : type_total(&b, type);
+    if (dropped) *dropped = b.dropped_negative_gauge;
+    batch_destroy(&b);
+    return t;
+}
+
+/* Go's block and mutex profiles have the same sample types; what tells them apart
+ * is how they arrive, as Pyroscope reads it: the push's __name__, the display names
+ * of a sample_type_config (pyroscope-go's block_count/block_duration), and in JFR
+ * the event (ThreadPark is block, JavaMonitorEnter is mutex). */
+void test_block_types(void) {
+    size_t n, len;
+    unsigned char *blk = unit_read("pprof/go-runtime-block.pb.gz", &n);
+    uint8_t *named = push_body("block", blk, n, &len);
+    ingest_request_t r = {.tenant = "anonymous", .name = "", .format = INGEST_PUSH_PROTO, .received_ns = 1,
+                          .body = named, .body_len = len};
+    CHECK_INT(request_total(&r, "block:contentions:count:contentions:count", NULL), 413);
+    CHECK_INT(request_total(&r, "block:delay:nanoseconds:contentions:count", NULL), 1220163243);
+    CHECK_INT(request_total(&r, "mutex:contentions:count:contentions:count", NULL), 0);
+    free(named);
+    uint8_t *unnamed = push_body(NULL, blk, n, &len); /* nothing says block: Pyroscope's default names it mutex */
+    r.body = unnamed, r.body_len = len;
+    CHECK_INT(request_total(&r, "mutex:contentions:count:contentions:count", NULL), 413);
+    free(unnamed);
+    ingest_request_t ing = {.tenant = "anonymous", .name = "app", .format = INGEST_PPROF, .received_ns = 1, .body = blk,
+                            .body_len = n, .sample_type_config = "{\"contentions\":{\"display-name\":\"block_count\"},"
+                                                                  "\"delay\":{\"display-name\":\"block_duration\"}}"};
+    CHECK_INT(request_total(&ing, "block:delay:nanoseconds:contentions:count", NULL), 1220163243);
+    free(blk);
+
+    unsigned char *jfr = unit_read("corpus/jfrparser__parser__testdata__cortex-dev-01__kafka-0__cpu_lock0_alloc0__0.jfr.gz", &n);
+    labels_t l;
+    labels_init(&l);
+    jfr_opts_t o = {.base = &l, .max_decompressed = 64 << 20};
+    batch_t b;
+    batch_init(&b);
+    hr_err_t err = {0};
+    CHECK(jfr_decode(jfr, n, &o, &b, &err) == 0);
+    CHECK_INT(type_total(&b, "mutex:contentions:count:mutex:count"), 1773); /* monitor enters */
+    CHECK_INT(type_total(&b, "block:contentions:count:block:count"), 435);  /* parks */
+    CHECK(type_total(&b, "block:delay:nanoseconds:block:count") > 0);
+    batch_destroy(&b);
+    labels_destroy(&l);
+    free(jfr);
+}
+
+/* A scraped allocs delta keeps its alloc_* exactly and loses its inuse_*. */
+void test_pprof_keep_types(void) {
+    size_t n;
+    unsigned char *d = unit_read("pprof/go-runtime-allocs.pb.gz", &n);
+    const char *keep[] = {"alloc_objects", "alloc_space"};
+    buf_t out;
+    buf_init(&out);
+    hr_err_t err = {0};
+    CHECK(pprof_keep_types(d, n, 64 << 20, keep, 2, &out, &err) == 0);
+    ingest_request_t r = {.tenant = "anonymous", .name = "app", .format = INGEST_PPROF, .received_ns = 1,
+                          .body = out.data, .body_len = out.len};
+    CHECK_INT(request_total(&r, "memory:alloc_objects:count:space:bytes", NULL), 64655759);
+    CHECK_INT(request_total(&r, "memory:alloc_space:bytes:space:bytes", NULL), 3839968850LL);
+    CHECK_INT(request_total(&r, "memory:inuse_space:bytes:space:bytes", NULL), 0);
+    batch_t b;
+    batch_init(&b);
+    ingest_limits_t lim = {64 << 20, 0, 64, NULL, 2048};
+    CHECK(ingest_to_batch(&r, &lim, &b, &err) == 0);
+    for (size_t i = 0; i < b.n; i++) CHECK(!strncmp(b.p[i].profile_type, "memory:alloc_", 13));
+    batch_destroy(&b);
+    const char *none[] = {"samples"};
+    size_t before = out.len;
+    CHECK(pprof_keep_types(d, n, 64 << 20, none, 1, &out, &err) == -1 && err.code == HR_EUNPROC);
+    CHECK(pprof_keep_types((const uint8_t *)"\xff\xff", 2, 64 << 20, keep, 2, &out, &err) == -1 && err.code == HR_EUNPROC);
+    CHECK(pprof_keep_types(d, n, 1024, keep, 2, &out, &err) == -1 && err.code == HR_ETOOBIG);
+    CHECK_INT(out.len, before);
+    buf_free(&out);
+    free(d);
+}
+
+/* A pprof with inuse_space/bytes and alloc_space/bytes, one function per sample. */
+static uint8_t *heap_pprof(const int64_t (*values)[2], size_t n, size_t *len) {
+    char *strings[16] = {"", "inuse_space", "alloc_space", "bytes", "f0", "f1", "f2", "f3"};
+    Perftools__Profiles__ValueType vt[2] = {PERFTOOLS__PROFILES__VALUE_TYPE__INIT, PERFTOOLS__PROFILES__VALUE_TYPE__INIT};
+    Perftools__Profiles__ValueType *vtp[2] = {&vt[0], &vt[1]};
+    vt[0].type = 1, vt[0].unit = 3, vt[1].type = 2, vt[1].unit = 3;
+    Perftools__Profiles__Sample s[4], *sp[4];
+    Perftools__Profiles__Location loc[4], *locp[4];
+    Perftools__Profiles__Line line[4], *linep[4];
+    Perftools__Profiles__Function fn[4], *fnp[4];
+    uint64_t ids[4];
+    for (size_t i = 0; i < n && i < 4; i++) {
+        perftools__profiles__sample__init(&s[i]);
+        perftools__profiles__location__init(&loc[i]);
+        perftools__profiles__line__init(&line[i]);
+        perftools__profiles__function__init(&fn[i]);
+        ids[i] = i + 1;
+        fn[i].id = i + 1, fn[i].name = 4 + (int64_t)i, fnp[i] = &fn[i];
+        line[i].function_id = i + 1, linep[i] = &line[i];
+        loc[i].id = i + 1, loc[i].n_line = 1, loc[i].line = &linep[i], locp[i] = &loc[i];
+        s[i].n_location_id = 1, s[i].location_id = &ids[i];
+        s[i].n_value = 2, s[i].value = (int64_t *)values[i], sp[i] = &s[i];
+    }
+    Perftools__Profiles__Profile p = PERFTOOLS__PROFILES__PROFILE__INIT;
+    p.n_sample_type = 2, p.sample_type = vtp, p.n_sample = n, p.sample = sp, p.n_location = n, p.location = locp;
+    p.n_function = n, p.function = fnp, p.n_string_table = 8, p.string_table = strings;
+    *len = perftools__profiles__profile__get_packed_size(&p);
+    uint8_t *out = malloc(*len);
+    perftools__profiles__profile__pack(&p, out);
+    return out;
+}
+
+/* Negative samples of a gauge are dropped and counted; a counter's are not touched. */
+void test_negative_gauges_dropped(void) {
+    const int64_t values[][2] = {{100, 50}, {-40, 30}, {-5, 7}, {20, 0}};
+    size_t len, dropped = 0;
+    uint8_t *pp = heap_pprof(values, 4, &len);
+    ingest_request_t r = {.tenant = "anonymous", .name = "app", .format = INGEST_PPROF, .received_ns = 1, .body = pp,
+                          .body_len = len};
+    CHECK_INT(request_total(&r, "memory:inuse_space:bytes:inuse_space:bytes", &dropped), 120);
+    CHECK_INT(dropped, 2);
+    CHECK_INT(request_total(&r, "memory:alloc_space:bytes:alloc_space:bytes", NULL), 87);
+    free(pp);
 }

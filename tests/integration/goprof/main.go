@@ -3,10 +3,13 @@
 //
 //	goprof DIR          writes cpu, heap, allocs, mutex, block and goroutine profiles into DIR
 //	                    (and heap/mutex/block.prev.pb.gz, taken 1.5 s earlier)
-//	goprof serve ADDR   serves net/http/pprof on ADDR (a scrape target) until killed
+//	goprof serve ADDR   serves net/http/pprof on ADDR (a scrape target) until killed; every
+//	                    /debug/pprof/ answer is kept: /served lists them (path, query, start
+//	                    and end in unix ns), /served/body?i=N returns the N-th body
 package main
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
@@ -17,6 +20,8 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -114,6 +119,61 @@ func write(dir, name string, fn func(f *os.File) error) {
 	f.Close()
 }
 
+type served struct {
+	Path  string `json:"path"`
+	Query string `json:"query"`
+	Start int64  `json:"start"`
+	End   int64  `json:"end"`
+	body  []byte
+}
+
+var (
+	servedMu  sync.Mutex
+	servedLog []served
+)
+
+type recorder struct {
+	http.ResponseWriter
+	buf bytes.Buffer
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	r.buf.Write(b)
+	return r.ResponseWriter.Write(b)
+}
+
+// record keeps what each profile request was answered and when, so a test can compare
+// what a scraper stored with what the target sent it.
+func record(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if !strings.HasPrefix(req.URL.Path, "/debug/pprof/") || req.URL.Path == "/debug/pprof/" {
+			h.ServeHTTP(w, req)
+			return
+		}
+		start := time.Now().UnixNano()
+		rec := &recorder{ResponseWriter: w}
+		h.ServeHTTP(rec, req)
+		servedMu.Lock()
+		servedLog = append(servedLog, served{req.URL.Path, req.URL.RawQuery, start, time.Now().UnixNano(), rec.buf.Bytes()})
+		servedMu.Unlock()
+	})
+}
+
+func serveLog(w http.ResponseWriter, req *http.Request) {
+	servedMu.Lock()
+	defer servedMu.Unlock()
+	if req.URL.Path == "/served/body" {
+		i, err := strconv.Atoi(req.URL.Query().Get("i"))
+		if err != nil || i < 0 || i >= len(servedLog) {
+			http.Error(w, "no such answer", http.StatusNotFound)
+			return
+		}
+		w.Write(servedLog[i].body)
+		return
+	}
+	json.NewEncoder(w).Encode(servedLog)
+}
+
 func main() {
 	runtime.MemProfileRate = 4096
 	runtime.SetMutexProfileFraction(1)
@@ -123,7 +183,9 @@ func main() {
 	go jsonLoop(stop)
 	go contend(stop)
 	if os.Args[1] == "serve" {
-		panic(http.ListenAndServe(os.Args[2], nil))
+		http.HandleFunc("/served", serveLog)
+		http.HandleFunc("/served/body", serveLog)
+		panic(http.ListenAndServe(os.Args[2], record(http.DefaultServeMux)))
 	}
 	dir := os.Args[1]
 	// Earlier snapshots of the cumulative profiles, for prev_profile uploads.

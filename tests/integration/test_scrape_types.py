@@ -1,0 +1,214 @@
+"""Scraping a real Go target (issue 11, items 1-3): what each endpoint is stored as, gauges that
+never go negative, and each (target, profile) scraped on its own schedule.
+
+The target is tests/integration/goprof in `serve` mode, which keeps every /debug/pprof/ answer
+it sent (/served, /served/body?i=N): the tests compare what Hearth stored with exactly what the
+target answered, read by `go tool pprof`, and measure the schedule from the target's side."""
+import json
+import os
+import subprocess
+import tempfile
+import time
+import urllib.request
+
+import run
+from run import CPU, Server, T0, test
+
+NOW = {"frm": "now-5m", "until": "now"}
+
+
+class Target:
+    """A goprof net/http/pprof server on a free port."""
+
+    def __enter__(self):
+        self.port = run.free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen([run.build_goprof(), "serve", f"127.0.0.1:{self.port}"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            try:
+                urllib.request.urlopen(self.url + "/served", timeout=2).read()
+                return self
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError("goprof serve did not start")
+
+    def __exit__(self, *exc):
+        self.proc.kill()
+        self.proc.wait()
+
+    def served(self):
+        """[(index, path, start_s, end_s)] of every profile answer so far."""
+        log = json.loads(urllib.request.urlopen(self.url + "/served", timeout=10).read()) or []
+        return [(i, x["path"], x["start"] / 1e9, x["end"] / 1e9) for i, x in enumerate(log)]
+
+    def body_file(self, i):
+        data = urllib.request.urlopen(f"{self.url}/served/body?i={i}", timeout=10).read()
+        f = tempfile.NamedTemporaryFile(dir=run.ARGS.tmp, suffix=".pb.gz", delete=False)
+        f.write(data)
+        f.close()
+        return f.name
+
+
+def scrape_config(name, doc):
+    path = os.path.join(run.ARGS.tmp, name + ".json")
+    json.dump(doc, open(path, "w"))
+    return path
+
+
+def wait_scraped(srv, at_least, timeout):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        t = srv.get_json("/api/v1/targets")["targets"]
+        if t and all(x["scrapes"] >= at_least for x in t):
+            return {x["profile"]: x for x in t}
+        time.sleep(0.2)
+    raise AssertionError(f"not every profile was scraped {at_least} times: {t}")
+
+
+def type_ids(srv, sel):
+    return {t["id"] for t in srv.get_json("/api/v1/profile-types", query=sel)["profileTypes"]}
+
+
+@test
+def scraped_block_mutex_and_memory_keep_their_meaning():
+    """/debug/pprof/block is block:*, /debug/pprof/mutex is mutex:*, each with the totals go tool
+    pprof reads from the very answer the target sent; the allocs delta gives alloc_* only, the
+    heap snapshot inuse_* only, and no type has a negative total."""
+    with Target() as tgt:
+        cfg = scrape_config("types", {"interval": "30s", "cpu_seconds": 1, "targets": [
+            {"job": "gotypes", "url": tgt.url, "profiles": ["mutex", "block", "allocs", "heap"]}]})
+        with Server(extra=["--scrape-config", cfg]) as srv:
+            by = wait_scraped(srv, 1, 20)  # one round: the next is 30 s away
+            assert all(x["health"] == "up" for x in by.values()), by
+            answers = {p.rsplit("/", 1)[1]: i for i, p, _, _ in tgt.served()}
+            sel = '{service_name="gotypes"}'
+            ids = type_ids(srv, sel)
+            for kind in ("block", "mutex"):
+                types, totals = run.pprof_raw(tgt.body_file(answers[kind]))
+                assert dict(types) == {"contentions": "count", "delay": "nanoseconds"}, types
+                for (st, unit), want in zip(types, totals):
+                    tid = f"{kind}:{st}:{unit}:contentions:count"
+                    assert tid in ids, (tid, ids)
+                    got = run.query(srv, tid + sel, **NOW)["total"]
+                    assert got == want, (tid, got, want)
+            assert run.pprof_raw(tgt.body_file(answers["block"]))[1][0] > 0  # a real block profile
+            want = {}
+            for kind, kept in (("allocs", "alloc_"), ("heap", "inuse_")):
+                types, totals = run.pprof_raw(tgt.body_file(answers[kind]))
+                want.update({st: t for (st, _), t in zip(types, totals) if st.startswith(kept)})
+            for st, total in want.items():
+                unit = "bytes" if st.endswith("space") else "count"
+                tid = f"memory:{st}:{unit}:space:bytes"
+                got = run.query(srv, tid + sel, **NOW)["total"]
+                assert got == total, (tid, got, total)
+            for tid in ids:
+                fg = run.query(srv, tid + sel, fmt="flamegraph", **NOW)
+                assert fg["flamebearer"]["numTicks"] >= 0, (tid, fg["flamebearer"]["numTicks"])
+                assert run.query(srv, tid + sel, **NOW)["total"] >= 0, tid
+
+
+def pprof_bytes(sample_types, samples):
+    """A minimal pprof: sample_types [(type, unit)], samples [(function, [values])]."""
+    strings = [""]
+
+    def s(x):
+        if x not in strings:
+            strings.append(x)
+        return strings.index(x)
+
+    f, field = run.pb_encode_field, run.pb_field
+    out = b"".join(field(1, f(1, 0, s(t)) + f(2, 0, s(u))) for t, u in sample_types)
+    funcs = []
+    for i, (fn, values) in enumerate(samples, 1):
+        if fn not in funcs:
+            funcs.append(fn)
+        fid = funcs.index(fn) + 1
+        packed = b"".join(run.pb_put_varint(v) for v in values)
+        out += field(2, field(1, run.pb_put_varint(fid)) + field(2, packed))
+    for fid, fn in enumerate(funcs, 1):
+        out += field(4, f(1, 0, fid) + field(4, f(1, 0, fid)))  # location fid -> function fid
+        out += field(5, f(1, 0, fid) + f(2, 0, s(fn)))
+    out += f(9, 0, T0 * 10**9) + field(11, f(1, 0, s("space")) + f(2, 0, s("bytes")))
+    return out + b"".join(field(6, x.encode()) for x in strings)
+
+
+@test
+def negative_gauge_samples_are_dropped_and_counted():
+    """A pushed heap whose inuse_* samples are partly negative (a delta taken as a snapshot):
+    those samples are dropped and counted, the cumulative alloc_* values are kept whole."""
+    body = pprof_bytes([("alloc_space", "bytes"), ("inuse_space", "bytes")],
+                       [("main.grow", [50, 100]), ("main.shrink", [30, -40]), ("main.idle", [7, -5])])
+    with Server() as srv:
+        st, b = srv.ingest(body, name="neg", format="pprof", **{"from": T0})
+        assert st == 200, b
+        sel = '{service_name="neg"}'
+        assert run.query(srv, "memory:inuse_space:bytes:space:bytes" + sel)["total"] == 100
+        assert run.query(srv, "memory:alloc_space:bytes:space:bytes" + sel)["total"] == 87
+        fg = run.query(srv, "memory:inuse_space:bytes:space:bytes" + sel, fmt="flamegraph")
+        assert fg["flamebearer"]["numTicks"] == 100
+        assert "main.shrink" not in fg["flamebearer"]["names"], fg["flamebearer"]["names"]
+        m = srv.get("/metrics")[1].decode()
+        assert 'hearth_dropped_samples_total{reason="negative_gauge"} 2' in m, m[-2000:]
+
+
+def gaps(spans):
+    spans = sorted(spans)
+    return [b[0] - a[1] for a, b in zip(spans, spans[1:])]
+
+
+@test
+def each_scraped_profile_keeps_its_own_schedule():
+    """Four 2 s profiles at a 3 s interval: scraped one after another they would take 8 s a
+    round. Each (target, profile) runs on its own: CPU profiles follow each other without gaps,
+    the delta profiles start every 3 s; stopping the server cancels the fetches in flight."""
+    with Target() as tgt:
+        cfg = scrape_config("schedule", {"interval": "3s", "cpu_seconds": 2, "targets": [
+            {"job": "gosched", "url": tgt.url, "profiles": ["cpu", "allocs", "mutex", "block"]}]})
+        srv = Server(extra=["--scrape-config", cfg]).start()
+        try:
+            time.sleep(10.5)
+            log = tgt.served()
+            by = wait_scraped(srv, 1, 5)
+            assert all(x["health"] == "up" for x in by.values()), by
+            m = srv.get("/metrics")[1].decode()
+            assert 'hearth_scrape_up{scrape_job="gosched",scrape_instance="127.0.0.1:%d",profile="cpu"} 1' % tgt.port in m
+            sel = '{service_name="gosched"}'
+            assert run.query(srv, CPU + sel, **NOW)["total"] > 0
+            t0 = time.time()
+        finally:
+            srv.stop()
+        stop_s = time.time() - t0
+    cpu = [(s, e) for _, p, s, e in log if p.endswith("/profile")]
+    assert len(cpu) >= 4, cpu  # 10 s of 2 s profiles
+    start, end = min(s for s, _ in cpu), max(e for _, e in cpu)
+    covered = sum(e - s for s, e in cpu) / (end - start)
+    assert max(gaps(cpu)) < 0.5 and covered > 0.9, (gaps(cpu), covered)  # one after another: 25% before
+    for kind in ("allocs", "mutex", "block"):
+        starts = sorted(s for _, p, s, _ in log if p.endswith("/" + kind))
+        steps = [b - a for a, b in zip(starts, starts[1:])]
+        assert len(starts) >= 3 and all(abs(x - 3) < 0.5 for x in steps), (kind, steps)
+    assert stop_s < 3, stop_s  # CPU fetches are always in flight here: stopping cancels them
+
+
+@test
+def scrape_cpu_seconds_over_the_interval_warns_and_runs_back_to_back():
+    with Target() as tgt:
+        cfg = scrape_config("long-cpu", {"interval": "2s", "cpu_seconds": 3, "targets": [
+            {"job": "golong", "url": tgt.url, "profiles": ["cpu", "goroutine"]}]})
+        srv = Server(extra=["--scrape-config", cfg]).start()
+        try:
+            time.sleep(7)
+            log = tgt.served()
+            t0 = time.time()
+        finally:
+            srv.stop()
+        stop_s = time.time() - t0
+        warned = [l for l in srv.tail().splitlines() if "cpu_seconds" in l and "golong" in l]
+        assert warned and "level=warn" in warned[0], srv.tail()
+    cpu = [(s, e) for _, p, s, e in log if p.endswith("/profile")]
+    assert len(cpu) >= 2 and max(gaps(cpu)) < 0.5, cpu
+    goroutine = sorted(s for _, p, s, _ in log if p.endswith("/goroutine"))
+    assert len(goroutine) >= 3 and all(abs(b - a - 2) < 0.5 for a, b in zip(goroutine, goroutine[1:])), goroutine
+    assert stop_s < 3, stop_s
