@@ -88,6 +88,7 @@ typedef struct {
     idmap_t locs, fns, maps;
     uint32_t *str_ids;  /* pprof string index -> batch symtab id, 0 = not yet (except "") */
     uint32_t *loc_ids;  /* pprof location position -> batch location id, 0 = not yet */
+    uint8_t *off_series; /* pprof string index of a label key -> 1: not a series label */
     hr_err_t *err;
 } ctx_t;
 
@@ -216,7 +217,7 @@ static int sample_labels(ctx_t *c, const Perftools__Profiles__Sample *s, labels_
         const Perftools__Profiles__Label *l = s->label[i];
         if (!str_ok(c, l->key) || !str_ok(c, l->str))
             return hr_fail(c->err, HR_EUNPROC, "invalid pprof: sample label has a bad string index");
-        if (l->str == 0) continue; /* numeric label */
+        if (l->str == 0 || c->off_series[l->key]) continue; /* numeric, or per-sample (plan_label_keys) */
         const char *k = c->p->string_table[l->key], *v = c->p->string_table[l->str];
         if (!utf8_valid(k, strlen(k)) || !utf8_valid(v, strlen(v)))
             return hr_fail(c->err, HR_EUNPROC, "invalid pprof: sample label is not valid UTF-8");
@@ -232,6 +233,49 @@ static int sample_labels(ctx_t *c, const Perftools__Profiles__Sample *s, labels_
         if (!j) continue;
         if (labels_set(out, name, v)) return hr_fail(c->err, HR_ENOMEM, "out of memory");
     }
+    return 0;
+}
+
+/* Sample label keys that identify a sample, not a series: trace-to-profile links, as
+ * Pyroscope keeps them (it renames profile_id to span_id). */
+static const char *const PER_SAMPLE_KEYS[] = {"span_id", "trace_id", "profile_id", "span_name"};
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Decides which string label keys stay off the series labels: the per-sample keys,
+ * and any key with more than PPROF_MAX_SERIES_LABEL_VALUES distinct values in this
+ * profile, which would split one upload into that many series (a request id, a
+ * user id ...). Counts them in the batch. */
+static int plan_label_keys(ctx_t *c) {
+    const pb_profile_t *p = c->p;
+    size_t n = 0;
+    for (size_t i = 0; i < p->n_sample; i++) n += p->sample[i]->n_label;
+    uint64_t *pairs = malloc((n ? n : 1) * sizeof *pairs);
+    if (!pairs) return -1;
+    n = 0;
+    for (size_t i = 0; i < p->n_sample; i++)
+        for (size_t k = 0; k < p->sample[i]->n_label; k++) {
+            const Perftools__Profiles__Label *l = p->sample[i]->label[k];
+            if (str_ok(c, l->key) && str_ok(c, l->str) && l->str) pairs[n++] = (uint64_t)l->key << 32 | (uint64_t)l->str;
+        }
+    qsort(pairs, n, sizeof *pairs, cmp_u64);
+    for (size_t i = 0; i < n;) {
+        uint32_t key = (uint32_t)(pairs[i] >> 32);
+        size_t distinct = 0, j = i;
+        for (; j < n && (uint32_t)(pairs[j] >> 32) == key; j++) distinct += j == i || pairs[j] != pairs[j - 1];
+        int per_sample = 0;
+        for (size_t s = 0; s < sizeof PER_SAMPLE_KEYS / sizeof *PER_SAMPLE_KEYS; s++)
+            per_sample |= !strcmp(p->string_table[key], PER_SAMPLE_KEYS[s]);
+        if (per_sample || distinct > PPROF_MAX_SERIES_LABEL_VALUES) {
+            c->off_series[key] = 1;
+            (*(per_sample ? &c->b->unindexed_span_keys : &c->b->unindexed_high_cardinality_keys))++;
+        }
+        i = j;
+    }
+    free(pairs);
     return 0;
 }
 
@@ -292,8 +336,9 @@ static int decode_profile(const pb_profile_t *p, const pprof_opts_t *o, batch_t 
     ctx_t c = {.p = p, .b = b, .err = err};
     c.str_ids = calloc(p->n_string_table, sizeof *c.str_ids);
     c.loc_ids = calloc(p->n_location ? p->n_location : 1, sizeof *c.loc_ids);
+    c.off_series = calloc(p->n_string_table, 1);
     int rc = -1;
-    if (!ids || !c.str_ids || !c.loc_ids) {
+    if (!ids || !c.str_ids || !c.loc_ids || !c.off_series || plan_label_keys(&c)) {
         hr_fail(err, HR_ENOMEM, "out of memory");
         goto out;
     }
@@ -314,6 +359,7 @@ out:
     idmap_free(&c.maps);
     free(c.str_ids);
     free(c.loc_ids);
+    free(c.off_series);
     free(ids);
     return rc;
 }

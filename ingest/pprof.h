@@ -10,7 +10,11 @@
  * estimate is reserved from the shared decode budget for the decode's duration.
  *
  * Each sample type becomes its own profile type; each distinct set of string
- * sample labels becomes its own series (numeric labels are not series labels). */
+ * sample labels becomes its own series. Not series labels: numeric labels; the
+ * per-sample keys span_id, trace_id, profile_id and span_name (trace links: one
+ * series per span would exhaust the series limit within minutes); and any key with
+ * more than PPROF_MAX_SERIES_LABEL_VALUES values in one profile. Those are not stored
+ * yet: samples carry no attributes until the block format does. */
 #ifndef HEARTH_PPROF_H
 #define HEARTH_PPROF_H
 
@@ -21,6 +25,10 @@
 #include "ingest/budget.h"
 #include "storage/batch.h"
 #include "storage/labels.h"
+
+/* A pprof sample label key with more distinct values than this in one profile is not
+ * made a series label (it would split the upload into as many series). */
+#define PPROF_MAX_SERIES_LABEL_VALUES 64
 
 typedef struct {
     const char *sample_type, *display_name; /* from sample_type_config */

@@ -109,6 +109,8 @@ int app_store_request(app_t *a, const ingest_request_t *r, size_t body_bytes, hr
     if (rc == 0) {
         metrics_ingest_ok(&a->metrics, body_bytes, b.n, batch_samples(&b));
         metrics_dropped(&a->metrics, DROP_NEGATIVE_GAUGE, b.dropped_negative_gauge);
+        a->metrics.unindexed_keys[UNINDEXED_SPAN] += b.unindexed_span_keys;
+        a->metrics.unindexed_keys[UNINDEXED_HIGH_CARDINALITY] += b.unindexed_high_cardinality_keys;
     } else {
         metrics_ingest_error(&a->metrics, err->code);
         if (err->code == HR_EIO) log_error("ingest.storage_failed", "err=\"%s\"", err->msg);

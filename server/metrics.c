@@ -18,6 +18,7 @@ static const char *LIMITS[LIMIT_COUNT] = {"max_series_per_tenant", "max_concurre
                                           "request_read_timeout"};
 
 static const char *DROPS[DROP_COUNT] = {"negative_gauge"};
+static const char *UNINDEXED[UNINDEXED_COUNT] = {"span", "high_cardinality"};
 
 void metrics_refused(metrics_t *m, metrics_limit_t which) { m->refused[which]++; }
 
@@ -103,6 +104,11 @@ static void render_ingest(const metrics_t *m, buf_t *o) {
     for (int i = 0; i < DROP_COUNT; i++)
         buf_printf(o, "hearth_dropped_samples_total{reason=\"%s\"} %llu\n", DROPS[i],
                    (unsigned long long)m->dropped_samples[i]);
+    family(o, "hearth_unindexed_label_keys_total", "counter",
+           "pprof sample label keys kept off series labels, per upload, by reason.");
+    for (int i = 0; i < UNINDEXED_COUNT; i++)
+        buf_printf(o, "hearth_unindexed_label_keys_total{reason=\"%s\"} %llu\n", UNINDEXED[i],
+                   (unsigned long long)m->unindexed_keys[i]);
     family(o, "hearth_ingest_errors_total", "counter", "Rejected ingests by reason.");
     for (int i = 1; i <= HR_ELIMIT; i++)
         buf_printf(o, "hearth_ingest_errors_total{reason=\"%s\"} %llu\n", REASONS[i], (unsigned long long)m->ingest_errors[i]);

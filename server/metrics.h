@@ -28,6 +28,8 @@ typedef enum {
 
 /* Why accepted uploads lost samples (hearth_dropped_samples_total{reason}). */
 typedef enum { DROP_NEGATIVE_GAUGE, DROP_COUNT } metrics_drop_t;
+/* Why pprof sample label keys were kept off series labels (hearth_unindexed_label_keys_total). */
+typedef enum { UNINDEXED_SPAN, UNINDEXED_HIGH_CARDINALITY, UNINDEXED_COUNT } metrics_unindexed_t;
 
 typedef struct {
     atomic_ullong ingest_requests, ingest_profiles, ingest_bytes, ingest_samples;
@@ -39,6 +41,7 @@ typedef struct {
     atomic_ullong query_sum_us;
     atomic_ullong wal_replayed, wal_replay_skipped, wal_corrupt;
     atomic_ullong dropped_samples[DROP_COUNT]; /* by metrics_drop_t */
+    atomic_ullong unindexed_keys[UNINDEXED_COUNT]; /* by metrics_unindexed_t, per upload */
 } metrics_t;
 
 void metrics_refused(metrics_t *m, metrics_limit_t which);

@@ -28,6 +28,7 @@ typedef struct {
     size_t n, cap;
     size_t last; /* batch_profile's lookup hint */
     size_t dropped_negative_gauge; /* samples ingest_to_batch left out (request.h) */
+    size_t unindexed_span_keys, unindexed_high_cardinality_keys; /* pprof label keys kept off series (pprof.h) */
 } batch_t;
 
 int batch_init(batch_t *b); /* 0 or -1 (OOM) */

@@ -123,3 +123,41 @@ def negative_limits_are_refused_everywhere():
             st, body = srv.get(path, query=sel, limit="-5", **extra, **span)
             assert st == 400 and b"limit" in body, (path, st, body)
         assert len(srv.get_json("/api/v1/query", query=sel, format="top", limit="3", **span)["functions"]) == 3
+
+
+def labelled_pprof(samples):
+    """A gzipped one-type CPU pprof; samples: [(value, {label: str})], all on one stack."""
+    f, e = run.pb_field, run.pb_encode_field
+    strings = ["", "cpu", "nanoseconds", "main"]
+
+    def sid(s):
+        if s not in strings:
+            strings.append(s)
+        return strings.index(s)
+    body = f(1, e(1, 0, 1) + e(2, 0, 2))
+    body += f(4, e(1, 0, 1) + f(4, e(1, 0, 1))) + f(5, e(1, 0, 1) + e(2, 0, 3))
+    for value, labels in samples:
+        lab = b"".join(f(3, e(1, 0, sid(k)) + e(2, 0, sid(v))) for k, v in labels.items())
+        body += f(2, f(1, b"\x01") + f(2, run.pb_put_varint(value)) + lab)
+    body += b"".join(f(6, s.encode()) for s in strings)
+    return gzip.compress(body)
+
+
+@test
+def span_ids_and_high_cardinality_labels_make_no_series():
+    eps = ["/a", "/b", "/c"]
+    spans = [(10, {"endpoint": eps[i % 3], "span_id": "%016x" % i, "trace_id": "t%d" % i}) for i in range(144)]
+    reqs = [(1, {"request_id": "r%d" % i, "endpoint": "/a"}) for i in range(100)]
+    with Server() as srv:
+        assert srv.ingest(labelled_pprof(spans), name="traced", format="pprof", **{"from": T0})[0] == 200
+        assert srv.ingest(labelled_pprof(reqs), name="reqs", format="pprof", **{"from": T0})[0] == 200
+        series = srv.get_json("/api/v1/series", query='{service_name="traced"}')["series"]
+        assert len(series) == 3 and {s["labels"]["endpoint"] for s in series} == set(eps), series
+        assert all("span_id" not in s["labels"] and "trace_id" not in s["labels"] for s in series), series
+        assert run.query(srv, CPU + '{service_name="traced"}')["total"] == 1440
+        series = srv.get_json("/api/v1/series", query='{service_name="reqs"}')["series"]
+        assert len(series) == 1 and "request_id" not in series[0]["labels"], series
+        assert run.query(srv, CPU + '{service_name="reqs"}')["total"] == 100
+        m = srv.get("/metrics")[1].decode()
+        assert 'hearth_unindexed_label_keys_total{reason="span"} 2' in m, m
+        assert 'hearth_unindexed_label_keys_total{reason="high_cardinality"} 1' in m, m
