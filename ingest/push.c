@@ -26,9 +26,7 @@ static int add_label(labels_t *l, char *name, size_t cap, const char *k, const c
 static int finish_labels(labels_t *l, const ingest_limits_t *lim, hr_err_t *err) {
     if (!labels_get(l, "service_name") && labels_set(l, "service_name", "unknown_service"))
         return hr_fail(err, HR_ENOMEM, "out of memory");
-    if (lim->max_labels && l->n > lim->max_labels)
-        return hr_fail(err, HR_EINVAL, "push: %zu labels, over the limit of %zu", l->n, lim->max_labels);
-    return 0;
+    return ingest_check_labels(l, lim, err); /* before the series' profiles are decoded */
 }
 
 static int add_sample(const labels_t *l, const char *name, const uint8_t *raw, size_t n, const ingest_limits_t *lim,

@@ -130,9 +130,7 @@ static int base_labels(const ingest_request_t *r, const char *service, labels_t 
         return hr_fail(err, HR_ENOMEM, "out of memory");
     if (r->spy_name && *r->spy_name && labels_set(labels, "pyroscope_spy", r->spy_name))
         return hr_fail(err, HR_ENOMEM, "out of memory");
-    if (lim->max_labels && labels->n > lim->max_labels)
-        return hr_fail(err, HR_EINVAL, "%zu labels, over the limit of %zu", labels->n, lim->max_labels);
-    return 0;
+    return ingest_check_labels(labels, lim, err);
 }
 
 static int decode_folded(const ingest_request_t *r, const ingest_limits_t *lim, char *app, labels_t *labels,
@@ -231,22 +229,25 @@ static int decode_any(const ingest_request_t *r, const ingest_limits_t *lim, bat
     return rc;
 }
 
-/* Every series of every format passes here: label count and sizes. */
-static int check_labels(const batch_t *b, const ingest_limits_t *lim, hr_err_t *err) {
-    for (size_t i = 0; i < b->n; i++) {
-        const labels_t *l = &b->p[i].labels;
-        if (lim->max_labels && l->n > lim->max_labels)
-            return hr_fail(err, HR_EINVAL, "a series has %zu labels, over the limit of %zu", l->n, lim->max_labels);
-        for (size_t k = 0; lim->max_label_value_bytes && k < l->n; k++) {
-            size_t nn = strlen(l->v[k].name), vn = strlen(l->v[k].value);
-            if (nn > LABEL_NAME_MAX)
-                return hr_fail(err, HR_EINVAL, "label name `%.40s...` is %zu bytes, over the limit of %d", l->v[k].name, nn,
-                               LABEL_NAME_MAX);
-            if (vn > lim->max_label_value_bytes)
-                return hr_fail(err, HR_EINVAL, "label %s has a %zu-byte value, over the limit of %zu (--max-label-value-bytes)",
-                               l->v[k].name, vn, lim->max_label_value_bytes);
-        }
+int ingest_check_labels(const labels_t *l, const ingest_limits_t *lim, hr_err_t *err) {
+    if (lim->max_labels && l->n > lim->max_labels)
+        return hr_fail(err, HR_EINVAL, "a series has %zu labels, over the limit of %zu", l->n, lim->max_labels);
+    for (size_t k = 0; lim->max_label_value_bytes && k < l->n; k++) {
+        size_t nn = strlen(l->v[k].name), vn = strlen(l->v[k].value);
+        if (nn > LABEL_NAME_MAX)
+            return hr_fail(err, HR_EINVAL, "label name `%.40s...` is %zu bytes, over the limit of %d", l->v[k].name, nn,
+                           LABEL_NAME_MAX);
+        if (vn > lim->max_label_value_bytes)
+            return hr_fail(err, HR_EINVAL, "label %s has a %zu-byte value, over the limit of %zu (--max-label-value-bytes)",
+                           l->v[k].name, vn, lim->max_label_value_bytes);
     }
+    return 0;
+}
+
+/* Every series of every format passes here, whatever its decoder checked before. */
+static int check_labels(const batch_t *b, const ingest_limits_t *lim, hr_err_t *err) {
+    for (size_t i = 0; i < b->n; i++)
+        if (ingest_check_labels(&b->p[i].labels, lim, err)) return -1;
     return 0;
 }
 

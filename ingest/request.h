@@ -52,6 +52,11 @@ typedef struct {
 
 #define LABEL_NAME_MAX 1024 /* bytes, as Pyroscope's default */
 
+/* Checks one series' labels against lim: count, name and value sizes. Decoders call
+ * it as early as they know a series' labels (before decoding its profile);
+ * ingest_to_batch checks every series again at the end. 0, or -1 with HR_EINVAL. */
+int ingest_check_labels(const labels_t *l, const ingest_limits_t *lim, hr_err_t *err);
+
 /* Appends the WAL form of r. */
 void ingest_request_encode(const ingest_request_t *r, buf_t *out);
 /* Parses a WAL record; r's strings and body borrow from p (which must outlive r;
