@@ -217,13 +217,18 @@ int merge_run(store_t *st, const merge_query_t *q, merge_result_t *r, hr_err_t *
     if (q->series_only)
         for (uint32_t i = 0; i < c.nbits; i++) c.bits[i] = c.bits[i] && i == q->series_only;
     int rc = 0;
+    /* Only the selected series' partitions are read; without stacks (time series,
+     * totals) only the blocks' footers. A call site needs the stacks for totals too. */
+    store_filter_t f = {q->from, q->until, c.bits, c.nbits, !q->want_stacks && !q->call_site};
     if (r->gauge) {
         c.pass = 1;
-        rc = store_scan(st, q->tenant, q->from, q->until, scan_one, &c, err);
+        store_filter_t counting = f; /* pass 1 counts rows per series: totals suffice */
+        counting.totals_only = 1;
+        rc = store_scan(st, q->tenant, &counting, scan_one, &c, err);
     }
     if (rc == 0) {
         c.pass = 2;
-        rc = store_scan(st, q->tenant, q->from, q->until, scan_one, &c, err);
+        rc = store_scan(st, q->tenant, &f, scan_one, &c, err);
     }
     if (rc && c.timeout) hr_fail(err, HR_ETIMEOUT, "the query ran past --query-timeout; narrow the time range or the selection");
     else if (rc && c.oom) hr_fail(err, HR_ENOMEM, "out of memory during merge");

@@ -143,6 +143,9 @@ static void render_storage(const metrics_t *m, const store_stats_t *s, buf_t *o)
     scalar(o, "hearth_blocks", "gauge", "Blocks in the catalog.", s->blocks);
     scalar(o, "hearth_block_bytes", "gauge", "Bytes of the blocks in the catalog.", s->block_bytes);
     scalar(o, "hearth_blocks_corrupt", "gauge", "Blocks that failed to load (skipped by queries).", s->blocks_corrupt);
+    scalar(o, "hearth_block_partitions_cached", "gauge", "Decoded block partitions held in the cache.", s->parts_cached);
+    scalar(o, "hearth_block_cache_bytes", "gauge", "Bytes of decoded block partitions held (--block-cache-bytes).",
+           s->cached_bytes);
     scalar(o, "hearth_head_cuts_total", "counter", "Heads cut into blocks.", s->cuts);
     scalar(o, "hearth_retention_deleted_blocks_total", "counter", "Blocks deleted by retention.", s->retention_deleted);
     scalar(o, "hearth_compactions_total", "counter", "Compaction runs done.", s->compactions);

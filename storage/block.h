@@ -1,12 +1,20 @@
 /* block.h - immutable block files: a segment's columns and symbols, zstd-compressed.
  *
- * Layout (storage/FORMAT.md has the byte-level description):
- *   header  "HRTHBLK1" | u32 version | u32 section count
- *   section u32 kind | u64 raw length | u64 stored length | u32 crc32(stored) | bytes
- * Sections: META (counts, time range), SYMBOLS (symtab_encode), PROFILES (per-profile
- * columns: series delta, time delta, duration, sample count), SAMPLES (stack id
- * deltas within a profile, then zigzag values). Each section is one zstd frame.
- * Rows are sorted by (series, time) so series and time deltas are tiny.
+ * Version 2 (written today) is partitioned so a reader touches only what it selects
+ * (storage/FORMAT.md has the byte-level description):
+ *   header    "HRTHBLK2" | u32 version | u32 0
+ *   partition SYMBOLS | PROFILES | SAMPLES sections, one partition per key
+ *   footer    FOOTER section: per partition its key, byte range, counts, time range
+ *             and series; then every profile's (series, time, duration, total)
+ *   tail      u64 footer offset | u32 crc32 of those 8 bytes | "HRT2"
+ * A partition holds the series of one key (the service, see store.c) with only the
+ * symbols they use, so a query for one service decodes that service's symbols and
+ * rows, never the fleet's; totals (timeseries, profile lists) come from the footer
+ * without decompressing any stack. Rows within a partition are sorted by
+ * (series, time), so series and time deltas are tiny.
+ *
+ * Version 1 (one partition of everything: META, SYMBOLS, PROFILES, SAMPLES) still
+ * reads, as a block of one partition covering every series and no footer totals.
  *
  * Every section carries a CRC, and decoding validates every id it reads, so a
  * corrupt block is reported, never trusted. */
@@ -19,20 +27,54 @@
 #include "common/err.h"
 #include "storage/segment.h"
 
-#define BLOCK_VERSION 1
+#define BLOCK_VERSION 2
 
-/* Encodes s into out. Returns 0 or -1 (err filled). */
-int block_encode(const segment_t *s, int zstd_level, buf_t *out, hr_err_t *err);
-/* Decodes a whole block image into a new segment (caller frees), or NULL with err. */
-segment_t *block_decode(const uint8_t *p, size_t n, hr_err_t *err);
+/* The partition key of a series (its service name); the string is borrowed and must
+ * stay valid while block_encode runs. */
+typedef const char *(*block_key_fn)(void *ctx, uint32_t series);
+
+/* Encodes s into out, partitioned by key (NULL: one partition ""). 0 or -1. */
+int block_encode(const segment_t *s, block_key_fn key, void *kctx, int zstd_level, buf_t *out, hr_err_t *err);
 
 /* Writes s to path atomically: path.tmp, fsync, rename, fsync of the directory.
  * The encoded image is decoded and compared with s first; a block that would not
  * read back exactly is not written (-1, HR_EINTERNAL), so its data stays in the WAL.
  * *bytes receives the file size. */
-int block_write(const char *path, const segment_t *s, int zstd_level, size_t *bytes,
+int block_write(const char *path, const segment_t *s, block_key_fn key, void *kctx, int zstd_level, size_t *bytes,
                 hr_err_t *err);
-/* Reads and decodes a block file. */
+
+typedef struct {
+    char *key;
+    uint64_t off, len;          /* its sections' byte range in the file */
+    size_t nprofiles, nsamples;
+    int64_t min_time, max_time; /* INT64_MAX/INT64_MIN when empty */
+    uint32_t *series;           /* ascending; NULL: every series (a version-1 block) */
+    size_t nseries;
+} block_part_t;
+
+/* What a reader knows before decoding any partition. */
+typedef struct {
+    int version;
+    block_part_t *parts;
+    size_t nparts;
+    /* Every profile's row (series, time, duration, total) with no samples and an
+     * empty symtab: what totals-only queries scan. NULL for version 1. */
+    segment_t *totals;
+} block_index_t;
+
+/* Reads the header, tail and footer of a block file (a version-1 file: its header
+ * only). NULL with err on a missing, short or corrupt file. */
+block_index_t *block_index_read(const char *path, hr_err_t *err);
+void block_index_free(block_index_t *ix);
+/* 1 when partition p holds series (binary search; a version-1 part holds all). */
+int block_part_has(const block_part_t *p, uint32_t series);
+/* Decodes partition p into a new segment (its own symtab and rows; a version-1
+ * block: the whole block). */
+segment_t *block_read_part(const char *path, const block_index_t *ix, size_t p, hr_err_t *err);
+
+/* Decodes a whole block image (either version) into one segment (caller frees). */
+segment_t *block_decode(const uint8_t *p, size_t n, hr_err_t *err);
+/* Reads and decodes a whole block file. */
 segment_t *block_read(const char *path, hr_err_t *err);
 
 #endif

@@ -21,12 +21,18 @@ typedef struct {
     int64_t opened_ns; /* wall clock of the head's first ingest */
 } head_t;
 
+/* One decoded partition of a block, cached under --block-cache-bytes. */
 typedef struct {
-    block_meta_t meta;
     segment_t *cached; /* NULL until loaded; guarded by cache_mu */
-    int bad;
     uint64_t last_use;
     int refs;
+} part_cache_t;
+
+typedef struct {
+    block_meta_t meta;
+    block_index_t *ix;   /* its footer (partitions, totals), read when the block is opened or written */
+    part_cache_t *parts; /* ix->nparts */
+    int bad;             /* unreadable: skipped by queries (guarded by cache_mu) */
 } block_t;
 
 struct store {
@@ -50,6 +56,33 @@ static int64_t now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Reads a block's footer (its partitions and totals); an unreadable block is marked
+ * bad, logged, and skipped by queries from then on. */
+static void block_attach(store_t *s, block_t *b) {
+    char full[4096];
+    snprintf(full, sizeof full, "%s/%s", s->dir, b->meta.path);
+    hr_err_t e = {0};
+    if ((b->ix = block_index_read(full, &e)) && (b->parts = calloc(b->ix->nparts ? b->ix->nparts : 1, sizeof *b->parts)))
+        return;
+    block_index_free(b->ix);
+    b->ix = NULL;
+    b->bad = 1;
+    log_error("block.unreadable", "path=%s err=\"%s\"", b->meta.path, e.msg[0] ? e.msg : "out of memory");
+}
+
+/* Frees a block's index and cached partitions. cache_mu held (or no other thread). */
+static void block_drop_locked(store_t *s, block_t *b) {
+    for (size_t p = 0; b->ix && p < b->ix->nparts; p++) {
+        if (!b->parts[p].cached) continue;
+        s->cached_bytes -= segment_bytes(b->parts[p].cached);
+        segment_free(b->parts[p].cached);
+    }
+    free(b->parts);
+    block_index_free(b->ix);
+    b->parts = NULL;
+    b->ix = NULL;
 }
 
 /* Deletes block files the catalog does not know: left by a cut that crashed before
@@ -125,6 +158,7 @@ store_t *store_open(const store_config_t *cfg, hr_err_t *err) {
     for (size_t i = 0; i < n; i++) s->blocks[i] = (block_t){.meta = metas[i]};
     s->nblocks = n;
     free(metas);
+    for (size_t i = 0; i < n; i++) block_attach(s, &s->blocks[i]); /* footers only: no partition is decoded */
     remove_all_orphans(s);
     return s;
 fail:
@@ -136,7 +170,7 @@ void store_close(store_t *s) {
     if (!s) return;
     for (size_t i = 0; i < s->nheads; i++) segment_free(s->heads[i].seg);
     free(s->heads);
-    for (size_t i = 0; i < s->nblocks; i++) segment_free(s->blocks[i].cached);
+    for (size_t i = 0; i < s->nblocks; i++) block_drop_locked(s, &s->blocks[i]);
     free(s->blocks);
     wal_close(s->wal);
     index_close(s->index);
@@ -244,6 +278,21 @@ int store_ingest(store_t *s, const char *tenant, const void *rec, size_t len, co
     return rc;
 }
 
+/* The partition key of a series: its service, so a query for one service reads only
+ * that service's rows and symbols (a service's series share most of their symbols). */
+static const char *service_of(void *ctx, uint32_t series) {
+    const index_snapshot_t *snap = ctx;
+    size_t lo = 0, hi = snap->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (snap->v[mid]->id < series) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo == snap->n || snap->v[lo]->id != series) return "";
+    const char *v = labels_get(&snap->v[lo]->labels, "service_name");
+    return v ? v : "";
+}
+
 /* Writes seg as a new block file of tenant (a cut head or a compacted run); fills
  * meta for the catalog. */
 static int write_block(store_t *s, const char *tenant, const segment_t *seg, block_meta_t *meta, hr_err_t *err) {
@@ -256,7 +305,11 @@ static int write_block(store_t *s, const char *tenant, const segment_t *seg, blo
     if (fs_mkdirs(full, err)) return -1;
     snprintf(full, sizeof full, "%s/%s", s->dir, meta->path);
     size_t bytes;
-    if (block_write(full, seg, s->cfg.zstd_level, &bytes, err)) return -1;
+    index_snapshot_t snap;
+    int rc = index_snapshot(s->index, tenant, &snap, err);
+    if (rc == 0) rc = block_write(full, seg, service_of, &snap, s->cfg.zstd_level, &bytes, err);
+    index_snapshot_free(&snap);
+    if (rc) return -1;
     meta->min_time = seg->min_time;
     meta->max_time = seg->max_time;
     meta->profiles = (int64_t)seg->nprofiles;
@@ -291,23 +344,31 @@ int store_cut(store_t *s, hr_err_t *err) {
         }
         goto out;
     }
-    /* Swap: the written heads become cached blocks, atomically for readers. */
+    /* The new blocks' footers are read before the swap (I/O outside the data lock);
+     * their partitions load on first use. */
+    block_t *fresh = calloc(n, sizeof *fresh);
+    for (size_t k = 0; fresh && k < n; k++) {
+        fresh[k].meta = metas[k];
+        block_attach(s, &fresh[k]);
+    }
+    /* Swap: the written heads become blocks, atomically for readers. */
     pthread_rwlock_wrlock(&s->data);
     pthread_mutex_lock(&s->cache_mu);
-    if (VEC_RESERVE(s->blocks, s->blocks_cap, s->nblocks + n) == 0) {
-        size_t k = 0;
+    if (fresh && VEC_RESERVE(s->blocks, s->blocks_cap, s->nblocks + n) == 0) {
+        for (size_t k = 0; k < n; k++) s->blocks[s->nblocks++] = fresh[k];
         for (size_t i = 0; i < s->nheads; i++) {
             if (s->heads[i].seg->nprofiles == 0) continue;
-            block_t *b = &s->blocks[s->nblocks++];
-            *b = (block_t){.meta = metas[k++], .cached = s->heads[i].seg, .last_use = ++s->clock};
-            s->cached_bytes += segment_bytes(b->cached);
+            segment_free(s->heads[i].seg);
             s->heads[i].seg = segment_new();
             if (!s->heads[i].seg) rc = hr_fail(err, HR_ENOMEM, "out of memory");
         }
-        evict_locked(s);
     } else {
+        /* The catalog has the blocks and the WAL moved on: a restart reads them. Until
+         * then the heads keep serving their data. */
+        for (size_t k = 0; fresh && k < n; k++) block_drop_locked(s, &fresh[k]);
         rc = hr_fail(err, HR_ENOMEM, "out of memory");
     }
+    free(fresh);
     s->cuts++; /* under data, like every counter store_stats reads */
     pthread_mutex_unlock(&s->cache_mu);
     pthread_rwlock_unlock(&s->data);
@@ -359,10 +420,7 @@ int store_apply_retention(store_t *s, int64_t now, hr_err_t *err) {
                 s->blocks[k++] = *b;
                 continue;
             }
-            if (b->cached) {
-                s->cached_bytes -= segment_bytes(b->cached);
-                segment_free(b->cached);
-            }
+            block_drop_locked(s, b);
             if (paths) snprintf(paths[np++], sizeof *paths, "%s/%s", s->dir, b->meta.path);
         }
         s->nblocks = k;
@@ -379,14 +437,15 @@ int store_apply_retention(store_t *s, int64_t now, hr_err_t *err) {
     return rc ? -1 : (int)n;
 }
 
-/* Frees least-recently used decoded blocks that no scan holds. cache_mu held. */
+/* Frees least-recently used decoded partitions that no scan holds. cache_mu held. */
 static void evict_locked(store_t *s) {
     while (s->cached_bytes > s->cfg.block_cache_bytes) {
-        block_t *victim = NULL;
-        for (size_t i = 0; i < s->nblocks; i++) {
-            block_t *b = &s->blocks[i];
-            if (b->cached && b->refs == 0 && (!victim || b->last_use < victim->last_use)) victim = b;
-        }
+        part_cache_t *victim = NULL;
+        for (size_t i = 0; i < s->nblocks; i++)
+            for (size_t p = 0; s->blocks[i].ix && p < s->blocks[i].ix->nparts; p++) {
+                part_cache_t *c = &s->blocks[i].parts[p];
+                if (c->cached && c->refs == 0 && (!victim || c->last_use < victim->last_use)) victim = c;
+            }
         if (!victim) return;
         s->cached_bytes -= segment_bytes(victim->cached);
         segment_free(victim->cached);
@@ -394,47 +453,39 @@ static void evict_locked(store_t *s) {
     }
 }
 
-/* Pins block i's segment, loading it on first use; NULL if it cannot be read. */
-static segment_t *pin_block(store_t *s, size_t i) {
+/* Pins partition p of block i, decoding it on first use; NULL if it cannot be read
+ * (the block is then marked bad). */
+static segment_t *pin_part(store_t *s, size_t i, size_t p) {
     block_t *b = &s->blocks[i];
     pthread_mutex_lock(&s->cache_mu);
-    if (b->bad) {
-        pthread_mutex_unlock(&s->cache_mu);
-        return NULL;
-    }
-    if (b->cached) {
-        b->refs++;
-        b->last_use = ++s->clock;
-        pthread_mutex_unlock(&s->cache_mu);
-        return b->cached;
-    }
+    part_cache_t *c = b->bad ? NULL : &b->parts[p];
+    segment_t *seg = c ? c->cached : NULL;
+    if (seg) c->refs++, c->last_use = ++s->clock;
     pthread_mutex_unlock(&s->cache_mu);
+    if (!c || seg) return seg;
     char full[4096];
     snprintf(full, sizeof full, "%s/%s", s->dir, b->meta.path);
     hr_err_t e = {0};
-    segment_t *seg = block_read(full, &e);
+    seg = block_read_part(full, b->ix, p, &e); /* no lock held: other scans go on */
     pthread_mutex_lock(&s->cache_mu);
     if (!seg) {
         b->bad = 1;
-        log_error("block.unreadable", "path=%s err=\"%s\"", b->meta.path, e.msg);
-    } else if (b->cached) { /* another scan loaded it meanwhile */
+        log_error("block.unreadable", "path=%s partition=%zu err=\"%s\"", b->meta.path, p, e.msg);
+    } else if (c->cached) { /* another scan loaded it meanwhile */
         segment_free(seg);
-        seg = b->cached;
+        seg = c->cached;
     } else {
-        b->cached = seg;
+        c->cached = seg;
         s->cached_bytes += segment_bytes(seg);
     }
-    if (seg) {
-        b->refs++;
-        b->last_use = ++s->clock;
-    }
+    if (seg) c->refs++, c->last_use = ++s->clock;
     pthread_mutex_unlock(&s->cache_mu);
     return seg;
 }
 
-static void unpin_block(store_t *s, size_t i) {
+static void unpin_part(store_t *s, size_t i, size_t p) {
     pthread_mutex_lock(&s->cache_mu);
-    s->blocks[i].refs--;
+    s->blocks[i].parts[p].refs--;
     evict_locked(s);
     pthread_mutex_unlock(&s->cache_mu);
 }
@@ -445,9 +496,13 @@ typedef struct {
     char tenant[128]; /* copied while planning: s->blocks may move (a cut appends) once data is released */
     size_t *idx;  /* positions in s->blocks (stable: only compaction and retention remove, under `compact`) */
     int64_t *ids;
-    segment_t **segs;
     size_t n;
     int64_t bytes;
+    segment_t **segs; /* every partition of the run's blocks, pinned */
+    struct pin {
+        size_t block, part;
+    } *pins;
+    size_t nsegs;
 } run_t;
 
 static int cmp_block_time(const void *a, const void *b, void *ctx) {
@@ -510,18 +565,37 @@ static int plan_run(store_t *s, run_t *r) {
     return 1;
 }
 
-/* Merges the planned blocks and writes the result; meta is filled. */
-static segment_t *compact_run(store_t *s, run_t *r, block_meta_t *meta, hr_err_t *err) {
-    segment_t *m = compact_segments((const segment_t *const *)r->segs, r->n, err);
-    if (m && write_block(s, r->tenant, m, meta, err)) {
-        segment_free(m);
-        return NULL;
+/* Merges the planned blocks and writes the result; meta is filled. 0 or -1. */
+static int compact_run(store_t *s, run_t *r, block_meta_t *meta, hr_err_t *err) {
+    segment_t *m = compact_segments((const segment_t *const *)r->segs, r->nsegs, err);
+    int rc = m ? write_block(s, r->tenant, m, meta, err) : -1;
+    segment_free(m);
+    return rc;
+}
+
+/* Pins every partition of the run's blocks (data held shared). 1, or 0 when one is
+ * unreadable (it is now marked bad: a later plan skips it), -1 on OOM. */
+static int pin_run(store_t *s, run_t *r) {
+    size_t total = 0;
+    for (size_t i = 0; i < r->n; i++) total += s->blocks[r->idx[i]].ix ? s->blocks[r->idx[i]].ix->nparts : 0;
+    r->ids = malloc(r->n * sizeof *r->ids);
+    r->segs = calloc(total + 1, sizeof *r->segs);
+    r->pins = calloc(total + 1, sizeof *r->pins);
+    if (!r->ids || !r->segs || !r->pins) return -1;
+    for (size_t i = 0; i < r->n; i++) {
+        const block_t *b = &s->blocks[r->idx[i]];
+        r->ids[i] = b->meta.id;
+        if (!b->ix) return 0;
+        for (size_t p = 0; p < b->ix->nparts; p++) {
+            if (!(r->segs[r->nsegs] = pin_part(s, r->idx[i], p))) return 0;
+            r->pins[r->nsegs++] = (struct pin){r->idx[i], p};
+        }
     }
-    return m;
+    return 1;
 }
 
 /* Replaces the run's blocks by the merged one in memory. data and cache_mu held. */
-static int swap_in_locked(store_t *s, run_t *r, const block_meta_t *meta, segment_t *m, char (*paths)[4096]) {
+static int swap_in_locked(store_t *s, run_t *r, const block_t *merged, char (*paths)[4096]) {
     size_t k = 0, np = 0;
     for (size_t i = 0; i < s->nblocks; i++) {
         block_t *b = &s->blocks[i];
@@ -531,16 +605,11 @@ static int swap_in_locked(store_t *s, run_t *r, const block_meta_t *meta, segmen
             s->blocks[k++] = *b;
             continue;
         }
-        if (b->cached) {
-            s->cached_bytes -= segment_bytes(b->cached);
-            segment_free(b->cached);
-        }
+        block_drop_locked(s, b);
         snprintf(paths[np++], sizeof *paths, "%s/%s", s->dir, b->meta.path);
     }
     s->nblocks = k; /* n blocks out, one in: the array has room */
-    s->blocks[s->nblocks++] = (block_t){.meta = *meta, .cached = m, .last_use = ++s->clock};
-    s->cached_bytes += segment_bytes(m);
-    evict_locked(s);
+    s->blocks[s->nblocks++] = *merged;
     return (int)np;
 }
 
@@ -548,6 +617,7 @@ static void run_free(run_t *r) {
     free(r->idx);
     free(r->ids);
     free(r->segs);
+    free(r->pins);
 }
 
 int store_compact(store_t *s, hr_err_t *err) {
@@ -557,43 +627,38 @@ int store_compact(store_t *s, hr_err_t *err) {
     pthread_mutex_lock(&s->compact);
     pthread_rwlock_rdlock(&s->data);
     int rc = plan_run(s, &r);
-    if (rc == 1) {
-        r.ids = malloc(r.n * sizeof *r.ids);
-        r.segs = calloc(r.n, sizeof *r.segs);
-        if (!r.ids || !r.segs) rc = -1;
-        for (size_t i = 0; i < r.n && rc == 1; i++) {
-            r.ids[i] = s->blocks[r.idx[i]].meta.id;
-            if (!(r.segs[i] = pin_block(s, r.idx[i]))) rc = 0; /* unreadable: it is now marked bad; try later */
-        }
-    }
+    if (rc == 1) rc = pin_run(s, &r);
     pthread_rwlock_unlock(&s->data);
     if (rc < 0) hr_fail(err, HR_ENOMEM, "out of memory planning compaction");
+    block_t merged = {0};
     block_meta_t meta;
-    segment_t *m = rc == 1 ? compact_run(s, &r, &meta, err) : NULL;
-    if (rc == 1 && !m) rc = -1;
+    if (rc == 1 && compact_run(s, &r, &meta, err)) rc = -1;
     if (rc == 1 && index_replace_blocks(s->index, &meta, r.ids, r.n, err)) {
         char full[4096];
         snprintf(full, sizeof full, "%s/%s", s->dir, meta.path);
         unlink(full);
-        segment_free(m);
         rc = -1;
+    }
+    if (rc == 1) {
+        merged.meta = meta;
+        block_attach(s, &merged); /* its footer, outside the locks */
     }
     char (*paths)[4096] = rc == 1 ? malloc(r.n * sizeof *paths) : NULL;
     int np = 0;
     pthread_rwlock_wrlock(&s->data);
     pthread_mutex_lock(&s->cache_mu);
-    for (size_t i = 0; r.segs && i < r.n; i++)
-        if (r.segs[i]) s->blocks[r.idx[i]].refs--;
+    for (size_t k = 0; k < r.nsegs; k++) s->blocks[r.pins[k].block].parts[r.pins[k].part].refs--;
     if (rc == 1) {
         if (paths) {
-            np = swap_in_locked(s, &r, &meta, m, paths);
+            np = swap_in_locked(s, &r, &merged, paths);
             s->compactions++; /* under data: store_stats reads them under it */
             s->compacted_blocks += r.n;
         } else { /* the catalog is ahead of memory: still correct (the old files stay); reopen reconciles */
-            segment_free(m);
+            block_drop_locked(s, &merged);
             rc = hr_fail(err, HR_ENOMEM, "out of memory");
         }
     }
+    evict_locked(s);
     pthread_mutex_unlock(&s->cache_mu);
     pthread_rwlock_unlock(&s->data);
     for (int i = 0; i < np; i++) unlink(paths[i]); /* after the catalog: crash-safe */
@@ -608,23 +673,44 @@ int store_compact(store_t *s, hr_err_t *err) {
     return rc;
 }
 
-int store_scan(store_t *s, const char *tenant, int64_t from, int64_t until, store_segment_fn fn,
-               void *ctx, hr_err_t *err) {
+/* 1 when partition p may hold rows the filter wants: time range and series. */
+static int part_wanted(const block_part_t *p, const store_filter_t *f) {
+    if (p->series && (p->max_time < f->from || p->min_time > f->until)) return 0; /* version 1: the block's range */
+    if (!f->series || !p->series) return 1;
+    for (size_t k = 0; k < p->nseries; k++)
+        if (p->series[k] < f->nseries && f->series[p->series[k]]) return 1;
+    return 0;
+}
+
+/* Hands fn the block's footer totals, or each wanted partition (pinned meanwhile). */
+static int scan_block(store_t *s, size_t i, const store_filter_t *f, store_segment_fn fn, void *ctx) {
+    const block_t *b = &s->blocks[i];
+    if (!b->ix) return 0;
+    if (f->totals_only && b->ix->totals) return fn(ctx, b->ix->totals); /* no partition decoded */
+    int rc = 0;
+    for (size_t p = 0; p < b->ix->nparts && rc == 0; p++) {
+        if (!part_wanted(&b->ix->parts[p], f)) continue;
+        segment_t *seg = pin_part(s, i, p);
+        if (!seg) continue;
+        rc = fn(ctx, seg);
+        unpin_part(s, i, p);
+    }
+    return rc;
+}
+
+int store_scan(store_t *s, const char *tenant, const store_filter_t *f, store_segment_fn fn, void *ctx, hr_err_t *err) {
     (void)err;
     pthread_rwlock_rdlock(&s->data);
     int rc = 0;
     for (size_t i = 0; i < s->nblocks && rc == 0; i++) {
         const block_meta_t *m = &s->blocks[i].meta;
-        if (strcmp(m->tenant, tenant) || m->max_time < from || m->min_time > until) continue;
-        segment_t *seg = pin_block(s, i);
-        if (!seg) continue;
-        rc = fn(ctx, seg);
-        unpin_block(s, i);
+        if (strcmp(m->tenant, tenant) || m->max_time < f->from || m->min_time > f->until) continue;
+        rc = scan_block(s, i, f, fn, ctx);
     }
     for (size_t i = 0; i < s->nheads && rc == 0; i++) {
         const segment_t *seg = s->heads[i].seg;
-        if (strcmp(s->heads[i].tenant, tenant) || !seg->nprofiles || seg->max_time < from ||
-            seg->min_time > until)
+        if (strcmp(s->heads[i].tenant, tenant) || !seg->nprofiles || seg->max_time < f->from ||
+            seg->min_time > f->until)
             continue;
         rc = fn(ctx, seg);
     }
@@ -648,9 +734,12 @@ void store_stats(store_t *s, store_stats_t *out) {
     out->blocks = s->nblocks;
     pthread_mutex_lock(&s->cache_mu);
     for (size_t i = 0; i < s->nblocks; i++) {
-        out->block_bytes += (size_t)s->blocks[i].meta.bytes;
-        out->blocks_corrupt += s->blocks[i].bad != 0;
+        const block_t *b = &s->blocks[i];
+        out->block_bytes += (size_t)b->meta.bytes;
+        out->blocks_corrupt += b->bad != 0;
+        for (size_t p = 0; b->ix && p < b->ix->nparts; p++) out->parts_cached += b->parts[p].cached != NULL;
     }
+    out->cached_bytes = s->cached_bytes;
     pthread_mutex_unlock(&s->cache_mu);
     out->cuts = s->cuts;
     out->retention_deleted = s->retention_deleted;

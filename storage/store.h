@@ -79,12 +79,24 @@ int store_apply_retention(store_t *s, int64_t now_ns, hr_err_t *err);
  * meanwhile. Returns 1 if it compacted a run, 0 if none was due, -1 on error. */
 int store_compact(store_t *s, hr_err_t *err);
 
-/* Calls fn for each segment of tenant overlapping [from, until] (ns, inclusive).
+/* What a scan needs, so it decodes only that: a time range, optionally a set of
+ * series, and whether the rows' totals suffice (no stacks: time series, profile
+ * lists, label presence). */
+typedef struct {
+    int64_t from, until;   /* ns, inclusive */
+    const uint8_t *series; /* series[id] != 0: wanted; NULL: every series */
+    uint32_t nseries;      /* length of series */
+    int totals_only;       /* rows with their totals are enough; samples may be absent */
+} store_filter_t;
+
+/* Calls fn for segments of tenant that may hold rows the filter wants: the heads,
+ * and of each block overlapping the range either its footer totals (totals_only: a
+ * segment of rows without samples) or each partition holding a wanted series. A
+ * segment may also hold rows the filter does not want; fn checks rows itself.
  * Segments are borrowed for the duration of the call. A block that fails to load
  * is logged and skipped. fn returning -1 stops the scan. */
 typedef int (*store_segment_fn)(void *ctx, const segment_t *seg);
-int store_scan(store_t *s, const char *tenant, int64_t from, int64_t until, store_segment_fn fn,
-               void *ctx, hr_err_t *err);
+int store_scan(store_t *s, const char *tenant, const store_filter_t *f, store_segment_fn fn, void *ctx, hr_err_t *err);
 
 index_t *store_index(store_t *s);
 
@@ -92,6 +104,7 @@ typedef struct {
     size_t head_bytes, head_profiles, head_samples;
     size_t head_strings, head_functions, head_locations, head_stacks; /* interned symbols */
     size_t blocks, block_bytes, blocks_corrupt;
+    size_t parts_cached, cached_bytes; /* decoded block partitions held, and their bytes */
     size_t series;
     uint64_t wal_bytes;
     uint64_t cuts, retention_deleted;

@@ -114,7 +114,7 @@ static segment_t *roundtrip(const segment_t *s) {
     buf_t b;
     buf_init(&b);
     hr_err_t err = {0};
-    CHECK(block_encode(s, 3, &b, &err) == 0);
+    CHECK(block_encode(s, NULL, NULL, 3, &b, &err) == 0);
     segment_t *d = block_decode(b.data, b.len, &err);
     CHECK(d != NULL);
     buf_free(&b);
@@ -150,7 +150,7 @@ void test_block_corruption(void) {
     buf_t b;
     buf_init(&b);
     hr_err_t err = {0};
-    block_encode(s, 3, &b, &err);
+    block_encode(s, NULL, NULL, 3, &b, &err);
     for (size_t i = 0; i < b.len; i += 7) { /* flip a byte anywhere: always detected */
         b.data[i] ^= 0x55;
         segment_t *d = block_decode(b.data, b.len, &err);
@@ -185,11 +185,11 @@ void test_block_empty_stack_and_verify(void) {
     char dir[512], path[600];
     unit_tmpdir("blkverify", dir, sizeof dir);
     snprintf(path, sizeof path, "%s/ok.blk", dir);
-    CHECK(block_write(path, s, 3, NULL, &err) == 0);
+    CHECK(block_write(path, s, NULL, NULL, 3, NULL, &err) == 0);
     CHECK(access(path, F_OK) == 0);
     s->stacks[1] = (uint32_t)s->sym->nstacks + 5; /* an id the reader refuses */
     snprintf(path, sizeof path, "%s/bad.blk", dir);
-    CHECK(block_write(path, s, 3, NULL, &err) == -1);
+    CHECK(block_write(path, s, NULL, NULL, 3, NULL, &err) == -1);
     CHECK_INT(err.code, HR_EINTERNAL);
     CHECK(access(path, F_OK) != 0);
     segment_free(s);
@@ -351,7 +351,7 @@ void test_store_cut_and_reopen(void) {
     batch_sample(p, make_stack(b.sym, a, 2), 42);
     CHECK(store_ingest(s, "anonymous", "rec", 3, &b, &err) == 0);
     int64_t got[2] = {0, 0};
-    store_scan(s, "anonymous", 0, 10000, count_segments, got, &err);
+    store_scan(s, "anonymous", &(store_filter_t){0, 10000, NULL, 0, 0}, count_segments, got, &err);
     CHECK(got[0] == 42 && got[1] == 1);
     CHECK(store_cut(s, &err) == 0);
     store_stats_t st;
@@ -359,16 +359,16 @@ void test_store_cut_and_reopen(void) {
     CHECK_INT(st.blocks, 1);
     CHECK_INT(st.head_profiles, 0);
     memset(got, 0, sizeof got);
-    store_scan(s, "anonymous", 0, 10000, count_segments, got, &err);
+    store_scan(s, "anonymous", &(store_filter_t){0, 10000, NULL, 0, 0}, count_segments, got, &err);
     CHECK(got[0] == 42 && got[1] == 1); /* same answer from the block */
     memset(got, 0, sizeof got);
-    store_scan(s, "other-tenant", 0, 10000, count_segments, got, &err);
+    store_scan(s, "other-tenant", &(store_filter_t){0, 10000, NULL, 0, 0}, count_segments, got, &err);
     CHECK(got[1] == 0);
     store_close(s);
     s = store_open(&cfg, &err); /* blocks and series survive a reopen; the WAL is empty */
     CHECK(store_replay(s, NULL, NULL, &ws, &err) == 0 && ws.records == 0);
     memset(got, 0, sizeof got);
-    store_scan(s, "anonymous", 0, 10000, count_segments, got, &err);
+    store_scan(s, "anonymous", &(store_filter_t){0, 10000, NULL, 0, 0}, count_segments, got, &err);
     CHECK(got[0] == 42 && got[1] == 1);
     CHECK_INT(index_series_total(store_index(s)), 1);
     store_close(s);
@@ -407,13 +407,13 @@ void test_retention(void) {
     CHECK_INT(store_apply_retention(s, now, &err), 1);
     CHECK_INT(store_apply_retention(s, now, &err), 0); /* idempotent */
     int64_t got[2] = {0, 0};
-    store_scan(s, "anonymous", 0, now, count_segments, got, &err);
+    store_scan(s, "anonymous", &(store_filter_t){0, now, NULL, 0, 0}, count_segments, got, &err);
     CHECK(got[0] == 7 && got[1] == 1);
     store_close(s);
     s = store_open(&cfg, &err); /* the catalog agrees after a reopen */
     store_replay(s, NULL, NULL, &ws, &err);
     memset(got, 0, sizeof got);
-    store_scan(s, "anonymous", 0, now, count_segments, got, &err);
+    store_scan(s, "anonymous", &(store_filter_t){0, now, NULL, 0, 0}, count_segments, got, &err);
     CHECK(got[0] == 7 && got[1] == 1);
     store_stats_t st;
     store_stats(s, &st);
@@ -488,13 +488,13 @@ void test_store_compaction(void) {
     CHECK_INT(st.blocks, 2);
     CHECK_INT(st.compacted_blocks, 3);
     int64_t sums[2] = {0, 0};
-    store_scan(s, "anonymous", 0, day0 + 48 * H, count_segments, sums, &err);
+    store_scan(s, "anonymous", &(store_filter_t){0, day0 + 48 * H, NULL, 0, 0}, count_segments, sums, &err);
     CHECK(sums[0] == 1 + 2 + 3 + 4 && sums[1] == 4);
     store_close(s);
     s = store_open(&cfg, &err); /* the catalog agrees after a reopen; the old files are gone */
     store_replay(s, NULL, NULL, &ws, &err);
     memset(sums, 0, sizeof sums);
-    store_scan(s, "anonymous", 0, day0 + 48 * H, count_segments, sums, &err);
+    store_scan(s, "anonymous", &(store_filter_t){0, day0 + 48 * H, NULL, 0, 0}, count_segments, sums, &err);
     CHECK(sums[0] == 10 && sums[1] == 4);
     store_stats(s, &st);
     CHECK_INT(st.blocks, 2);

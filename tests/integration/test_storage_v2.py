@@ -1,0 +1,87 @@
+"""Block format version 2 (issue 12): partitioned reads, footer totals, and upgrade from version 1."""
+import os
+import shutil
+import struct
+
+import run
+from run import CPU, T0, Server, test
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+def cpu_each(i):
+    return run.pprof_raw(os.path.join(run.ARGS.testdata, "pprof", f"go-runtime-cpu-0{i}.pb.gz"))[1][1]
+
+
+def block_files(data_dir):
+    out = []
+    for root, _, files in os.walk(os.path.join(data_dir, "blocks")):
+        out += [os.path.join(root, f) for f in files if f.endswith(".blk")]
+    return sorted(out)
+
+
+def answers(srv):
+    """Totals, top rows and timeline of both services, and the profile list."""
+    out = {}
+    for svc in ("shop", "cart"):
+        sel = CPU + '{service_name="%s"}' % svc
+        top = run.query(srv, sel, limit=5)
+        out[svc] = (top["total"], [(f["name"], f["self"], f["total"]) for f in top["functions"]])
+        ts = srv.get_json("/api/v1/timeseries", query=sel, **{"from": T0 - 10, "until": T0 + 3600, "step": "10"})
+        out[svc + "-ts"] = ts
+        out[svc + "-profiles"] = srv.get_json("/api/v1/profiles", query=sel, **{"from": T0 - 10, "until": T0 + 3600})
+    return out
+
+
+@test
+def version1_store_opens_answers_and_compacts_to_version2():
+    data = os.path.join(run.ARGS.tmp, "v1-store")
+    shutil.copytree(os.path.join(ROOT, "tests", "fixtures", "v1-store"), data)
+    assert open(block_files(data)[0], "rb").read(8) == b"HRTHBLK1"
+    want = {"shop": sum(cpu_each(i) for i in range(3)), "cart": sum(cpu_each(i) for i in range(3, 6))}
+    with Server(data_dir=data, extra=["--compact-min-blocks", "2"]) as srv:
+        before = answers(srv)
+        assert before["shop"][0] == want["shop"] and before["cart"][0] == want["cart"], (before["shop"][0], want)
+        # A second (version-2) block next to the version-1 one, then compaction rewrites both as version 2.
+        body = open(os.path.join(run.ARGS.testdata, "pprof", "go-runtime-cpu-00.pb.gz"), "rb").read()
+        assert srv.ingest(body, name="other", format="pprof", **{"from": T0 + 100})[0] == 200
+        assert srv.request("POST", "/api/v1/admin/flush")[0] == 200
+        assert answers(srv) == before
+        assert srv.request("POST", "/api/v1/admin/compact")[0] == 200
+        assert answers(srv) == before
+    files = block_files(data)
+    assert len(files) == 1 and open(files[0], "rb").read(8) == b"HRTHBLK2", files
+    with Server(data_dir=data) as srv:
+        assert answers(srv) == before
+    r = run.cli("check", data)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@test
+def a_query_for_one_service_reads_only_its_partition():
+    with Server(extra=["--block-cache-bytes", "1GiB"]) as srv:
+        bodies = [open(os.path.join(run.ARGS.testdata, "pprof", f"go-runtime-cpu-0{i}.pb.gz"), "rb").read()
+                  for i in range(6)]
+        for k in range(20):  # twenty services, one block
+            for i, b in enumerate(bodies):
+                assert srv.ingest(b, name=f"svc{k:02d}", format="pprof", **{"from": T0 + i * 10})[0] == 200
+        assert srv.request("POST", "/api/v1/admin/flush")[0] == 200
+        f = block_files(srv.data_dir)
+        assert len(f) == 1 and open(f[0], "rb").read(8) == b"HRTHBLK2"
+        total = sum(cpu_each(i) for i in range(6))
+        # Totals, time series and profile lists come from the footer: nothing is decoded.
+        assert run.metric(srv, "hearth_block_partitions_cached") == 0
+        ts = srv.get_json("/api/v1/timeseries", query=CPU + '{service_name="svc07"}', step="10s",
+                          **{"from": T0 - 10, "until": T0 + 100})
+        assert sum(p["value"] for p in ts["points"]) == total
+        listed = srv.get_json("/api/v1/profiles", query=CPU + '{service_name="svc07"}', **{"from": T0 - 10, "until": T0 + 100})
+        assert listed["count"] == 24 and sum(p["total"] for p in listed["profiles"]) == total  # 4 series per upload (pprof labels)
+        assert run.metric(srv, "hearth_block_partitions_cached") == 0
+        # One service's flame graph decodes one partition of twenty.
+        assert run.query(srv, CPU + '{service_name="svc07"}', fmt="top")["total"] == total
+        assert run.metric(srv, "hearth_block_partitions_cached") == 1
+        for k in (3, 19):
+            assert run.query(srv, CPU + '{service_name="svc%02d"}' % k, fmt="top")["total"] == total
+        assert run.metric(srv, "hearth_block_partitions_cached") == 3
+        assert run.query(srv, CPU + '{service_name=~"svc.*"}', fmt="top")["total"] == 20 * total
+        assert run.metric(srv, "hearth_block_partitions_cached") == 20
