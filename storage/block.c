@@ -144,8 +144,11 @@ static segment_t *part_segment(const segment_t *s, const uint32_t *rows, size_t 
     for (size_t i = 0; i < n && rc == 0; i++) {
         const seg_profile_t *r = &s->profiles[rows[i]];
         if (VEC_RESERVE(stacks, cap, (size_t)r->nsamples + 1)) rc = -1;
-        for (uint32_t j = 0; j < r->nsamples && rc == 0; j++)
-            if ((stacks[j] = symtab_import_stack(p->sym, &m, s->stacks[r->first + j])) == SYM_NONE) rc = -1;
+        for (uint32_t j = 0; j < r->nsamples && rc == 0; j++) {
+            uint32_t id = s->stacks[r->first + j];
+            if (id >= s->sym->nstacks) rc = -2; /* a broken segment: never written */
+            else if ((stacks[j] = symtab_import_stack(p->sym, &m, id)) == SYM_NONE) rc = -1;
+        }
         if (rc == 0 && segment_add(p, r->series, r->time_ns, r->duration_ns, stacks, s->values + r->first, r->nsamples))
             rc = -1;
     }
@@ -153,6 +156,7 @@ static segment_t *part_segment(const segment_t *s, const uint32_t *rows, size_t 
     symtab_remap_destroy(&m);
     if (rc) {
         segment_free(p);
+        if (rc == -2) return hr_fail(err, HR_EINTERNAL, "refusing to write a block with a stack id out of range"), NULL;
         return hr_fail(err, HR_ENOMEM, "out of memory"), NULL;
     }
     return p;

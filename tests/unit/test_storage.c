@@ -195,6 +195,51 @@ void test_block_empty_stack_and_verify(void) {
     segment_free(s);
 }
 
+static const char *odd_even_key(void *ctx, uint32_t series) {
+    (void)ctx;
+    return series % 2 ? "odd" : "even";
+}
+
+/* Version 2: series 1 and 2 land in partitions of their own, each with only its own
+ * symbols; the footer lists them and holds every profile's total. */
+void test_block_partitions(void) {
+    segment_t *s = sample_segment(); /* series 2: main;a and main;b; series 1: main;a */
+    const char *c[] = {"main", "c"};
+    uint32_t sc = make_stack(s->sym, c, 2);
+    int64_t v = 9;
+    segment_add(s, 1, 1200, 10, &sc, &v, 1);
+    char dir[512], path[600];
+    unit_tmpdir("blkparts", dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/p.blk", dir);
+    hr_err_t err = {0};
+    CHECK(block_write(path, s, odd_even_key, NULL, 3, NULL, &err) == 0);
+    block_index_t *ix = block_index_read(path, &err);
+    CHECK(ix != NULL);
+    if (!ix) return segment_free(s);
+    CHECK_INT(ix->version, 2);
+    CHECK_INT(ix->nparts, 2);
+    CHECK_STR(ix->parts[0].key, "even");
+    CHECK_INT(ix->parts[0].nseries, 1);
+    CHECK(block_part_has(&ix->parts[0], 2) && !block_part_has(&ix->parts[0], 1));
+    CHECK_INT(ix->totals->nprofiles, 4);
+    int64_t sum = 0;
+    for (size_t i = 0; i < ix->totals->nprofiles; i++) sum += ix->totals->profiles[i].total;
+    CHECK_INT(sum, 12 - 7 + 9);
+    segment_t *odd = block_read_part(path, ix, 1, &err);
+    CHECK(odd != NULL);
+    if (odd) {
+        CHECK_INT(odd->nprofiles, 2); /* series 1 at 1000 and 1200 */
+        CHECK_INT(odd->profiles[0].total + odd->profiles[1].total, -7 + 9);
+        CHECK_INT(odd->sym->nstacks, 4); /* empty, main, main;a, main;c: not main;b */
+        segment_free(odd);
+    }
+    block_index_free(ix);
+    segment_t *all = block_read(path, &err);
+    CHECK(all && all->nprofiles == 4 && all->nsamples == 4);
+    segment_free(all);
+    segment_free(s);
+}
+
 typedef struct {
     int n;
     char seen[16][16];
