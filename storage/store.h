@@ -6,9 +6,11 @@
  * as a block file, registers the blocks and the WAL checkpoint in one SQLite
  * transaction, rotates the WAL and deletes the segments the blocks now cover.
  *
- * Read path: store_scan hands a query every segment (head or cached block) of a
- * tenant that overlaps a time range, under a read lock, so a query never sees a
- * half-finished cut.
+ * Read path: store_scan hands a query the segments of a tenant that may hold what
+ * its filter wants (time range, series, totals only), under a read lock, so a query
+ * never sees a half-finished cut: the heads, and of each block either its footer
+ * totals or the partitions (one per service, block.h) holding selected series,
+ * decoded on first use into a cache bounded by block_cache_bytes.
  *
  * Locks: `cut` (rwlock) is held shared by ingests and exclusively by a cut, so no
  * ingest can be in the WAL but not in the head when the WAL is rotated; `data`
