@@ -36,7 +36,7 @@ static int mark(void *ctx, const segment_t *seg) {
 static uint8_t *presence(store_t *st, const catalog_query_t *q, uint32_t *n, hr_err_t *err) {
     presence_t p = {NULL, (uint32_t)index_series_total(store_index(st)) + 1, q->from, q->until, q->deadline_ns, 0};
     if (!(p.present = calloc(p.n, 1))) return hr_fail(err, HR_ENOMEM, "out of memory"), NULL;
-    store_filter_t f = {q->from, q->until, NULL, 0, 1}; /* presence needs rows, not stacks */
+    store_filter_t f = {q->from, q->until, NULL, 0, 1, 0}; /* presence needs rows, not stacks */
     if (store_scan(st, q->tenant, &f, mark, &p, err)) {
         free(p.present);
         if (p.timeout) hr_fail(err, HR_ETIMEOUT, TIMEOUT_MSG);
@@ -127,7 +127,7 @@ int catalog_profiles(store_t *st, const catalog_query_t *q, catalog_profile_t **
     uint8_t *bits = catalog_select(st, q, &nbits, err);
     if (!bits) return -1;
     l.bits = bits, l.nbits = nbits;
-    store_filter_t f = {q->from, q->until, bits, nbits, 1}; /* a profile list needs totals only */
+    store_filter_t f = {q->from, q->until, bits, nbits, 1, 0}; /* a profile list needs totals only */
     int rc = store_scan(st, q->tenant, &f, list_segment, &l, err);
     free(bits);
     if (rc) {

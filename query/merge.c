@@ -50,12 +50,20 @@ static uint32_t *countmap_slot(countmap_t *m, uint64_t key) {
     return &m->vals[j];
 }
 
+/* A merge reads the store in up to three passes, each with the least it needs:
+ * COUNT (gauges): rows per series, for the averaging weights, from block footers;
+ * TOTALS: totals, timeline, span and profile count, from footers too (or, with a call
+ *   site, from the samples: then it also does STACKS' work and STACKS is skipped);
+ * STACKS: the per-stack sums, from the partitions of the selected series, taking a
+ *   partition's pre-merged rows when the range covers it. */
+typedef enum { PASS_COUNT = 1, PASS_TOTALS, PASS_STACKS } pass_t;
+
 typedef struct {
     const merge_query_t *q;
     merge_result_t *r;
     uint8_t *bits;
     uint32_t nbits;
-    int pass; /* 1: count (gauges only), 2: merge */
+    int pass; /* a pass_t */
     countmap_t per_series, per_bucket;
     double *acc;
     size_t acc_cap;
@@ -129,6 +137,30 @@ static int64_t kept_total(const segment_t *seg, const seg_profile_t *p, const ui
     return sum;
 }
 
+/* Adds one selected row's total to the result's total, timeline and span. */
+static int add_totals(scan_ctx_t *c, const segment_t *seg, const seg_profile_t *p, const uint8_t *keep, double w) {
+    merge_result_t *r = c->r;
+    int64_t total = kept_total(seg, p, keep);
+    note_span(r, p);
+    r->profiles++;
+    r->total += (double)total * w;
+    if (r->nbuckets) {
+        double bw = 1;
+        if (r->gauge) {
+            uint32_t *n = countmap_slot(&c->per_bucket, (uint64_t)p->series << 24 | bucket_of(c, p->time_ns));
+            if (!n) return -1;
+            bw = 1.0 / *n;
+        }
+        r->timeline[bucket_of(c, p->time_ns)] += (double)total * bw;
+    }
+    return 0;
+}
+
+/* 1 when this pass sums stacks: STACKS, or TOTALS doing both (a call site). */
+static int stacks_pass(const scan_ctx_t *c) {
+    return c->q->want_stacks && (c->pass == PASS_STACKS || (c->pass == PASS_TOTALS && c->q->call_site));
+}
+
 /* Adds the selected rows of one segment to the result and, with stacks wanted, to
  * the per-stack accumulator (*touched set then). keep: the call-site filter or NULL. */
 static int merge_rows(scan_ctx_t *c, const segment_t *seg, const uint8_t *keep, int *touched) {
@@ -142,20 +174,8 @@ static int merge_rows(scan_ctx_t *c, const segment_t *seg, const uint8_t *keep, 
             if (!n) return -1;
             w = 1.0 / *n;
         }
-        int64_t total = kept_total(seg, p, keep);
-        note_span(r, p);
-        r->profiles++;
-        r->total += (double)total * w;
-        if (r->nbuckets) {
-            double bw = 1;
-            if (r->gauge) {
-                uint32_t *n = countmap_slot(&c->per_bucket, (uint64_t)p->series << 24 | bucket_of(c, p->time_ns));
-                if (!n) return -1;
-                bw = 1.0 / *n;
-            }
-            r->timeline[bucket_of(c, p->time_ns)] += (double)total * bw;
-        }
-        if (!c->q->want_stacks) continue;
+        if (c->pass == PASS_TOTALS && add_totals(c, seg, p, keep, w)) return -1;
+        if (!stacks_pass(c)) continue;
         *touched = 1;
         for (uint32_t j = 0; j < p->nsamples; j++) {
             uint32_t st = seg->stacks[p->first + j];
@@ -167,7 +187,7 @@ static int merge_rows(scan_ctx_t *c, const segment_t *seg, const uint8_t *keep, 
 
 static int merge_segment(scan_ctx_t *c, const segment_t *seg) {
     int touched = 0;
-    if (c->q->want_stacks) {
+    if (stacks_pass(c)) {
         if (vec_reserve(&c->acc, &c->acc_cap, seg->sym->nstacks, sizeof *c->acc)) return -1;
         memset(c->acc, 0, seg->sym->nstacks * sizeof *c->acc);
     }
@@ -184,7 +204,7 @@ static int scan_one(void *ctx, const segment_t *seg) {
     /* Checked per segment: blocks are bounded (--head-max-bytes, --compact-max-bytes), so
      * the overrun past the deadline is one segment's merge at most. */
     if (c->q->deadline_ns && time_now_ns() > c->q->deadline_ns) return c->timeout = 1, -1;
-    int rc = c->pass == 1 ? count_segment(c, seg) : merge_segment(c, seg);
+    int rc = c->pass == PASS_COUNT ? count_segment(c, seg) : merge_segment(c, seg);
     if (rc) c->oom = 1;
     return rc;
 }
@@ -217,18 +237,22 @@ int merge_run(store_t *st, const merge_query_t *q, merge_result_t *r, hr_err_t *
     if (q->series_only)
         for (uint32_t i = 0; i < c.nbits; i++) c.bits[i] = c.bits[i] && i == q->series_only;
     int rc = 0;
-    /* Only the selected series' partitions are read; without stacks (time series,
-     * totals) only the blocks' footers. A call site needs the stacks for totals too. */
-    store_filter_t f = {q->from, q->until, c.bits, c.nbits, !q->want_stacks && !q->call_site};
+    /* See pass_t. Only the selected series' partitions are ever decoded. */
+    store_filter_t totals = {q->from, q->until, c.bits, c.nbits, !q->call_site, 0};
+    store_filter_t stacks = {q->from, q->until, c.bits, c.nbits, 0, 1};
     if (r->gauge) {
-        c.pass = 1;
-        store_filter_t counting = f; /* pass 1 counts rows per series: totals suffice */
+        c.pass = PASS_COUNT;
+        store_filter_t counting = totals;
         counting.totals_only = 1;
         rc = store_scan(st, q->tenant, &counting, scan_one, &c, err);
     }
     if (rc == 0) {
-        c.pass = 2;
-        rc = store_scan(st, q->tenant, &f, scan_one, &c, err);
+        c.pass = PASS_TOTALS;
+        rc = store_scan(st, q->tenant, &totals, scan_one, &c, err);
+    }
+    if (rc == 0 && q->want_stacks && !q->call_site) {
+        c.pass = PASS_STACKS;
+        rc = store_scan(st, q->tenant, &stacks, scan_one, &c, err);
     }
     if (rc && c.timeout) hr_fail(err, HR_ETIMEOUT, "the query ran past --query-timeout; narrow the time range or the selection");
     else if (rc && c.oom) hr_fail(err, HR_ENOMEM, "out of memory during merge");

@@ -16,7 +16,10 @@
 #include "storage/compact.h"
 #include "storage/fsutil.h"
 
-enum { SEC_META = 1, SEC_SYMBOLS = 2, SEC_PROFILES = 3, SEC_SAMPLES = 4, NSECTIONS = 4, SEC_FOOTER = 5 };
+enum {
+    SEC_META = 1, SEC_SYMBOLS = 2, SEC_PROFILES = 3, SEC_SAMPLES = 4, NSECTIONS = 4,
+    SEC_FOOTER = 5, SEC_MPROFILES = 6, SEC_MSAMPLES = 7 /* version 2: pre-merged rows */
+};
 static const char MAGIC[8] = {'H', 'R', 'T', 'H', 'B', 'L', 'K', '1'};  /* version 1 */
 static const char MAGIC2[8] = {'H', 'R', 'T', 'H', 'B', 'L', 'K', '2'}; /* version 2 */
 static const char TAIL_MAGIC[4] = {'H', 'R', 'T', '2'};
@@ -90,17 +93,71 @@ static int put_sections(buf_t *out, uint32_t first_kind, buf_t *sec, int nsec, i
     return rc;
 }
 
-/* One partition's SYMBOLS, PROFILES and SAMPLES sections: p's rows, sorted. */
-static int encode_part(const segment_t *p, int level, buf_t *out, hr_err_t *err) {
-    uint32_t *order;
+/* The pre-merged view of a partition: one row per series, at the partition's first
+ * time, holding the sum of all its rows' samples (segment_add sums equal stacks). A
+ * merge over a range covering the whole partition reads these instead of every
+ * profile. NULL (and no error) when a series' values could overflow int64 summed. */
+static segment_t *premerge(const segment_t *p, const uint32_t *order, hr_err_t *err) {
+    segment_t *m = segment_new();
+    uint32_t *stacks = NULL;
+    int64_t *values = NULL;
+    size_t cap = 0, vcap = 0;
+    int rc = m ? 0 : -1, overflow = 0;
+    for (size_t a = 0; a < p->nprofiles && rc == 0 && !overflow;) {
+        uint32_t series = p->profiles[order[a]].series;
+        size_t n = 0, b = a;
+        int64_t mag = 0;
+        for (; b < p->nprofiles && p->profiles[order[b]].series == series; b++) {
+            const seg_profile_t *r = &p->profiles[order[b]];
+            if (VEC_RESERVE(stacks, cap, n + r->nsamples + 1) || VEC_RESERVE(values, vcap, n + r->nsamples + 1)) rc = -1;
+            for (uint32_t j = 0; j < r->nsamples && rc == 0; j++, n++) {
+                stacks[n] = p->stacks[r->first + j];
+                values[n] = p->values[r->first + j];
+                int64_t v = values[n] < 0 ? -values[n] : values[n];
+                overflow |= values[n] == INT64_MIN || __builtin_add_overflow(mag, v, &mag);
+            }
+        }
+        if (rc == 0 && !overflow && segment_add(m, series, p->min_time, 0, stacks, values, n)) rc = -1;
+        a = b;
+    }
+    free(stacks);
+    free(values);
+    if (rc) hr_fail(err, HR_ENOMEM, "out of memory");
+    if (rc || overflow) {
+        segment_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* One partition's sections: SYMBOLS, PROFILES, SAMPLES (p's rows, sorted), then the
+ * pre-merged MPROFILES and MSAMPLES (empty when not pre-merged; *merged says). */
+static int encode_part(const segment_t *p, int level, buf_t *out, int *merged, hr_err_t *err) {
+    uint32_t *order, *morder = NULL;
     if (segment_sorted_order(p, &order)) return hr_fail(err, HR_ENOMEM, "out of memory");
-    buf_t sec[3];
-    for (int i = 0; i < 3; i++) buf_init(&sec[i]);
+    err->code = HR_OK;
+    segment_t *m = premerge(p, order, err);
+    if (!m && err->code) return free(order), -1;
+    if (m && segment_sorted_order(m, &morder)) {
+        free(order);
+        segment_free(m);
+        return hr_fail(err, HR_ENOMEM, "out of memory");
+    }
+    buf_t sec[5];
+    for (int i = 0; i < 5; i++) buf_init(&sec[i]);
     symtab_encode(p->sym, &sec[0]);
     encode_profiles(p, order, p->nprofiles, &sec[1]);
     encode_samples(p, order, p->nprofiles, &sec[2]);
+    if (m) {
+        encode_profiles(m, morder, m->nprofiles, &sec[3]);
+        encode_samples(m, morder, m->nprofiles, &sec[4]);
+    }
+    *merged = m != NULL;
     free(order);
-    return put_sections(out, SEC_SYMBOLS, sec, 3, level, err);
+    free(morder);
+    segment_free(m);
+    if (put_sections(out, SEC_SYMBOLS, sec, 3, level, err)) return -1;
+    return put_sections(out, SEC_MPROFILES, sec + 3, 2, level, err);
 }
 
 typedef struct {
@@ -163,11 +220,12 @@ static segment_t *part_segment(const segment_t *s, const uint32_t *rows, size_t 
 }
 
 /* A footer's entry for one partition. */
-static void footer_part(buf_t *f, const char *key, uint64_t off, uint64_t len, const segment_t *p,
+static void footer_part(buf_t *f, const char *key, uint64_t off, uint64_t len, int merged, const segment_t *p,
                         const series_key_t *sk, size_t nsk) {
     buf_put_bytes(f, key, strlen(key));
     buf_put_uvarint(f, off);
     buf_put_uvarint(f, len);
+    buf_put_uvarint(f, merged ? 1 : 0); /* flags: bit 0, pre-merged rows present */
     buf_put_uvarint(f, p->nprofiles);
     buf_put_uvarint(f, p->nsamples);
     buf_put_svarint(f, p->min_time);
@@ -252,9 +310,10 @@ int block_encode(const segment_t *s, block_key_fn key, void *kctx, int level, bu
         free(ids);
         segment_t *p = part_segment(s, rows, n, err);
         uint64_t off = out->len;
-        if (!p || encode_part(p, level, out, err)) rc = -1;
+        int merged = 0;
+        if (!p || encode_part(p, level, out, &merged, err)) rc = -1;
         if (rc == 0) {
-            footer_part(&parts, sk[a].key, off, out->len - off, p, sk + a, b - a);
+            footer_part(&parts, sk[a].key, off, out->len - off, merged, p, sk + a, b - a);
             footer_rows(&totals, p, &prev_series, &prev_t);
         }
         segment_free(p);
@@ -411,23 +470,41 @@ static int header_version(const uint8_t *p, size_t n) {
     return 0;
 }
 
-/* One version-2 partition's sections (p..p+n) into a segment; the footer's entry
+/* Steps over one section without decompressing it (a view that does not need it). */
+static int skip_section(buf_reader_t *r, uint32_t want, hr_err_t *err) {
+    uint32_t kind = buf_get_u32le(r);
+    buf_get_u64le(r);
+    uint64_t sl = buf_get_u64le(r);
+    buf_get_u32le(r);
+    if (r->bad || kind != want || sl > buf_reader_left(r) || !buf_get_raw(r, (size_t)sl))
+        return hr_fail(err, HR_EUNPROC, "block: bad header of section %u", want);
+    return 0;
+}
+
+/* One version-2 partition's sections (p..p+n) into a segment: its profile rows, or
+ * (view BLOCK_VIEW_MERGED) its pre-merged rows, one per series. The footer's entry
  * supplies the counts and the time base, which the sections must match. */
-static segment_t *decode_part(const uint8_t *p, size_t n, const block_part_t *bp, hr_err_t *err) {
+static segment_t *decode_part(const uint8_t *p, size_t n, const block_part_t *bp, int view, hr_err_t *err) {
     buf_reader_t r;
     buf_reader_init(&r, p, n);
-    uint8_t *raw[3] = {0};
-    size_t rawlen[3] = {0};
+    uint8_t *raw[5] = {0};
+    size_t rawlen[5] = {0};
     segment_t *s = calloc(1, sizeof *s);
     if (!s) return hr_fail(err, HR_ENOMEM, "out of memory"), NULL;
-    int rc = 0;
-    for (int i = 0; i < 3 && rc == 0; i++) rc = get_section(&r, (uint32_t)(SEC_SYMBOLS + i), &raw[i], &rawlen[i], err);
+    int merged = view == BLOCK_VIEW_MERGED, rc = 0;
+    if (merged && !bp->merged) rc = hr_fail(err, HR_EINTERNAL, "block: partition `%s` is not pre-merged", bp->key);
+    static const uint32_t KINDS[5] = {SEC_SYMBOLS, SEC_PROFILES, SEC_SAMPLES, SEC_MPROFILES, SEC_MSAMPLES};
+    for (int i = 0; i < 5 && rc == 0; i++) {
+        int wanted = i == 0 || (i <= 2) != merged;
+        rc = wanted ? get_section(&r, KINDS[i], &raw[i], &rawlen[i], err) : skip_section(&r, KINDS[i], err);
+    }
     if (rc == 0 && buf_reader_left(&r)) rc = hr_fail(err, HR_EUNPROC, "block: partition `%s` has trailing bytes", bp->key);
     if (rc == 0 && !(s->sym = symtab_decode(raw[0], rawlen[0], err))) rc = -1;
-    if (rc == 0) rc = decode_rows(s, raw[1], rawlen[1], bp->nprofiles, bp->min_time, err);
-    if (rc == 0 && s->nsamples != bp->nsamples) rc = hr_fail(err, HR_EUNPROC, "block: sample count mismatch");
-    if (rc == 0) rc = decode_samples(s, raw[2], rawlen[2], err);
-    for (int i = 0; i < 3; i++) free(raw[i]);
+    size_t rows = merged ? bp->nseries : bp->nprofiles, k = merged ? 3 : 1;
+    if (rc == 0) rc = decode_rows(s, raw[k], rawlen[k], rows, bp->min_time, err);
+    if (rc == 0 && !merged && s->nsamples != bp->nsamples) rc = hr_fail(err, HR_EUNPROC, "block: sample count mismatch");
+    if (rc == 0) rc = decode_samples(s, raw[k + 1], rawlen[k + 1], err);
+    for (int i = 0; i < 5; i++) free(raw[i]);
     if (rc) {
         segment_free(s);
         return NULL;
@@ -454,6 +531,7 @@ static int parse_part(buf_reader_t *r, block_part_t *p, uint64_t limit, hr_err_t
     const uint8_t *k = buf_get_bytes(r, &kl);
     p->off = buf_get_uvarint(r);
     p->len = buf_get_uvarint(r);
+    p->merged = (buf_get_uvarint(r) & 1) != 0;
     uint64_t np = buf_get_uvarint(r), ns = buf_get_uvarint(r);
     p->min_time = buf_get_svarint(r);
     p->max_time = buf_get_svarint(r);
@@ -560,14 +638,35 @@ int block_part_has(const block_part_t *p, uint32_t series) {
     return lo < p->nseries && p->series[lo] == series;
 }
 
+/* 1 when m holds one row per series of p, whose total is the sum of that series'
+ * totals in p (p's rows are in (series, time) order, as decoded). */
+static int merged_matches(const segment_t *p, const segment_t *m) {
+    size_t k = 0;
+    for (size_t i = 0; i < p->nprofiles;) {
+        uint32_t series = p->profiles[i].series;
+        int64_t sum = 0;
+        for (; i < p->nprofiles && p->profiles[i].series == series; i++) sum += p->profiles[i].total;
+        if (k == m->nprofiles || m->profiles[k].series != series || m->profiles[k].total != sum) return 0;
+        k++;
+    }
+    return k == m->nprofiles;
+}
+
 /* Every partition of a version-2 image, merged into one segment. */
 static segment_t *decode_v2(const uint8_t *p, size_t n, hr_err_t *err) {
     block_index_t *ix = index_of_image(p, n, err);
     if (!ix) return NULL;
     segment_t **parts = calloc(ix->nparts ? ix->nparts : 1, sizeof *parts), *all = NULL;
     int rc = parts ? 0 : hr_fail(err, HR_ENOMEM, "out of memory");
-    for (size_t i = 0; i < ix->nparts && rc == 0; i++)
-        if (!(parts[i] = decode_part(p + ix->parts[i].off, (size_t)ix->parts[i].len, &ix->parts[i], err))) rc = -1;
+    for (size_t i = 0; i < ix->nparts && rc == 0; i++) {
+        const block_part_t *bp = &ix->parts[i];
+        if (!(parts[i] = decode_part(p + bp->off, (size_t)bp->len, bp, BLOCK_VIEW_ROWS, err))) rc = -1;
+        /* The whole block (hearth check, compaction) is verified whole: pre-merged rows too. */
+        segment_t *m = rc == 0 && bp->merged ? decode_part(p + bp->off, (size_t)bp->len, bp, BLOCK_VIEW_MERGED, err) : NULL;
+        if (rc == 0 && bp->merged && (!m || !merged_matches(parts[i], m)))
+            rc = m ? hr_fail(err, HR_EUNPROC, "block: pre-merged rows of partition `%s` do not match", bp->key) : -1;
+        segment_free(m);
+    }
     if (rc == 0) all = compact_segments((const segment_t *const *)parts, ix->nparts, err);
     for (size_t i = 0; parts && i < ix->nparts; i++) segment_free(parts[i]);
     free(parts);
@@ -622,10 +721,14 @@ static int image_matches(const segment_t *s, const uint8_t *img, size_t n, hr_er
     int ok = a && b && c && ix->totals->nprofiles == s->nprofiles;
     rows_of(s, a, &na, 0);
     for (size_t i = 0; i < ix->nparts && ok; i++) {
-        segment_t *p = decode_part(img + ix->parts[i].off, (size_t)ix->parts[i].len, &ix->parts[i], err);
+        const block_part_t *bp = &ix->parts[i];
+        segment_t *p = decode_part(img + bp->off, (size_t)bp->len, bp, BLOCK_VIEW_ROWS, err);
         ok = p && nb + p->nprofiles <= cap;
         if (ok) rows_of(p, b, &nb, 0);
-        for (size_t k = 0; ok && k < p->nprofiles; k++) ok = block_part_has(&ix->parts[i], p->profiles[k].series);
+        for (size_t k = 0; ok && k < p->nprofiles; k++) ok = block_part_has(bp, p->profiles[k].series);
+        segment_t *m = ok && bp->merged ? decode_part(img + bp->off, (size_t)bp->len, bp, BLOCK_VIEW_MERGED, err) : NULL;
+        if (ok && bp->merged) ok = m && merged_matches(p, m);
+        segment_free(m);
         segment_free(p);
     }
     if (ok) rows_of(ix->totals, c, &nc, 1);
@@ -703,7 +806,7 @@ static block_index_t *index_v1(uint64_t size, hr_err_t *err) {
     }
     ix->version = 1;
     ix->nparts = 1;
-    ix->parts[0] = (block_part_t){ix->parts[0].key, 0, size, 0, 0, INT64_MIN, INT64_MAX, NULL, 0};
+    ix->parts[0] = (block_part_t){.key = ix->parts[0].key, .len = size, .min_time = INT64_MIN, .max_time = INT64_MAX};
     return ix;
 }
 
@@ -729,14 +832,14 @@ block_index_t *block_index_read(const char *path, hr_err_t *err) {
     return ix;
 }
 
-segment_t *block_read_part(const char *path, const block_index_t *ix, size_t p, hr_err_t *err) {
+segment_t *block_read_part(const char *path, const block_index_t *ix, size_t p, int view, hr_err_t *err) {
     if (ix->version == 1) return block_read(path, err);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return hr_fail(err, HR_EIO, "open %s: %s", path, strerror(errno)), NULL;
     const block_part_t *bp = &ix->parts[p];
     uint8_t *b = read_range(fd, path, bp->off, bp->len, err);
     close(fd);
-    segment_t *s = b ? decode_part(b, (size_t)bp->len, bp, err) : NULL;
+    segment_t *s = b ? decode_part(b, (size_t)bp->len, bp, view, err) : NULL;
     free(b);
     return s;
 }

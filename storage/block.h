@@ -46,6 +46,7 @@ int block_write(const char *path, const segment_t *s, block_key_fn key, void *kc
 typedef struct {
     char *key;
     uint64_t off, len;          /* its sections' byte range in the file */
+    int merged;                 /* pre-merged rows present (BLOCK_VIEW_MERGED) */
     size_t nprofiles, nsamples;
     int64_t min_time, max_time; /* INT64_MAX/INT64_MIN when empty */
     uint32_t *series;           /* ascending; NULL: every series (a version-1 block) */
@@ -68,9 +69,13 @@ block_index_t *block_index_read(const char *path, hr_err_t *err);
 void block_index_free(block_index_t *ix);
 /* 1 when partition p holds series (binary search; a version-1 part holds all). */
 int block_part_has(const block_part_t *p, uint32_t series);
-/* Decodes partition p into a new segment (its own symtab and rows; a version-1
- * block: the whole block). */
-segment_t *block_read_part(const char *path, const block_index_t *ix, size_t p, hr_err_t *err);
+/* What to decode of a partition: its profile rows, or its pre-merged rows (one per
+ * series at the partition's first time, holding the sum of that series' samples in
+ * the partition: what a merge covering the partition's whole time range needs). */
+enum { BLOCK_VIEW_ROWS = 0, BLOCK_VIEW_MERGED = 1 };
+/* Decodes a view of partition p into a new segment (its own symtab and rows; a
+ * version-1 block: the whole block, rows only). */
+segment_t *block_read_part(const char *path, const block_index_t *ix, size_t p, int view, hr_err_t *err);
 
 /* Decodes a whole block image (either version) into one segment (caller frees). */
 segment_t *block_decode(const uint8_t *p, size_t n, hr_err_t *err);

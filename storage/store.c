@@ -31,7 +31,7 @@ typedef struct {
 typedef struct {
     block_meta_t meta;
     block_index_t *ix;   /* its footer (partitions, totals), read when the block is opened or written */
-    part_cache_t *parts; /* ix->nparts */
+    part_cache_t *parts; /* 2 * ix->nparts: [2p + view] (block.h's BLOCK_VIEW_*) */
     int bad;             /* unreadable: skipped by queries (guarded by cache_mu) */
 } block_t;
 
@@ -64,7 +64,7 @@ static void block_attach(store_t *s, block_t *b) {
     char full[4096];
     snprintf(full, sizeof full, "%s/%s", s->dir, b->meta.path);
     hr_err_t e = {0};
-    if ((b->ix = block_index_read(full, &e)) && (b->parts = calloc(b->ix->nparts ? b->ix->nparts : 1, sizeof *b->parts)))
+    if ((b->ix = block_index_read(full, &e)) && (b->parts = calloc(2 * b->ix->nparts + 1, sizeof *b->parts)))
         return;
     block_index_free(b->ix);
     b->ix = NULL;
@@ -74,7 +74,7 @@ static void block_attach(store_t *s, block_t *b) {
 
 /* Frees a block's index and cached partitions. cache_mu held (or no other thread). */
 static void block_drop_locked(store_t *s, block_t *b) {
-    for (size_t p = 0; b->ix && p < b->ix->nparts; p++) {
+    for (size_t p = 0; b->ix && p < 2 * b->ix->nparts; p++) {
         if (!b->parts[p].cached) continue;
         s->cached_bytes -= segment_bytes(b->parts[p].cached);
         segment_free(b->parts[p].cached);
@@ -442,7 +442,7 @@ static void evict_locked(store_t *s) {
     while (s->cached_bytes > s->cfg.block_cache_bytes) {
         part_cache_t *victim = NULL;
         for (size_t i = 0; i < s->nblocks; i++)
-            for (size_t p = 0; s->blocks[i].ix && p < s->blocks[i].ix->nparts; p++) {
+            for (size_t p = 0; s->blocks[i].ix && p < 2 * s->blocks[i].ix->nparts; p++) {
                 part_cache_t *c = &s->blocks[i].parts[p];
                 if (c->cached && c->refs == 0 && (!victim || c->last_use < victim->last_use)) victim = c;
             }
@@ -453,12 +453,12 @@ static void evict_locked(store_t *s) {
     }
 }
 
-/* Pins partition p of block i, decoding it on first use; NULL if it cannot be read
- * (the block is then marked bad). */
-static segment_t *pin_part(store_t *s, size_t i, size_t p) {
+/* Pins a view of partition p of block i, decoding it on first use; NULL if it cannot
+ * be read (the block is then marked bad). */
+static segment_t *pin_part(store_t *s, size_t i, size_t p, int view) {
     block_t *b = &s->blocks[i];
     pthread_mutex_lock(&s->cache_mu);
-    part_cache_t *c = b->bad ? NULL : &b->parts[p];
+    part_cache_t *c = b->bad ? NULL : &b->parts[2 * p + (size_t)view];
     segment_t *seg = c ? c->cached : NULL;
     if (seg) c->refs++, c->last_use = ++s->clock;
     pthread_mutex_unlock(&s->cache_mu);
@@ -466,7 +466,7 @@ static segment_t *pin_part(store_t *s, size_t i, size_t p) {
     char full[4096];
     snprintf(full, sizeof full, "%s/%s", s->dir, b->meta.path);
     hr_err_t e = {0};
-    seg = block_read_part(full, b->ix, p, &e); /* no lock held: other scans go on */
+    seg = block_read_part(full, b->ix, p, view, &e); /* no lock held: other scans go on */
     pthread_mutex_lock(&s->cache_mu);
     if (!seg) {
         b->bad = 1;
@@ -483,9 +483,9 @@ static segment_t *pin_part(store_t *s, size_t i, size_t p) {
     return seg;
 }
 
-static void unpin_part(store_t *s, size_t i, size_t p) {
+static void unpin_part(store_t *s, size_t i, size_t p, int view) {
     pthread_mutex_lock(&s->cache_mu);
-    s->blocks[i].parts[p].refs--;
+    s->blocks[i].parts[2 * p + (size_t)view].refs--;
     evict_locked(s);
     pthread_mutex_unlock(&s->cache_mu);
 }
@@ -587,7 +587,7 @@ static int pin_run(store_t *s, run_t *r) {
         r->ids[i] = b->meta.id;
         if (!b->ix) return 0;
         for (size_t p = 0; p < b->ix->nparts; p++) {
-            if (!(r->segs[r->nsegs] = pin_part(s, r->idx[i], p))) return 0;
+            if (!(r->segs[r->nsegs] = pin_part(s, r->idx[i], p, BLOCK_VIEW_ROWS))) return 0;
             r->pins[r->nsegs++] = (struct pin){r->idx[i], p};
         }
     }
@@ -647,7 +647,7 @@ int store_compact(store_t *s, hr_err_t *err) {
     int np = 0;
     pthread_rwlock_wrlock(&s->data);
     pthread_mutex_lock(&s->cache_mu);
-    for (size_t k = 0; k < r.nsegs; k++) s->blocks[r.pins[k].block].parts[r.pins[k].part].refs--;
+    for (size_t k = 0; k < r.nsegs; k++) s->blocks[r.pins[k].block].parts[2 * r.pins[k].part + BLOCK_VIEW_ROWS].refs--;
     if (rc == 1) {
         if (paths) {
             np = swap_in_locked(s, &r, &merged, paths);
@@ -689,11 +689,16 @@ static int scan_block(store_t *s, size_t i, const store_filter_t *f, store_segme
     if (f->totals_only && b->ix->totals) return fn(ctx, b->ix->totals); /* no partition decoded */
     int rc = 0;
     for (size_t p = 0; p < b->ix->nparts && rc == 0; p++) {
-        if (!part_wanted(&b->ix->parts[p], f)) continue;
-        segment_t *seg = pin_part(s, i, p);
+        const block_part_t *bp = &b->ix->parts[p];
+        if (!part_wanted(bp, f)) continue;
+        /* A range covering the whole partition takes its pre-merged rows: one per
+         * series instead of every profile. */
+        int view = f->merged_ok && bp->merged && bp->min_time >= f->from && bp->max_time <= f->until ? BLOCK_VIEW_MERGED
+                                                                                                   : BLOCK_VIEW_ROWS;
+        segment_t *seg = pin_part(s, i, p, view);
         if (!seg) continue;
         rc = fn(ctx, seg);
-        unpin_part(s, i, p);
+        unpin_part(s, i, p, view);
     }
     return rc;
 }
@@ -737,7 +742,7 @@ void store_stats(store_t *s, store_stats_t *out) {
         const block_t *b = &s->blocks[i];
         out->block_bytes += (size_t)b->meta.bytes;
         out->blocks_corrupt += b->bad != 0;
-        for (size_t p = 0; b->ix && p < b->ix->nparts; p++) out->parts_cached += b->parts[p].cached != NULL;
+        for (size_t p = 0; b->ix && p < 2 * b->ix->nparts; p++) out->parts_cached += b->parts[p].cached != NULL;
     }
     out->cached_bytes = s->cached_bytes;
     pthread_mutex_unlock(&s->cache_mu);

@@ -89,6 +89,9 @@ typedef struct {
     const uint8_t *series; /* series[id] != 0: wanted; NULL: every series */
     uint32_t nseries;      /* length of series */
     int totals_only;       /* rows with their totals are enough; samples may be absent */
+    int merged_ok;         /* a partition wholly in range may come as its pre-merged rows:
+                            * one per series at the partition's first time, holding the sum
+                            * of its samples (only the stacks' sums are wanted) */
 } store_filter_t;
 
 /* Calls fn for segments of tenant that may hold rows the filter wants: the heads,

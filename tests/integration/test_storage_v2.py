@@ -1,7 +1,7 @@
 """Block format version 2 (issue 12): partitioned reads, footer totals, and upgrade from version 1."""
 import os
 import shutil
-import struct
+import subprocess
 
 import run
 from run import CPU, T0, Server, test
@@ -85,3 +85,19 @@ def a_query_for_one_service_reads_only_its_partition():
         assert run.metric(srv, "hearth_block_partitions_cached") == 3
         assert run.query(srv, CPU + '{service_name=~"svc.*"}', fmt="top")["total"] == 20 * total
         assert run.metric(srv, "hearth_block_partitions_cached") == 20
+        # Those ranges covered the block: partitions came pre-merged (one row per series).
+        # A range inside it reads the profile rows instead, and still merges exactly.
+        top = run.query(srv, CPU + '{service_name="svc07"}', fmt="top", frm=T0 + 15, until=T0 + 35)
+        assert top["total"] == cpu_each(2) + cpu_each(3) and top["profiles"] == 8, top["total"]
+        assert run.metric(srv, "hearth_block_partitions_cached") == 21
+        # The pre-merged flame graph equals go tool pprof's merge of the six files.
+        path = os.path.join(srv.data_dir, "m.pb.gz")
+        st, body = srv.get("/api/v1/query", query=CPU + '{service_name="svc07"}', format="pprof",
+                           **{"from": T0 - 10, "until": T0 + 3600})
+        open(path, "wb").write(body)
+        files = [os.path.join(run.ARGS.testdata, "pprof", f"go-runtime-cpu-0{i}.pb.gz") for i in range(6)]
+        merged = os.path.join(srv.data_dir, "ref.pb.gz")
+        subprocess.run(["go", "tool", "pprof", "-proto", "-output", merged] + files, check=True, capture_output=True)
+        ref = run.pprof_top(merged, 1, "nanoseconds")
+        got = run.pprof_top(path, 0, "nanoseconds")
+        assert got == ref, (len(got), len(ref))  # every function's flat and cum

@@ -225,13 +225,24 @@ void test_block_partitions(void) {
     int64_t sum = 0;
     for (size_t i = 0; i < ix->totals->nprofiles; i++) sum += ix->totals->profiles[i].total;
     CHECK_INT(sum, 12 - 7 + 9);
-    segment_t *odd = block_read_part(path, ix, 1, &err);
+    segment_t *odd = block_read_part(path, ix, 1, BLOCK_VIEW_ROWS, &err);
     CHECK(odd != NULL);
     if (odd) {
         CHECK_INT(odd->nprofiles, 2); /* series 1 at 1000 and 1200 */
         CHECK_INT(odd->profiles[0].total + odd->profiles[1].total, -7 + 9);
         CHECK_INT(odd->sym->nstacks, 4); /* empty, main, main;a, main;c: not main;b */
         segment_free(odd);
+    }
+    CHECK(ix->parts[0].merged && ix->parts[1].merged);
+    segment_t *m = block_read_part(path, ix, 0, BLOCK_VIEW_MERGED, &err); /* series 2: two rows summed */
+    CHECK(m != NULL);
+    if (m) {
+        CHECK_INT(m->nprofiles, 1);
+        CHECK_INT(m->profiles[0].series, 2);
+        CHECK_INT(m->profiles[0].total, 12);
+        CHECK_INT(m->profiles[0].nsamples, 2); /* main;a 7, main;b 5 */
+        CHECK_INT(m->profiles[0].time_ns, 1500);
+        segment_free(m);
     }
     block_index_free(ix);
     segment_t *all = block_read(path, &err);
@@ -396,7 +407,7 @@ void test_store_cut_and_reopen(void) {
     batch_sample(p, make_stack(b.sym, a, 2), 42);
     CHECK(store_ingest(s, "anonymous", "rec", 3, &b, &err) == 0);
     int64_t got[2] = {0, 0};
-    store_scan(s, "anonymous", &(store_filter_t){0, 10000, NULL, 0, 0}, count_segments, got, &err);
+    store_scan(s, "anonymous", &(store_filter_t){0, 10000, NULL, 0, 0, 0}, count_segments, got, &err);
     CHECK(got[0] == 42 && got[1] == 1);
     CHECK(store_cut(s, &err) == 0);
     store_stats_t st;
@@ -404,16 +415,16 @@ void test_store_cut_and_reopen(void) {
     CHECK_INT(st.blocks, 1);
     CHECK_INT(st.head_profiles, 0);
     memset(got, 0, sizeof got);
-    store_scan(s, "anonymous", &(store_filter_t){0, 10000, NULL, 0, 0}, count_segments, got, &err);
+    store_scan(s, "anonymous", &(store_filter_t){0, 10000, NULL, 0, 0, 0}, count_segments, got, &err);
     CHECK(got[0] == 42 && got[1] == 1); /* same answer from the block */
     memset(got, 0, sizeof got);
-    store_scan(s, "other-tenant", &(store_filter_t){0, 10000, NULL, 0, 0}, count_segments, got, &err);
+    store_scan(s, "other-tenant", &(store_filter_t){0, 10000, NULL, 0, 0, 0}, count_segments, got, &err);
     CHECK(got[1] == 0);
     store_close(s);
     s = store_open(&cfg, &err); /* blocks and series survive a reopen; the WAL is empty */
     CHECK(store_replay(s, NULL, NULL, &ws, &err) == 0 && ws.records == 0);
     memset(got, 0, sizeof got);
-    store_scan(s, "anonymous", &(store_filter_t){0, 10000, NULL, 0, 0}, count_segments, got, &err);
+    store_scan(s, "anonymous", &(store_filter_t){0, 10000, NULL, 0, 0, 0}, count_segments, got, &err);
     CHECK(got[0] == 42 && got[1] == 1);
     CHECK_INT(index_series_total(store_index(s)), 1);
     store_close(s);
@@ -452,13 +463,13 @@ void test_retention(void) {
     CHECK_INT(store_apply_retention(s, now, &err), 1);
     CHECK_INT(store_apply_retention(s, now, &err), 0); /* idempotent */
     int64_t got[2] = {0, 0};
-    store_scan(s, "anonymous", &(store_filter_t){0, now, NULL, 0, 0}, count_segments, got, &err);
+    store_scan(s, "anonymous", &(store_filter_t){0, now, NULL, 0, 0, 0}, count_segments, got, &err);
     CHECK(got[0] == 7 && got[1] == 1);
     store_close(s);
     s = store_open(&cfg, &err); /* the catalog agrees after a reopen */
     store_replay(s, NULL, NULL, &ws, &err);
     memset(got, 0, sizeof got);
-    store_scan(s, "anonymous", &(store_filter_t){0, now, NULL, 0, 0}, count_segments, got, &err);
+    store_scan(s, "anonymous", &(store_filter_t){0, now, NULL, 0, 0, 0}, count_segments, got, &err);
     CHECK(got[0] == 7 && got[1] == 1);
     store_stats_t st;
     store_stats(s, &st);
@@ -533,13 +544,13 @@ void test_store_compaction(void) {
     CHECK_INT(st.blocks, 2);
     CHECK_INT(st.compacted_blocks, 3);
     int64_t sums[2] = {0, 0};
-    store_scan(s, "anonymous", &(store_filter_t){0, day0 + 48 * H, NULL, 0, 0}, count_segments, sums, &err);
+    store_scan(s, "anonymous", &(store_filter_t){0, day0 + 48 * H, NULL, 0, 0, 0}, count_segments, sums, &err);
     CHECK(sums[0] == 1 + 2 + 3 + 4 && sums[1] == 4);
     store_close(s);
     s = store_open(&cfg, &err); /* the catalog agrees after a reopen; the old files are gone */
     store_replay(s, NULL, NULL, &ws, &err);
     memset(sums, 0, sizeof sums);
-    store_scan(s, "anonymous", &(store_filter_t){0, day0 + 48 * H, NULL, 0, 0}, count_segments, sums, &err);
+    store_scan(s, "anonymous", &(store_filter_t){0, day0 + 48 * H, NULL, 0, 0, 0}, count_segments, sums, &err);
     CHECK(sums[0] == 10 && sums[1] == 4);
     store_stats(s, &st);
     CHECK_INT(st.blocks, 2);
