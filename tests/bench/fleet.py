@@ -178,7 +178,7 @@ def worker_main(conn, w, a):
             s, k = divmod(j, per_hour)
             idx = hour * per_hour + k
             t = BASE + idx * a.interval
-            t0 = time.time()
+            t0 = time.process_time()
             m = models.get(s)
             if m is None:
                 m = models[s] = Service(a.seed, s, a.functions, a.stacks)
@@ -186,8 +186,8 @@ def worker_main(conn, w, a):
             if files_dir and s == QUERY_SERVICE:
                 with open(os.path.join(files_dir, f"{idx:05d}.pb.gz"), "wb") as f:
                     f.write(body)
+            gen += time.process_time() - t0
             t1 = time.time()
-            gen += t1 - t0
             q = urllib.parse.urlencode({"name": service_name(s), "format": "pprof", "from": t,
                                         "until": t + a.interval})
             for attempt in range(3):  # bounded: a dropped keep-alive connection is retried twice
@@ -251,6 +251,13 @@ def dir_bytes(path):
 
 def block_count(data_dir):
     return sum(len(fs) for _, _, fs in os.walk(os.path.join(data_dir, "blocks")))
+
+
+def cpu_seconds(pid):
+    """User + system CPU a process has used: a steadier cost figure than wall time on a shared machine."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def peak_rss_mib(pid):
@@ -338,9 +345,10 @@ def build_store(nsvc, a, clients, files_dir):
             flush_s += time.time() - t
             if h in (0, 23) or (h + 1) % 24 == 0:
                 done = time.time() - t_start
-                print(f"  {nsvc} services: hour {h + 1}/{hours}, {n:,} profiles, {n / ingest_s:,.0f}/s; "
+                print(f"  {nsvc} service(s): hour {h + 1}/{hours}, {n:,} profiles, {n / ingest_s:,.0f}/s; "
                       f"about {done / (h + 1) * (hours - h - 1) / 60:.1f} min to go", flush=True)
         rss = peak_rss_mib(srv.proc.pid)
+        server_cpu = cpu_seconds(srv.proc.pid)
     finally:
         srv.stop()
     expected = nsvc * hours * per_hour
@@ -348,7 +356,8 @@ def build_store(nsvc, a, clients, files_dir):
     return srv.data_dir, {
         "profiles": n, "upload_bytes": nbytes, "ingest_seconds": ingest_s, "flush_seconds": flush_s,
         "ingest_profiles_per_s": n / ingest_s, "build_profiles_per_s": n / (ingest_s + flush_s),
-        "client_generate_cpu_seconds": gen_s, "build_server_peak_rss_mib": rss,
+        "client_generate_cpu_seconds": gen_s, "build_server_cpu_seconds": server_cpu,
+        "build_server_cpu_ms_per_profile": server_cpu * 1000 / n, "build_server_peak_rss_mib": rss,
         "query_service_total": sums[QUERY_SERVICE]}
 
 
@@ -419,18 +428,24 @@ def report(rows, pprof, a, meta):
     print("\n| services | blocks | flame graph warm | flame graph cold | timeseries warm | label values warm "
           "| peak RSS | disk / profile | ingest |")
     print("|---|---|---|---|---|---|---|---|---|")
+    notes = ("Cold: the first query after a server restart (the OS page cache is not dropped). Warm: median of "
+             f"{a.reps} after one warm-up. Peak RSS: VmHWM of the regime's server processes. Ingest: uploads/s while "
+             f"building with {a.clients} client processes that generate the profiles on the same cores.")
     for r in rows:
         print(f"| {r['services']}, {r['regime']} | {r['blocks']:,} | {fmt_ms(r['flamegraph_warm_ms'])} ms "
               f"| {fmt_ms(r['flamegraph_cold_ms'])} ms | {fmt_ms(r['timeseries_warm_ms'])} ms "
               f"| {fmt_ms(r['label_values_warm_ms'])} ms | {r['peak_rss_mib']:,.0f} MiB "
               f"| {r['disk_bytes_per_profile']:,.0f} B | {r['ingest_profiles_per_s']:,.0f} profiles/s |")
+    print(f"\n{notes}")
     print(f"\n`go tool pprof -proto` merged the query service's {pprof['files']:,} files in "
           f"{pprof['seconds']:.2f} s (same run); every flame graph, timeseries and pprof total equalled the "
           f"generated {pprof['total']:,} ns.")
     for r in rows:
         if r["regime"] == "compacted":
-            print(f"- {r['services']} services: {r['profiles']:,} profiles, built in "
-                  f"{r['ingest_seconds']:.0f} s of uploads + {r['flush_seconds']:.0f} s of cuts; compaction "
+            print(f"- {r['services']} service{'s' if r['services'] > 1 else ''}: {r['profiles']:,} profiles, built in "
+                  f"{r['ingest_seconds']:.0f} s of uploads + {r['flush_seconds']:.0f} s of cuts (server CPU "
+                  f"{r['build_server_cpu_ms_per_profile']:.1f} ms per profile, clients "
+                  f"{r['client_generate_cpu_seconds'] * 1000 / r['profiles']:.1f} ms generating each); compaction "
                   f"{r['compact_seconds']:.1f} s ({r['compactions']} runs)")
 
 
