@@ -103,9 +103,9 @@ class Service:
         period = pf(11, enc(1, 0, 3) + enc(2, 0, 4)) + enc(12, 0, PERIOD)
         static = sample_types + mapping + b"".join(locs) + b"".join(funcs) + st + period
         self.static_gz = gzip.compress(static, 6)
-        self.stacks = self._stacks(rng, nfuncs, nstacks)
+        stacks = self._stacks(rng, nfuncs, nstacks)
         # Sample prefixes: field 1 (location ids, leaf first as pprof stores them), packed.
-        self.prefix = [pf(1, b"".join(it.pb_put_varint(f + 1) for f in reversed(s))) for s in self.stacks]
+        self.prefix = [pf(1, b"".join(it.pb_put_varint(f + 1) for f in reversed(s))) for s in stacks]
         order = list(range(nstacks))
         rng.shuffle(order)  # which stacks are hot differs per service
         w = [0.0] * nstacks
@@ -159,58 +159,72 @@ def make_profile(svc, seed, idx, t):
 
 # ---------------------------------------------------------------- ingest workers
 
-def worker_main(conn, w, a):
-    """A client process: keeps a model of each service it uploads for and one keep-alive
-    connection; for each hour it is sent, uploads its share and answers with totals."""
-    models, http_conn, port = {}, None, None
-    while True:
-        msg = conn.recv()
-        if msg is None:
-            break
-        cmd, args = msg
-        if cmd == "port":
-            port, http_conn = args, None
-            conn.send(("ok", None))
-            continue
-        hour, nsvc, per_hour, files_dir = args
-        sums, n, nbytes, gen, post, errors = collections.Counter(), 0, 0, 0.0, 0.0, []
-        for j in range(w, nsvc * per_hour, a.clients):
+class Uploader:
+    """A client process's state: a model of each service it uploads for (built on first use)
+    and one keep-alive connection to the server of the store being built."""
+
+    def __init__(self, w, a):
+        self.w, self.a, self.models, self.conn, self.port = w, a, {}, None, None
+
+    def post(self, path, body):
+        for attempt in range(3):  # bounded: a dropped keep-alive connection is retried twice
+            try:
+                if self.conn is None:
+                    self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+                self.conn.request("POST", path, body=body, headers={"Content-Type": "application/octet-stream"})
+                r = self.conn.getresponse()
+                r.read()
+                return r.status
+            except (OSError, http.client.HTTPException):
+                self.conn = None
+                if attempt == 2:
+                    raise
+
+    def hour(self, hour, nsvc, per_hour, files_dir):
+        """Uploads this client's share (every clients-th upload) of one hour of the fleet."""
+        a = self.a
+        sums, n, nbytes, gen, errors = collections.Counter(), 0, 0, 0.0, []
+        for j in range(self.w, nsvc * per_hour, a.clients):
             s, k = divmod(j, per_hour)
             idx = hour * per_hour + k
             t = BASE + idx * a.interval
             t0 = time.process_time()
-            m = models.get(s)
+            m = self.models.get(s)
             if m is None:
-                m = models[s] = Service(a.seed, s, a.functions, a.stacks)
+                m = self.models[s] = Service(a.seed, s, a.functions, a.stacks)
             body, total = make_profile(m, a.seed, idx, t)
             if files_dir and s == QUERY_SERVICE:
                 with open(os.path.join(files_dir, f"{idx:05d}.pb.gz"), "wb") as f:
                     f.write(body)
             gen += time.process_time() - t0
-            t1 = time.time()
-            q = urllib.parse.urlencode({"name": service_name(s), "format": "pprof", "from": t,
-                                        "until": t + a.interval})
-            for attempt in range(3):  # bounded: a dropped keep-alive connection is retried twice
-                try:
-                    if http_conn is None:
-                        http_conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-                    http_conn.request("POST", "/ingest?" + q, body=body,
-                                      headers={"Content-Type": "application/octet-stream"})
-                    r = http_conn.getresponse()
-                    r.read()
-                    break
-                except (OSError, http.client.HTTPException):
-                    http_conn = None
-                    if attempt == 2:
-                        raise
-            if r.status != 200:
-                errors.append(r.status)
+            q = urllib.parse.urlencode({"name": service_name(s), "format": "pprof", "from": t, "until": t + a.interval})
+            status = self.post("/ingest?" + q, body)
+            if status != 200:
+                errors.append(status)
+                continue
+            sums[s] += total
+            n += 1
+            nbytes += len(body)
+        return dict(sums), n, nbytes, gen, errors
+
+
+def worker_main(pipe, w, a):
+    """A client process's loop: ("port", p) points it at a new server, ("hour", args) uploads
+    its share of an hour; an exception is sent back as ("error", text) rather than hanging the parent."""
+    up = Uploader(w, a)
+    while True:
+        msg = pipe.recv()
+        if msg is None:
+            break
+        cmd, args = msg
+        try:
+            if cmd == "port":
+                up.port, up.conn = args, None
+                pipe.send(("ok", None))
             else:
-                sums[s] += total
-                n += 1
-                nbytes += len(body)
-            post += time.time() - t1
-        conn.send(("hour", (dict(sums), n, nbytes, gen, post, errors)))
+                pipe.send(("ok", up.hour(*args)))
+        except Exception as e:  # noqa: BLE001  (reported to the parent, which raises it)
+            pipe.send(("error", f"client {w}: {type(e).__name__}: {e}"))
 
 
 class Clients:
@@ -224,14 +238,18 @@ class Clients:
             self.pipes.append(parent)
             self.procs.append(p)
 
-    def call(self, cmd, args, timeout=3600):
+    def call(self, cmd, args, timeout=900):
+        """Sends cmd to every client and collects their answers (bounded by timeout each)."""
         for p in self.pipes:
             p.send((cmd, args))
-        out = []
+        out, failed = [], []
         for p in self.pipes:
             if not p.poll(timeout):
-                raise RuntimeError(f"client did not answer {cmd} within {timeout} s")
-            out.append(p.recv()[1])
+                raise RuntimeError(f"a client did not answer {cmd} within {timeout} s")
+            kind, val = p.recv()
+            (failed if kind == "error" else out).append(val)
+        if failed:
+            raise RuntimeError("; ".join(failed))
         return out
 
     def close(self):
@@ -269,43 +287,62 @@ def peak_rss_mib(pid):
 
 
 def timed_get(srv, path, **params):
+    """(seconds, document); the document is None when the server's --query-timeout (60 s by
+    default) stopped the query with 504, so a store too slow to answer is reported, not fatal."""
     t = time.time()
     st, body = srv.get(path, **params)
     took = time.time() - t
+    if st == 504:
+        return took, None
     assert st == 200, f"GET {path} -> {st} {body[:300]!r}"
     return took, json.loads(body)
 
 
-def warm(srv, path, reps, **params):
-    timed_get(srv, path, **params)  # warm-up
-    times, doc = [], None
+def warm(srv, a, path, **params):
+    """Median of --reps after one warm-up; one rep only when the warm-up took over --slow
+    seconds (keeps the run bounded on slow stores). Returns (ms or None, last document, reps)."""
+    first, doc = timed_get(srv, path, **params)
+    reps = a.reps if first < a.slow else 1
+    times = []
     for _ in range(reps):
         took, doc = timed_get(srv, path, **params)
+        if doc is None:
+            return None, None, reps
         times.append(took)
-    return statistics.median(times), doc
+    return statistics.median(times) * 1000, doc, reps
 
 
 def measure(data_dir, extra, a, expect_total, nsvc):
-    """Restarts a server on data_dir and takes the query figures (cold first)."""
+    """Restarts a server on data_dir and takes the query figures (cold first), asserting every
+    total that came back against the generated one."""
     sel = CPU + '{service_name="%s"}' % service_name(QUERY_SERVICE)
     rng = {"from": BASE, "until": BASE + a.days * 86400}
+    out, checked = {}, []
     srv = it.Server(data_dir, extra=extra).start()
     try:
         cold, fg = timed_get(srv, "/api/v1/query", query=sel, format="flamegraph", **rng)
-        assert fg["flamebearer"]["numTicks"] == expect_total, \
-            f"flame graph total {fg['flamebearer']['numTicks']} != generated {expect_total}"
-        fg_warm, fg = warm(srv, "/api/v1/query", a.reps, query=sel, format="flamegraph", **rng)
-        assert fg["flamebearer"]["numTicks"] == expect_total
-        ts_warm, ts = warm(srv, "/api/v1/timeseries", a.reps, query=sel, **rng)
-        assert ts["total"] == expect_total, f"timeseries total {ts['total']} != generated {expect_total}"
-        lv_warm, lv = warm(srv, "/api/v1/labels/service_name/values", a.reps, **rng)
-        assert len(lv["values"]) == nsvc, f"{len(lv['values'])} service names, expected {nsvc}"
-        rss = peak_rss_mib(srv.proc.pid)
+        out["flamegraph_cold_ms"] = cold * 1000 if fg else None
+        out["flamegraph_warm_ms"], fg_warm, out["flamegraph_reps"] = warm(srv, a, "/api/v1/query", query=sel,
+                                                                           format="flamegraph", **rng)
+        for doc in (fg, fg_warm):
+            if doc:
+                got = doc["flamebearer"]["numTicks"]
+                assert got == expect_total, f"flame graph total {got} != generated {expect_total}"
+                checked.append("flamegraph")
+        out["timeseries_warm_ms"], ts, out["timeseries_reps"] = warm(srv, a, "/api/v1/timeseries", query=sel, **rng)
+        if ts:
+            assert ts["total"] == expect_total, f"timeseries total {ts['total']} != generated {expect_total}"
+            out["query_profiles"] = ts["profiles"]
+            checked.append("timeseries")
+        out["label_values_warm_ms"], lv, out["label_values_reps"] = warm(srv, a, "/api/v1/labels/service_name/values",
+                                                                         **rng)
+        if lv:
+            assert len(lv["values"]) == nsvc, f"{len(lv['values'])} service names, expected {nsvc}"
+        out["query_server_peak_rss_mib"] = peak_rss_mib(srv.proc.pid)
     finally:
         srv.stop()
-    return {"flamegraph_cold_ms": cold * 1000, "flamegraph_warm_ms": fg_warm * 1000,
-            "timeseries_warm_ms": ts_warm * 1000, "label_values_warm_ms": lv_warm * 1000,
-            "query_profiles": ts["profiles"], "query_server_peak_rss_mib": rss}
+    out["totals_checked"] = sorted(set(checked))
+    return out
 
 
 def disk(data_dir, profiles):
@@ -331,7 +368,7 @@ def build_store(nsvc, a, clients, files_dir):
         for h in range(hours):
             t = time.time()
             for part in clients.call("hour", (h, nsvc, per_hour, files_dir)):
-                psums, pn, pbytes, pgen, _, errors = part
+                psums, pn, pbytes, pgen, errors = part
                 if errors:
                     raise RuntimeError(f"{len(errors)} ingest errors in hour {h}, e.g. {errors[:3]}")
                 sums.update(psums)
@@ -415,8 +452,25 @@ def bench_pprof(files_dir, expect_total):
 
 # ---------------------------------------------------------------- report
 
+def add_ratios(rows, pprof):
+    """The issue's yardsticks: each store's flame graph against the one-service store in the same
+    regime (the target is 1.5x at 20 services, 2x at 200), and go tool pprof against Hearth."""
+    one = {r["regime"]: r for r in rows if r["services"] == 1}
+    for r in rows:
+        for kind in ("warm", "cold"):
+            ms = r[f"flamegraph_{kind}_ms"]
+            if ms is None:
+                continue
+            r[f"go_pprof_over_flamegraph_{kind}"] = pprof["seconds"] * 1000 / ms
+            base = one.get(r["regime"], {}).get(f"flamegraph_{kind}_ms")
+            if base:
+                r[f"flamegraph_{kind}_vs_one_service"] = ms / base
+
+
 def fmt_ms(x):
-    return f"{x:,.0f}" if x >= 100 else f"{x:,.1f}"
+    if x is None:
+        return "timed out (504)"
+    return f"{x:,.0f} ms" if x >= 100 else f"{x:,.1f} ms"
 
 
 def report(rows, pprof, a, meta):
@@ -432,14 +486,22 @@ def report(rows, pprof, a, meta):
              f"{a.reps} after one warm-up. Peak RSS: VmHWM of the regime's server processes. Ingest: uploads/s while "
              f"building with {a.clients} client processes that generate the profiles on the same cores.")
     for r in rows:
-        print(f"| {r['services']}, {r['regime']} | {r['blocks']:,} | {fmt_ms(r['flamegraph_warm_ms'])} ms "
-              f"| {fmt_ms(r['flamegraph_cold_ms'])} ms | {fmt_ms(r['timeseries_warm_ms'])} ms "
-              f"| {fmt_ms(r['label_values_warm_ms'])} ms | {r['peak_rss_mib']:,.0f} MiB "
+        print(f"| {r['services']}, {r['regime']} | {r['blocks']:,} | {fmt_ms(r['flamegraph_warm_ms'])} "
+              f"| {fmt_ms(r['flamegraph_cold_ms'])} | {fmt_ms(r['timeseries_warm_ms'])} "
+              f"| {fmt_ms(r['label_values_warm_ms'])} | {r['peak_rss_mib']:,.0f} MiB "
               f"| {r['disk_bytes_per_profile']:,.0f} B | {r['ingest_profiles_per_s']:,.0f} profiles/s |")
     print(f"\n{notes}")
     print(f"\n`go tool pprof -proto` merged the query service's {pprof['files']:,} files in "
-          f"{pprof['seconds']:.2f} s (same run); every flame graph, timeseries and pprof total equalled the "
-          f"generated {pprof['total']:,} ns.")
+          f"{pprof['seconds']:.2f} s (same run). Every total that came back (flame graphs, timeseries, go tool pprof) "
+          f"equalled the generated {pprof['total']:,} ns.")
+    for r in rows:
+        parts = [f"go tool pprof took {r[f'go_pprof_over_flamegraph_{k}']:,.1f}x the {k} flame graph"
+                 for k in ("warm", "cold") if f"go_pprof_over_flamegraph_{k}" in r]
+        if r["services"] > 1:
+            parts += [f"flame graph {k} {r[f'flamegraph_{k}_vs_one_service']:.1f}x the one-service store's"
+                      for k in ("warm", "cold") if f"flamegraph_{k}_vs_one_service" in r]
+        if parts:
+            print(f"- {r['services']}, {r['regime']}: " + "; ".join(parts))
     for r in rows:
         if r["regime"] == "compacted":
             print(f"- {r['services']} service{'s' if r['services'] > 1 else ''}: {r['profiles']:,} profiles, built in "
@@ -459,6 +521,7 @@ def main():
     ap.add_argument("--stacks", type=int, default=2500)
     ap.add_argument("--clients", type=int, default=4, help="concurrent uploading processes")
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--slow", type=float, default=20.0, help="a warm-up slower than this many seconds gets one rep")
     ap.add_argument("--seed", type=int, default=12)
     ap.add_argument("--out", default=OUT)
     ap.add_argument("--keep", action="store_true", help="keep the stores (printed) instead of deleting them")
@@ -488,6 +551,7 @@ def main():
     finally:
         clients.close()
     assert len(totals) == 1, f"the query service differs between stores: {totals}"
+    add_ratios(rows, pprof)
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump({"meta": meta, "go_tool_pprof": pprof, "rows": rows}, f, indent=1)
