@@ -473,24 +473,33 @@ def fmt_ms(x):
     return f"{x:,.0f} ms" if x >= 100 else f"{x:,.1f} ms"
 
 
-def report(rows, pprof, a, meta):
-    print(f"\nFleet benchmark, {meta['date']}, {os.cpu_count()} cores ({a.note}); query: one service's "
-          f"{a.days}-day range, {meta['profiles_per_service']:,} profiles; {a.functions:,} functions and "
-          f"{a.stacks:,} stacks per service, one profile per {a.interval} s.")
-    if meta["scaled_down"]:
-        print(f"SCALED DOWN: --days {a.days} --interval {a.interval} (the issue's store is 7 days at 300 s).")
-    print("\n| services | blocks | flame graph warm | flame graph cold | timeseries warm | label values warm "
-          "| peak RSS | disk / profile | ingest |")
+def report(rows, pprof, meta):
+    """Prints the Markdown table and notes; everything comes from the JSON document's parts, so
+    --report FILE re-prints a saved run."""
+    m, reps = meta, meta.get("reps", 5)
+    print(f"\nFleet benchmark, {m['date']}, {m['cores']} cores ({m['note']}); block format {m['block_format']}; "
+          f"query: one service's {m['days']}-day range, {m['profiles_per_service']:,} profiles; {m['functions']:,} "
+          f"functions and {m['stacks']:,} stacks per service, one profile per {m['interval_s']} s.")
+    if m["scaled_down"]:
+        print(f"SCALED DOWN: --days {m['days']} --interval {m['interval_s']} (the issue's store is 7 days at 300 s).")
+    print("\n| store | blocks | flame graph warm | flame graph cold | timeseries warm | label values warm "
+          "| peak RSS, query server / regime | disk / profile | ingest |")
     print("|---|---|---|---|---|---|---|---|---|")
-    notes = ("Cold: the first query after a server restart (the OS page cache is not dropped). Warm: median of "
-             f"{a.reps} after one warm-up. Peak RSS: VmHWM of the regime's server processes. Ingest: uploads/s while "
-             f"building with {a.clients} client processes that generate the profiles on the same cores.")
+
+    def w(r, key):
+        one = r.get(key.replace("_warm_ms", "_reps"), reps) < reps and r[key] is not None
+        return fmt_ms(r[key]) + (" (1 run)" if one else "")
+
     for r in rows:
-        print(f"| {r['services']}, {r['regime']} | {r['blocks']:,} | {fmt_ms(r['flamegraph_warm_ms'])} "
-              f"| {fmt_ms(r['flamegraph_cold_ms'])} | {fmt_ms(r['timeseries_warm_ms'])} "
-              f"| {fmt_ms(r['label_values_warm_ms'])} | {r['peak_rss_mib']:,.0f} MiB "
+        print(f"| {r['services']}, {r['regime']} | {r['blocks']:,} | {w(r, 'flamegraph_warm_ms')} "
+              f"| {fmt_ms(r['flamegraph_cold_ms'])} | {w(r, 'timeseries_warm_ms')} "
+              f"| {w(r, 'label_values_warm_ms')} | {r['query_server_peak_rss_mib']:,.0f} / {r['peak_rss_mib']:,.0f} MiB "
               f"| {r['disk_bytes_per_profile']:,.0f} B | {r['ingest_profiles_per_s']:,.0f} profiles/s |")
-    print(f"\n{notes}")
+    print(f"\nCold: the first query after a server restart (the OS page cache is not dropped). Warm: median of "
+          f"{reps} after one warm-up (1 run: the warm-up took over --slow seconds). Peak RSS: VmHWM of the server "
+          "that answered the queries / the most of any server of that regime (building for hourly, compacting for "
+          f"compacted). Ingest: uploads/s while building, with {m['clients']} client processes generating the "
+          "profiles on the same cores.")
     print(f"\n`go tool pprof -proto` merged the query service's {pprof['files']:,} files in "
           f"{pprof['seconds']:.2f} s (same run). Every total that came back (flame graphs, timeseries, go tool pprof) "
           f"equalled the generated {pprof['total']:,} ns.")
@@ -526,7 +535,12 @@ def main():
     ap.add_argument("--out", default=OUT)
     ap.add_argument("--keep", action="store_true", help="keep the stores (printed) instead of deleting them")
     ap.add_argument("--note", default="machine shared with other work: timings are noisy")
+    ap.add_argument("--report", metavar="JSON", help="only re-print the table of a saved run")
     a = ap.parse_args()
+    if a.report:
+        with open(a.report) as f:
+            doc = json.load(f)
+        return report(doc["rows"], doc["go_tool_pprof"], doc["meta"])
     if 3600 % a.interval or a.days < 1:
         ap.error("--interval must divide an hour and --days be at least 1")
     sizes = [int(x) for x in a.services.split(",")]
@@ -536,7 +550,7 @@ def main():
     os.makedirs(files_dir)
     meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cores": os.cpu_count(),
             "days": a.days, "interval_s": a.interval, "functions": a.functions, "stacks": a.stacks,
-            "clients": a.clients, "seed": a.seed, "profiles_per_service": a.days * 86400 // a.interval,
+            "clients": a.clients, "reps": a.reps, "slow_s": a.slow, "seed": a.seed, "profiles_per_service": a.days * 86400 // a.interval,
             "scaled_down": a.days != 7 or a.interval != 300, "build_flags": BUILD_FLAGS, "note": a.note,
             "block_format": "v1"}
     clients = Clients(a)
@@ -555,7 +569,7 @@ def main():
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump({"meta": meta, "go_tool_pprof": pprof, "rows": rows}, f, indent=1)
-    report(rows, pprof, a, meta)
+    report(rows, pprof, meta)
     print(f"\nJSON: {os.path.relpath(a.out)}")
     if a.keep:
         print(f"stores kept under {tmp}")
