@@ -43,6 +43,7 @@ import http.client
 import json
 import multiprocessing
 import os
+import random
 import shutil
 import statistics
 import subprocess
@@ -50,7 +51,6 @@ import sys
 import tempfile
 import time
 import urllib.parse
-import random
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
@@ -146,14 +146,15 @@ def sample_values(c):
     return v
 
 
-def make_profile(svc, seed, idx, t):
-    """Upload idx of service svc taken at unix time t: (gzipped body, total cpu nanoseconds)."""
+def make_profile(svc, seed, idx, t, duration_s):
+    """Upload idx of service svc, covering duration_s seconds from unix time t:
+    (gzipped body, total cpu nanoseconds)."""
     rng = random.Random((seed << 40) ^ (svc.idx << 22) ^ idx)
     k = rng.randint(1500, 4500)
     counts = collections.Counter(rng.choices(range(len(svc.cum)), cum_weights=svc.cum, k=k))
     pf = it.pb_field
     body = b"".join(pf(2, svc.prefix[s] + sample_values(c)) for s, c in counts.items())
-    body += it.pb_encode_field(9, 0, t * 10**9) + it.pb_encode_field(10, 0, 300 * 10**9)
+    body += it.pb_encode_field(9, 0, t * 10**9) + it.pb_encode_field(10, 0, duration_s * 10**9)
     return gzip.compress(body, 6) + svc.static_gz, k * PERIOD
 
 
@@ -192,7 +193,7 @@ class Uploader:
             m = self.models.get(s)
             if m is None:
                 m = self.models[s] = Service(a.seed, s, a.functions, a.stacks)
-            body, total = make_profile(m, a.seed, idx, t)
+            body, total = make_profile(m, a.seed, idx, t, a.interval)
             if files_dir and s == QUERY_SERVICE:
                 with open(os.path.join(files_dir, f"{idx:05d}.pb.gz"), "wb") as f:
                     f.write(body)
