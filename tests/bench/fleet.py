@@ -547,6 +547,7 @@ def main():
     sizes = [int(x) for x in a.services.split(",")]
     tmp = tempfile.mkdtemp(prefix="hearth-fleet-")
     it.ARGS = argparse.Namespace(binary=os.path.abspath(a.binary), tmp=tmp)
+    print(f"stores, server logs and pprof files under {tmp} (deleted when the run succeeds)", flush=True)
     files_dir = os.path.join(tmp, "pprof-files")
     os.makedirs(files_dir)
     meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cores": os.cpu_count(),
