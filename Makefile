@@ -27,7 +27,7 @@ TSAN_FLAGS = -O1 -g -fsanitize=thread
 
 objs = $(patsubst %.cc,$(1)/%.o,$(patsubst %.c,$(1)/%.o,$(GEN_C:build/gen/%=%) $(LIB_SRC)))
 
-.PHONY: all deps test-deps run test test-unit test-integration test-asan test-tsan bench clean fmt install fuzz fuzz-build fuzz-regress test-valgrind
+.PHONY: all deps test-deps run test test-unit test-integration test-asan test-tsan bench clean fmt bench-fleet install fuzz fuzz-build fuzz-regress test-valgrind
 all: hearth
 
 deps:
@@ -122,6 +122,13 @@ test-valgrind: test-deps
 bench: test-deps
 	$(MAKE) hearth
 	python3 tests/bench/bench.py --binary ./hearth --testdata $(TESTDATA)
+
+# The fleet benchmark of issue 12: 1, 20 and 200-service stores, hourly and compacted.
+# FLEET_ARGS passes flags, e.g. FLEET_ARGS="--services 1,20 --days 1" for a quick run.
+FLEET_ARGS ?=
+bench-fleet: test-deps
+	$(MAKE) hearth
+	python3 tests/bench/fleet.py --binary ./hearth $(FLEET_ARGS)
 
 PREFIX ?= /usr/local
 # Installs the binary, the UI, the systemd unit and an example config.

@@ -7,6 +7,9 @@
    `go tool pprof -proto` merging the same files (the baseline ratio).
 4. Load: 200 concurrent agents push for 60 s while a client runs merges (--only-load runs just
    this; --skip-load leaves it out).
+The fleet benchmark of issue 12 (one service's 7-day query on 1, 20 and 200-service stores,
+hourly blocks and compacted) is tests/bench/fleet.py, run by `make bench-fleet`; it takes long
+enough at 200 services to have its own target.
 Not a test: nothing here asserts a target.
 """
 import argparse
