@@ -346,10 +346,19 @@ def measure(data_dir, extra, a, expect_total, nsvc):
     return out
 
 
+def block_format(data_dir):
+    """The block format version the store holds, from a block file's magic (HRTHBLK1/2)."""
+    for root, _, files in os.walk(os.path.join(data_dir, "blocks")):
+        for f in files:
+            with open(os.path.join(root, f), "rb") as fh:
+                return "v" + fh.read(8)[-1:].decode()
+    return "none"
+
+
 def disk(data_dir, profiles):
     blocks = dir_bytes(os.path.join(data_dir, "blocks"))
     index = os.path.getsize(os.path.join(data_dir, "index.db"))
-    return {"blocks": block_count(data_dir), "block_bytes": blocks, "index_bytes": index,
+    return {"blocks": block_count(data_dir), "block_bytes": blocks, "index_bytes": index, "block_format": block_format(data_dir),
             "disk_bytes_per_profile": (blocks + index) / profiles}
 
 
@@ -478,7 +487,8 @@ def report(rows, pprof, meta):
     """Prints the Markdown table and notes; everything comes from the JSON document's parts, so
     --report FILE re-prints a saved run."""
     m, reps = meta, meta.get("reps", 5)
-    print(f"\nFleet benchmark, {m['date']}, {m['cores']} cores ({m['note']}); block format {m['block_format']}; "
+    formats = sorted({r.get("block_format", m.get("block_format", "?")) for r in rows})
+    print(f"\nFleet benchmark, {m['date']}, {m['cores']} cores ({m['note']}); block format {'/'.join(formats)}; "
           f"query: one service's {m['days']}-day range, {m['profiles_per_service']:,} profiles; {m['functions']:,} "
           f"functions and {m['stacks']:,} stacks per service, one profile per {m['interval_s']} s.")
     if m["scaled_down"]:
@@ -553,8 +563,7 @@ def main():
     meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cores": os.cpu_count(),
             "days": a.days, "interval_s": a.interval, "functions": a.functions, "stacks": a.stacks,
             "clients": a.clients, "reps": a.reps, "slow_s": a.slow, "seed": a.seed, "profiles_per_service": a.days * 86400 // a.interval,
-            "scaled_down": a.days != 7 or a.interval != 300, "build_flags": BUILD_FLAGS, "note": a.note,
-            "block_format": "v1"}
+            "scaled_down": a.days != 7 or a.interval != 300, "build_flags": BUILD_FLAGS, "note": a.note}
     clients = Clients(a)
     rows, pprof, totals = [], None, set()
     try:
