@@ -172,6 +172,7 @@ static int merge_rows(scan_ctx_t *c, const segment_t *seg, const uint8_t *keep, 
         if (r->gauge) {
             uint32_t *n = countmap_slot(&c->per_series, p->series);
             if (!n) return -1;
+            if (!*n) continue; /* ingested after the counting pass: left out of every pass */
             w = 1.0 / *n;
         }
         if (c->pass == PASS_TOTALS && add_totals(c, seg, p, keep, w)) return -1;

@@ -113,7 +113,7 @@ static segment_t *premerge(const segment_t *p, const uint32_t *order, hr_err_t *
             for (uint32_t j = 0; j < r->nsamples && rc == 0; j++, n++) {
                 stacks[n] = p->stacks[r->first + j];
                 values[n] = p->values[r->first + j];
-                int64_t v = values[n] < 0 ? -values[n] : values[n];
+                int64_t v = values[n] == INT64_MIN ? 0 : values[n] < 0 ? -values[n] : values[n];
                 overflow |= values[n] == INT64_MIN || __builtin_add_overflow(mag, v, &mag);
             }
         }
@@ -156,7 +156,11 @@ static int encode_part(const segment_t *p, int level, buf_t *out, int *merged, h
     free(order);
     free(morder);
     segment_free(m);
-    if (put_sections(out, SEC_SYMBOLS, sec, 3, level, err)) return -1;
+    if (put_sections(out, SEC_SYMBOLS, sec, 3, level, err)) {
+        buf_free(&sec[3]);
+        buf_free(&sec[4]);
+        return -1;
+    }
     return put_sections(out, SEC_MPROFILES, sec + 3, 2, level, err);
 }
 
@@ -358,7 +362,7 @@ static int get_section(buf_reader_t *r, uint32_t want, uint8_t **raw, size_t *ra
 
 static int decode_rows(segment_t *s, const uint8_t *p, size_t n, uint64_t np, int64_t min_t,
                        hr_err_t *err) {
-    if (np > n) return hr_fail(err, HR_EUNPROC, "block: profile count exceeds data");
+    if (np > n / 4) return hr_fail(err, HR_EUNPROC, "block: profile count exceeds data"); /* 4 columns a row */
     s->profiles = calloc(np ? np : 1, sizeof *s->profiles);
     if (!s->profiles) return hr_fail(err, HR_ENOMEM, "out of memory");
     s->profiles_cap = s->nprofiles = (size_t)np;
@@ -366,14 +370,15 @@ static int decode_rows(segment_t *s, const uint8_t *p, size_t n, uint64_t np, in
     buf_reader_init(&r, p, n);
     uint64_t series = 0;
     for (uint64_t i = 0; i < np; i++) {
-        series += buf_get_uvarint(&r);
-        if (series >= UINT32_MAX) return hr_fail(err, HR_EUNPROC, "block: bad series id");
+        uint64_t d = buf_get_uvarint(&r);
+        if (d >= UINT32_MAX - series) return hr_fail(err, HR_EUNPROC, "block: bad series id"); /* no wrap-around */
+        series += d;
         s->profiles[i].series = (uint32_t)series;
     }
     int64_t t = 0;
     for (uint64_t i = 0; i < np; i++) {
         if (i == 0 || s->profiles[i].series != s->profiles[i - 1].series) t = min_t;
-        t += buf_get_svarint(&r);
+        if (__builtin_add_overflow(t, buf_get_svarint(&r), &t)) return hr_fail(err, HR_EUNPROC, "block: bad time");
         s->profiles[i].time_ns = t;
     }
     for (uint64_t i = 0; i < np; i++) s->profiles[i].duration_ns = buf_get_svarint(&r);
@@ -407,8 +412,8 @@ static int decode_samples(segment_t *s, const uint8_t *p, size_t n, hr_err_t *er
             /* Strictly ascending within a profile (segment_add sums equal stacks); only the
              * first may be 0, the empty stack of a sample without locations. */
             if (d == 0 && j > 0) return hr_fail(err, HR_EUNPROC, "block: stack ids out of order");
+            if (d >= s->sym->nstacks - st) return hr_fail(err, HR_EUNPROC, "block: bad stack id"); /* no wrap-around */
             st += d;
-            if (st >= s->sym->nstacks) return hr_fail(err, HR_EUNPROC, "block: bad stack id");
             s->stacks[row->first + j] = (uint32_t)st;
         }
     }
@@ -504,6 +509,10 @@ static segment_t *decode_part(const uint8_t *p, size_t n, const block_part_t *bp
     if (rc == 0) rc = decode_rows(s, raw[k], rawlen[k], rows, bp->min_time, err);
     if (rc == 0 && !merged && s->nsamples != bp->nsamples) rc = hr_fail(err, HR_EUNPROC, "block: sample count mismatch");
     if (rc == 0) rc = decode_samples(s, raw[k + 1], rawlen[k + 1], err);
+    /* Queries pick partitions and views by the footer's time range: it must hold. */
+    for (size_t i = 0; rc == 0 && i < s->nprofiles; i++)
+        if (s->profiles[i].time_ns < bp->min_time || s->profiles[i].time_ns > bp->max_time)
+            rc = hr_fail(err, HR_EUNPROC, "block: partition `%s` has rows outside its time range", bp->key);
     for (int i = 0; i < 5; i++) free(raw[i]);
     if (rc) {
         segment_free(s);
@@ -549,7 +558,8 @@ static int parse_part(buf_reader_t *r, block_part_t *p, uint64_t limit, hr_err_t
     uint64_t id = 0;
     for (size_t i = 0; i < nser; i++) {
         uint64_t d = buf_get_uvarint(r);
-        if ((i && !d) || (id += d) >= UINT32_MAX) return hr_fail(err, HR_EUNPROC, "block: bad footer series list");
+        if ((i && !d) || d >= UINT32_MAX - id) return hr_fail(err, HR_EUNPROC, "block: bad footer series list");
+        id += d;
         p->series[i] = (uint32_t)id;
     }
     return r->bad ? hr_fail(err, HR_EUNPROC, "block: bad footer series list") : 0;
@@ -557,7 +567,8 @@ static int parse_part(buf_reader_t *r, block_part_t *p, uint64_t limit, hr_err_t
 
 /* The footer's totals: rows only, no samples, an empty symtab. */
 static segment_t *parse_totals(buf_reader_t *r, uint64_t nrows, hr_err_t *err) {
-    if (nrows > buf_reader_left(r)) return hr_fail(err, HR_EUNPROC, "block: bad footer row count"), NULL;
+    if (nrows > buf_reader_left(r) / 4) /* a row is at least four varints */
+        return hr_fail(err, HR_EUNPROC, "block: bad footer row count"), NULL;
     segment_t *t = segment_new();
     if (!t || !(t->profiles = calloc(nrows ? nrows : 1, sizeof *t->profiles))) {
         segment_free(t);
@@ -567,8 +578,8 @@ static segment_t *parse_totals(buf_reader_t *r, uint64_t nrows, hr_err_t *err) {
     int64_t series = 0, time = 0;
     for (size_t i = 0; i < nrows; i++) {
         seg_profile_t *p = &t->profiles[i];
-        series += buf_get_svarint(r);
-        time += buf_get_svarint(r);
+        int64_t ds = buf_get_svarint(r), dt = buf_get_svarint(r);
+        if (__builtin_add_overflow(series, ds, &series) || __builtin_add_overflow(time, dt, &time)) r->bad = 1;
         p->duration_ns = buf_get_svarint(r);
         p->total = buf_get_svarint(r);
         if (series < 0 || series >= UINT32_MAX) r->bad = 1;
@@ -719,7 +730,7 @@ static int image_matches(const segment_t *s, const uint8_t *img, size_t n, hr_er
     size_t cap = s->nprofiles ? s->nprofiles : 1, na = 0, nb = 0, nc = 0;
     row_t *a = malloc(cap * sizeof *a), *b = malloc(cap * sizeof *b), *c = malloc(cap * sizeof *c);
     int ok = a && b && c && ix->totals->nprofiles == s->nprofiles;
-    rows_of(s, a, &na, 0);
+    if (ok) rows_of(s, a, &na, 0);
     for (size_t i = 0; i < ix->nparts && ok; i++) {
         const block_part_t *bp = &ix->parts[i];
         segment_t *p = decode_part(img + bp->off, (size_t)bp->len, bp, BLOCK_VIEW_ROWS, err);

@@ -58,18 +58,19 @@ static int64_t now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* Reads a block's footer (its partitions and totals); an unreadable block is marked
- * bad, logged, and skipped by queries from then on. */
+/* Reads a block's footer (its partitions and totals). A corrupt or missing block is
+ * marked bad, logged, and skipped by queries from then on; a passing failure (out of
+ * memory or descriptors, an I/O error) leaves it unattached, for scan_block to retry. */
 static void block_attach(store_t *s, block_t *b) {
     char full[4096];
     snprintf(full, sizeof full, "%s/%s", s->dir, b->meta.path);
     hr_err_t e = {0};
-    if ((b->ix = block_index_read(full, &e)) && (b->parts = calloc(2 * b->ix->nparts + 1, sizeof *b->parts)))
-        return;
+    if ((b->ix = block_index_read(full, &e)) && (b->parts = calloc(2 * b->ix->nparts + 1, sizeof *b->parts))) return;
     block_index_free(b->ix);
     b->ix = NULL;
-    b->bad = 1;
-    log_error("block.unreadable", "path=%s err=\"%s\"", b->meta.path, e.msg[0] ? e.msg : "out of memory");
+    b->bad = e.code == HR_EUNPROC || e.code == HR_ENOTFOUND;
+    log_error(b->bad ? "block.unreadable" : "block.attach_failed", "path=%s err=\"%s\"", b->meta.path,
+              e.msg[0] ? e.msg : "out of memory");
 }
 
 /* Frees a block's index and cached partitions. cache_mu held (or no other thread). */
@@ -576,8 +577,15 @@ static int compact_run(store_t *s, run_t *r, block_meta_t *meta, hr_err_t *err) 
 /* Pins every partition of the run's blocks (data held shared). 1, or 0 when one is
  * unreadable (it is now marked bad: a later plan skips it), -1 on OOM. */
 static int pin_run(store_t *s, run_t *r) {
-    size_t total = 0;
-    for (size_t i = 0; i < r->n; i++) total += s->blocks[r->idx[i]].ix ? s->blocks[r->idx[i]].ix->nparts : 0;
+    size_t total = 0, attached = 1;
+    pthread_mutex_lock(&s->cache_mu); /* scans may attach a block's footer meanwhile */
+    for (size_t i = 0; i < r->n; i++) {
+        const block_t *b = &s->blocks[r->idx[i]];
+        attached &= b->ix != NULL;
+        total += b->ix ? b->ix->nparts : 0;
+    }
+    pthread_mutex_unlock(&s->cache_mu);
+    if (!attached) return 0; /* compact later, once every footer is in */
     r->ids = malloc(r->n * sizeof *r->ids);
     r->segs = calloc(total + 1, sizeof *r->segs);
     r->pins = calloc(total + 1, sizeof *r->pins);
@@ -684,12 +692,16 @@ static int part_wanted(const block_part_t *p, const store_filter_t *f) {
 
 /* Hands fn the block's footer totals, or each wanted partition (pinned meanwhile). */
 static int scan_block(store_t *s, size_t i, const store_filter_t *f, store_segment_fn fn, void *ctx) {
-    const block_t *b = &s->blocks[i];
-    if (!b->ix) return 0;
-    if (f->totals_only && b->ix->totals) return fn(ctx, b->ix->totals); /* no partition decoded */
+    block_t *b = &s->blocks[i];
+    pthread_mutex_lock(&s->cache_mu); /* a footer that failed to load for a passing reason: retry */
+    if (!b->ix && !b->bad) block_attach(s, b);
+    const block_index_t *ix = b->ix; /* set once, under cache_mu; stable while data is held */
+    pthread_mutex_unlock(&s->cache_mu);
+    if (!ix) return 0;
+    if (f->totals_only && ix->totals) return fn(ctx, ix->totals); /* no partition decoded */
     int rc = 0;
-    for (size_t p = 0; p < b->ix->nparts && rc == 0; p++) {
-        const block_part_t *bp = &b->ix->parts[p];
+    for (size_t p = 0; p < ix->nparts && rc == 0; p++) {
+        const block_part_t *bp = &ix->parts[p];
         if (!part_wanted(bp, f)) continue;
         /* A range covering the whole partition takes its pre-merged rows: one per
          * series instead of every profile. */
