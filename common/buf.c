@@ -88,7 +88,7 @@ uint8_t *buf_steal(buf_t *b, size_t *len) {
 
 void buf_reader_init(buf_reader_t *r, const void *p, size_t n) {
     r->p = p;
-    r->end = r->p + n;
+    r->end = p ? r->p + n : r->p; /* NULL + 0 is undefined behaviour in C */
     r->bad = 0;
 }
 

@@ -606,7 +606,7 @@ static block_index_t *parse_footer(const uint8_t *f, size_t n, uint64_t foff, hr
     ix->version = 2;
     int rc = get_section(&r, SEC_FOOTER, &raw, &rawlen, err);
     buf_reader_t fr;
-    buf_reader_init(&fr, raw, rawlen);
+    buf_reader_init(&fr, raw, rc ? 0 : rawlen);
     uint64_t np = rc == 0 ? buf_get_uvarint(&fr) : 0;
     if (rc == 0 && (fr.bad || np > rawlen)) rc = hr_fail(err, HR_EUNPROC, "block: bad footer");
     if (rc == 0 && !(ix->parts = calloc(np ? np : 1, sizeof *ix->parts))) rc = hr_fail(err, HR_ENOMEM, "out of memory");
