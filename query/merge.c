@@ -63,7 +63,7 @@ typedef struct {
     merge_result_t *r;
     uint8_t *bits;
     uint32_t nbits;
-    int pass; /* a pass_t */
+    pass_t pass;
     countmap_t per_series, per_bucket;
     double *acc;
     size_t acc_cap;

@@ -269,10 +269,10 @@ static int put_footer(buf_t *out, size_t nparts, const buf_t *parts, size_t nrow
     if (parts->oom || rows->oom) sec.oom = 1;
     uint64_t foff = out->len;
     if (put_sections(out, SEC_FOOTER, &sec, 1, level, err)) return -1;
-    uint8_t tail[8];
-    for (int i = 0; i < 8; i++) tail[i] = (uint8_t)(foff >> (8 * i));
-    buf_append(out, tail, 8);
-    buf_put_u32le(out, (uint32_t)crc32(0, tail, 8));
+    size_t at = out->len;
+    buf_put_u64le(out, foff);
+    if (out->oom) return hr_fail(err, HR_ENOMEM, "out of memory");
+    buf_put_u32le(out, (uint32_t)crc32(0, out->data + at, 8));
     buf_append(out, TAIL_MAGIC, 4);
     return 0;
 }
@@ -469,9 +469,11 @@ fail:
 /* The version of a block image from its 16-byte header: 1, 2, or 0 when it is not one. */
 static int header_version(const uint8_t *p, size_t n) {
     if (n < HEADER_BYTES) return 0;
-    uint32_t v = (uint32_t)p[8] | (uint32_t)p[9] << 8 | (uint32_t)p[10] << 16 | (uint32_t)p[11] << 24;
+    buf_reader_t r;
+    buf_reader_init(&r, p + 8, 8);
+    uint32_t v = buf_get_u32le(&r), rest = buf_get_u32le(&r); /* v1: section count; v2: reserved 0 */
     if (!memcmp(p, MAGIC, 8) && v == 1) return 1;
-    if (!memcmp(p, MAGIC2, 8) && v == 2 && !p[12] && !p[13] && !p[14] && !p[15]) return 2;
+    if (!memcmp(p, MAGIC2, 8) && v == 2 && rest == 0) return 2;
     return 0;
 }
 
@@ -622,9 +624,10 @@ static block_index_t *parse_footer(const uint8_t *f, size_t n, uint64_t foff, hr
 
 /* The footer offset from a 16-byte tail (file size `size`); 0 when the tail is bad. */
 static uint64_t tail_footer(const uint8_t *t, uint64_t size) {
-    uint64_t off = 0;
-    for (int i = 0; i < 8; i++) off |= (uint64_t)t[i] << (8 * i);
-    uint32_t crc = (uint32_t)t[8] | (uint32_t)t[9] << 8 | (uint32_t)t[10] << 16 | (uint32_t)t[11] << 24;
+    buf_reader_t r;
+    buf_reader_init(&r, t, 12);
+    uint64_t off = buf_get_u64le(&r);
+    uint32_t crc = buf_get_u32le(&r);
     if (memcmp(t + 12, TAIL_MAGIC, 4) || (uint32_t)crc32(0, t, 8) != crc || off < HEADER_BYTES ||
         off > size - TAIL_BYTES)
         return 0;
@@ -695,9 +698,8 @@ segment_t *block_decode(const uint8_t *p, size_t n, hr_err_t *err) {
         return NULL;
     }
     buf_reader_t r;
-    buf_reader_init(&r, p + HEADER_BYTES, n - HEADER_BYTES);
-    uint32_t nsec = (uint32_t)p[12] | (uint32_t)p[13] << 8 | (uint32_t)p[14] << 16 | (uint32_t)p[15] << 24;
-    if (nsec != NSECTIONS) return hr_fail(err, HR_EUNPROC, "block: unsupported version 1 layout"), NULL;
+    buf_reader_init(&r, p + 12, n - 12);
+    if (buf_get_u32le(&r) != NSECTIONS) return hr_fail(err, HR_EUNPROC, "block: unsupported version 1 layout"), NULL;
     return decode_v1(&r, err);
 }
 
