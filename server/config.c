@@ -11,7 +11,8 @@
 
 #include "common/timeparse.h"
 
-typedef enum { T_STR, T_SIZE, T_DURATION, T_INT, T_FSYNC, T_LEVEL, T_LOGFMT, T_BOOL } opt_type_t;
+/* T_DURATION0 and T_INT0 also take 0, which turns the setting off ("0 = no limit"). */
+typedef enum { T_STR, T_SIZE, T_DURATION, T_DURATION0, T_INT, T_INT0, T_FSYNC, T_LEVEL, T_LOGFMT, T_BOOL } opt_type_t;
 
 typedef struct {
     const char *name, *def, *help;
@@ -42,16 +43,16 @@ static const opt_t OPTS[] = {
     {"ingest-rate-limit", "0", "request-body bytes per second per tenant (e.g. 50MiB); 0 = unlimited", T_SIZE, O(ingest_rate_bytes)},
     {"head-max-bytes", "256MiB", "cut the in-memory head into a block past this size", T_SIZE, O(head_max_bytes)},
     {"block-duration", "1h", "cut the head into a block when it is older than this", T_DURATION, O(block_duration_ns)},
-    {"retention", "0", "delete blocks whose newest profile is older than this, e.g. 7d (0 keeps everything)", T_DURATION, O(retention_ns)},
+    {"retention", "0", "delete blocks whose newest profile is older than this, e.g. 7d (0 keeps everything)", T_DURATION0, O(retention_ns)},
     {"compact-min-blocks", "4", "merge runs of at least this many small adjacent blocks of a tenant in the background; 0 = no compaction", T_SIZE, O(compact_min_blocks)},
     {"compact-max-bytes", "64MiB", "largest block compaction makes; blocks over half of it are left alone", T_SIZE, O(compact_max_bytes)},
     {"block-cache-bytes", "1GiB", "decoded blocks kept in memory for queries", T_SIZE, O(block_cache_bytes)},
     {"zstd-level", "3", "zstd compression level of blocks (1-19)", T_INT, O(zstd_level)},
     {"max-connections", "1024", "concurrent HTTP connections", T_INT, O(max_connections)},
-    {"max-connections-per-ip", "64", "concurrent HTTP connections from one client address (0 = no cap; raise it behind a proxy)", T_INT, O(max_connections_per_ip)},
+    {"max-connections-per-ip", "64", "concurrent HTTP connections from one client address (0 = no cap; raise it behind a proxy)", T_INT0, O(max_connections_per_ip)},
     {"idle-timeout", "120s", "close a connection that sends nothing for this long (slow clients)", T_DURATION, O(idle_timeout_ns)},
-    {"request-read-timeout", "30s", "a request (headers and body) must fully arrive within this, however slowly it trickles; 0 = no limit", T_DURATION, O(request_read_timeout_ns)},
-    {"query-timeout", "60s", "a merge running longer stops with 504; 0 = no limit", T_DURATION, O(query_timeout_ns)},
+    {"request-read-timeout", "30s", "a request (headers and body) must fully arrive within this, however slowly it trickles; 0 = no limit", T_DURATION0, O(request_read_timeout_ns)},
+    {"query-timeout", "60s", "a merge running longer stops with 504; 0 = no limit", T_DURATION0, O(query_timeout_ns)},
     {"log-level", "info", "debug, info, warn or error", T_LEVEL, O(log_level)},
     {"multitenancy", "false", "true: every request names its tenant in X-Scope-OrgID; false: one tenant, anonymous", T_BOOL, O(multitenancy)},
     {"log-format", "logfmt", "logfmt or json: one line per event either way", T_LOGFMT, O(log_json)},
@@ -89,14 +90,15 @@ static int set_opt(config_t *c, const opt_t *o, const char *v, FILE *err) {
         *(size_t *)(void *)field = sz;
         return 0;
     case T_DURATION:
-        if (!strcmp(v, "0") && (!strcmp(o->name, "retention") || !strcmp(o->name, "query-timeout")))
-            d = 0; /* 0 = keep everything / no deadline */
+    case T_DURATION0:
+        if (o->type == T_DURATION0 && !strcmp(v, "0")) d = 0;
         else if (duration_parse(v, &d) || d <= 0) goto bad;
         *(int64_t *)(void *)field = d;
         return 0;
     case T_INT:
+    case T_INT0:
         n = strtol(v, &end, 10);
-        if (*end || n <= 0 || n > INT_MAX) goto bad;
+        if (*end || n < (o->type == T_INT0 ? 0 : 1) || n > INT_MAX) goto bad;
         if (o->len == sizeof(int)) *(int *)(void *)field = (int)n;
         else *(unsigned *)(void *)field = (unsigned)n;
         return 0;
@@ -120,9 +122,9 @@ static int set_opt(config_t *c, const opt_t *o, const char *v, FILE *err) {
         return 0;
     }
 bad:
-    if (o->type == T_DURATION && *v && v[strspn(v, "0123456789.")] == 0)
+    if ((o->type == T_DURATION || o->type == T_DURATION0) && *v && v[strspn(v, "0123456789.")] == 0)
         fprintf(err, "hearth: --%s `%s`: a duration needs a unit, e.g. %s7d, 90m, 1h30m or 30s\n", o->name, v,
-                (!strcmp(o->name, "retention") || !strcmp(o->name, "query-timeout")) ? "0 (off), " : "");
+                o->type == T_DURATION0 ? "0 (off), " : "");
     else
         fprintf(err, "hearth: invalid value `%s` for --%s (%s)\n", v, o->name, o->help);
     return -1;

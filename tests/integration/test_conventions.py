@@ -19,7 +19,9 @@ def durations_need_a_unit():
         r = subprocess.run([run.ARGS.binary, "--listen", f"127.0.0.1:{run.free_port()}", "--data-dir",
                             os.path.join(run.ARGS.tmp, "dur"), flag, value], capture_output=True, text=True, timeout=30)
         assert r.returncode != 0 and "needs a unit" in r.stderr, (flag, r.returncode, r.stderr)
-    with Server(extra=["--retention", "7d", "--block-duration", "1h30m", "--query-timeout", "0"]) as srv:
+    # "0 = off" settings take a bare 0 (they used to refuse it, or take it only by flag name).
+    with Server(extra=["--retention", "7d", "--block-duration", "1h30m", "--query-timeout", "0",
+                       "--request-read-timeout", "0", "--max-connections-per-ip", "0"]) as srv:
         cfg = run.cli("serve", "--print-config", "--retention", "7d", "--block-duration", "1h30m")
         assert "block-duration = 1h30m" in cfg.stdout, cfg.stdout
         assert srv.get("/ready")[0] == 200
