@@ -154,6 +154,7 @@ void deadline_request_arrived(deadline_watch_t *w, deadline_conn_t *c) {
 }
 
 void deadline_request_done(deadline_watch_t *w, deadline_conn_t *c) {
+    if (!c) return; /* no watch (--request-read-timeout 0): w is NULL too */
     set_state(w, c, CONN_IDLE, w->idle_ns);
 }
 
