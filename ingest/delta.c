@@ -27,6 +27,7 @@ static void subtract(batch_profile_t *cur, stack_value_t *c, size_t nc, const st
         k++;
     }
     cur->n = k;
+    cur->nspans = 0; /* a difference of two cumulative profiles has no per-span values */
 }
 
 static int delta_one(batch_profile_t *cur, const batch_profile_t *prev, symtab_t *sym, symtab_remap_t *m) {

@@ -279,6 +279,23 @@ static int plan_label_keys(ctx_t *c) {
     return 0;
 }
 
+/* The span id a sample carries (`span_id`, or `profile_id` as Pyroscope renames it):
+ * 16 hex digits, as OpenTelemetry writes them; 0 when absent or not a span id. */
+static uint64_t sample_span(const ctx_t *c, const Perftools__Profiles__Sample *s) {
+    uint64_t span = 0;
+    for (size_t i = 0; i < s->n_label; i++) {
+        const Perftools__Profiles__Label *l = s->label[i];
+        if (!str_ok(c, l->key) || !str_ok(c, l->str) || !l->str) continue;
+        const char *k = c->p->string_table[l->key], *v = c->p->string_table[l->str];
+        int is_span = !strcmp(k, "span_id");
+        if (!is_span && (span || strcmp(k, "profile_id"))) continue;
+        uint64_t x;
+        if (span_id_parse(v, &x) == 0) span = x;
+        if (is_span) break;
+    }
+    return span;
+}
+
 static int add_samples(ctx_t *c, const pprof_opts_t *o, char (*ids)[512], int64_t t, int64_t d) {
     const pb_profile_t *p = c->p;
     size_t nt = p->n_sample_type;
@@ -310,9 +327,10 @@ static int add_samples(ctx_t *c, const pprof_opts_t *o, char (*ids)[512], int64_
             }
             labels = &own;
         }
+        uint64_t span = sample_span(c, s);
         for (size_t i = 0; i < nt; i++) {
             batch_profile_t *bp = batch_profile(c->b, ids[i], labels, t, d);
-            if (!bp || batch_sample(bp, stack, s->value[i])) {
+            if (!bp || (span ? batch_span_sample(bp, stack, s->value[i], span) : batch_sample(bp, stack, s->value[i]))) {
                 labels_destroy(&own);
                 return hr_fail(c->err, HR_ENOMEM, "out of memory");
             }

@@ -269,6 +269,10 @@ static void drop_negative_gauges(batch_t *b) {
         }
         b->dropped_negative_gauge += p->n - k;
         p->n = k;
+        k = 0;
+        for (size_t j = 0; j < p->nspans; j++)
+            if (p->spans[j].value >= 0) p->spans[k++] = p->spans[j]; /* copies of samples: counted above */
+        p->nspans = k;
     }
 }
 

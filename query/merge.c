@@ -1,6 +1,7 @@
 /* merge.c - see merge.h. */
 #include "query/merge.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,8 +71,40 @@ typedef struct {
     int oom, timeout;
 } scan_ctx_t;
 
+static int cmp_ref(const void *a, const void *b) {
+    const profile_ref_t *x = a, *y = b;
+    if (x->series != y->series) return x->series < y->series ? -1 : 1;
+    return (x->time_ns > y->time_ns) - (x->time_ns < y->time_ns);
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+int profile_ref_parse(const char *s, profile_ref_t *r) {
+    char *end;
+    if (*s < '1' || *s > '9') return -1;
+    unsigned long long series = strtoull(s, &end, 10);
+    long long t = *end == '-' && end[1] >= '1' && end[1] <= '9' ? strtoll(end + 1, &end, 10) : 0;
+    if (*end || series > UINT32_MAX || t <= 0 || t == LLONG_MAX) return -1;
+    *r = (profile_ref_t){(uint32_t)series, t};
+    return 0;
+}
+
+void profile_refs_sort(profile_ref_t *v, size_t n) { qsort(v, n, sizeof *v, cmp_ref); }
+void span_ids_sort(uint64_t *v, size_t n) { qsort(v, n, sizeof *v, cmp_u64); }
+
 static int row_selected(const scan_ctx_t *c, const seg_profile_t *p) {
-    return p->series < c->nbits && c->bits[p->series] && p->time_ns >= c->q->from && p->time_ns <= c->q->until;
+    if (p->series >= c->nbits || !c->bits[p->series] || p->time_ns < c->q->from || p->time_ns > c->q->until) return 0;
+    const merge_only_t *o = c->q->only;
+    profile_ref_t key = {p->series, p->time_ns};
+    return !o || !o->nprofiles || bsearch(&key, o->profiles, o->nprofiles, sizeof key, cmp_ref);
+}
+
+/* 1 when totals come from the samples: a call site or spans keep only some of them. */
+static int samples_filtered(const merge_query_t *q) {
+    return q->call_site || (q->only && q->only->nspans);
 }
 
 static size_t bucket_of(const scan_ctx_t *c, int64_t t) {
@@ -128,19 +161,29 @@ static void note_span(merge_result_t *r, const seg_profile_t *p) {
     if (!r->profiles || end > r->end_ns) r->end_ns = end;
 }
 
-/* A profile's value under the call-site filter: its samples on selected stacks. */
-static int64_t kept_total(const segment_t *seg, const seg_profile_t *p, const uint8_t *keep) {
-    if (!keep) return p->total;
+/* The sum of p's samples that pass the filters (keep: the call site's stacks or NULL;
+ * the query's spans), each also added times w to acc[stack] when acc is not NULL.
+ * With spans, p's span samples are the ones read. */
+static int64_t kept_samples(const scan_ctx_t *c, const segment_t *seg, const seg_profile_t *p, const uint8_t *keep,
+                            double *acc, double w) {
+    const merge_only_t *o = c->q->only;
+    int spans = o && o->nspans;
+    uint32_t n = spans ? p->nspans : p->nsamples;
     int64_t sum = 0;
-    for (uint32_t j = 0; j < p->nsamples; j++)
-        if (keep[seg->stacks[p->first + j]]) sum += seg->values[p->first + j];
+    for (uint32_t j = 0; j < n; j++) {
+        const span_sample_t *sp = spans ? &seg->spans[p->span_first + j] : NULL;
+        uint32_t st = sp ? sp->stack : seg->stacks[p->first + j];
+        int64_t v = sp ? sp->value : seg->values[p->first + j];
+        if ((keep && !keep[st]) || (sp && !bsearch(&sp->span, o->spans, o->nspans, sizeof *o->spans, cmp_u64))) continue;
+        sum += v;
+        if (acc) acc[st] += (double)v * w;
+    }
     return sum;
 }
 
 /* Adds one selected row's total to the result's total, timeline and span. */
-static int add_totals(scan_ctx_t *c, const segment_t *seg, const seg_profile_t *p, const uint8_t *keep, double w) {
+static int add_totals(scan_ctx_t *c, const seg_profile_t *p, int64_t total, double w) {
     merge_result_t *r = c->r;
-    int64_t total = kept_total(seg, p, keep);
     note_span(r, p);
     r->profiles++;
     r->total += (double)total * w;
@@ -156,9 +199,9 @@ static int add_totals(scan_ctx_t *c, const segment_t *seg, const seg_profile_t *
     return 0;
 }
 
-/* 1 when this pass sums stacks: STACKS, or TOTALS doing both (a call site). */
+/* 1 when this pass sums stacks: STACKS, or TOTALS doing both (samples_filtered). */
 static int stacks_pass(const scan_ctx_t *c) {
-    return c->q->want_stacks && (c->pass == PASS_STACKS || (c->pass == PASS_TOTALS && c->q->call_site));
+    return c->q->want_stacks && (c->pass == PASS_STACKS || (c->pass == PASS_TOTALS && samples_filtered(c->q)));
 }
 
 /* Adds the selected rows of one segment to the result and, with stacks wanted, to
@@ -175,13 +218,10 @@ static int merge_rows(scan_ctx_t *c, const segment_t *seg, const uint8_t *keep, 
             if (!*n) continue; /* ingested after the counting pass: left out of every pass */
             w = 1.0 / *n;
         }
-        if (c->pass == PASS_TOTALS && add_totals(c, seg, p, keep, w)) return -1;
-        if (!stacks_pass(c)) continue;
-        *touched = 1;
-        for (uint32_t j = 0; j < p->nsamples; j++) {
-            uint32_t st = seg->stacks[p->first + j];
-            if (!keep || keep[st]) c->acc[st] += (double)seg->values[p->first + j] * w;
-        }
+        int sum = stacks_pass(c);
+        *touched |= sum;
+        int64_t total = sum || samples_filtered(c->q) ? kept_samples(c, seg, p, keep, sum ? c->acc : NULL, w) : p->total;
+        if (c->pass == PASS_TOTALS && add_totals(c, p, total, w)) return -1;
     }
     return 0;
 }
@@ -210,6 +250,20 @@ static int scan_one(void *ctx, const segment_t *seg) {
     return rc;
 }
 
+/* Narrows the selected series to those of the listed profiles. */
+static void only_listed_series(scan_ctx_t *c, const merge_only_t *o) {
+    for (uint32_t i = 0; i < c->nbits; i++) {
+        profile_ref_t key = {i, INT64_MIN};
+        size_t lo = 0, hi = o->nprofiles; /* the first listed profile of series i */
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (cmp_ref(&o->profiles[mid], &key) < 0) lo = mid + 1;
+            else hi = mid;
+        }
+        c->bits[i] = c->bits[i] && lo < o->nprofiles && o->profiles[lo].series == i;
+    }
+}
+
 static int init_result(const merge_query_t *q, merge_result_t *r, hr_err_t *err) {
     memset(r, 0, sizeof *r);
     if (!q->sel->profile_type)
@@ -235,12 +289,13 @@ int merge_run(store_t *st, const merge_query_t *q, merge_result_t *r, hr_err_t *
     scan_ctx_t c = {.q = q, .r = r};
     catalog_query_t cq = {.tenant = q->tenant, .sel = q->sel, .deadline_ns = q->deadline_ns};
     if (!(c.bits = catalog_select(st, &cq, &c.nbits, err))) return -1;
-    if (q->series_only)
-        for (uint32_t i = 0; i < c.nbits; i++) c.bits[i] = c.bits[i] && i == q->series_only;
+    if (q->only && q->only->nprofiles) only_listed_series(&c, q->only);
     int rc = 0;
-    /* See pass_t. Only the selected series' partitions are ever decoded. */
-    store_filter_t totals = {q->from, q->until, c.bits, c.nbits, !q->call_site, 0};
-    store_filter_t stacks = {q->from, q->until, c.bits, c.nbits, 0, 1};
+    /* See pass_t. Only the selected series' partitions are ever decoded; pre-merged
+     * rows hold neither single profiles nor spans. */
+    int filtered = samples_filtered(q), whole = !q->only || (!q->only->nprofiles && !q->only->nspans);
+    store_filter_t totals = {q->from, q->until, c.bits, c.nbits, !filtered, 0};
+    store_filter_t stacks = {q->from, q->until, c.bits, c.nbits, 0, whole};
     if (r->gauge) {
         c.pass = PASS_COUNT;
         store_filter_t counting = totals;
@@ -251,7 +306,7 @@ int merge_run(store_t *st, const merge_query_t *q, merge_result_t *r, hr_err_t *
         c.pass = PASS_TOTALS;
         rc = store_scan(st, q->tenant, &totals, scan_one, &c, err);
     }
-    if (rc == 0 && q->want_stacks && !q->call_site) {
+    if (rc == 0 && q->want_stacks && !filtered) {
         c.pass = PASS_STACKS;
         rc = store_scan(st, q->tenant, &stacks, scan_one, &c, err);
     }

@@ -23,13 +23,35 @@
 #include "query/selector.h"
 #include "storage/store.h"
 
+/* One stored profile: its series and time (as /api/v1/profiles lists them). */
+typedef struct {
+    uint32_t series;
+    int64_t time_ns;
+} profile_ref_t;
+
+/* Restrictions finer than series: only given profiles, only given spans' samples. */
+typedef struct {
+    const profile_ref_t *profiles; /* sorted by (series, time); nprofiles 0 = every profile */
+    size_t nprofiles;
+    const uint64_t *spans;         /* sorted span ids; nspans 0 = every sample. With spans,
+                                    * only span samples count (segment.h): the stacks, the
+                                    * totals and the timeline are those of the spans */
+    size_t nspans;
+} merge_only_t;
+
+/* Parses a profile id as /api/v1/profiles writes it, SERIES-TIME_NS. 0 or -1. */
+int profile_ref_parse(const char *s, profile_ref_t *r);
+/* Sort orders merge_only_t needs. */
+void profile_refs_sort(profile_ref_t *v, size_t n);
+void span_ids_sort(uint64_t *v, size_t n);
+
 typedef struct {
     const char *tenant;
     const selector_t *sel; /* must name a profile type */
     int64_t from, until;   /* ns, inclusive */
     int64_t step;          /* timeline bucket width in ns; 0 = no timeline */
     int want_stacks;       /* 0 = totals and timeline only */
-    uint32_t series_only;  /* nonzero: of the selected series, only this one (single-profile view) */
+    const merge_only_t *only; /* NULL: everything the selector and range select */
     int64_t deadline_ns;   /* wall clock (time_now_ns); past it the merge stops with HR_ETIMEOUT; 0 = none */
     const callsite_t *call_site; /* NULL: every stack; else only stacks with this root-first
                                   * prefix count, in the stacks, the totals and the timeline */

@@ -8,10 +8,11 @@
  * releases everything. Times are milliseconds: a zero end means now, a zero start
  * means an hour before end for merges and all time for discovery calls.
  *
- * A request option Hearth cannot serve (profile_id_selector, go_pgo, span
- * selectors) is answered with a Connect error (501 unimplemented), never by a
- * merge that ignores it: that would be a different answer to the question asked.
- * stack_trace_selector.call_site is served (query/callsite.h). */
+ * A request option Hearth cannot serve (go_pgo) is answered with a Connect error
+ * (501 unimplemented), never by a merge that ignores it: that would be a different
+ * answer to the question asked. Served: stack_trace_selector.call_site
+ * (query/callsite.h), profile_id_selector (Hearth's SERIES-TIME_NS ids) and
+ * SelectMergeSpanProfile's span_selector (span samples, storage/segment.h). */
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -282,15 +283,29 @@ static int request_selector(qctx_t *c, const char *type, const char *labels, sel
     return rc;
 }
 
+/* profile_id_selector: Hearth's profile ids (SERIES-TIME_NS, as /api/v1/profiles and
+ * its exemplars give them) into o->profiles, sorted, in the arena. 0 or -1. */
+static int profile_ids(qctx_t *c, char **ids, size_t n, merge_only_t *o) {
+    profile_ref_t *v = arena_alloc(c->arena, (n + 1) * sizeof *v);
+    if (!v) return oom(c), -1;
+    for (size_t i = 0; i < n; i++)
+        if (profile_ref_parse(ids[i], &v[i]))
+            return fail(c, 400, "bad `profile_id_selector` entry: Hearth's profile ids are SERIES-TIME_NS, as "
+                                "/api/v1/profiles lists them"), -1;
+    profile_refs_sort(v, n);
+    o->profiles = v, o->nprofiles = n;
+    return 0;
+}
+
 /* The merge options a request may carry besides its selection: served, or refused
  * with a Connect error, never ignored (a merge that ignored them would answer a
  * different question). *cs is filled from stack_trace_selector.call_site (in the
- * arena); *use_cs says whether to filter. 0 or -1 (c->err set). */
-static int merge_options(qctx_t *c, const Querier__V1__StackTraceSelector *st, size_t n_profile_ids, callsite_t *cs,
-                         int *use_cs) {
+ * arena); *use_cs says whether to filter; profile ids go to o. 0 or -1 (c->err set). */
+static int merge_options(qctx_t *c, const Querier__V1__StackTraceSelector *st, char **pids, size_t npids,
+                         callsite_t *cs, int *use_cs, merge_only_t *o) {
     *use_cs = 0;
-    if (n_profile_ids)
-        return fail(c, 501, "`profile_id_selector` is not supported: profile ids are not stored"), -1;
+    *o = (merge_only_t){0};
+    if (npids && profile_ids(c, pids, npids, o)) return -1;
     if (!st) return 0;
     if (st->go_pgo)
         return fail(c, 501, "`stack_trace_selector.go_pgo` is not supported; use call_site"), -1;
@@ -308,14 +323,15 @@ static int merge_options(qctx_t *c, const Querier__V1__StackTraceSelector *st, s
 
 /* Selects and merges; 0 or -1 (c->err set). The caller destroys m. */
 static int run_merge(qctx_t *c, const char *type, const char *labels, int64_t start, int64_t end, int64_t step,
-                     int want_stacks, const callsite_t *cs, merge_result_t *m, int64_t *from, int64_t *until) {
+                     int want_stacks, const callsite_t *cs, const merge_only_t *only, merge_result_t *m, int64_t *from,
+                     int64_t *until) {
     selector_t sel = {0};
     memset(m, 0, sizeof *m);
     if (ms_range(c, start, end, HOUR_NS, from, until) || request_selector(c, type, labels, &sel)) {
         selector_destroy(&sel);
         return -1;
     }
-    merge_query_t mq = {c->tenant, &sel, *from, *until, step, want_stacks, 0, c->deadline_ns, cs};
+    merge_query_t mq = {c->tenant, &sel, *from, *until, step, want_stacks, only, c->deadline_ns, cs};
     int rc = merge_run(c->a->store, &mq, m, &c->err);
     selector_destroy(&sel);
     return rc;
@@ -345,21 +361,26 @@ static Querier__V1__FlameGraph *flamegraph_msg(qctx_t *c, const flamebearer_t *f
     return g;
 }
 
-static ProtobufCMessage *select_merge_stacktraces(qctx_t *c, const ProtobufCMessage *in) {
-    const Querier__V1__SelectMergeStacktracesRequest *q = (const void *)in;
+/* What SelectMergeStacktraces and SelectMergeSpanProfile share: the request's merge
+ * as a flame graph message. */
+typedef struct {
+    const char *type, *labels;
+    int64_t start, end, max_nodes;
+    int format;
+    const callsite_t *cs;
+    const merge_only_t *only;
+} fg_query_t;
+
+static ProtobufCMessage *merged_flamegraph(qctx_t *c, const fg_query_t *q) {
     if (q->format == QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_TREE)
         return fail(c, 501, "PROFILE_FORMAT_TREE is not supported: ask for PROFILE_FORMAT_FLAMEGRAPH");
     if (q->max_nodes < 0) return fail(c, 400, "`maxNodes` must not be negative");
-    callsite_t cs;
-    int use_cs;
-    if (merge_options(c, q->stack_trace_selector, q->n_profile_id_selector, &cs, &use_cs)) return NULL;
     merge_result_t m;
     int64_t from, until;
     tree_t t = {0};
     flamebearer_t fb = {0};
     Querier__V1__SelectMergeStacktracesResponse *r = NULL;
-    if (run_merge(c, q->profile_typeid, q->label_selector, q->start, q->end, 0, 1, use_cs ? &cs : NULL, &m, &from,
-                  &until) == 0 &&
+    if (run_merge(c, q->type, q->labels, q->start, q->end, 0, 1, q->cs, q->only, &m, &from, &until) == 0 &&
         tree_build(&t, &m, &c->err) == 0) {
         size_t max = q->max_nodes ? (size_t)q->max_nodes : RENDER_DEFAULT_MAX_NODES;
         if (flamebearer_build(&t, max, &fb) == 0 && (r = arena_alloc(c->arena, sizeof *r))) {
@@ -374,18 +395,32 @@ static ProtobufCMessage *select_merge_stacktraces(qctx_t *c, const ProtobufCMess
     return r ? &r->base : NULL;
 }
 
+static ProtobufCMessage *select_merge_stacktraces(qctx_t *c, const ProtobufCMessage *in) {
+    const Querier__V1__SelectMergeStacktracesRequest *q = (const void *)in;
+    callsite_t cs;
+    int use_cs;
+    merge_only_t only;
+    if (merge_options(c, q->stack_trace_selector, q->profile_id_selector, q->n_profile_id_selector, &cs, &use_cs, &only))
+        return NULL;
+    fg_query_t f = {q->profile_typeid, q->label_selector, q->start, q->end, q->max_nodes, q->format,
+                    use_cs ? &cs : NULL, &only};
+    return merged_flamegraph(c, &f);
+}
+
 static ProtobufCMessage *select_merge_profile(qctx_t *c, const ProtobufCMessage *in) {
     const Querier__V1__SelectMergeProfileRequest *q = (const void *)in;
     callsite_t cs;
     int use_cs;
-    if (merge_options(c, q->stack_trace_selector, q->n_profile_id_selector, &cs, &use_cs)) return NULL;
+    merge_only_t only;
+    if (merge_options(c, q->stack_trace_selector, q->profile_id_selector, q->n_profile_id_selector, &cs, &use_cs, &only))
+        return NULL;
     merge_result_t m;
     int64_t from, until;
     buf_t raw;
     buf_init(&raw);
     ProtobufCMessage *p = NULL;
-    if (run_merge(c, q->profile_typeid, q->label_selector, q->start, q->end, 0, 1, use_cs ? &cs : NULL, &m, &from,
-                  &until) == 0 &&
+    if (run_merge(c, q->profile_typeid, q->label_selector, q->start, q->end, 0, 1, use_cs ? &cs : NULL, &only, &m,
+                  &from, &until) == 0 &&
         render_pprof_raw(&m, &raw, &c->err) == 0) {
         /* Unpacked into the arena so both codecs encode the same message. */
         ProtobufCAllocator al = arena_pb_allocator(c->arena);
@@ -491,7 +526,8 @@ static ProtobufCMessage *select_series(qctx_t *c, const ProtobufCMessage *in) {
     if (q->limit < 0) return fail(c, 400, "`limit` must not be negative");
     callsite_t cs;
     int use_cs;
-    if (merge_options(c, q->stack_trace_selector, 0, &cs, &use_cs)) return NULL;
+    merge_only_t only;
+    if (merge_options(c, q->stack_trace_selector, NULL, 0, &cs, &use_cs, &only)) return NULL;
     if (ms_range(c, q->start, q->end, HOUR_NS, &from, &until) || request_selector(c, q->profile_typeid, q->label_selector, &sel)) {
         selector_destroy(&sel);
         return NULL;
@@ -527,10 +563,21 @@ static ProtobufCMessage *select_series(qctx_t *c, const ProtobufCMessage *in) {
 
 /* ---- SelectMergeSpanProfile ---- */
 
+/* The merge of the samples that carried one of span_selector's span ids: what
+ * Grafana's trace view links to. Span ids are 16 hex digits, as OpenTelemetry and
+ * the pyroscope-go span labels write them. */
 static ProtobufCMessage *select_merge_span_profile(qctx_t *c, const ProtobufCMessage *in) {
-    (void)in;
-    return fail(c, 501, "SelectMergeSpanProfile is not supported: span ids are not stored yet, and a merge "
-                        "that ignored `span_selector` would be a different answer");
+    const Querier__V1__SelectMergeSpanProfileRequest *q = (const void *)in;
+    if (!q->n_span_selector) return fail(c, 400, "`spanSelector` is empty: give one or more span ids");
+    uint64_t *spans = arena_alloc(c->arena, q->n_span_selector * sizeof *spans);
+    if (!spans) return oom(c);
+    for (size_t i = 0; i < q->n_span_selector; i++)
+        if (span_id_parse(q->span_selector[i], &spans[i]))
+            return fail(c, 400, "bad `spanSelector` entry: span ids are up to 16 hex digits, not all zero");
+    span_ids_sort(spans, q->n_span_selector);
+    merge_only_t only = {NULL, 0, spans, q->n_span_selector};
+    fg_query_t f = {q->profile_typeid, q->label_selector, q->start, q->end, q->max_nodes, q->format, NULL, &only};
+    return merged_flamegraph(c, &f);
 }
 
 /* ---- dispatch ---- */

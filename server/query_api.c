@@ -80,12 +80,12 @@ static void reply_buf(http_resp_t *resp, const char *ctype, buf_t *b) {
 
 /* Merges the selection and renders format into resp. */
 static void run_merge(app_t *a, http_req_t *req, http_resp_t *resp, const selector_t *sel, const range_t *r,
-                      const char *format, long long max_nodes, uint32_t series_only) {
+                      const char *format, long long max_nodes, const merge_only_t *only) {
     int64_t t0 = time_now_ns();
     int is_pprof = !strcmp(format, "pprof"), is_fg = !strcmp(format, "flamegraph") || !strcmp(format, "json");
     if (!is_pprof && !is_fg && strcmp(format, "top") && strcmp(format, "folded") && strcmp(format, "dataframe"))
         return http_error(resp, 400, "unknown format `%s`: use flamegraph, top, folded, dataframe or pprof", format);
-    merge_query_t q = {req->tenant, sel, r->from, r->until, is_fg ? auto_step(r) : 0, 1, series_only,
+    merge_query_t q = {req->tenant, sel, r->from, r->until, is_fg ? auto_step(r) : 0, 1, only,
                        app_query_deadline(a, req), NULL};
     merge_result_t m;
     hr_err_t err = {0};
@@ -119,31 +119,29 @@ static void run_merge(app_t *a, http_req_t *req, http_resp_t *resp, const select
 
 /* `profile=SERIES-TIME_NS` names one stored profile, as /api/v1/profiles lists it;
  * it replaces the time range. Returns 0, 1 (not given) or -1 (resp set). */
-static int parse_profile_id(http_req_t *req, uint32_t *series, range_t *r, http_resp_t *resp) {
+static int parse_profile_id(http_req_t *req, profile_ref_t *ref, range_t *r, http_resp_t *resp) {
     const char *v = http_arg(req, "profile");
     if (!v || !*v) return 1;
-    char *end;
-    unsigned long s = strtoul(v, &end, 10);
-    long long t = *end == '-' ? strtoll(end + 1, &end, 10) : 0;
-    if (*end || !s || s > UINT32_MAX || t <= 0)
+    if (profile_ref_parse(v, ref))
         return http_error(resp, 400, "bad `profile` id `%s`: use an id from /api/v1/profiles (SERIES-TIME_NS)", v), -1;
-    *series = (uint32_t)s;
-    r->from = r->until = t;
+    r->from = r->until = ref->time_ns;
     return 0;
 }
 
 void api_query(app_t *a, http_req_t *req, http_resp_t *resp) {
     selector_t sel;
     range_t r;
-    uint32_t series = 0;
+    profile_ref_t ref;
+    merge_only_t one = {&ref, 1, NULL, 0};
+    int pid = 1;
     const char *format = http_arg(req, "format");
     long long max_nodes = num_arg(req, "max_nodes", RENDER_DEFAULT_MAX_NODES);
     if (max_nodes < 0) return http_error(resp, 400, "`max_nodes` must be a non-negative integer");
     /* Refused here, before the merge, as /api/v1/profiles refuses it: never read as "all". */
     if (num_arg(req, "limit", 0) < 0) return http_error(resp, 400, "`limit` must be a non-negative integer (0 = all rows)");
     if (parse_selector(a, req, "query", 1, &sel, resp) == 0 && parse_range(req, "from", "until", HOUR_NS, &r, resp) == 0 &&
-        parse_profile_id(req, &series, &r, resp) >= 0)
-        run_merge(a, req, resp, &sel, &r, format && *format ? format : "flamegraph", max_nodes, series);
+        (pid = parse_profile_id(req, &ref, &r, resp)) >= 0)
+        run_merge(a, req, resp, &sel, &r, format && *format ? format : "flamegraph", max_nodes, pid ? NULL : &one);
     selector_destroy(&sel);
 }
 

@@ -18,6 +18,7 @@ void batch_destroy(batch_t *b) {
         labels_destroy(&b->p[i].labels);
         free(b->p[i].stacks);
         free(b->p[i].values);
+        free(b->p[i].spans);
     }
     free(b->p);
     symtab_free(b->sym);
@@ -62,6 +63,12 @@ int batch_sample(batch_profile_t *p, uint32_t stack, int64_t value) {
     }
     p->stacks[p->n] = stack;
     p->values[p->n++] = value;
+    return 0;
+}
+
+int batch_span_sample(batch_profile_t *p, uint32_t stack, int64_t value, uint64_t span) {
+    if (VEC_RESERVE(p->spans, p->spans_cap, p->nspans + 1) || batch_sample(p, stack, value)) return -1;
+    p->spans[p->nspans++] = (span_sample_t){span, stack, value};
     return 0;
 }
 

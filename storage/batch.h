@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "storage/labels.h"
+#include "storage/segment.h"
 #include "storage/symtab.h"
 
 typedef struct {
@@ -20,6 +21,8 @@ typedef struct {
     uint32_t *stacks;
     int64_t *values;
     size_t n, cap;
+    span_sample_t *spans; /* the samples that carried a span id, also in stacks/values */
+    size_t nspans, spans_cap;
 } batch_profile_t;
 
 typedef struct {
@@ -37,6 +40,9 @@ void batch_destroy(batch_t *b);
 batch_profile_t *batch_profile(batch_t *b, const char *profile_type, const labels_t *labels,
                                int64_t time_ns, int64_t duration_ns);
 int batch_sample(batch_profile_t *p, uint32_t stack, int64_t value);
+/* A sample that carried span id `span` (not 0): added as batch_sample adds it, and
+ * kept as a span sample too (segment.h). 0 or -1 (OOM). */
+int batch_span_sample(batch_profile_t *p, uint32_t stack, int64_t value, uint64_t span);
 /* Total number of samples over all profiles. */
 size_t batch_samples(const batch_t *b);
 

@@ -18,8 +18,10 @@
 
 enum {
     SEC_META = 1, SEC_SYMBOLS = 2, SEC_PROFILES = 3, SEC_SAMPLES = 4, NSECTIONS = 4,
-    SEC_FOOTER = 5, SEC_MPROFILES = 6, SEC_MSAMPLES = 7 /* version 2: pre-merged rows */
+    SEC_FOOTER = 5, SEC_MPROFILES = 6, SEC_MSAMPLES = 7, /* version 2: pre-merged rows */
+    SEC_SPANS = 8                                         /* version 2: span samples, when any */
 };
+enum { PART_MERGED = 1, PART_SPANS = 2 }; /* footer partition flags */
 static const char MAGIC[8] = {'H', 'R', 'T', 'H', 'B', 'L', 'K', '1'};  /* version 1 */
 static const char MAGIC2[8] = {'H', 'R', 'T', 'H', 'B', 'L', 'K', '2'}; /* version 2 */
 static const char TAIL_MAGIC[4] = {'H', 'R', 'T', '2'};
@@ -81,6 +83,29 @@ static void encode_samples(const segment_t *s, const uint32_t *order, size_t n, 
     }
 }
 
+/* The SPANS column block of rows order[0..n): per row its span sample count, then
+ * stack deltas (reset per row; samples are sorted by stack, then span), span ids as
+ * 8 little-endian bytes (random, so varints would only grow them), values. */
+static void encode_spans(const segment_t *s, const uint32_t *order, size_t n, buf_t *b) {
+    for (size_t i = 0; i < n; i++) buf_put_uvarint(b, s->profiles[order[i]].nspans);
+    for (size_t i = 0; i < n; i++) {
+        const seg_profile_t *p = &s->profiles[order[i]];
+        uint32_t prev = 0;
+        for (uint32_t j = 0; j < p->nspans; j++) {
+            buf_put_uvarint(b, s->spans[p->span_first + j].stack - prev);
+            prev = s->spans[p->span_first + j].stack;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        const seg_profile_t *p = &s->profiles[order[i]];
+        for (uint32_t j = 0; j < p->nspans; j++) buf_put_u64le(b, s->spans[p->span_first + j].span);
+    }
+    for (size_t i = 0; i < n; i++) {
+        const seg_profile_t *p = &s->profiles[order[i]];
+        for (uint32_t j = 0; j < p->nspans; j++) buf_put_svarint(b, s->spans[p->span_first + j].value);
+    }
+}
+
 /* Appends the given sections (raw bytes, kinds first, first + 1, ...) as zstd frames
  * and frees them. */
 static int put_sections(buf_t *out, uint32_t first_kind, buf_t *sec, int nsec, int level, hr_err_t *err) {
@@ -131,8 +156,9 @@ static segment_t *premerge(const segment_t *p, const uint32_t *order, hr_err_t *
 }
 
 /* One partition's sections: SYMBOLS, PROFILES, SAMPLES (p's rows, sorted), then the
- * pre-merged MPROFILES and MSAMPLES (empty when not pre-merged; *merged says). */
-static int encode_part(const segment_t *p, int level, buf_t *out, int *merged, hr_err_t *err) {
+ * pre-merged MPROFILES and MSAMPLES (empty when not pre-merged), then SPANS when any
+ * row has span samples. *flags receives PART_MERGED and PART_SPANS as they apply. */
+static int encode_part(const segment_t *p, int level, buf_t *out, int *flags, hr_err_t *err) {
     uint32_t *order, *morder = NULL;
     if (segment_sorted_order(p, &order)) return hr_fail(err, HR_ENOMEM, "out of memory");
     err->code = HR_OK;
@@ -143,8 +169,8 @@ static int encode_part(const segment_t *p, int level, buf_t *out, int *merged, h
         segment_free(m);
         return hr_fail(err, HR_ENOMEM, "out of memory");
     }
-    buf_t sec[5];
-    for (int i = 0; i < 5; i++) buf_init(&sec[i]);
+    buf_t sec[6];
+    for (int i = 0; i < 6; i++) buf_init(&sec[i]);
     symtab_encode(p->sym, &sec[0]);
     encode_profiles(p, order, p->nprofiles, &sec[1]);
     encode_samples(p, order, p->nprofiles, &sec[2]);
@@ -152,16 +178,16 @@ static int encode_part(const segment_t *p, int level, buf_t *out, int *merged, h
         encode_profiles(m, morder, m->nprofiles, &sec[3]);
         encode_samples(m, morder, m->nprofiles, &sec[4]);
     }
-    *merged = m != NULL;
+    if (p->nspans) encode_spans(p, order, p->nprofiles, &sec[5]);
+    *flags = (m ? PART_MERGED : 0) | (p->nspans ? PART_SPANS : 0);
     free(order);
     free(morder);
     segment_free(m);
-    if (put_sections(out, SEC_SYMBOLS, sec, 3, level, err)) {
-        buf_free(&sec[3]);
-        buf_free(&sec[4]);
-        return -1;
-    }
-    return put_sections(out, SEC_MPROFILES, sec + 3, 2, level, err);
+    int rc = put_sections(out, SEC_SYMBOLS, sec, 3, level, err);
+    rc = rc ? rc : put_sections(out, SEC_MPROFILES, sec + 3, 2, level, err);
+    rc = rc ? rc : p->nspans ? put_sections(out, SEC_SPANS, sec + 5, 1, level, err) : 0;
+    for (int i = 3; i < 6; i++) buf_free(&sec[i]); /* what put_sections did not take */
+    return rc;
 }
 
 typedef struct {
@@ -212,6 +238,7 @@ static segment_t *part_segment(const segment_t *s, const uint32_t *rows, size_t 
         }
         if (rc == 0 && segment_add(p, r->series, r->time_ns, r->duration_ns, stacks, s->values + r->first, r->nsamples))
             rc = -1;
+        if (rc == 0) rc = segment_import_spans(p, &m, s->spans + r->span_first, r->nspans);
     }
     free(stacks);
     symtab_remap_destroy(&m);
@@ -224,12 +251,12 @@ static segment_t *part_segment(const segment_t *s, const uint32_t *rows, size_t 
 }
 
 /* A footer's entry for one partition. */
-static void footer_part(buf_t *f, const char *key, uint64_t off, uint64_t len, int merged, const segment_t *p,
+static void footer_part(buf_t *f, const char *key, uint64_t off, uint64_t len, int flags, const segment_t *p,
                         const series_key_t *sk, size_t nsk) {
     buf_put_bytes(f, key, strlen(key));
     buf_put_uvarint(f, off);
     buf_put_uvarint(f, len);
-    buf_put_uvarint(f, merged ? 1 : 0); /* flags: bit 0, pre-merged rows present */
+    buf_put_uvarint(f, (uint64_t)flags); /* PART_MERGED, PART_SPANS */
     buf_put_uvarint(f, p->nprofiles);
     buf_put_uvarint(f, p->nsamples);
     buf_put_svarint(f, p->min_time);
@@ -314,10 +341,10 @@ int block_encode(const segment_t *s, block_key_fn key, void *kctx, int level, bu
         free(ids);
         segment_t *p = part_segment(s, rows, n, err);
         uint64_t off = out->len;
-        int merged = 0;
-        if (!p || encode_part(p, level, out, &merged, err)) rc = -1;
+        int flags = 0;
+        if (!p || encode_part(p, level, out, &flags, err)) rc = -1;
         if (rc == 0) {
-            footer_part(&parts, sk[a].key, off, out->len - off, merged, p, sk + a, b - a);
+            footer_part(&parts, sk[a].key, off, out->len - off, flags, p, sk + a, b - a);
             footer_rows(&totals, p, &prev_series, &prev_t);
         }
         segment_free(p);
@@ -430,6 +457,43 @@ static int decode_samples(segment_t *s, const uint8_t *p, size_t n, hr_err_t *er
     return 0;
 }
 
+/* The SPANS section (encode_spans) of decoded rows: every stack id in range, samples
+ * in (stack, span) order without repeats, no span 0. */
+static int decode_spans(segment_t *s, const uint8_t *p, size_t n, hr_err_t *err) {
+    buf_reader_t r;
+    buf_reader_init(&r, p, n);
+    uint64_t total = 0, most = n / 10; /* a span sample takes 10 bytes or more */
+    for (size_t i = 0; i < s->nprofiles; i++) {
+        uint64_t k = buf_get_uvarint(&r);
+        if (r.bad || k > most - total) return hr_fail(err, HR_EUNPROC, "block: span sample count exceeds data");
+        s->profiles[i].nspans = (uint32_t)k;
+        s->profiles[i].span_first = total;
+        total += k;
+    }
+    if (!(s->spans = malloc((total ? total : 1) * sizeof *s->spans))) return hr_fail(err, HR_ENOMEM, "out of memory");
+    s->spans_cap = s->nspans = (size_t)total;
+    for (size_t i = 0; i < s->nprofiles; i++) {
+        const seg_profile_t *row = &s->profiles[i];
+        uint64_t st = 0;
+        for (uint32_t j = 0; j < row->nspans; j++) {
+            uint64_t d = buf_get_uvarint(&r);
+            if (d >= s->sym->nstacks - st) return hr_fail(err, HR_EUNPROC, "block: bad span stack id");
+            st += d;
+            s->spans[row->span_first + j].stack = (uint32_t)st;
+        }
+    }
+    for (size_t i = 0; i < s->nspans; i++) s->spans[i].span = buf_get_u64le(&r);
+    for (size_t i = 0; i < s->nspans; i++) s->spans[i].value = buf_get_svarint(&r);
+    for (size_t i = 0; i < s->nprofiles; i++) {
+        const span_sample_t *v = s->spans + s->profiles[i].span_first;
+        for (uint32_t j = 0; j < s->profiles[i].nspans; j++)
+            if (!v[j].span || (j && v[j].stack == v[j - 1].stack && v[j].span <= v[j - 1].span))
+                return hr_fail(err, HR_EUNPROC, "block: span samples out of order");
+    }
+    if (r.bad || buf_reader_left(&r)) return hr_fail(err, HR_EUNPROC, "block: bad span columns");
+    return 0;
+}
+
 /* The version-1 body after its header: META, SYMBOLS, PROFILES, SAMPLES. */
 static segment_t *decode_v1(buf_reader_t *r, hr_err_t *err) {
     uint8_t *raw[NSECTIONS] = {0};
@@ -505,12 +569,18 @@ static segment_t *decode_part(const uint8_t *p, size_t n, const block_part_t *bp
         int wanted = i == 0 || (i <= 2) != merged;
         rc = wanted ? get_section(&r, KINDS[i], &raw[i], &rawlen[i], err) : skip_section(&r, KINDS[i], err);
     }
+    uint8_t *spans = NULL;
+    size_t spanlen = 0;
+    if (rc == 0 && bp->spans)
+        rc = merged ? skip_section(&r, SEC_SPANS, err) : get_section(&r, SEC_SPANS, &spans, &spanlen, err);
     if (rc == 0 && buf_reader_left(&r)) rc = hr_fail(err, HR_EUNPROC, "block: partition `%s` has trailing bytes", bp->key);
     if (rc == 0 && !(s->sym = symtab_decode(raw[0], rawlen[0], err))) rc = -1;
     size_t rows = merged ? bp->nseries : bp->nprofiles, k = merged ? 3 : 1;
     if (rc == 0) rc = decode_rows(s, raw[k], rawlen[k], rows, bp->min_time, err);
     if (rc == 0 && !merged && s->nsamples != bp->nsamples) rc = hr_fail(err, HR_EUNPROC, "block: sample count mismatch");
     if (rc == 0) rc = decode_samples(s, raw[k + 1], rawlen[k + 1], err);
+    if (rc == 0 && spans) rc = decode_spans(s, spans, spanlen, err);
+    free(spans);
     /* Queries pick partitions and views by the footer's time range: it must hold. */
     for (size_t i = 0; rc == 0 && i < s->nprofiles; i++)
         if (s->profiles[i].time_ns < bp->min_time || s->profiles[i].time_ns > bp->max_time)
@@ -542,7 +612,9 @@ static int parse_part(buf_reader_t *r, block_part_t *p, uint64_t limit, hr_err_t
     const uint8_t *k = buf_get_bytes(r, &kl);
     p->off = buf_get_uvarint(r);
     p->len = buf_get_uvarint(r);
-    p->merged = (buf_get_uvarint(r) & 1) != 0;
+    uint64_t flags = buf_get_uvarint(r);
+    p->merged = (flags & PART_MERGED) != 0;
+    p->spans = (flags & PART_SPANS) != 0;
     uint64_t np = buf_get_uvarint(r), ns = buf_get_uvarint(r);
     p->min_time = buf_get_svarint(r);
     p->max_time = buf_get_svarint(r);
@@ -704,7 +776,7 @@ segment_t *block_decode(const uint8_t *p, size_t n, hr_err_t *err) {
 }
 
 typedef struct {
-    uint32_t series, nsamples;
+    uint32_t series, nsamples, nspans, zero; /* zero: no padding, as rows are compared with memcmp */
     int64_t time_ns, duration_ns, total;
 } row_t;
 
@@ -713,14 +785,16 @@ static int cmp_row_t(const void *a, const void *b) {
     if (x->series != y->series) return x->series < y->series ? -1 : 1;
     if (x->time_ns != y->time_ns) return x->time_ns < y->time_ns ? -1 : 1;
     if (x->total != y->total) return x->total < y->total ? -1 : 1;
+    if (x->nspans != y->nspans) return x->nspans < y->nspans ? -1 : 1;
     return (x->nsamples > y->nsamples) - (x->nsamples < y->nsamples);
 }
 
-/* Appends seg's rows to v (nsamples left 0 when totals_only). */
+/* Appends seg's rows to v (sample counts left 0 when totals_only). */
 static void rows_of(const segment_t *seg, row_t *v, size_t *n, int totals_only) {
     for (size_t i = 0; i < seg->nprofiles; i++) {
         const seg_profile_t *p = &seg->profiles[i];
-        v[(*n)++] = (row_t){p->series, totals_only ? 0 : p->nsamples, p->time_ns, p->duration_ns, p->total};
+        v[(*n)++] = (row_t){p->series, totals_only ? 0 : p->nsamples, totals_only ? 0 : p->nspans, 0, p->time_ns,
+                            p->duration_ns, p->total};
     }
 }
 
@@ -749,7 +823,7 @@ static int image_matches(const segment_t *s, const uint8_t *img, size_t n, hr_er
         qsort(a, na, sizeof *a, cmp_row_t);
         qsort(b, nb, sizeof *b, cmp_row_t);
         ok = na == nb && !memcmp(a, b, na * sizeof *a);
-        for (size_t i = 0; i < na; i++) a[i].nsamples = 0;
+        for (size_t i = 0; i < na; i++) a[i].nsamples = a[i].nspans = 0;
         qsort(c, nc, sizeof *c, cmp_row_t);
         ok = ok && nc == na && !memcmp(a, c, na * sizeof *a);
     }

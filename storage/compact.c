@@ -21,7 +21,8 @@ static int copy_segment(segment_t *out, const segment_t *in, uint32_t **stacks, 
             if (id == SYM_NONE) rc = hr_fail(err, HR_ENOMEM, "out of memory interning symbols");
             (*stacks)[k] = id;
         }
-        if (rc == 0 && segment_add(out, p->series, p->time_ns, p->duration_ns, *stacks, in->values + p->first, p->nsamples))
+        if (rc == 0 && (segment_add(out, p->series, p->time_ns, p->duration_ns, *stacks, in->values + p->first, p->nsamples) ||
+                        segment_import_spans(out, &m, in->spans + p->span_first, p->nspans)))
             rc = hr_fail(err, HR_ENOMEM, "out of memory");
     }
     symtab_remap_destroy(&m);

@@ -24,6 +24,7 @@ void segment_free(segment_t *s) {
     free(s->profiles);
     free(s->stacks);
     free(s->values);
+    free(s->spans);
     free(s);
 }
 
@@ -61,7 +62,7 @@ int segment_add(segment_t *s, uint32_t series, int64_t time_ns, int64_t duration
         s->samples_cap = cap;
     }
     seg_profile_t *row = &s->profiles[s->nprofiles++];
-    *row = (seg_profile_t){series, (uint32_t)k, time_ns, duration_ns, s->nsamples, 0};
+    *row = (seg_profile_t){series, (uint32_t)k, time_ns, duration_ns, s->nsamples, 0, 0, s->nspans};
     for (size_t i = 0; i < k; i++) {
         s->stacks[s->nsamples + i] = p[i].stack;
         s->values[s->nsamples + i] = p[i].value;
@@ -77,9 +78,62 @@ oom:
     return -1;
 }
 
+int span_id_parse(const char *s, uint64_t *span) {
+    size_t n = strspn(s, "0123456789abcdefABCDEF");
+    if (!n || n > 16 || s[n]) return -1;
+    *span = strtoull(s, NULL, 16);
+    return *span ? 0 : -1;
+}
+
+static int cmp_span_sample(const void *a, const void *b) {
+    const span_sample_t *x = a, *y = b;
+    if (x->stack != y->stack) return x->stack < y->stack ? -1 : 1;
+    return (x->span > y->span) - (x->span < y->span);
+}
+
+size_t span_samples_fold(span_sample_t *p, size_t n) {
+    if (n) qsort(p, n, sizeof *p, cmp_span_sample);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (m && p[m - 1].stack == p[i].stack && p[m - 1].span == p[i].span) p[m - 1].value += p[i].value;
+        else p[m++] = p[i];
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < m; i++)
+        if (p[i].value != 0 && p[i].span != 0) p[k++] = p[i];
+    return k;
+}
+
+int segment_add_spans(segment_t *s, const span_sample_t *p, size_t n) {
+    if (!n || !s->nprofiles) return 0;
+    if (VEC_RESERVE(s->spans, s->spans_cap, s->nspans + n)) return -1;
+    span_sample_t *at = s->spans + s->nspans;
+    memcpy(at, p, n * sizeof *p);
+    size_t k = span_samples_fold(at, n);
+    seg_profile_t *row = &s->profiles[s->nprofiles - 1];
+    row->nspans += (uint32_t)k;
+    s->nspans += k;
+    return 0;
+}
+
+int segment_import_spans(segment_t *s, symtab_remap_t *m, const span_sample_t *p, size_t n) {
+    if (!n) return 0;
+    span_sample_t *v = malloc(n * sizeof *v);
+    if (!v) return -1;
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        v[i] = p[i];
+        if (p[i].stack >= m->src->nstacks) rc = -2;
+        else if ((v[i].stack = symtab_import_stack(s->sym, m, p[i].stack)) == SYM_NONE) rc = -1;
+    }
+    if (rc == 0) rc = segment_add_spans(s, v, n);
+    free(v);
+    return rc;
+}
+
 size_t segment_bytes(const segment_t *s) {
     return symtab_bytes(s->sym) + s->profiles_cap * sizeof(seg_profile_t) +
-           s->samples_cap * (sizeof(uint32_t) + sizeof(int64_t));
+           s->samples_cap * (sizeof(uint32_t) + sizeof(int64_t)) + s->spans_cap * sizeof(span_sample_t);
 }
 
 static int cmp_row(const void *a, const void *b, void *ctx) {

@@ -5,7 +5,12 @@
  * (series, time, duration, where its samples start, how many) and the sample
  * columns (stack id, value) those rows point into. Within a profile, samples are
  * sorted by stack id with equal stacks summed, which makes block encoding compact
- * (stack deltas) and merges cheap. */
+ * (stack deltas) and merges cheap.
+ *
+ * A profile may also hold span samples: copies of those of its samples that carried
+ * a span id (a trace-to-profile link, as Pyroscope keeps `span_id` per sample). They
+ * are counted in the profile's samples as well, so every other query ignores them;
+ * only a merge restricted to given spans reads them instead. */
 #ifndef HEARTH_SEGMENT_H
 #define HEARTH_SEGMENT_H
 
@@ -20,7 +25,16 @@ typedef struct {
     int64_t time_ns, duration_ns;
     uint64_t first; /* index of the profile's first sample */
     int64_t total;  /* sum of its values, kept for time series */
+    uint32_t nspans;     /* span samples */
+    uint64_t span_first; /* index of its first span sample */
 } seg_profile_t;
+
+/* One span sample: a stack's value under one span id (never 0). */
+typedef struct {
+    uint64_t span;
+    uint32_t stack;
+    int64_t value;
+} span_sample_t;
 
 typedef struct segment {
     symtab_t *sym; /* owned */
@@ -29,6 +43,8 @@ typedef struct segment {
     uint32_t *stacks;
     int64_t *values;
     size_t nsamples, samples_cap;
+    span_sample_t *spans;
+    size_t nspans, spans_cap;
     int64_t min_time, max_time; /* over profiles; INT64_MAX/INT64_MIN when empty */
 } segment_t;
 
@@ -51,6 +67,24 @@ void segment_free(segment_t *s);
  * Returns 0, or -1 on OOM (the segment is unchanged). */
 int segment_add(segment_t *s, uint32_t series, int64_t time_ns, int64_t duration_ns,
                 const uint32_t *stacks, const int64_t *values, size_t n);
+
+/* Parses a span id as OpenTelemetry writes it: 1 to 16 hex digits, not all zero.
+ * 0, or -1 when s is not one. */
+int span_id_parse(const char *s, uint64_t *span);
+
+/* Sorts p by (stack, span), sums repeats and drops zero sums and span 0, in place;
+ * returns the new count. */
+size_t span_samples_fold(span_sample_t *p, size_t n);
+
+/* Gives the profile segment_add added last its span samples, once: p (n of them,
+ * stack ids valid in s->sym) is copied and folded (span_samples_fold). Each must also
+ * be among the profile's samples. 0, or -1 on OOM (the segment is unchanged). */
+int segment_add_spans(segment_t *s, const span_sample_t *p, size_t n);
+
+/* segment_add_spans for span samples whose stack ids belong to m->src: each stack is
+ * imported into s->sym through m first. 0, -1 on OOM, -2 when a stack id is out of
+ * m->src's range (the segment is then unchanged). */
+int segment_import_spans(segment_t *s, symtab_remap_t *m, const span_sample_t *p, size_t n);
 
 /* Approximate heap bytes held (columns and symbols). */
 size_t segment_bytes(const segment_t *s);

@@ -223,7 +223,8 @@ static int apply_locked(store_t *s, const char *tenant, const batch_t *b, const 
             stacks[j] = symtab_import_stack(h->seg->sym, &m, p->stacks[j]);
             if (stacks[j] == SYM_NONE) rc = hr_fail(err, HR_ENOMEM, "out of memory");
         }
-        if (rc == 0 && segment_add(h->seg, series[i], p->time_ns, p->duration_ns, stacks, p->values, p->n))
+        if (rc == 0 && (segment_add(h->seg, series[i], p->time_ns, p->duration_ns, stacks, p->values, p->n) ||
+                        segment_import_spans(h->seg, &m, p->spans, p->nspans)))
             rc = hr_fail(err, HR_ENOMEM, "out of memory");
     }
     free(stacks);

@@ -37,6 +37,23 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
 for _ in $(seq 50); do curl -fs "http://127.0.0.1:$port/ready" >/dev/null 2>&1 && break; sleep 0.1; done
 curl -fs --data-binary @"$td"/pprof/go-runtime-cpu-00.pb.gz "http://127.0.0.1:$port/ingest?name=a&format=pprof" >/dev/null
 printf 'main;a 1\nmain;b 2\n' | curl -fs --data-binary @- "http://127.0.0.1:$port/ingest?name=b.cpu" >/dev/null
+# A pprof whose samples carry span ids (span samples, SPANS block section).
+python3 - <<'PY' | curl -fs --data-binary @- "http://127.0.0.1:$port/ingest?name=c&format=pprof" >/dev/null
+import sys
+def v(n):
+    out = b""
+    while n > 0x7f: out += bytes([n & 0x7f | 0x80]); n >>= 7
+    return out + bytes([n])
+def f(num, b): return v(num << 3 | 2) + v(len(b)) + b
+def e(num, n): return v(num << 3) + v(n)
+strs = ["", "cpu", "nanoseconds", "main", "work", "span_id", "00000c0ffee00000", "00000c0ffee01111"]
+p = f(1, e(1, 1) + e(2, 2)) + f(4, e(1, 1) + f(4, e(1, 1))) + f(4, e(1, 2) + f(4, e(1, 2)))
+p += f(5, e(1, 1) + e(2, 3)) + f(5, e(1, 2) + e(2, 4))
+for loc, val, span in ((1, 10, 6), (2, 20, 7), (2, 5, 6), (1, 7, 0)):
+    lab = f(3, e(1, 5) + e(2, span)) if span else b""
+    p += f(2, f(1, v(loc)) + f(2, v(val)) + lab)
+sys.stdout.buffer.write(p + b"".join(f(6, x.encode()) for x in strs))
+PY
 cp "$dd"/wal/*.wal "$out/wal/"
 curl -fs -XPOST "http://127.0.0.1:$port/api/v1/admin/flush" >/dev/null
 cp "$dd"/blocks/anonymous/*.blk "$out/block/"

@@ -163,6 +163,67 @@ void test_block_corruption(void) {
     segment_free(s);
 }
 
+/* Span samples (span ids kept per sample): folded by (stack, span), span 0 and zero
+ * sums dropped; written in the partition's SPANS section and read back in the rows
+ * view only; a flipped byte in them is detected; compaction keeps them. */
+void test_block_span_samples(void) {
+    segment_t *s = segment_new();
+    const char *a[] = {"main", "a"}, *b[] = {"main", "b"};
+    uint32_t sa = make_stack(s->sym, a, 2), sb = make_stack(s->sym, b, 2);
+    uint32_t st[] = {sa, sb, sa};
+    int64_t v[] = {5, 3, 4};
+    segment_add(s, 1, 1000, 10, st, v, 3);
+    span_sample_t sp[] = {{0xbeef, sa, 5}, {0xcafe, sb, 3}, {0xbeef, sa, 4}, {0, sa, 1}, {0xd00d, sb, 0}};
+    CHECK(segment_add_spans(s, sp, 5) == 0);
+    CHECK_INT(s->profiles[0].nspans, 2); /* (sa, beef) summed to 9; span 0 and the zero sum dropped */
+    segment_add(s, 2, 1100, 10, st, v, 1); /* a row without spans */
+    uint64_t span;
+    CHECK(span_id_parse("00000c0ffee00000", &span) == 0 && span == 0xc0ffee00000ULL);
+    CHECK(span_id_parse("0000000000000000", &span) != 0 && span_id_parse("1ffffffffffffffff", &span) != 0);
+    CHECK(span_id_parse("12 ", &span) != 0 && span_id_parse("", &span) != 0 && span_id_parse("-1", &span) != 0);
+    segment_t *d = roundtrip(s);
+    if (d) {
+        CHECK_INT(d->nspans, 2);
+        CHECK_INT(d->profiles[0].nspans, 2);
+        CHECK_INT(d->profiles[1].nspans, 0);
+        const span_sample_t *x = &d->spans[d->profiles[0].span_first];
+        CHECK(x[0].span == 0xbeef && x[0].value == 9 && x[1].span == 0xcafe && x[1].value == 3);
+        const segment_t *both[] = {s, d};
+        hr_err_t err = {0};
+        segment_t *c = compact_segments(both, 2, &err);
+        CHECK(c && c->nspans == 4 && c->profiles[2].nspans == 2);
+        segment_free(c);
+        segment_free(d);
+    }
+    buf_t img;
+    buf_init(&img);
+    hr_err_t err = {0};
+    CHECK(block_encode(s, NULL, NULL, 3, &img, &err) == 0);
+    block_index_t *ix = NULL;
+    char path[] = "/tmp/hearth-unit-spans-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0 && write(fd, img.data, img.len) == (ssize_t)img.len);
+    close(fd);
+    CHECK((ix = block_index_read(path, &err)) != NULL);
+    if (ix) {
+        CHECK(ix->parts[0].spans && ix->parts[0].merged);
+        segment_t *m = block_read_part(path, ix, 0, BLOCK_VIEW_MERGED, &err);
+        CHECK(m && m->nspans == 0 && m->nprofiles == 2);
+        segment_free(m);
+        block_index_free(ix);
+    }
+    unlink(path);
+    for (size_t i = 0; i < img.len; i += 5) { /* every byte, the SPANS section's included, is checked */
+        img.data[i] ^= 0x55;
+        segment_t *bad = block_decode(img.data, img.len, &err);
+        CHECK(bad == NULL);
+        segment_free(bad);
+        img.data[i] ^= 0x55;
+    }
+    buf_free(&img);
+    segment_free(s);
+}
+
 /* A sample without locations is the empty stack, id 0 (Go's threadcreate profile
  * has them): it must survive a block round trip, and a block the reader would refuse
  * must never be written. */

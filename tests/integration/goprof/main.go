@@ -6,10 +6,14 @@
 //	goprof serve ADDR   serves net/http/pprof on ADDR (a scrape target) until killed; every
 //	                    /debug/pprof/ answer is kept: /served lists them (path, query, start
 //	                    and end in unix ns), /served/body?i=N returns the N-th body
+//	goprof spans FILE   writes a 2 s CPU profile to FILE whose work runs in 8 spans one after
+//	                    another, labelled span_id and span_name as pyroscope-go's OpenTelemetry
+//	                    integration labels them, beside unlabelled background work
 package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
@@ -174,7 +178,37 @@ func serveLog(w http.ResponseWriter, req *http.Request) {
 	json.NewEncoder(w).Encode(servedLog)
 }
 
+// spans runs eight 250 ms spans under pprof labels, as otel-profiling-go does for each
+// root span, while hashLoop keeps running outside any span.
+func spans(path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		panic(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		panic(err)
+	}
+	bg := make(chan struct{})
+	go hashLoop(bg)
+	for i := 0; i < 8; i++ {
+		id := fmt.Sprintf("%016x", uint64(0x00000c0ffee00000)+uint64(i)*0x1111)
+		labels := pprof.Labels("span_id", id, "span_name", "GET /work")
+		pprof.Do(context.Background(), labels, func(context.Context) {
+			stop := make(chan struct{})
+			time.AfterFunc(250*time.Millisecond, func() { close(stop) })
+			jsonLoop(stop)
+		})
+	}
+	close(bg)
+	pprof.StopCPUProfile()
+	f.Close()
+}
+
 func main() {
+	if os.Args[1] == "spans" {
+		spans(os.Args[2])
+		return
+	}
 	runtime.MemProfileRate = 4096
 	runtime.SetMutexProfileFraction(1)
 	runtime.SetBlockProfileRate(1)
