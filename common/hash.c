@@ -49,8 +49,8 @@ static void put(uint64_t *hashes, uint32_t *ids, size_t cap, uint64_t hash, uint
     ids[i] = id;
 }
 
-static int grow(idset_t *s) {
-    size_t cap = s->cap ? s->cap * 2 : 64;
+/* Rehashes into cap slots (a power of two above the entry count). */
+static int rehash(idset_t *s, size_t cap) {
     uint64_t *h = calloc(cap, sizeof *h);
     uint32_t *ids = malloc(cap * sizeof *ids);
     if (!h || !ids) {
@@ -68,8 +68,14 @@ static int grow(idset_t *s) {
     return 0;
 }
 
+int idset_reserve(idset_t *s, size_t n) {
+    size_t cap = s->cap ? s->cap : 64;
+    while (n * 4 > cap * 3) cap *= 2; /* load <= 0.75 */
+    return cap == s->cap ? 0 : rehash(s, cap);
+}
+
 int idset_add(idset_t *s, uint64_t hash, uint32_t id) {
-    if ((s->len + 1) * 4 > s->cap * 3 && grow(s) != 0) return -1; /* load <= 0.75 */
+    if ((s->len + 1) * 4 > s->cap * 3 && rehash(s, s->cap ? s->cap * 2 : 64) != 0) return -1; /* load <= 0.75 */
     put(s->hashes, s->ids, s->cap, nonzero(hash), id);
     s->len++;
     return 0;

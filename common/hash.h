@@ -34,5 +34,7 @@ uint32_t idset_find(const idset_t *s, uint64_t hash, const void *key, idset_eq_f
                     const void *ctx);
 /* Adds id under hash (the caller has checked it is absent). Returns 0 or -1 (OOM). */
 int idset_add(idset_t *s, uint64_t hash, uint32_t id);
+/* Makes room for n entries in all, so adding them does not rehash. 0 or -1 (OOM). */
+int idset_reserve(idset_t *s, size_t n);
 
 #endif

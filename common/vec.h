@@ -25,4 +25,18 @@ static inline int vec_reserve(void *arr, size_t *cap, size_t need, size_t size) 
 
 #define VEC_RESERVE(arr, cap, need) vec_reserve(&(arr), &(cap), (need), sizeof *(arr))
 
+/* vec_reserve to exactly `need` elements, for arrays whose final size is known (a
+ * decoded table): no doubling slack. */
+static inline int vec_reserve_exact(void *arr, size_t *cap, size_t need, size_t size) {
+    if (need <= *cap) return 0;
+    void **p = arr;
+    void *n = realloc(*p, need * size);
+    if (!n) return -1;
+    *p = n;
+    *cap = need;
+    return 0;
+}
+
+#define VEC_RESERVE_EXACT(arr, cap, need) vec_reserve_exact(&(arr), &(cap), (need), sizeof *(arr))
+
 #endif

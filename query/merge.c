@@ -51,6 +51,40 @@ static uint32_t *countmap_slot(countmap_t *m, uint64_t key) {
     return &m->vals[j];
 }
 
+/* Output stack ids by stack fingerprint (symtab.h): a stack already copied from one
+ * segment is recognised in the next by content, without interning it again. An hour
+ * block of a service repeats most of the previous hour's stacks, so a week of them
+ * costs one lookup per stack and block instead of a walk of every frame's symbols. */
+typedef struct {
+    struct fp_slot {
+        sym_fp_t fp;
+        uint32_t out; /* 0: empty (stack 0, the empty stack, is never stored) */
+    } *slots;
+    size_t cap, len;
+} fpmap_t;
+
+/* The output id slot of fp (0 when new); NULL on OOM. */
+static uint32_t *fpmap_slot(fpmap_t *m, sym_fp_t fp) {
+    if ((m->len + 1) * 2 > m->cap) {
+        size_t ncap = m->cap ? m->cap * 2 : 4096;
+        struct fp_slot *n = calloc(ncap, sizeof *n);
+        if (!n) return NULL;
+        for (size_t i = 0; i < m->cap; i++) {
+            if (!m->slots[i].out) continue;
+            size_t j = m->slots[i].fp.a & (ncap - 1);
+            while (n[j].out) j = (j + 1) & (ncap - 1);
+            n[j] = m->slots[i];
+        }
+        free(m->slots);
+        m->slots = n;
+        m->cap = ncap;
+    }
+    size_t j = fp.a & (m->cap - 1);
+    while (m->slots[j].out && (m->slots[j].fp.a != fp.a || m->slots[j].fp.b != fp.b)) j = (j + 1) & (m->cap - 1);
+    if (!m->slots[j].out) m->slots[j].fp = fp; /* the caller fills out, or leaves it empty */
+    return &m->slots[j].out;
+}
+
 /* A merge reads the store in up to three passes, each with the least it needs:
  * COUNT (gauges): rows per series, for the averaging weights, from block footers;
  * TOTALS: totals, timeline, span and profile count, from footers too (or, with a call
@@ -64,8 +98,9 @@ typedef struct {
     merge_result_t *r;
     uint8_t *bits;
     uint32_t nbits;
-    pass_t pass;
+    pass_t pass, passes[3]; /* the current pass, and the passes in order */
     countmap_t per_series, per_bucket;
+    fpmap_t copied;
     double *acc;
     size_t acc_cap;
     int oom, timeout;
@@ -134,24 +169,37 @@ static int ensure_self(merge_result_t *r) {
     return 0;
 }
 
+/* The output id of stack s of seg: known by its fingerprint, or copied now (through
+ * *m, set up on first use). SYM_NONE on OOM. */
+static uint32_t output_stack(scan_ctx_t *c, const symtab_t *sym, uint32_t s, symtab_remap_t *m, int *have_m) {
+    if (s == 0) return 0; /* the empty stack is stack 0 in every symtab */
+    uint32_t *slot = NULL;
+    if (s < sym->nfp[SYM_FP_STACKS]) { /* the head's newest stacks may not have one yet */
+        if (!(slot = fpmap_slot(&c->copied, sym->fp[SYM_FP_STACKS][s]))) return SYM_NONE;
+        if (*slot) return *slot;
+        c->copied.len++;
+    }
+    if (!*have_m && symtab_remap_init(m, sym)) return SYM_NONE;
+    *have_m = 1;
+    uint32_t out = symtab_import_stack(c->r->sym, m, s);
+    if (slot) *slot = out == SYM_NONE ? 0 : out;
+    return out;
+}
+
 /* Folds the per-stack accumulator of one segment into the result symtab. */
 static int fold_segment(scan_ctx_t *c, const segment_t *seg) {
     symtab_remap_t m;
-    if (symtab_remap_init(&m, seg->sym)) return -1;
+    int have_m = 0, rc = 0;
     merge_result_t *r = c->r;
-    int rc = 0;
     /* From 0: the empty stack (a sample with no locations, as in Go's threadcreate
      * profile) counts in the total like any other, as pprof counts it. */
     for (size_t s = 0; s < seg->sym->nstacks && rc == 0; s++) {
         if (c->acc[s] == 0) continue;
-        uint32_t out = symtab_import_stack(r->sym, &m, (uint32_t)s);
-        if (out == SYM_NONE || ensure_self(r)) {
-            rc = -1;
-            break;
-        }
-        r->self[out] += c->acc[s];
+        uint32_t out = output_stack(c, seg->sym, (uint32_t)s, &m, &have_m);
+        if (out == SYM_NONE || ensure_self(r)) rc = -1;
+        else r->self[out] += c->acc[s];
     }
-    symtab_remap_destroy(&m);
+    if (have_m) symtab_remap_destroy(&m);
     return rc;
 }
 
@@ -215,7 +263,7 @@ static int merge_rows(scan_ctx_t *c, const segment_t *seg, const uint8_t *keep, 
         if (r->gauge) {
             uint32_t *n = countmap_slot(&c->per_series, p->series);
             if (!n) return -1;
-            if (!*n) continue; /* ingested after the counting pass: left out of every pass */
+            if (!*n) continue; /* not counted: cannot happen under one read lock, but never divide by 0 */
             w = 1.0 / *n;
         }
         int sum = stacks_pass(c);
@@ -238,6 +286,11 @@ static int merge_segment(scan_ctx_t *c, const segment_t *seg) {
     free(keep);
     if (rc) return -1;
     return touched ? fold_segment(c, seg) : 0;
+}
+
+static void begin_pass(void *ctx, size_t k) {
+    scan_ctx_t *c = ctx;
+    c->pass = c->passes[k];
 }
 
 static int scan_one(void *ctx, const segment_t *seg) {
@@ -290,26 +343,17 @@ int merge_run(store_t *st, const merge_query_t *q, merge_result_t *r, hr_err_t *
     catalog_query_t cq = {.tenant = q->tenant, .sel = q->sel, .deadline_ns = q->deadline_ns};
     if (!(c.bits = catalog_select(st, &cq, &c.nbits, err))) return -1;
     if (q->only && q->only->nprofiles) only_listed_series(&c, q->only);
-    int rc = 0;
     /* See pass_t. Only the selected series' partitions are ever decoded; pre-merged
-     * rows hold neither single profiles nor spans. */
+     * rows hold neither single profiles nor spans. One read lock over all passes, so
+     * the counts, the totals and the stacks are of the same profiles. */
     int filtered = samples_filtered(q), whole = !q->only || (!q->only->nprofiles && !q->only->nspans);
-    store_filter_t totals = {q->from, q->until, c.bits, c.nbits, !filtered, 0};
-    store_filter_t stacks = {q->from, q->until, c.bits, c.nbits, 0, whole};
-    if (r->gauge) {
-        c.pass = PASS_COUNT;
-        store_filter_t counting = totals;
-        counting.totals_only = 1;
-        rc = store_scan(st, q->tenant, &counting, scan_one, &c, err);
-    }
-    if (rc == 0) {
-        c.pass = PASS_TOTALS;
-        rc = store_scan(st, q->tenant, &totals, scan_one, &c, err);
-    }
-    if (rc == 0 && q->want_stacks && !filtered) {
-        c.pass = PASS_STACKS;
-        rc = store_scan(st, q->tenant, &stacks, scan_one, &c, err);
-    }
+    store_filter_t f[3];
+    size_t n = 0;
+    if (r->gauge) c.passes[n] = PASS_COUNT, f[n++] = (store_filter_t){q->from, q->until, c.bits, c.nbits, 1, 0};
+    c.passes[n] = PASS_TOTALS, f[n++] = (store_filter_t){q->from, q->until, c.bits, c.nbits, !filtered, 0};
+    if (q->want_stacks && !filtered)
+        c.passes[n] = PASS_STACKS, f[n++] = (store_filter_t){q->from, q->until, c.bits, c.nbits, 0, whole};
+    int rc = store_scan_passes(st, q->tenant, f, n, begin_pass, scan_one, &c, err);
     if (rc && c.timeout) hr_fail(err, HR_ETIMEOUT, "the query ran past --query-timeout; narrow the time range or the selection");
     else if (rc && c.oom) hr_fail(err, HR_ENOMEM, "out of memory during merge");
     free(c.bits);
@@ -318,6 +362,7 @@ int merge_run(store_t *st, const merge_query_t *q, merge_result_t *r, hr_err_t *
     free(c.per_series.vals);
     free(c.per_bucket.keys);
     free(c.per_bucket.vals);
+    free(c.copied.slots);
     if (rc == 0 && ensure_self(r)) rc = hr_fail(err, HR_ENOMEM, "out of memory");
     return rc;
 }

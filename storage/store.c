@@ -21,6 +21,9 @@ typedef struct {
     int64_t opened_ns; /* wall clock of the head's first ingest */
 } head_t;
 
+#define DECODE_BATCH 8 /* partitions pinned at once by a scan */
+#define DECODE_MAX 4    /* threads a scan decodes them on, at most */
+
 /* One decoded partition of a block, cached under --block-cache-bytes. */
 typedef struct {
     segment_t *cached; /* NULL until loaded; guarded by cache_mu */
@@ -49,6 +52,7 @@ struct store {
     block_t *blocks;
     size_t nblocks, blocks_cap;
     size_t cached_bytes;
+    int decode_threads; /* partitions a scan decodes at once: the machine's cores, up to DECODE_MAX */
     uint64_t clock, cuts, retention_deleted, compactions, compacted_blocks;
 };
 
@@ -138,6 +142,8 @@ store_t *store_open(const store_config_t *cfg, hr_err_t *err) {
     pthread_rwlock_init(&s->data, NULL);
     pthread_mutex_init(&s->cache_mu, NULL);
     pthread_mutex_init(&s->compact, NULL);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    s->decode_threads = cpus < 1 ? 1 : cpus > DECODE_MAX ? DECODE_MAX : (int)cpus;
     char path[2200];
     snprintf(path, sizeof path, "%s/blocks", s->dir);
     if (fs_mkdirs(path, err)) goto fail;
@@ -229,6 +235,10 @@ static int apply_locked(store_t *s, const char *tenant, const batch_t *b, const 
     }
     free(stacks);
     symtab_remap_destroy(&m);
+    /* Queries read the head under the read lock: its fingerprints are kept up to date
+     * here, under the write lock. Out of memory leaves the newest stacks without one,
+     * which merges copy the slow way (symtab.h). */
+    (void)symtab_fingerprint(h->seg->sym);
     pthread_rwlock_unlock(&s->data);
     return rc;
 }
@@ -691,8 +701,66 @@ static int part_wanted(const block_part_t *p, const store_filter_t *f) {
     return 0;
 }
 
-/* Hands fn the block's footer totals, or each wanted partition (pinned meanwhile). */
-static int scan_block(store_t *s, size_t i, const store_filter_t *f, store_segment_fn fn, void *ctx) {
+/* ---- scans ---- */
+
+/* A scan decodes the partitions it wants DECODE_BATCH at a time, in parallel (a cold
+ * query over a week of hourly blocks decodes 168 of them), then hands them to fn in
+ * block order and unpins them: at most a batch is pinned, so the cache's budget
+ * holds however many partitions a query reads. */
+typedef struct {
+    store_t *s;
+    size_t block, part;
+    int view;
+    segment_t *seg; /* pinned, or NULL (unreadable) */
+} want_t;
+
+typedef struct {
+    want_t *w;
+    size_t n, first, step; /* this worker's share: w[first], w[first + step], ... */
+} share_t;
+
+static void *pin_share(void *arg) {
+    share_t *sh = arg;
+    for (size_t k = sh->first; k < sh->n; k += sh->step) {
+        want_t *w = &sh->w[k];
+        w->seg = pin_part(w->s, w->block, w->part, w->view);
+    }
+    return NULL;
+}
+
+/* Pins every partition of the batch, decoding the uncached ones on up to
+ * s->decode_threads threads (the caller's among them). */
+static void pin_batch(store_t *s, want_t *w, size_t n) {
+    size_t cold = 0;
+    pthread_mutex_lock(&s->cache_mu);
+    for (size_t k = 0; k < n; k++) cold += !s->blocks[w[k].block].parts[2 * w[k].part + (size_t)w[k].view].cached;
+    pthread_mutex_unlock(&s->cache_mu);
+    size_t t = cold < 2 ? 1 : cold < (size_t)s->decode_threads ? cold : (size_t)s->decode_threads;
+    pthread_t tid[DECODE_MAX];
+    share_t sh[DECODE_MAX];
+    size_t started = 1; /* shares 1..started-1 run on their own threads */
+    for (size_t i = 0; i < t; i++) sh[i] = (share_t){w, n, i, t};
+    while (started < t && pthread_create(&tid[started], NULL, pin_share, &sh[started]) == 0) started++;
+    for (size_t i = 0; i < t; i++) /* the caller's share, and any whose thread did not start */
+        if (i == 0 || i >= started) pin_share(&sh[i]);
+    for (size_t i = 1; i < started; i++) pthread_join(tid[i], NULL);
+}
+
+/* Hands fn the pinned batch in order, then unpins it; returns fn's first -1. */
+static int run_batch(store_t *s, want_t *w, size_t n, store_segment_fn fn, void *ctx) {
+    pin_batch(s, w, n);
+    int rc = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (w[k].seg && rc == 0) rc = fn(ctx, w[k].seg);
+        if (w[k].seg) unpin_part(s, w[k].block, w[k].part, w[k].view);
+    }
+    return rc;
+}
+
+/* Queues the block's wanted partitions into the batch (running it when full), or
+ * hands fn the block's footer totals when they suffice. */
+static int scan_block(store_t *s, size_t i, const store_filter_t *f, want_t *batch, size_t *nb, store_segment_fn fn,
+                      void *ctx) {
     block_t *b = &s->blocks[i];
     pthread_mutex_lock(&s->cache_mu); /* a footer that failed to load for a passing reason: retry */
     if (!b->ix && !b->bad) block_attach(s, b);
@@ -708,29 +776,48 @@ static int scan_block(store_t *s, size_t i, const store_filter_t *f, store_segme
          * series instead of every profile. */
         int view = f->merged_ok && bp->merged && bp->min_time >= f->from && bp->max_time <= f->until ? BLOCK_VIEW_MERGED
                                                                                                    : BLOCK_VIEW_ROWS;
-        segment_t *seg = pin_part(s, i, p, view);
-        if (!seg) continue;
-        rc = fn(ctx, seg);
-        unpin_part(s, i, p, view);
+        batch[(*nb)++] = (want_t){s, i, p, view, NULL};
+        if (*nb == DECODE_BATCH) {
+            rc = run_batch(s, batch, *nb, fn, ctx);
+            *nb = 0;
+        }
     }
     return rc;
 }
 
-int store_scan(store_t *s, const char *tenant, const store_filter_t *f, store_segment_fn fn, void *ctx, hr_err_t *err) {
-    (void)err;
-    pthread_rwlock_rdlock(&s->data);
+/* One scan; `data` held for reading. */
+static int scan_locked(store_t *s, const char *tenant, const store_filter_t *f, store_segment_fn fn, void *ctx) {
     int rc = 0;
+    want_t batch[DECODE_BATCH];
+    size_t nb = 0;
     for (size_t i = 0; i < s->nblocks && rc == 0; i++) {
         const block_meta_t *m = &s->blocks[i].meta;
         if (strcmp(m->tenant, tenant) || m->max_time < f->from || m->min_time > f->until) continue;
-        rc = scan_block(s, i, f, fn, ctx);
+        rc = scan_block(s, i, f, batch, &nb, fn, ctx);
     }
+    if (nb && rc == 0) rc = run_batch(s, batch, nb, fn, ctx); /* queued, not yet pinned */
     for (size_t i = 0; i < s->nheads && rc == 0; i++) {
         const segment_t *seg = s->heads[i].seg;
         if (strcmp(s->heads[i].tenant, tenant) || !seg->nprofiles || seg->max_time < f->from ||
             seg->min_time > f->until)
             continue;
         rc = fn(ctx, seg);
+    }
+    return rc;
+}
+
+int store_scan(store_t *s, const char *tenant, const store_filter_t *f, store_segment_fn fn, void *ctx, hr_err_t *err) {
+    return store_scan_passes(s, tenant, f, 1, NULL, fn, ctx, err);
+}
+
+int store_scan_passes(store_t *s, const char *tenant, const store_filter_t *f, size_t n, store_pass_fn pass,
+                      store_segment_fn fn, void *ctx, hr_err_t *err) {
+    (void)err;
+    pthread_rwlock_rdlock(&s->data);
+    int rc = 0;
+    for (size_t k = 0; k < n && rc == 0; k++) {
+        if (pass) pass(ctx, k);
+        rc = scan_locked(s, tenant, &f[k], fn, ctx);
     }
     pthread_rwlock_unlock(&s->data);
     return rc;

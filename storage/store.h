@@ -103,6 +103,14 @@ typedef struct {
 typedef int (*store_segment_fn)(void *ctx, const segment_t *seg);
 int store_scan(store_t *s, const char *tenant, const store_filter_t *f, store_segment_fn fn, void *ctx, hr_err_t *err);
 
+/* Several scans that must see the same data (a merge's passes: counts, totals and
+ * stacks agree): store_scan with f[0], f[1], ... f[n-1] in turn under one read lock,
+ * so no ingest, cut or compaction lands between them. pass(ctx, k) is called before
+ * scan k. Stops at the first scan that returns -1. */
+typedef void (*store_pass_fn)(void *ctx, size_t k);
+int store_scan_passes(store_t *s, const char *tenant, const store_filter_t *f, size_t n, store_pass_fn pass,
+                      store_segment_fn fn, void *ctx, hr_err_t *err);
+
 index_t *store_index(store_t *s);
 
 typedef struct {

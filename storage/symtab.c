@@ -119,10 +119,42 @@ void symtab_free(symtab_t *t) {
     idset_free(&t->set_mappings);
     idset_free(&t->set_locations);
     idset_free(&t->set_stacks);
+    for (int k = 0; k < 5; k++) free(t->fp[k]);
     free(t);
 }
 
+static uint64_t hash_string_id(const symtab_t *t, uint32_t id) { return hash_bytes(symtab_str(t, id), t->slen[id], 0); }
+
+static uint64_t hash_location_id(const symtab_t *t, uint32_t id) {
+    const sym_location_t *l = &t->locations[id];
+    loc_key_t k = {l->mapping, l->address, t->lines + l->first_line, l->nlines};
+    return hash_location(&k);
+}
+
+/* Builds the sets of a symtab decoded without them (symtab_decode appends entries
+ * directly: a read-only block symtab never needs them). 0 or -1 (OOM). */
+static int index_sets(symtab_t *t) {
+    idset_t *sets[5] = {&t->set_strings, &t->set_functions, &t->set_mappings, &t->set_locations, &t->set_stacks};
+    const size_t n[5] = {t->nstrings, t->nfunctions, t->nmappings, t->nlocations, t->nstacks};
+    for (int k = 0; k < 5; k++) {
+        idset_free(sets[k]);
+        if (idset_reserve(sets[k], n[k])) return -1;
+        for (size_t i = k == 0 ? 0 : 1; i < n[k]; i++) { /* id 0 is in no set but strings' */
+            uint32_t id = (uint32_t)i;
+            uint64_t h = k == 0   ? hash_string_id(t, id)
+                         : k == 1 ? hash_function(&t->functions[id])
+                         : k == 2 ? hash_mapping(&t->mappings[id])
+                         : k == 3 ? hash_location_id(t, id)
+                                  : hash_stack(&t->stacks[id]);
+            if (idset_add(sets[k], h, id)) return -1;
+        }
+    }
+    t->unindexed = 0;
+    return 0;
+}
+
 uint32_t symtab_string(symtab_t *t, const char *s, size_t n) {
+    if (t->unindexed && index_sets(t)) return SYM_NONE;
     str_key_t k = {s, n};
     uint64_t h = hash_bytes(s, n, 0);
     uint32_t id = idset_find(&t->set_strings, h, &k, eq_string, t);
@@ -153,6 +185,7 @@ uint32_t symtab_string(symtab_t *t, const char *s, size_t n) {
  * *arr holds *n entries of `size` bytes; set indexes them. */
 static uint32_t intern_fixed(symtab_t *t, idset_t *set, void *arr, size_t *n, size_t *cap, size_t size,
                              const void *entry, uint64_t h, idset_eq_fn eq) {
+    if (t->unindexed && index_sets(t)) return SYM_NONE;
     uint32_t id = idset_find(set, h, entry, eq, t);
     if (id != UINT32_MAX) return id;
     if (*n >= UINT32_MAX - 1 || vec_reserve(arr, cap, *n + 1, size)) return SYM_NONE;
@@ -175,6 +208,7 @@ uint32_t symtab_mapping(symtab_t *t, const sym_mapping_t *m) {
 
 uint32_t symtab_location(symtab_t *t, uint32_t mapping, uint64_t address,
                          const sym_line_t *lines, uint32_t nlines) {
+    if (t->unindexed && index_sets(t)) return SYM_NONE;
     loc_key_t k = {mapping, address, lines, nlines};
     uint64_t h = hash_location(&k);
     uint32_t id = idset_find(&t->set_locations, h, &k, eq_location, t);
@@ -203,8 +237,79 @@ size_t symtab_stack_depth(const symtab_t *t, uint32_t stack) {
     return d;
 }
 
+/* ---- fingerprints ---- */
+
+/* Two lanes with their own constants, so the 64-bit halves are independent hashes. */
+static sym_fp_t fp_mix(sym_fp_t h, uint64_t va, uint64_t vb) {
+    h.a ^= va + 0x9e3779b97f4a7c15ULL + (h.a << 6) + (h.a >> 2);
+    h.a *= 0xff51afd7ed558ccdULL;
+    h.a ^= h.a >> 33;
+    h.b ^= vb + 0xc2b2ae3d27d4eb4fULL + (h.b << 7) + (h.b >> 3);
+    h.b *= 0xc4ceb9fe1a85ec53ULL;
+    h.b ^= h.b >> 29;
+    return h;
+}
+
+static sym_fp_t fp_of(sym_fp_t h, sym_fp_t v) { return fp_mix(h, v.a, v.b); }
+static sym_fp_t fp_num(sym_fp_t h, uint64_t v) { return fp_mix(h, v, v); }
+
+static sym_fp_t fp_string(const symtab_t *t, uint32_t i) {
+    const char *s = symtab_str(t, i);
+    sym_fp_t h = {hash_bytes(s, t->slen[i], 0x5354), hash_bytes(s, t->slen[i], 0x9e3779b97f4a7c15ULL)};
+    return fp_num(h, t->slen[i]);
+}
+
+static sym_fp_t fp_function(const symtab_t *t, uint32_t i) {
+    const sym_function_t *f = &t->functions[i];
+    const sym_fp_t *s = t->fp[SYM_FP_STRINGS];
+    sym_fp_t h = fp_of(fp_of(fp_of((sym_fp_t){1, 2}, s[f->name]), s[f->system_name]), s[f->filename]);
+    return fp_num(h, (uint64_t)f->start_line);
+}
+
+static sym_fp_t fp_mapping(const symtab_t *t, uint32_t i) {
+    const sym_mapping_t *m = &t->mappings[i];
+    const sym_fp_t *s = t->fp[SYM_FP_STRINGS];
+    sym_fp_t h = fp_num(fp_num(fp_num((sym_fp_t){3, 4}, m->start), m->limit), m->offset);
+    return fp_of(fp_of(h, s[m->filename]), s[m->build_id]);
+}
+
+static sym_fp_t fp_location(const symtab_t *t, uint32_t i) {
+    const sym_location_t *l = &t->locations[i];
+    sym_fp_t h = fp_num(fp_of((sym_fp_t){5, 6}, t->fp[SYM_FP_MAPPINGS][l->mapping]), l->address);
+    h = fp_num(h, l->nlines);
+    for (uint32_t j = 0; j < l->nlines; j++) {
+        const sym_line_t *ln = &t->lines[l->first_line + j];
+        h = fp_num(fp_of(h, t->fp[SYM_FP_FUNCTIONS][ln->function]), (uint64_t)ln->line);
+    }
+    return h;
+}
+
+static sym_fp_t fp_stack(const symtab_t *t, uint32_t i) {
+    const sym_stack_t *s = &t->stacks[i];
+    return fp_of(fp_of((sym_fp_t){7, 8}, t->fp[SYM_FP_STACKS][s->parent]), t->fp[SYM_FP_LOCATIONS][s->location]);
+}
+
+int symtab_fingerprint(symtab_t *t) {
+    /* In dependency order: each table's entries refer only to earlier tables, and a
+     * stack to its parent, whose id is smaller. Every id-0 entry is the same reserved
+     * "none" in every symtab, so its fingerprint is a constant. */
+    static sym_fp_t (*const FN[5])(const symtab_t *, uint32_t) = {fp_string, fp_function, fp_mapping, fp_location,
+                                                                  fp_stack};
+    const size_t n[5] = {t->nstrings, t->nfunctions, t->nmappings, t->nlocations, t->nstacks};
+    for (int k = 0; k < 5; k++) {
+        int first = t->fp_cap[k] == 0; /* a decoded table's size is final: no doubling slack */
+        if ((first ? vec_reserve_exact : vec_reserve)(&t->fp[k], &t->fp_cap[k], n[k], sizeof(sym_fp_t))) return -1;
+        if (t->nfp[k] == 0 && n[k]) t->fp[k][t->nfp[k]++] = (sym_fp_t){(uint64_t)k + 11, (uint64_t)k + 13};
+        for (size_t i = t->nfp[k]; i < n[k]; i++) t->fp[k][i] = FN[k](t, (uint32_t)i);
+        t->nfp[k] = n[k];
+    }
+    return 0;
+}
+
 size_t symtab_bytes(const symtab_t *t) {
-    return t->sdata_cap + t->strings_cap * 8 + t->functions_cap * sizeof(sym_function_t) +
+    size_t fp = 0;
+    for (int k = 0; k < 5; k++) fp += t->fp_cap[k] * sizeof(sym_fp_t);
+    return fp + t->sdata_cap + t->strings_cap * 8 + t->functions_cap * sizeof(sym_function_t) +
            t->mappings_cap * sizeof(sym_mapping_t) +
            t->locations_cap * sizeof(sym_location_t) + t->lines_cap * sizeof(sym_line_t) +
            t->stacks_cap * sizeof(sym_stack_t) +
@@ -358,85 +463,137 @@ void symtab_encode(const symtab_t *t, buf_t *out) {
     }
 }
 
-static int decode_count(buf_reader_t *r, uint64_t *n, hr_err_t *err, const char *what) {
+/* Sizes table k's array for n more entries before decoding them, so the decode
+ * does not reallocate as it goes. 0 or -1 (OOM). */
+static int reserve_table(symtab_t *t, int k, uint64_t n) {
+    switch (k) {
+    case SYM_FP_STRINGS: {
+        size_t cap = t->strings_cap;
+        if (VEC_RESERVE_EXACT(t->soff, cap, t->nstrings + n)) return -1;
+        if (cap != t->strings_cap) { /* slen grows in step with soff */
+            uint32_t *sl = realloc(t->slen, cap * sizeof *sl);
+            if (!sl) return -1;
+            t->slen = sl;
+            t->strings_cap = cap;
+        }
+        return 0;
+    }
+    case SYM_FP_FUNCTIONS: return VEC_RESERVE_EXACT(t->functions, t->functions_cap, t->nfunctions + n);
+    case SYM_FP_MAPPINGS: return VEC_RESERVE_EXACT(t->mappings, t->mappings_cap, t->nmappings + n);
+    case SYM_FP_LOCATIONS: return VEC_RESERVE_EXACT(t->locations, t->locations_cap, t->nlocations + n);
+    default: return VEC_RESERVE_EXACT(t->stacks, t->stacks_cap, t->nstacks + n);
+    }
+}
+
+/* A table's entry count, which each entry's at least one byte bounds; the table is
+ * then sized for it (reserve_table). */
+static int decode_count(symtab_t *t, int k, buf_reader_t *r, uint64_t *n, hr_err_t *err, const char *what) {
     *n = buf_get_uvarint(r);
     if (r->bad || *n > buf_reader_left(r))
         return hr_fail(err, HR_EUNPROC, "symbol table: bad %s count", what);
+    if (reserve_table(t, k, *n)) return hr_fail(err, HR_ENOMEM, "out of memory");
     return 0;
 }
 
 #define BAD(...) do { hr_fail(err, HR_EUNPROC, "symbol table: " __VA_ARGS__); goto fail; } while (0)
 
+/* Entries are appended as they come, with their references checked, and no sets
+ * built: a block's symtab is only read (its entries were interned once when written;
+ * a duplicate in a damaged file would cost space, never a wrong merge, since copies
+ * intern by content). The sets are built on the first intern (index_sets). */
 symtab_t *symtab_decode(const uint8_t *p, size_t len, hr_err_t *err) {
     symtab_t *t = symtab_new();
     if (!t) {
         hr_fail(err, HR_ENOMEM, "out of memory");
         return NULL;
     }
+    t->unindexed = 1;
     buf_reader_t r;
     buf_reader_init(&r, p, len);
     uint64_t n;
-    sym_line_t *lines = NULL;
-    if (decode_count(&r, &n, err, "string")) goto fail;
+    if (vec_reserve_exact(&t->sdata, &t->sdata_cap, t->sdata_len + len, 1)) { /* len bounds every string */
+        hr_fail(err, HR_ENOMEM, "out of memory");
+        goto fail;
+    }
+    if (decode_count(t, SYM_FP_STRINGS, &r, &n, err, "string")) goto fail;
     for (uint64_t i = 1; i <= n; i++) {
         size_t sl;
         const uint8_t *s = buf_get_bytes(&r, &sl);
         if (r.bad) BAD("truncated string %llu", (unsigned long long)i);
-        if (symtab_string(t, (const char *)s, sl) != i) BAD("duplicate string %llu", (unsigned long long)i);
+        memcpy(t->sdata + t->sdata_len, s, sl);
+        t->sdata[t->sdata_len + sl] = 0;
+        t->soff[t->nstrings] = (uint32_t)t->sdata_len;
+        t->slen[t->nstrings++] = (uint32_t)sl;
+        t->sdata_len += sl + 1;
     }
-    if (decode_count(&r, &n, err, "function")) goto fail;
+    char *fit = realloc(t->sdata, t->sdata_len); /* the rest of len was the other tables */
+    if (fit) t->sdata = fit, t->sdata_cap = t->sdata_len;
+    if (decode_count(t, SYM_FP_FUNCTIONS, &r, &n, err, "function")) goto fail;
     for (uint64_t i = 1; i <= n; i++) {
-        sym_function_t f;
-        f.name = (uint32_t)buf_get_uvarint(&r);
-        f.system_name = (uint32_t)buf_get_uvarint(&r);
-        f.filename = (uint32_t)buf_get_uvarint(&r);
-        f.start_line = buf_get_svarint(&r);
-        if (r.bad || f.name >= t->nstrings || f.system_name >= t->nstrings || f.filename >= t->nstrings)
+        sym_function_t *f = &t->functions[t->nfunctions];
+        f->name = (uint32_t)buf_get_uvarint(&r);
+        f->system_name = (uint32_t)buf_get_uvarint(&r);
+        f->filename = (uint32_t)buf_get_uvarint(&r);
+        f->start_line = buf_get_svarint(&r);
+        if (r.bad || f->name >= t->nstrings || f->system_name >= t->nstrings || f->filename >= t->nstrings)
             BAD("bad function %llu", (unsigned long long)i);
-        if (symtab_function(t, &f) != i) BAD("duplicate function %llu", (unsigned long long)i);
+        t->nfunctions++;
     }
-    if (decode_count(&r, &n, err, "mapping")) goto fail;
+    if (decode_count(t, SYM_FP_MAPPINGS, &r, &n, err, "mapping")) goto fail;
     for (uint64_t i = 1; i <= n; i++) {
-        sym_mapping_t m;
-        m.start = buf_get_uvarint(&r);
-        m.limit = buf_get_uvarint(&r);
-        m.offset = buf_get_uvarint(&r);
-        m.filename = (uint32_t)buf_get_uvarint(&r);
-        m.build_id = (uint32_t)buf_get_uvarint(&r);
-        if (r.bad || m.filename >= t->nstrings || m.build_id >= t->nstrings)
+        sym_mapping_t *m = &t->mappings[t->nmappings];
+        m->start = buf_get_uvarint(&r);
+        m->limit = buf_get_uvarint(&r);
+        m->offset = buf_get_uvarint(&r);
+        m->filename = (uint32_t)buf_get_uvarint(&r);
+        m->build_id = (uint32_t)buf_get_uvarint(&r);
+        if (r.bad || m->filename >= t->nstrings || m->build_id >= t->nstrings)
             BAD("bad mapping %llu", (unsigned long long)i);
-        if (symtab_mapping(t, &m) != i) BAD("duplicate mapping %llu", (unsigned long long)i);
+        t->nmappings++;
     }
-    if (decode_count(&r, &n, err, "location")) goto fail;
-    size_t lines_cap = 0;
+    if (decode_count(t, SYM_FP_LOCATIONS, &r, &n, err, "location")) goto fail;
+    if (vec_reserve_exact(&t->lines, &t->lines_cap, n, sizeof *t->lines)) { /* most locations have one line */
+        hr_fail(err, HR_ENOMEM, "out of memory");
+        goto fail;
+    }
     for (uint64_t i = 1; i <= n; i++) {
         uint32_t mapping = (uint32_t)buf_get_uvarint(&r);
         uint64_t address = buf_get_uvarint(&r);
         uint64_t nl = buf_get_uvarint(&r);
-        if (r.bad || mapping >= t->nmappings || nl > buf_reader_left(&r))
+        if (r.bad || mapping >= t->nmappings || nl > buf_reader_left(&r) || nl > UINT32_MAX - t->nlines)
             BAD("bad location %llu", (unsigned long long)i);
-        if (VEC_RESERVE(lines, lines_cap, nl)) BAD("out of memory");
-        for (uint64_t j = 0; j < nl; j++) {
-            lines[j].function = (uint32_t)buf_get_uvarint(&r);
-            lines[j].line = buf_get_svarint(&r);
-            if (lines[j].function >= t->nfunctions) BAD("bad line in location %llu", (unsigned long long)i);
+        if (VEC_RESERVE(t->lines, t->lines_cap, t->nlines + nl)) {
+            hr_fail(err, HR_ENOMEM, "out of memory");
+            goto fail;
         }
-        if (r.bad || symtab_location(t, mapping, address, lines, (uint32_t)nl) != i)
-            BAD("bad or duplicate location %llu", (unsigned long long)i);
+        t->locations[t->nlocations++] = (sym_location_t){mapping, address, (uint32_t)t->nlines, (uint32_t)nl};
+        for (uint64_t j = 0; j < nl; j++, t->nlines++) {
+            t->lines[t->nlines].function = (uint32_t)buf_get_uvarint(&r);
+            t->lines[t->nlines].line = buf_get_svarint(&r);
+            if (r.bad || t->lines[t->nlines].function >= t->nfunctions)
+                BAD("bad line in location %llu", (unsigned long long)i);
+        }
     }
-    if (decode_count(&r, &n, err, "stack")) goto fail;
+    if (decode_count(t, SYM_FP_STACKS, &r, &n, err, "stack")) goto fail;
     for (uint64_t i = 1; i <= n; i++) {
         uint64_t d = buf_get_uvarint(&r);
-        uint32_t loc = (uint32_t)buf_get_uvarint(&r);
+        uint64_t loc = buf_get_uvarint(&r);
         if (r.bad || d == 0 || d > i || loc == 0 || loc >= t->nlocations)
             BAD("bad stack %llu", (unsigned long long)i);
-        if (symtab_stack(t, (uint32_t)(i - d), loc) != i) BAD("duplicate stack %llu", (unsigned long long)i);
+        t->stacks[t->nstacks++] = (sym_stack_t){(uint32_t)(i - d), (uint32_t)loc};
     }
     if (buf_reader_left(&r)) BAD("%zu trailing bytes", buf_reader_left(&r));
-    free(lines);
+    if (symtab_fingerprint(t)) { /* read-only from here: fingerprinted once */
+        hr_fail(err, HR_ENOMEM, "out of memory");
+        goto fail;
+    }
+    for (int k = 0; k < SYM_FP_STACKS; k++) { /* only stacks' are read; the rest are recomputed if ever needed */
+        free(t->fp[k]);
+        t->fp[k] = NULL;
+        t->nfp[k] = t->fp_cap[k] = 0;
+    }
     return t;
 fail:
-    free(lines);
     symtab_free(t);
     return NULL;
 }

@@ -11,7 +11,12 @@
  * values per node. Id 0 is reserved in every table ("none"; string 0 is "").
  *
  * Tables are append-only; ids stay valid for the symtab's lifetime. A symtab is not
- * thread-safe: its owner (a head, a block, a query) serializes access. */
+ * thread-safe: its owner (a head, a block, a query) serializes access.
+ *
+ * Fingerprints name a stack by its content across symtabs: two stacks with the same
+ * frames (names, files, lines, mappings, addresses) have the same 128-bit
+ * fingerprint in any symtab. A merge over many blocks uses them to recognise a stack
+ * it has already copied without interning it again (query/merge.c). */
 #ifndef HEARTH_SYMTAB_H
 #define HEARTH_SYMTAB_H
 
@@ -49,6 +54,11 @@ typedef struct {
     uint32_t parent, location;
 } sym_stack_t;
 
+/* A 128-bit content fingerprint (two independent 64-bit hashes). */
+typedef struct {
+    uint64_t a, b;
+} sym_fp_t;
+
 typedef struct symtab {
     char *sdata; /* NUL-terminated strings back to back */
     size_t sdata_len, sdata_cap;
@@ -65,7 +75,14 @@ typedef struct symtab {
     sym_stack_t *stacks;
     size_t nstacks, stacks_cap;
     idset_t set_strings, set_functions, set_mappings, set_locations, set_stacks;
+    int unindexed; /* the sets are not built (a decoded symtab): the intern functions build them first */
+    /* Fingerprints of the first nfp[k] entries of each table (k: strings, functions,
+     * mappings, locations, stacks), as symtab_fingerprint last brought them up to date. */
+    sym_fp_t *fp[5];
+    size_t nfp[5], fp_cap[5];
 } symtab_t;
+
+enum { SYM_FP_STRINGS, SYM_FP_FUNCTIONS, SYM_FP_MAPPINGS, SYM_FP_LOCATIONS, SYM_FP_STACKS };
 
 /* Returns a new symtab holding only the reserved id-0 entries, or NULL (OOM). */
 symtab_t *symtab_new(void);
@@ -87,6 +104,12 @@ static inline const char *symtab_str(const symtab_t *t, uint32_t id) {
 
 /* Number of frames in a stack (the depth of its trie node). */
 size_t symtab_stack_depth(const symtab_t *t, uint32_t stack);
+
+/* Brings every table's fingerprints up to date (tables only grow, so this costs the
+ * entries added since the last call). After it, t->fp[SYM_FP_STACKS][id] is the
+ * fingerprint of stack id for id < t->nfp[SYM_FP_STACKS]. 0 or -1 (OOM; the
+ * fingerprints then cover fewer entries, never wrong ones). */
+int symtab_fingerprint(symtab_t *t);
 
 /* Approximate heap bytes held, for head-size accounting. */
 size_t symtab_bytes(const symtab_t *t);

@@ -289,10 +289,13 @@ def peak_rss_mib(pid):
 
 def timed_get(srv, path, **params):
     """(seconds, document); the document is None when the server's --query-timeout (60 s by
-    default) stopped the query with 504, so a store too slow to answer is reported, not fatal."""
-    t = time.time()
+    default) stopped the query with 504, so a store too slow to answer is reported, not fatal.
+    srv.cpu_s accumulates the server's CPU seconds over the calls, which other work on the
+    machine does not inflate as it inflates wall time."""
+    t, c = time.time(), cpu_seconds(srv.proc.pid)
     st, body = srv.get(path, **params)
     took = time.time() - t
+    srv.cpu_s = getattr(srv, "cpu_s", 0.0) + cpu_seconds(srv.proc.pid) - c
     if st == 504:
         return took, None
     assert st == 200, f"GET {path} -> {st} {body[:300]!r}"
@@ -305,11 +308,13 @@ def warm(srv, a, path, **params):
     first, doc = timed_get(srv, path, **params)
     reps = a.reps if first < a.slow else 1
     times = []
+    srv.cpu_s = 0.0
     for _ in range(reps):
         took, doc = timed_get(srv, path, **params)
         if doc is None:
             return None, None, reps
         times.append(took)
+    srv.warm_cpu_ms = srv.cpu_s * 1000 / reps  # a mean: CPU time comes in 10 ms ticks
     return statistics.median(times) * 1000, doc, reps
 
 
@@ -321,10 +326,13 @@ def measure(data_dir, extra, a, expect_total, nsvc):
     out, checked = {}, []
     srv = it.Server(data_dir, extra=extra).start()
     try:
+        srv.cpu_s = 0.0
         cold, fg = timed_get(srv, "/api/v1/query", query=sel, format="flamegraph", **rng)
         out["flamegraph_cold_ms"] = cold * 1000 if fg else None
+        out["flamegraph_cold_cpu_ms"] = srv.cpu_s * 1000
         out["flamegraph_warm_ms"], fg_warm, out["flamegraph_reps"] = warm(srv, a, "/api/v1/query", query=sel,
                                                                            format="flamegraph", **rng)
+        out["flamegraph_warm_cpu_ms"] = srv.warm_cpu_ms
         for doc in (fg, fg_warm):
             if doc:
                 got = doc["flamebearer"]["numTicks"]
@@ -493,19 +501,24 @@ def report(rows, pprof, meta):
           f"functions and {m['stacks']:,} stacks per service, one profile per {m['interval_s']} s.")
     if m["scaled_down"]:
         print(f"SCALED DOWN: --days {m['days']} --interval {m['interval_s']} (the issue's store is 7 days at 300 s).")
-    print("\n| store | blocks | flame graph warm | flame graph cold | timeseries warm | label values warm "
-          "| peak RSS, query server / regime | disk / profile | ingest |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("\n| store | blocks | flame graph warm | flame graph cold | server CPU, warm / cold | timeseries warm "
+          "| label values warm | peak RSS, query server / regime | disk / profile | ingest |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
 
     def w(r, key):
         one = r.get(key.replace("_warm_ms", "_reps"), reps) < reps and r[key] is not None
         return fmt_ms(r[key]) + (" (1 run)" if one else "")
 
     for r in rows:
+        cpu = (f"{fmt_ms(r['flamegraph_warm_cpu_ms'])} / {fmt_ms(r['flamegraph_cold_cpu_ms'])}"
+               if "flamegraph_warm_cpu_ms" in r else "-")
         print(f"| {r['services']}, {r['regime']} | {r['blocks']:,} | {w(r, 'flamegraph_warm_ms')} "
-              f"| {fmt_ms(r['flamegraph_cold_ms'])} | {w(r, 'timeseries_warm_ms')} "
+              f"| {fmt_ms(r['flamegraph_cold_ms'])} | {cpu} | {w(r, 'timeseries_warm_ms')} "
               f"| {w(r, 'label_values_warm_ms')} | {r['query_server_peak_rss_mib']:,.0f} / {r['peak_rss_mib']:,.0f} MiB "
               f"| {r['disk_bytes_per_profile']:,.0f} B | {r['ingest_profiles_per_s']:,.0f} profiles/s |")
+    print("\nServer CPU: user + system time of the server process for the flame graph query (warm: the mean "
+          "over the reps), steadier than wall time on a shared machine; a cold query decodes partitions on up to "
+          "as many threads as cores, so its wall time can be below its CPU time.")
     print(f"\nCold: the first query after a server restart (the OS page cache is not dropped). Warm: median of "
           f"{reps} after one warm-up (1 run: the warm-up took over --slow seconds). Peak RSS: VmHWM of the server "
           "that answered the queries / the most of any server of that regime (building for hourly, compacting for "

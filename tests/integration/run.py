@@ -1382,13 +1382,13 @@ def grafana_querier_connect_proto_and_json():
         jg = js["flamegraph"]
         assert jg["names"] == fb["names"] and int(jg["total"]) == 2 * cpu_total and int(jg["maxSelf"]) == fb["maxSelf"]
         assert [[int(v) for v in l["values"]] for l in jg["levels"]] == fb["levels"]
-        # A field Hearth does not know (99) is skipped, as proto requires; one it knows but cannot
-        # serve (profile_id_selector = 8) is refused, never ignored (issue 11.5).
+        # A field Hearth does not know (99) is skipped, as proto requires; one it knows is read,
+        # never ignored: profile_id_selector (8) with a Pyroscope UUID is not a Hearth id, a 400.
         extra = bytes.fromhex(QUERIER_BODIES["SelectMergeStacktraces"]) + pb_field(99, b"7c9e6679")
         assert pb_decode(call("SelectMergeStacktraces", extra)[1][0])[3] == [2 * cpu_total]
         st, b, _ = srv.request("POST", prefix + "SelectMergeStacktraces", extra + pb_field(8, b"7c9e6679"),
                                {"Content-Type": "application/proto"})
-        assert st == 501, (st, b)
+        assert st == 400 and b"profile_id_selector" in b, (st, b)
 
         # SelectSeries grouped by env: one series per env, each summing to the profile's total.
         pb, js = both("SelectSeries", {"profileTypeID": CPU, "labelSelector": sel, "groupBy": ["env"], "step": 60, **rng})

@@ -170,18 +170,19 @@ def connect_call_site_selects_stacks_by_root_prefix():
         st, fg = connect_json(srv, "SelectMergeStacktraces", {"profileTypeID": CPU, "labelSelector": sel,
                                                               "stackTraceSelector": {"callSite": []}, **rng})
         assert st == 200 and int(fg["flamegraph"]["total"]) == total
-        # What is not served is refused, never ignored.
+        # What is not served is refused, never ignored; ids Hearth did not give out are a 400
+        # (profile and span selectors are served: tests/integration/test_spans.py).
         base = {"profileTypeID": CPU, "labelSelector": sel, **rng}
-        refused = [("SelectMergeStacktraces", {**base, "profileIdSelector": ["7c9e6679-7425-40de-944b-e07fc1f90ae7"]}),
-                   ("SelectMergeProfile", {**base, "profileIdSelector": ["7c9e6679-7425-40de-944b-e07fc1f90ae7"]}),
-                   ("SelectMergeStacktraces", {**base, "stackTraceSelector": {"goPgo": {"keepLocations": 1}}}),
-                   ("SelectMergeSpanProfile", {**base, "spanSelector": ["9a517183f26a089d"]})]
-        for method, doc in refused:
-            st, err = connect_json(srv, method, doc)
-            assert st == 501 and err["code"] == "unimplemented" and err["message"], (method, st, err)
+        st, err = connect_json(srv, "SelectMergeStacktraces", {**base, "stackTraceSelector": {"goPgo": {"keepLocations": 1}}})
+        assert st == 501 and err["code"] == "unimplemented" and err["message"], (st, err)
+        for method in ("SelectMergeStacktraces", "SelectMergeProfile"):
+            st, err = connect_json(srv, method, {**base, "profileIdSelector": ["7c9e6679-7425-40de-944b-e07fc1f90ae7"]})
+            assert st == 400 and err["code"] == "invalid_argument", (method, st, err)
+        st, fg = connect_json(srv, "SelectMergeSpanProfile", {**base, "spanSelector": ["9a517183f26a089d"]})
+        assert st == 200 and int(fg["flamegraph"].get("total", 0)) == 0, fg  # no sample of this span is stored
         body = (run.pb_field(1, CPU.encode()) + run.pb_field(2, sel.encode()) + run.pb_encode_field(3, 0, rng["start"])
                 + run.pb_encode_field(4, 0, rng["end"]) + run.pb_field(8, b"7c9e6679"))
-        assert connect_proto(srv, "SelectMergeStacktraces", body)[0] == 501
+        assert connect_proto(srv, "SelectMergeStacktraces", body)[0] == 400
 
 
 # ---------------------------------------------------------------- 8. __name__ / 14. short names

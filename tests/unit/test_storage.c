@@ -75,6 +75,41 @@ void test_symtab_roundtrip(void) {
     symtab_free(t);
 }
 
+/* Fingerprints name stacks by content across symtabs (merges recognise a stack seen in
+ * another block by it), and a decoded symtab, built without its sets, still interns
+ * without duplicating. */
+void test_symtab_fingerprints(void) {
+    symtab_t *x = symtab_new(), *y = symtab_new();
+    const char *a[] = {"main", "work", "leaf"}, *b[] = {"main", "work", "other"}, *pre[] = {"zzz", "q"};
+    make_stack(y, pre, 2); /* y's ids differ from x's */
+    uint32_t xa = make_stack(x, a, 3), xb = make_stack(x, b, 3), ya = make_stack(y, a, 3);
+    CHECK(symtab_fingerprint(x) == 0 && symtab_fingerprint(y) == 0);
+    const sym_fp_t *fx = x->fp[SYM_FP_STACKS], *fy = y->fp[SYM_FP_STACKS];
+    CHECK(xa != ya && fx[xa].a == fy[ya].a && fx[xa].b == fy[ya].b);
+    CHECK(fx[xb].a != fx[xa].a && fx[xb].b != fx[xa].b);
+    CHECK(fx[x->stacks[xa].parent].a == fx[x->stacks[xb].parent].a); /* the shared prefix */
+    CHECK(fx[0].a == fy[0].a); /* the empty stack */
+    uint32_t yb = make_stack(y, b, 3); /* incremental: only the new entries */
+    CHECK(symtab_fingerprint(y) == 0 && y->nfp[SYM_FP_STACKS] == y->nstacks);
+    CHECK(y->fp[SYM_FP_STACKS][yb].a == fx[xb].a && y->fp[SYM_FP_STACKS][yb].b == fx[xb].b);
+    buf_t e;
+    buf_init(&e);
+    symtab_encode(x, &e);
+    hr_err_t err = {0};
+    symtab_t *d = symtab_decode(e.data, e.len, &err);
+    CHECK(d && d->nfp[SYM_FP_STACKS] == x->nstacks);
+    if (d) {
+        CHECK(d->fp[SYM_FP_STACKS][xb].a == fx[xb].a);
+        size_t n = d->nstacks;
+        CHECK(make_stack(d, a, 3) == xa && d->nstacks == n); /* found, not added again */
+        CHECK(symtab_string(d, "work", 4) == symtab_string(x, "work", 4));
+        symtab_free(d);
+    }
+    buf_free(&e);
+    symtab_free(x);
+    symtab_free(y);
+}
+
 void test_symtab_import(void) {
     symtab_t *src = symtab_new(), *dst = symtab_new();
     const char *a[] = {"main", "work", "leaf"};

@@ -53,7 +53,7 @@ void unit_tmpdir(const char *name, char *out, size_t n);
 /* The test functions, one per behaviour. */
 #define UNIT_TESTS(X)                                                                \
     X(test_varint_roundtrip) X(test_timeparse) X(test_jsonw)                         \
-    X(test_symtab_dedup) X(test_symtab_roundtrip) X(test_symtab_import)              \
+    X(test_symtab_dedup) X(test_symtab_roundtrip) X(test_symtab_fingerprints) X(test_symtab_import)              \
     X(test_block_roundtrip) X(test_block_corruption) X(test_block_empty_stack_and_verify) X(test_block_span_samples) X(test_block_partitions) X(test_wal_replay)              \
     X(test_wal_torn_tail) X(test_wal_corrupt_middle) X(test_store_cut_and_reopen) X(test_retention) X(test_compact_segments) X(test_store_compaction)             \
     X(test_appname) X(test_folded) X(test_pprof_census_and_budget) X(test_pprof_totals) X(test_pprof_twice_no_new_symbols) \
