@@ -1,5 +1,6 @@
 /* store.c - see store.h. */
 #include "storage/store.h"
+#include "storage/store_impl.h"
 
 #include <dirent.h>
 #include <pthread.h>
@@ -14,81 +15,6 @@
 #include "storage/block.h"
 #include "storage/compact.h"
 #include "storage/fsutil.h"
-
-typedef struct {
-    char tenant[128];
-    segment_t *seg;
-    int64_t opened_ns; /* wall clock of the head's first ingest */
-} head_t;
-
-#define DECODE_BATCH 8 /* partitions pinned at once by a scan */
-#define DECODE_MAX 4    /* threads a scan decodes them on, at most */
-
-/* One decoded partition of a block, cached under --block-cache-bytes. */
-typedef struct {
-    segment_t *cached; /* NULL until loaded; guarded by cache_mu */
-    uint64_t last_use;
-    int refs;
-} part_cache_t;
-
-typedef struct {
-    block_meta_t meta;
-    block_index_t *ix;   /* its footer (partitions, totals), read when the block is opened or written */
-    part_cache_t *parts; /* 2 * ix->nparts: [2p + view] (block.h's BLOCK_VIEW_*) */
-    int bad;             /* unreadable: skipped by queries (guarded by cache_mu) */
-} block_t;
-
-struct store {
-    store_config_t cfg;
-    char dir[2048];
-    index_t *index;
-    wal_t *wal;
-    pthread_rwlock_t cut, data;
-    pthread_mutex_t cache_mu;
-    pthread_mutex_t compact;
-    int lock_fd; /* flock on DATA_DIR/LOCK: one server per data directory */
-    head_t *heads;
-    size_t nheads, heads_cap;
-    block_t *blocks;
-    size_t nblocks, blocks_cap;
-    size_t cached_bytes;
-    int decode_threads; /* partitions a scan decodes at once: the machine's cores, up to DECODE_MAX */
-    uint64_t clock, cuts, retention_deleted, compactions, compacted_blocks;
-};
-
-static int64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/* Reads a block's footer (its partitions and totals). A corrupt or missing block is
- * marked bad, logged, and skipped by queries from then on; a passing failure (out of
- * memory or descriptors, an I/O error) leaves it unattached, for scan_block to retry. */
-static void block_attach(store_t *s, block_t *b) {
-    char full[4096];
-    snprintf(full, sizeof full, "%s/%s", s->dir, b->meta.path);
-    hr_err_t e = {0};
-    if ((b->ix = block_index_read(full, &e)) && (b->parts = calloc(2 * b->ix->nparts + 1, sizeof *b->parts))) return;
-    block_index_free(b->ix);
-    b->ix = NULL;
-    b->bad = e.code == HR_EUNPROC || e.code == HR_ENOTFOUND;
-    log_error(b->bad ? "block.unreadable" : "block.attach_failed", "path=%s err=\"%s\"", b->meta.path,
-              e.msg[0] ? e.msg : "out of memory");
-}
-
-/* Frees a block's index and cached partitions. cache_mu held (or no other thread). */
-static void block_drop_locked(store_t *s, block_t *b) {
-    for (size_t p = 0; b->ix && p < 2 * b->ix->nparts; p++) {
-        if (!b->parts[p].cached) continue;
-        s->cached_bytes -= segment_bytes(b->parts[p].cached);
-        segment_free(b->parts[p].cached);
-    }
-    free(b->parts);
-    block_index_free(b->ix);
-    b->parts = NULL;
-    b->ix = NULL;
-}
 
 /* Deletes block files the catalog does not know: left by a cut that crashed before
  * its commit, so the WAL still holds their data. */
@@ -165,7 +91,7 @@ store_t *store_open(const store_config_t *cfg, hr_err_t *err) {
     for (size_t i = 0; i < n; i++) s->blocks[i] = (block_t){.meta = metas[i]};
     s->nblocks = n;
     free(metas);
-    for (size_t i = 0; i < n; i++) block_attach(s, &s->blocks[i]); /* footers only: no partition is decoded */
+    for (size_t i = 0; i < n; i++) bcache_attach(s, &s->blocks[i]); /* footers only: no partition is decoded */
     remove_all_orphans(s);
     return s;
 fail:
@@ -177,7 +103,7 @@ void store_close(store_t *s) {
     if (!s) return;
     for (size_t i = 0; i < s->nheads; i++) segment_free(s->heads[i].seg);
     free(s->heads);
-    for (size_t i = 0; i < s->nblocks; i++) block_drop_locked(s, &s->blocks[i]);
+    for (size_t i = 0; i < s->nblocks; i++) bcache_drop_locked(s, &s->blocks[i]);
     free(s->blocks);
     wal_close(s->wal);
     index_close(s->index);
@@ -221,7 +147,7 @@ static int apply_locked(store_t *s, const char *tenant, const batch_t *b, const 
         pthread_rwlock_unlock(&s->data);
         return hr_fail(err, HR_ENOMEM, "out of memory");
     }
-    if (h->seg->nprofiles == 0) h->opened_ns = now_ns();
+    if (h->seg->nprofiles == 0) h->opened_ns = store_now_ns();
     for (size_t i = 0; i < b->n && rc == 0; i++) {
         const batch_profile_t *p = &b->p[i];
         if (VEC_RESERVE(stacks, cap, p->n + 1)) rc = hr_fail(err, HR_ENOMEM, "out of memory");
@@ -307,7 +233,7 @@ static const char *service_of(void *ctx, uint32_t series) {
 
 /* Writes seg as a new block file of tenant (a cut head or a compacted run); fills
  * meta for the catalog. */
-static int write_block(store_t *s, const char *tenant, const segment_t *seg, block_meta_t *meta, hr_err_t *err) {
+int store_write_block(store_t *s, const char *tenant, const segment_t *seg, block_meta_t *meta, hr_err_t *err) {
     memset(meta, 0, sizeof *meta);
     meta->id = index_next_block_id(s->index);
     snprintf(meta->tenant, sizeof meta->tenant, "%s", tenant);
@@ -330,8 +256,6 @@ static int write_block(store_t *s, const char *tenant, const segment_t *seg, blo
     return 0;
 }
 
-static void evict_locked(store_t *s);
-
 int store_cut(store_t *s, hr_err_t *err) {
     pthread_rwlock_wrlock(&s->cut);
     /* No ingest is running now, so the heads are stable and readers may keep
@@ -341,7 +265,7 @@ int store_cut(store_t *s, hr_err_t *err) {
     int rc = metas ? 0 : hr_fail(err, HR_ENOMEM, "out of memory");
     for (size_t i = 0; i < s->nheads && rc == 0; i++) {
         if (s->heads[i].seg->nprofiles == 0) continue;
-        rc = write_block(s, s->heads[i].tenant, s->heads[i].seg, &metas[n], err); /* `cut` held: heads stable */
+        rc = store_write_block(s, s->heads[i].tenant, s->heads[i].seg, &metas[n], err); /* `cut` held: heads stable */
         if (rc == 0) n++;
     }
     uint32_t closed = 0;
@@ -361,7 +285,7 @@ int store_cut(store_t *s, hr_err_t *err) {
     block_t *fresh = calloc(n, sizeof *fresh);
     for (size_t k = 0; fresh && k < n; k++) {
         fresh[k].meta = metas[k];
-        block_attach(s, &fresh[k]);
+        bcache_attach(s, &fresh[k]);
     }
     /* Swap: the written heads become blocks, atomically for readers. */
     pthread_rwlock_wrlock(&s->data);
@@ -377,7 +301,7 @@ int store_cut(store_t *s, hr_err_t *err) {
     } else {
         /* The catalog has the blocks and the WAL moved on: a restart reads them. Until
          * then the heads keep serving their data. */
-        for (size_t k = 0; fresh && k < n; k++) block_drop_locked(s, &fresh[k]);
+        for (size_t k = 0; fresh && k < n; k++) bcache_drop_locked(s, &fresh[k]);
         rc = hr_fail(err, HR_ENOMEM, "out of memory");
     }
     free(fresh);
@@ -394,7 +318,7 @@ out:
 
 int store_maybe_cut(store_t *s, hr_err_t *err) {
     int due = 0;
-    int64_t now = now_ns();
+    int64_t now = store_now_ns();
     pthread_rwlock_rdlock(&s->data);
     for (size_t i = 0; i < s->nheads && !due; i++) {
         const segment_t *seg = s->heads[i].seg;
@@ -407,291 +331,6 @@ int store_maybe_cut(store_t *s, hr_err_t *err) {
     return store_cut(s, err) ? -1 : 1;
 }
 
-int store_apply_retention(store_t *s, int64_t now, hr_err_t *err) {
-    if (s->cfg.retention_ns <= 0) return 0;
-    int64_t cutoff = now - s->cfg.retention_ns;
-    /* Blocks only change under `cut`, so holding it keeps the list stable while the
-     * catalog is updated; readers are excluded only for the in-memory swap. */
-    pthread_mutex_lock(&s->compact);
-    pthread_rwlock_wrlock(&s->cut);
-    size_t n = 0;
-    int64_t *ids = malloc((s->nblocks ? s->nblocks : 1) * sizeof *ids);
-    int rc = ids ? 0 : hr_fail(err, HR_ENOMEM, "out of memory");
-    for (size_t i = 0; rc == 0 && i < s->nblocks; i++)
-        if (s->blocks[i].meta.max_time < cutoff) ids[n++] = s->blocks[i].meta.id;
-    if (rc == 0 && n) rc = index_remove_blocks(s->index, ids, n, err);
-    if (rc == 0 && n) {
-        char (*paths)[4096] = malloc(n * sizeof *paths);
-        size_t np = 0;
-        pthread_rwlock_wrlock(&s->data);
-        pthread_mutex_lock(&s->cache_mu);
-        size_t k = 0;
-        for (size_t i = 0; i < s->nblocks; i++) {
-            block_t *b = &s->blocks[i];
-            if (b->meta.max_time >= cutoff) {
-                s->blocks[k++] = *b;
-                continue;
-            }
-            block_drop_locked(s, b);
-            if (paths) snprintf(paths[np++], sizeof *paths, "%s/%s", s->dir, b->meta.path);
-        }
-        s->nblocks = k;
-        s->retention_deleted += n;
-        pthread_mutex_unlock(&s->cache_mu);
-        pthread_rwlock_unlock(&s->data);
-        for (size_t i = 0; i < np; i++) unlink(paths[i]); /* after the catalog: crash-safe */
-        free(paths);
-        log_info("retention.deleted", "blocks=%zu older_than_ns=%lld", n, (long long)cutoff);
-    }
-    pthread_rwlock_unlock(&s->cut);
-    pthread_mutex_unlock(&s->compact);
-    free(ids);
-    return rc ? -1 : (int)n;
-}
-
-/* Frees least-recently used decoded partitions that no scan holds. cache_mu held. */
-static void evict_locked(store_t *s) {
-    while (s->cached_bytes > s->cfg.block_cache_bytes) {
-        part_cache_t *victim = NULL;
-        for (size_t i = 0; i < s->nblocks; i++)
-            for (size_t p = 0; s->blocks[i].ix && p < 2 * s->blocks[i].ix->nparts; p++) {
-                part_cache_t *c = &s->blocks[i].parts[p];
-                if (c->cached && c->refs == 0 && (!victim || c->last_use < victim->last_use)) victim = c;
-            }
-        if (!victim) return;
-        s->cached_bytes -= segment_bytes(victim->cached);
-        segment_free(victim->cached);
-        victim->cached = NULL;
-    }
-}
-
-/* Pins a view of partition p of block i, decoding it on first use; NULL if it cannot
- * be read (the block is then marked bad). */
-static segment_t *pin_part(store_t *s, size_t i, size_t p, int view) {
-    block_t *b = &s->blocks[i];
-    pthread_mutex_lock(&s->cache_mu);
-    part_cache_t *c = b->bad ? NULL : &b->parts[2 * p + (size_t)view];
-    segment_t *seg = c ? c->cached : NULL;
-    if (seg) c->refs++, c->last_use = ++s->clock;
-    pthread_mutex_unlock(&s->cache_mu);
-    if (!c || seg) return seg;
-    char full[4096];
-    snprintf(full, sizeof full, "%s/%s", s->dir, b->meta.path);
-    hr_err_t e = {0};
-    seg = block_read_part(full, b->ix, p, view, &e); /* no lock held: other scans go on */
-    pthread_mutex_lock(&s->cache_mu);
-    if (!seg) {
-        b->bad = 1;
-        log_error("block.unreadable", "path=%s partition=%zu err=\"%s\"", b->meta.path, p, e.msg);
-    } else if (c->cached) { /* another scan loaded it meanwhile */
-        segment_free(seg);
-        seg = c->cached;
-    } else {
-        c->cached = seg;
-        s->cached_bytes += segment_bytes(seg);
-    }
-    if (seg) c->refs++, c->last_use = ++s->clock;
-    pthread_mutex_unlock(&s->cache_mu);
-    return seg;
-}
-
-static void unpin_part(store_t *s, size_t i, size_t p, int view) {
-    pthread_mutex_lock(&s->cache_mu);
-    s->blocks[i].parts[2 * p + (size_t)view].refs--;
-    evict_locked(s);
-    pthread_mutex_unlock(&s->cache_mu);
-}
-
-/* ---- compaction ---- */
-
-typedef struct {
-    char tenant[128]; /* copied while planning: s->blocks may move (a cut appends) once data is released */
-    size_t *idx;  /* positions in s->blocks (stable: only compaction and retention remove, under `compact`) */
-    int64_t *ids;
-    size_t n;
-    int64_t bytes;
-    segment_t **segs; /* every partition of the run's blocks, pinned */
-    struct pin {
-        size_t block, part;
-    } *pins;
-    size_t nsegs;
-} run_t;
-
-static int cmp_block_time(const void *a, const void *b, void *ctx) {
-    const block_t *bl = ctx;
-    int64_t x = bl[*(const size_t *)a].meta.min_time, y = bl[*(const size_t *)b].meta.min_time;
-    return (x > y) - (x < y);
-}
-
-/* Runs stay within one UTC day, so retention still frees space a day at a time. */
-static int same_day(const block_meta_t *a, const block_meta_t *b) {
-    const int64_t day = 86400LL * 1000000000;
-    int64_t d = a->min_time / day;
-    return a->max_time / day == d && b->min_time / day == d && b->max_time / day == d;
-}
-
-/* Picks the first due run (see store.h). data held shared. Returns 1 found, 0, -1 OOM. */
-static int plan_run(store_t *s, run_t *r) {
-    size_t *order = malloc((s->nblocks + 1) * sizeof *order);
-    if (!order) return -1;
-    int found = 0;
-    int64_t small = (int64_t)s->cfg.compact_max_bytes / 2;
-    for (size_t t = 0; t < s->nblocks && !found; t++) {
-        const char *tenant = s->blocks[t].meta.tenant;
-        int first = 1; /* visit each tenant once: at its first block */
-        for (size_t j = 0; j < t && first; j++) first = strcmp(s->blocks[j].meta.tenant, tenant) != 0;
-        if (!first) continue;
-        size_t n = 0;
-        for (size_t j = t; j < s->nblocks; j++)
-            if (!strcmp(s->blocks[j].meta.tenant, tenant)) order[n++] = j;
-        qsort_r(order, n, sizeof *order, cmp_block_time, s->blocks);
-        size_t start = 0;
-        int64_t bytes = 0;
-        for (size_t k = 0; k <= n && !found; k++) {
-            const block_t *b = k < n ? &s->blocks[order[k]] : NULL;
-            int fits = b && !b->bad && b->meta.bytes < small && bytes + b->meta.bytes <= (int64_t)s->cfg.compact_max_bytes &&
-                       (k == start || same_day(&s->blocks[order[start]].meta, &b->meta));
-            if (fits) {
-                bytes += b->meta.bytes;
-                continue;
-            }
-            if (k - start >= s->cfg.compact_min_blocks) {
-                found = 1;
-                snprintf(r->tenant, sizeof r->tenant, "%s", tenant);
-                r->n = k - start;
-                r->bytes = bytes;
-                memmove(order, order + start, r->n * sizeof *order);
-                break;
-            }
-            /* this block ends the run; a small one that overflowed starts the next */
-            start = k, bytes = 0;
-            if (b && !b->bad && b->meta.bytes < small) bytes = b->meta.bytes;
-            else start = k + 1;
-        }
-    }
-    if (!found) {
-        free(order);
-        return 0;
-    }
-    r->idx = order;
-    return 1;
-}
-
-/* Merges the planned blocks and writes the result; meta is filled. 0 or -1. */
-static int compact_run(store_t *s, run_t *r, block_meta_t *meta, hr_err_t *err) {
-    segment_t *m = compact_segments((const segment_t *const *)r->segs, r->nsegs, err);
-    int rc = m ? write_block(s, r->tenant, m, meta, err) : -1;
-    segment_free(m);
-    return rc;
-}
-
-/* Pins every partition of the run's blocks (data held shared). 1, or 0 when one is
- * unreadable (it is now marked bad: a later plan skips it), -1 on OOM. */
-static int pin_run(store_t *s, run_t *r) {
-    size_t total = 0, attached = 1;
-    pthread_mutex_lock(&s->cache_mu); /* scans may attach a block's footer meanwhile */
-    for (size_t i = 0; i < r->n; i++) {
-        const block_t *b = &s->blocks[r->idx[i]];
-        attached &= b->ix != NULL;
-        total += b->ix ? b->ix->nparts : 0;
-    }
-    pthread_mutex_unlock(&s->cache_mu);
-    if (!attached) return 0; /* compact later, once every footer is in */
-    r->ids = malloc(r->n * sizeof *r->ids);
-    r->segs = calloc(total + 1, sizeof *r->segs);
-    r->pins = calloc(total + 1, sizeof *r->pins);
-    if (!r->ids || !r->segs || !r->pins) return -1;
-    for (size_t i = 0; i < r->n; i++) {
-        const block_t *b = &s->blocks[r->idx[i]];
-        r->ids[i] = b->meta.id;
-        if (!b->ix) return 0;
-        for (size_t p = 0; p < b->ix->nparts; p++) {
-            if (!(r->segs[r->nsegs] = pin_part(s, r->idx[i], p, BLOCK_VIEW_ROWS))) return 0;
-            r->pins[r->nsegs++] = (struct pin){r->idx[i], p};
-        }
-    }
-    return 1;
-}
-
-/* Replaces the run's blocks by the merged one in memory. data and cache_mu held. */
-static int swap_in_locked(store_t *s, run_t *r, const block_t *merged, char (*paths)[4096]) {
-    size_t k = 0, np = 0;
-    for (size_t i = 0; i < s->nblocks; i++) {
-        block_t *b = &s->blocks[i];
-        int gone = 0;
-        for (size_t j = 0; j < r->n && !gone; j++) gone = b->meta.id == r->ids[j];
-        if (!gone) {
-            s->blocks[k++] = *b;
-            continue;
-        }
-        block_drop_locked(s, b);
-        snprintf(paths[np++], sizeof *paths, "%s/%s", s->dir, b->meta.path);
-    }
-    s->nblocks = k; /* n blocks out, one in: the array has room */
-    s->blocks[s->nblocks++] = *merged;
-    return (int)np;
-}
-
-static void run_free(run_t *r) {
-    free(r->idx);
-    free(r->ids);
-    free(r->segs);
-    free(r->pins);
-}
-
-int store_compact(store_t *s, hr_err_t *err) {
-    if (!s->cfg.compact_min_blocks || s->cfg.compact_min_blocks < 2 || !s->cfg.compact_max_bytes) return 0;
-    int64_t t0 = now_ns();
-    run_t r = {0};
-    pthread_mutex_lock(&s->compact);
-    pthread_rwlock_rdlock(&s->data);
-    int rc = plan_run(s, &r);
-    if (rc == 1) rc = pin_run(s, &r);
-    pthread_rwlock_unlock(&s->data);
-    if (rc < 0) hr_fail(err, HR_ENOMEM, "out of memory planning compaction");
-    block_t merged = {0};
-    block_meta_t meta;
-    if (rc == 1 && compact_run(s, &r, &meta, err)) rc = -1;
-    if (rc == 1 && index_replace_blocks(s->index, &meta, r.ids, r.n, err)) {
-        char full[4096];
-        snprintf(full, sizeof full, "%s/%s", s->dir, meta.path);
-        unlink(full);
-        rc = -1;
-    }
-    if (rc == 1) {
-        merged.meta = meta;
-        block_attach(s, &merged); /* its footer, outside the locks */
-    }
-    char (*paths)[4096] = rc == 1 ? malloc(r.n * sizeof *paths) : NULL;
-    int np = 0;
-    pthread_rwlock_wrlock(&s->data);
-    pthread_mutex_lock(&s->cache_mu);
-    for (size_t k = 0; k < r.nsegs; k++) s->blocks[r.pins[k].block].parts[2 * r.pins[k].part + BLOCK_VIEW_ROWS].refs--;
-    if (rc == 1) {
-        if (paths) {
-            np = swap_in_locked(s, &r, &merged, paths);
-            s->compactions++; /* under data: store_stats reads them under it */
-            s->compacted_blocks += r.n;
-        } else { /* the catalog is ahead of memory: still correct (the old files stay); reopen reconciles */
-            block_drop_locked(s, &merged);
-            rc = hr_fail(err, HR_ENOMEM, "out of memory");
-        }
-    }
-    evict_locked(s);
-    pthread_mutex_unlock(&s->cache_mu);
-    pthread_rwlock_unlock(&s->data);
-    for (int i = 0; i < np; i++) unlink(paths[i]); /* after the catalog: crash-safe */
-    free(paths);
-    if (rc == 1) {
-        log_info("compaction.done", "tenant=%s blocks_in=%zu bytes_in=%lld bytes_out=%lld profiles=%lld duration_ms=%.1f",
-                 meta.tenant, r.n, (long long)r.bytes, (long long)meta.bytes, (long long)meta.profiles,
-                 (double)(now_ns() - t0) / 1e6);
-    }
-    pthread_mutex_unlock(&s->compact);
-    run_free(&r);
-    return rc;
-}
-
 /* 1 when partition p may hold rows the filter wants: time range and series. */
 static int part_wanted(const block_part_t *p, const store_filter_t *f) {
     if (p->series && (p->max_time < f->from || p->min_time > f->until)) return 0; /* version 1: the block's range */
@@ -701,69 +340,13 @@ static int part_wanted(const block_part_t *p, const store_filter_t *f) {
     return 0;
 }
 
-/* ---- scans ---- */
-
-/* A scan decodes the partitions it wants DECODE_BATCH at a time, in parallel (a cold
- * query over a week of hourly blocks decodes 168 of them), then hands them to fn in
- * block order and unpins them: at most a batch is pinned, so the cache's budget
- * holds however many partitions a query reads. */
-typedef struct {
-    store_t *s;
-    size_t block, part;
-    int view;
-    segment_t *seg; /* pinned, or NULL (unreadable) */
-} want_t;
-
-typedef struct {
-    want_t *w;
-    size_t n, first, step; /* this worker's share: w[first], w[first + step], ... */
-} share_t;
-
-static void *pin_share(void *arg) {
-    share_t *sh = arg;
-    for (size_t k = sh->first; k < sh->n; k += sh->step) {
-        want_t *w = &sh->w[k];
-        w->seg = pin_part(w->s, w->block, w->part, w->view);
-    }
-    return NULL;
-}
-
-/* Pins every partition of the batch, decoding the uncached ones on up to
- * s->decode_threads threads (the caller's among them). */
-static void pin_batch(store_t *s, want_t *w, size_t n) {
-    size_t cold = 0;
-    pthread_mutex_lock(&s->cache_mu);
-    for (size_t k = 0; k < n; k++) cold += !s->blocks[w[k].block].parts[2 * w[k].part + (size_t)w[k].view].cached;
-    pthread_mutex_unlock(&s->cache_mu);
-    size_t t = cold < 2 ? 1 : cold < (size_t)s->decode_threads ? cold : (size_t)s->decode_threads;
-    pthread_t tid[DECODE_MAX];
-    share_t sh[DECODE_MAX];
-    size_t started = 1; /* shares 1..started-1 run on their own threads */
-    for (size_t i = 0; i < t; i++) sh[i] = (share_t){w, n, i, t};
-    while (started < t && pthread_create(&tid[started], NULL, pin_share, &sh[started]) == 0) started++;
-    for (size_t i = 0; i < t; i++) /* the caller's share, and any whose thread did not start */
-        if (i == 0 || i >= started) pin_share(&sh[i]);
-    for (size_t i = 1; i < started; i++) pthread_join(tid[i], NULL);
-}
-
-/* Hands fn the pinned batch in order, then unpins it; returns fn's first -1. */
-static int run_batch(store_t *s, want_t *w, size_t n, store_segment_fn fn, void *ctx) {
-    pin_batch(s, w, n);
-    int rc = 0;
-    for (size_t k = 0; k < n; k++) {
-        if (w[k].seg && rc == 0) rc = fn(ctx, w[k].seg);
-        if (w[k].seg) unpin_part(s, w[k].block, w[k].part, w[k].view);
-    }
-    return rc;
-}
-
 /* Queues the block's wanted partitions into the batch (running it when full), or
  * hands fn the block's footer totals when they suffice. */
 static int scan_block(store_t *s, size_t i, const store_filter_t *f, want_t *batch, size_t *nb, store_segment_fn fn,
                       void *ctx) {
     block_t *b = &s->blocks[i];
     pthread_mutex_lock(&s->cache_mu); /* a footer that failed to load for a passing reason: retry */
-    if (!b->ix && !b->bad) block_attach(s, b);
+    if (!b->ix && !b->bad) bcache_attach(s, b);
     const block_index_t *ix = b->ix; /* set once, under cache_mu; stable while data is held */
     pthread_mutex_unlock(&s->cache_mu);
     if (!ix) return 0;
@@ -778,7 +361,7 @@ static int scan_block(store_t *s, size_t i, const store_filter_t *f, want_t *bat
                                                                                                    : BLOCK_VIEW_ROWS;
         batch[(*nb)++] = (want_t){s, i, p, view, NULL};
         if (*nb == DECODE_BATCH) {
-            rc = run_batch(s, batch, *nb, fn, ctx);
+            rc = bcache_run_batch(s, batch, *nb, fn, ctx);
             *nb = 0;
         }
     }
@@ -795,7 +378,7 @@ static int scan_locked(store_t *s, const char *tenant, const store_filter_t *f, 
         if (strcmp(m->tenant, tenant) || m->max_time < f->from || m->min_time > f->until) continue;
         rc = scan_block(s, i, f, batch, &nb, fn, ctx);
     }
-    if (nb && rc == 0) rc = run_batch(s, batch, nb, fn, ctx); /* queued, not yet pinned */
+    if (nb && rc == 0) rc = bcache_run_batch(s, batch, nb, fn, ctx); /* queued, not yet pinned */
     for (size_t i = 0; i < s->nheads && rc == 0; i++) {
         const segment_t *seg = s->heads[i].seg;
         if (strcmp(s->heads[i].tenant, tenant) || !seg->nprofiles || seg->max_time < f->from ||

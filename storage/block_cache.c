@@ -1,0 +1,133 @@
+/* block_cache.c - decoded block partitions: see store_impl.h. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "storage/store_impl.h"
+
+void bcache_attach(store_t *s, block_t *b) {
+    char full[4096];
+    snprintf(full, sizeof full, "%s/%s", s->dir, b->meta.path);
+    hr_err_t e = {0};
+    if ((b->ix = block_index_read(full, &e)) && (b->parts = calloc(2 * b->ix->nparts + 1, sizeof *b->parts))) return;
+    block_index_free(b->ix);
+    b->ix = NULL;
+    b->bad = e.code == HR_EUNPROC || e.code == HR_ENOTFOUND;
+    log_error(b->bad ? "block.unreadable" : "block.attach_failed", "path=%s err=\"%s\"", b->meta.path,
+              e.msg[0] ? e.msg : "out of memory");
+}
+
+void bcache_drop_locked(store_t *s, block_t *b) {
+    for (size_t p = 0; b->ix && p < 2 * b->ix->nparts; p++) {
+        if (!b->parts[p].cached) continue;
+        s->cached_bytes -= segment_bytes(b->parts[p].cached);
+        segment_free(b->parts[p].cached);
+    }
+    free(b->parts);
+    block_index_free(b->ix);
+    b->parts = NULL;
+    b->ix = NULL;
+}
+
+
+void bcache_evict_locked(store_t *s) {
+    while (s->cached_bytes > s->cfg.block_cache_bytes) {
+        part_cache_t *victim = NULL;
+        for (size_t i = 0; i < s->nblocks; i++)
+            for (size_t p = 0; s->blocks[i].ix && p < 2 * s->blocks[i].ix->nparts; p++) {
+                part_cache_t *c = &s->blocks[i].parts[p];
+                if (c->cached && c->refs == 0 && (!victim || c->last_use < victim->last_use)) victim = c;
+            }
+        if (!victim) return;
+        s->cached_bytes -= segment_bytes(victim->cached);
+        segment_free(victim->cached);
+        victim->cached = NULL;
+    }
+}
+
+segment_t *bcache_pin(store_t *s, size_t i, size_t p, int view) {
+    block_t *b = &s->blocks[i];
+    pthread_mutex_lock(&s->cache_mu);
+    part_cache_t *c = b->bad ? NULL : &b->parts[2 * p + (size_t)view];
+    segment_t *seg = c ? c->cached : NULL;
+    if (seg) c->refs++, c->last_use = ++s->clock;
+    pthread_mutex_unlock(&s->cache_mu);
+    if (!c || seg) return seg;
+    char full[4096];
+    snprintf(full, sizeof full, "%s/%s", s->dir, b->meta.path);
+    hr_err_t e = {0};
+    seg = block_read_part(full, b->ix, p, view, &e); /* no lock held: other scans go on */
+    pthread_mutex_lock(&s->cache_mu);
+    if (!seg) {
+        b->bad = 1;
+        log_error("block.unreadable", "path=%s partition=%zu err=\"%s\"", b->meta.path, p, e.msg);
+    } else if (c->cached) { /* another scan loaded it meanwhile */
+        segment_free(seg);
+        seg = c->cached;
+    } else {
+        c->cached = seg;
+        s->cached_bytes += segment_bytes(seg);
+    }
+    if (seg) c->refs++, c->last_use = ++s->clock;
+    pthread_mutex_unlock(&s->cache_mu);
+    return seg;
+}
+
+void bcache_unpin(store_t *s, size_t i, size_t p, int view) {
+    pthread_mutex_lock(&s->cache_mu);
+    s->blocks[i].parts[2 * p + (size_t)view].refs--;
+    bcache_evict_locked(s);
+    pthread_mutex_unlock(&s->cache_mu);
+}
+
+/* ---- scans ---- */
+
+/* A scan decodes the partitions it wants DECODE_BATCH at a time, in parallel (a cold
+ * query over a week of hourly blocks decodes 168 of them), then hands them to fn in
+ * block order and unpins them: at most a batch is pinned, so the cache's budget
+ * holds however many partitions a query reads. */
+
+typedef struct {
+    want_t *w;
+    size_t n, first, step; /* this worker's share: w[first], w[first + step], ... */
+} share_t;
+
+static void *pin_share(void *arg) {
+    share_t *sh = arg;
+    for (size_t k = sh->first; k < sh->n; k += sh->step) {
+        want_t *w = &sh->w[k];
+        w->seg = bcache_pin(w->s, w->block, w->part, w->view);
+    }
+    return NULL;
+}
+
+/* Pins every partition of the batch, decoding the uncached ones on up to
+ * s->decode_threads threads (the caller's among them). */
+static void pin_batch(store_t *s, want_t *w, size_t n) {
+    size_t cold = 0;
+    pthread_mutex_lock(&s->cache_mu);
+    for (size_t k = 0; k < n; k++) cold += !s->blocks[w[k].block].parts[2 * w[k].part + (size_t)w[k].view].cached;
+    pthread_mutex_unlock(&s->cache_mu);
+    size_t t = cold < 2 ? 1 : cold < (size_t)s->decode_threads ? cold : (size_t)s->decode_threads;
+    pthread_t tid[DECODE_MAX];
+    share_t sh[DECODE_MAX];
+    size_t started = 1; /* shares 1..started-1 run on their own threads */
+    for (size_t i = 0; i < t; i++) sh[i] = (share_t){w, n, i, t};
+    while (started < t && pthread_create(&tid[started], NULL, pin_share, &sh[started]) == 0) started++;
+    for (size_t i = 0; i < t; i++) /* the caller's share, and any whose thread did not start */
+        if (i == 0 || i >= started) pin_share(&sh[i]);
+    for (size_t i = 1; i < started; i++) pthread_join(tid[i], NULL);
+}
+
+/* Hands fn the pinned batch in order, then unpins it; returns fn's first -1. */
+int bcache_run_batch(store_t *s, want_t *w, size_t n, store_segment_fn fn, void *ctx) {
+    pin_batch(s, w, n);
+    int rc = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (w[k].seg && rc == 0) rc = fn(ctx, w[k].seg);
+        if (w[k].seg) bcache_unpin(s, w[k].block, w[k].part, w[k].view);
+    }
+    return rc;
+}

@@ -1,0 +1,103 @@
+/* store_impl.h - the store's insides, shared by the files that implement store.h.
+ *
+ * Private to storage/: store.c (opening, heads and ingest, cuts, scans, stats),
+ * block_cache.c (block footers and decoded partitions under --block-cache-bytes),
+ * compact.c (merging small blocks into day blocks) and retention.c (deleting old
+ * blocks). Nothing outside storage/ includes it.
+ *
+ * Locks, outermost first: `compact` (one compaction or retention run at a time),
+ * `cut` (written for a cut; read by every ingest), `data` (the heads and the block
+ * list: written for swaps, read by scans and ingest's copy), `cache_mu` (decoded
+ * partitions, pins, block footers attached late, `bad`). */
+#ifndef HEARTH_STORE_IMPL_H
+#define HEARTH_STORE_IMPL_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "storage/block.h"
+#include "storage/store.h"
+
+typedef struct {
+    char tenant[128];
+    segment_t *seg;
+    int64_t opened_ns; /* wall clock of the head's first ingest */
+} head_t;
+
+#define DECODE_BATCH 8 /* partitions pinned at once by a scan */
+#define DECODE_MAX 4    /* threads a scan decodes them on, at most */
+
+/* One decoded partition of a block, cached under --block-cache-bytes. */
+typedef struct {
+    segment_t *cached; /* NULL until loaded; guarded by cache_mu */
+    uint64_t last_use;
+    int refs;
+} part_cache_t;
+
+typedef struct {
+    block_meta_t meta;
+    block_index_t *ix;   /* its footer (partitions, totals), read when the block is opened or written */
+    part_cache_t *parts; /* 2 * ix->nparts: [2p + view] (block.h's BLOCK_VIEW_*) */
+    int bad;             /* unreadable: skipped by queries (guarded by cache_mu) */
+} block_t;
+
+struct store {
+    store_config_t cfg;
+    char dir[2048];
+    index_t *index;
+    wal_t *wal;
+    pthread_rwlock_t cut, data;
+    pthread_mutex_t cache_mu;
+    pthread_mutex_t compact;
+    int lock_fd; /* flock on DATA_DIR/LOCK: one server per data directory */
+    head_t *heads;
+    size_t nheads, heads_cap;
+    block_t *blocks;
+    size_t nblocks, blocks_cap;
+    size_t cached_bytes;
+    int decode_threads; /* partitions a scan decodes at once: the machine's cores, up to DECODE_MAX */
+    uint64_t clock, cuts, retention_deleted, compactions, compacted_blocks;
+};
+
+static inline int64_t store_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Writes seg as a new block file of tenant (a cut head or a compacted run); fills
+ * meta for the catalog. 0 or -1. (store.c) */
+int store_write_block(store_t *s, const char *tenant, const segment_t *seg, block_meta_t *meta, hr_err_t *err);
+
+/* ---- block_cache.c ---- */
+
+/* Reads a block's footer (its partitions and totals). A corrupt or missing block is
+ * marked bad, logged, and skipped by queries from then on; a passing failure (out of
+ * memory or descriptors, an I/O error) leaves it unattached, for a scan to retry.
+ * cache_mu held, or the block not yet visible to other threads. */
+void bcache_attach(store_t *s, block_t *b);
+/* Frees a block's index and cached partitions. cache_mu held (or no other thread). */
+void bcache_drop_locked(store_t *s, block_t *b);
+/* Frees least-recently used decoded partitions that no scan holds, down to the
+ * budget. cache_mu held. */
+void bcache_evict_locked(store_t *s);
+/* Pins a view of partition p of block i, decoding it on first use (no lock held
+ * meanwhile); NULL if it cannot be read (the block is then marked bad). */
+segment_t *bcache_pin(store_t *s, size_t i, size_t p, int view);
+void bcache_unpin(store_t *s, size_t i, size_t p, int view);
+
+/* A partition view a scan wants, in scan order. */
+typedef struct {
+    store_t *s;
+    size_t block, part;
+    int view;
+    segment_t *seg; /* pinned, or NULL (unreadable) */
+} want_t;
+
+/* Pins the batch (decoding uncached partitions on up to s->decode_threads threads,
+ * the caller's among them), hands fn the partitions in order, and unpins them.
+ * Returns fn's first -1, else 0. `data` held for reading. */
+int bcache_run_batch(store_t *s, want_t *w, size_t n, store_segment_fn fn, void *ctx);
+
+#endif
