@@ -1,19 +1,18 @@
 /* query_api.c - the read endpoints: the /api/v1 family and Pyroscope-compatible routes.
  *
  * Every handler parses its parameters (errors are 400 with a message naming the
- * parameter), runs the query against the store and renders one format. Times
- * default to the last hour for merges and to "all time" for discovery endpoints. */
+ * parameter), runs the query against the store and encodes the answer: merges are
+ * rendered by the renderer table's row for the format asked (query_render,
+ * query/render.h). Times default to the last hour for merges and to "all time" for
+ * discovery endpoints. */
 #include <jansson.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/jsonw.h"
 #include "common/timeparse.h"
 #include "query/catalog.h"
 #include "query/merge.h"
 #include "query/render.h"
-#include "query/tree.h"
 #include "server/app.h"
 
 #define HOUR_NS (3600LL * 1000000000)
@@ -78,43 +77,49 @@ static void reply_buf(http_resp_t *resp, const char *ctype, buf_t *b) {
     http_reply(resp, 200, ctype, b);
 }
 
-/* Merges the selection and renders format into resp. */
+/* The merge renderer rd needs: stacks and a timeline of step as its row says. */
+static merge_query_t merge_for(const renderer_t *rd, app_t *a, http_req_t *req, const selector_t *sel, const range_t *r,
+                               int64_t step, const merge_only_t *only) {
+    return (merge_query_t){req->tenant, sel, r->from, r->until, rd->needs & RENDER_TIMELINE ? step : 0,
+                           (rd->needs & RENDER_STACKS) != 0, only, app_query_deadline(a, req), NULL};
+}
+
+/* Replies with what query_render wrote into out (rc 0), or with the error that stopped
+ * the merge or the render. */
+static void reply_render(http_resp_t *resp, const renderer_t *rd, int rc, const hr_err_t *err, buf_t *out) {
+    if (rc) {
+        buf_free(out);
+        return http_error_from(resp, err);
+    }
+    resp->content_disposition = rd->disposition;
+    reply_buf(resp, rd->content_type, out);
+}
+
+/* Merges the selection and renders it in the format named `format` into resp. */
 static void run_merge(app_t *a, http_req_t *req, http_resp_t *resp, const selector_t *sel, const range_t *r,
                       const char *format, long long max_nodes, const merge_only_t *only) {
+    const renderer_t *rd = render_find(format, RENDER_MERGE);
+    if (!rd) {
+        buf_t names;
+        buf_init(&names);
+        render_names(RENDER_MERGE, &names);
+        buf_putc(&names, 0);
+        http_error(resp, 400, "unknown format `%s`: use %s", format, names.oom ? "?" : (char *)names.data);
+        return buf_free(&names);
+    }
     int64_t t0 = time_now_ns();
-    int is_pprof = !strcmp(format, "pprof"), is_fg = !strcmp(format, "flamegraph") || !strcmp(format, "json");
-    if (!is_pprof && !is_fg && strcmp(format, "top") && strcmp(format, "folded") && strcmp(format, "dataframe"))
-        return http_error(resp, 400, "unknown format `%s`: use flamegraph, top, folded, dataframe or pprof", format);
-    merge_query_t q = {req->tenant, sel, r->from, r->until, is_fg ? auto_step(r) : 0, 1, only,
-                       app_query_deadline(a, req), NULL};
+    long long limit = num_arg(req, "limit", 0);
+    merge_query_t q = merge_for(rd, a, req, sel, r, auto_step(r), only);
     merge_result_t m;
+    render_args_t args = {&m, NULL, (size_t)max_nodes, limit > 0 ? (size_t)limit : 0};
     hr_err_t err = {0};
     buf_t out;
     buf_init(&out);
-    tree_t t = {0};
     int rc = merge_run(a->store, &q, &m, &err);
-    if (rc == 0 && is_pprof) {
-        rc = render_pprof(&m, &out, &err);
-    } else if (rc == 0 && (rc = tree_build(&t, &m, &err)) == 0) {
-        long long limit = num_arg(req, "limit", 0);
-        if (is_fg) rc = render_flamegraph(&t, &m, (size_t)max_nodes, &out);
-        else if (!strcmp(format, "top")) rc = render_top(&t, &m, limit > 0 ? (size_t)limit : 0, &out);
-        else if (!strcmp(format, "dataframe")) rc = render_dataframe(&t, &m, &out);
-        else rc = render_folded(&t, &out);
-        if (rc) hr_fail(&err, HR_ENOMEM, "out of memory rendering %s", format);
-    }
-    tree_destroy(&t);
+    if (rc == 0) rc = query_render(rd, &args, &out, &err);
     merge_result_destroy(&m);
     metrics_query(&a->metrics, (double)(time_now_ns() - t0) / 1e9, rc != 0);
-    if (rc) {
-        buf_free(&out);
-        return http_error_from(resp, &err);
-    }
-    if (is_pprof) {
-        resp->content_disposition = "attachment; filename=\"profile.pb.gz\"";
-        return reply_buf(resp, "application/octet-stream", &out);
-    }
-    reply_buf(resp, strcmp(format, "folded") ? "application/json" : "text/plain; charset=utf-8", &out);
+    reply_render(resp, rd, rc, &err, &out);
 }
 
 /* `profile=SERIES-TIME_NS` names one stored profile, as /api/v1/profiles lists it;
@@ -155,13 +160,13 @@ typedef struct {
     selector_t sel;
     range_t r;
     merge_result_t m;
-    tree_t t;
 } side_t;
 
-/* Parses and merges one side; 0 or -1 (resp set). A missing query falls back to
- * the other side's (fallback), so "same selection, two ranges" needs one query. */
-static int run_side(app_t *a, http_req_t *req, http_resp_t *resp, const side_keys_t *k, const char *fallback,
-                    side_t *s) {
+/* Parses and merges one side for renderer rd; 0 or -1 (resp set). A missing query
+ * falls back to the other side's (fallback), so "same selection, two ranges" needs
+ * one query. */
+static int run_side(app_t *a, http_req_t *req, http_resp_t *resp, const renderer_t *rd, const side_keys_t *k,
+                    const char *fallback, side_t *s) {
     hr_err_t err = {0};
     const char *q = http_arg(req, k->query);
     if ((!q || !*q) && fallback && *fallback) q = fallback;
@@ -170,13 +175,14 @@ static int run_side(app_t *a, http_req_t *req, http_resp_t *resp, const side_key
     if (selector_parse(q, &s->sel, &err) || catalog_resolve_type(a->store, &cq, &s->sel, 1, &err))
         return http_error_from(resp, &err), -1;
     if (parse_range(req, k->from, k->until, HOUR_NS, &s->r, resp)) return -1;
-    merge_query_t mq = {req->tenant, &s->sel, s->r.from, s->r.until, 0, 1, 0, app_query_deadline(a, req), NULL};
-    if (merge_run(a->store, &mq, &s->m, &err) || tree_build(&s->t, &s->m, &err)) return http_error_from(resp, &err), -1;
+    merge_query_t mq = merge_for(rd, a, req, &s->sel, &s->r, 0, NULL);
+    if (merge_run(a->store, &mq, &s->m, &err)) return http_error_from(resp, &err), -1;
     return 0;
 }
 
 static void run_diff(app_t *a, http_req_t *req, http_resp_t *resp, const side_keys_t *lk, const side_keys_t *rk,
                      const char *shared_query, long long max_nodes) {
+    const renderer_t *rd = render_find("diff", RENDER_DIFF);
     int64_t t0 = time_now_ns();
     side_t l = {0}, r = {0};
     const char *lq = http_arg(req, lk->query);
@@ -184,19 +190,16 @@ static void run_diff(app_t *a, http_req_t *req, http_resp_t *resp, const side_ke
     int rc = -1;
     if (max_nodes < 0) {
         http_error(resp, 400, "`max_nodes` must be a non-negative integer");
-    } else if (run_side(a, req, resp, lk, shared_query, &l) == 0 && run_side(a, req, resp, rk, lq, &r) == 0) {
-        if (strcmp(l.m.type_id, r.m.type_id)) {
-            http_error(resp, 400, "left and right must select the same profile type (%s vs %s)", l.m.type_id, r.m.type_id);
-        } else {
-            buf_t out;
-            buf_init(&out);
-            if ((rc = render_diff(&l.t, &l.m, &r.t, (size_t)max_nodes, &out)) == 0) reply_buf(resp, "application/json", &out);
-            else buf_free(&out), http_error(resp, 500, "out of memory rendering the diff");
-        }
+    } else if (run_side(a, req, resp, rd, lk, shared_query, &l) == 0 && run_side(a, req, resp, rd, rk, lq, &r) == 0) {
+        render_args_t args = {&l.m, &r.m, (size_t)max_nodes, 0};
+        hr_err_t err = {0};
+        buf_t out;
+        buf_init(&out);
+        rc = query_render(rd, &args, &out, &err);
+        reply_render(resp, rd, rc, &err, &out);
     }
     side_t *sides[2] = {&l, &r};
     for (int i = 0; i < 2; i++) {
-        tree_destroy(&sides[i]->t);
         merge_result_destroy(&sides[i]->m);
         selector_destroy(&sides[i]->sel);
     }
@@ -246,19 +249,20 @@ void api_timeseries(app_t *a, http_req_t *req, http_resp_t *resp) {
         }
         if (step < 1000000) step = 1000000;
     }
+    const renderer_t *rd = render_find("timeseries", RENDER_TOTALS);
     int64_t t0 = time_now_ns();
-    merge_query_t q = {req->tenant, &sel, r.from, r.until, step, 0, 0, app_query_deadline(a, req), NULL};
+    merge_query_t q = merge_for(rd, a, req, &sel, &r, step, NULL);
     merge_result_t m;
+    render_args_t args = {&m, NULL, 0, 0};
     hr_err_t err = {0};
-    int rc = merge_run(a->store, &q, &m, &err);
     buf_t out;
     buf_init(&out);
-    if (rc == 0) render_timeseries(&m, &out);
+    int rc = merge_run(a->store, &q, &m, &err);
+    if (rc == 0) rc = query_render(rd, &args, &out, &err);
     merge_result_destroy(&m);
     selector_destroy(&sel);
     metrics_query(&a->metrics, (double)(time_now_ns() - t0) / 1e9, rc != 0);
-    if (rc) return buf_free(&out), http_error_from(resp, &err);
-    reply_buf(resp, "application/json", &out);
+    reply_render(resp, rd, rc, &err, &out);
 }
 
 static void reply_json(http_resp_t *resp, json_t *doc) {
