@@ -305,21 +305,10 @@ void api_series(app_t *a, http_req_t *req, http_resp_t *resp) {
     selector_destroy(&sel);
 }
 
-static void add_type(void *ctx, const series_t *s) {
-    json_t *seen = ctx;
-    if (json_object_get(seen, s->profile_type)) return;
-    ptype_parts_t p;
-    if (ptype_split(s->profile_type, &p)) return;
-    json_object_set_new(seen, s->profile_type,
-                        json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "id", s->profile_type, "name", p.name, "sampleType",
-                                  p.sample_type, "sampleUnit", p.sample_unit, "periodType", p.period_type,
-                                  "periodUnit", p.period_unit));
-}
-
 static int cmp_str_ptr(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
-/* A JSON array of the object's keys (keys=1) or values, in key order. */
-static json_t *sorted(json_t *obj, int keys) {
+/* A JSON array of the object's keys, sorted. */
+static json_t *sorted_keys(json_t *obj) {
     const char **names = malloc((json_object_size(obj) + 1) * sizeof *names);
     json_t *arr = json_array();
     if (!names) return arr;
@@ -328,10 +317,7 @@ static json_t *sorted(json_t *obj, int keys) {
     json_t *v;
     json_object_foreach(obj, k, v) names[n++] = k;
     qsort(names, n, sizeof *names, cmp_str_ptr);
-    for (size_t i = 0; i < n; i++) {
-        if (keys) json_array_append_new(arr, json_string(names[i]));
-        else json_array_append(arr, json_object_get(obj, names[i]));
-    }
+    for (size_t i = 0; i < n; i++) json_array_append_new(arr, json_string(names[i]));
     free(names);
     return arr;
 }
@@ -342,69 +328,63 @@ static json_t *sorted_strings(json_t *arr) {
     size_t i;
     json_t *v;
     json_array_foreach(arr, i, v) json_object_set_new(set, json_string_value(v), json_true());
-    json_t *out = sorted(set, 1);
+    json_t *out = sorted_keys(set);
     json_decref(set);
     return out;
 }
 
-/* Collects label names or one label's values into a set. */
-typedef struct {
-    json_t *set;
-    const char *label; /* NULL: label names */
-} collect_t;
+static json_t *json_strings(const char *const *v, size_t n) {
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++) json_array_append_new(arr, json_string(v[i]));
+    return arr;
+}
 
-static void collect(void *ctx, const series_t *s) {
-    collect_t *c = ctx;
-    if (!c->label) {
-        for (size_t i = 0; i < s->labels.n; i++) json_object_set_new(c->set, s->labels.v[i].name, json_true());
-        return;
+static json_t *json_types(const catalog_types_t *t) {
+    json_t *arr = json_array();
+    for (size_t i = 0; i < t->n; i++) {
+        const ptype_parts_t *p = &t->v[i].parts;
+        json_array_append_new(arr, json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "id", t->v[i].id, "name", p->name, "sampleType",
+                                             p->sample_type, "sampleUnit", p->sample_unit, "periodType",
+                                             p->period_type, "periodUnit", p->period_unit));
     }
-    char buf[128];
-    const char *v = catalog_label_value(s, c->label, buf, sizeof buf); /* as the Connect API answers */
-    if (v) json_object_set_new(c->set, v, json_true());
+    return arr;
 }
 
-/* Pyroscope 0.x's __name__ values: application names (`shop.cpu`). */
-static void collect_app(void *ctx, const series_t *s) {
-    char buf[512];
-    const char *v = catalog_app_name(s, buf, sizeof buf);
-    if (v) json_object_set_new(ctx, v, json_true());
-}
+/* What a discovery route asks the catalog (query/catalog.h). */
+typedef enum { ASK_LABEL_NAMES, ASK_LABEL_VALUES, ASK_APP_NAMES, ASK_PROFILE_TYPES } ask_t;
 
-/* Runs a collection over the discovery selection; NULL (resp set) on error. */
-static json_t *collect_run(app_t *a, http_req_t *req, http_resp_t *resp, catalog_series_fn fn, const char *label) {
+/* Asks the catalog over the request's discovery selection and encodes the sorted
+ * answer as a JSON array (label: ASK_LABEL_VALUES' label); NULL (resp set) on error. */
+static json_t *discover(app_t *a, http_req_t *req, http_resp_t *resp, ask_t ask, const char *label) {
     selector_t sel;
     catalog_query_t q;
-    json_t *set = NULL;
+    catalog_strings_t s = {0};
+    catalog_types_t t = {0};
+    hr_err_t err = {0};
+    json_t *arr = NULL;
     if (discovery_args(a, req, &sel, &q, resp) == 0) {
-        collect_t c = {json_object(), label};
-        hr_err_t err = {0};
-        if (catalog_series(a->store, &q, fn ? fn : collect, fn ? (void *)c.set : (void *)&c, &err)) {
-            json_decref(c.set);
-            http_error_from(resp, &err);
-        } else {
-            set = c.set;
-        }
+        int rc = ask == ASK_LABEL_NAMES    ? catalog_label_names(a->store, &q, 1, 0, &s, &err)
+                 : ask == ASK_LABEL_VALUES ? catalog_label_values(a->store, &q, 1, label, &s, &err)
+                 : ask == ASK_APP_NAMES    ? catalog_app_names(a->store, &q, 1, &s, &err)
+                                           : catalog_profile_types(a->store, &q, 1, &t, &err);
+        if (rc) http_error_from(resp, &err);
+        else arr = ask == ASK_PROFILE_TYPES ? json_types(&t) : json_strings(s.v, s.n);
     }
+    free(s.v);
+    free(t.v);
     selector_destroy(&sel);
-    return set;
+    return arr;
 }
 
 void api_profile_types(app_t *a, http_req_t *req, http_resp_t *resp) {
-    json_t *set = collect_run(a, req, resp, add_type, NULL);
-    if (!set) return;
-    json_t *arr = sorted(set, 0);
-    json_decref(set);
-    reply_json(resp, json_pack("{s:o}", "profileTypes", arr));
+    json_t *arr = discover(a, req, resp, ASK_PROFILE_TYPES, NULL);
+    if (arr) reply_json(resp, json_pack("{s:o}", "profileTypes", arr));
 }
 
 void api_labels(app_t *a, http_req_t *req, http_resp_t *resp, const char *name) {
     if (name && !*name) return http_error(resp, 400, "missing label name in /api/v1/labels/NAME/values");
-    json_t *set = collect_run(a, req, resp, NULL, name);
-    if (!set) return;
-    json_t *arr = sorted(set, 1);
-    json_decref(set);
-    reply_json(resp, json_pack("{s:o}", name ? "values" : "names", arr));
+    json_t *arr = discover(a, req, resp, name ? ASK_LABEL_VALUES : ASK_LABEL_NAMES, name);
+    if (arr) reply_json(resp, json_pack("{s:o}", name ? "values" : "names", arr));
 }
 
 void api_pyroscope_label_values(app_t *a, http_req_t *req, http_resp_t *resp) {
@@ -412,20 +392,13 @@ void api_pyroscope_label_values(app_t *a, http_req_t *req, http_resp_t *resp) {
     if (!label || !*label) return http_error(resp, 400, "missing `label` parameter");
     /* This is Pyroscope 0.x's route, and there __name__ listed applications, each a
      * name its /render takes back (`shop.cpu`); Grafana's old plugin offers them. */
-    int apps = !strcmp(label, "__name__");
-    json_t *set = collect_run(a, req, resp, apps ? collect_app : NULL, apps ? NULL : label);
-    if (!set) return;
-    json_t *arr = sorted(set, 1);
-    json_decref(set);
-    reply_json(resp, arr);
+    json_t *arr = discover(a, req, resp, strcmp(label, "__name__") ? ASK_LABEL_VALUES : ASK_APP_NAMES, label);
+    if (arr) reply_json(resp, arr);
 }
 
 void api_pyroscope_labels(app_t *a, http_req_t *req, http_resp_t *resp) {
-    json_t *set = collect_run(a, req, resp, NULL, NULL);
-    if (!set) return;
-    json_t *arr = sorted(set, 1);
-    json_decref(set);
-    reply_json(resp, arr);
+    json_t *arr = discover(a, req, resp, ASK_LABEL_NAMES, NULL);
+    if (arr) reply_json(resp, arr);
 }
 
 /* ---- single profiles: the stored profiles of a selection, newest first; profiles of
