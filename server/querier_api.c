@@ -138,6 +138,27 @@ static ProtobufCMessage *label_values(qctx_t *c, const ProtobufCMessage *in) {
     return r->names ? &r->base : NULL;
 }
 
+/* Fills item i of a repeated message field from answer; 0 or -1 (OOM). */
+typedef int (*fill_fn)(qctx_t *c, void *field, size_t i, const void *answer);
+
+/* A repeated message field of n items in the arena, each built by fill; NULL on OOM.
+ * Every message pointer has the size of a ProtobufCMessage pointer (C11 6.2.5: all
+ * pointers to structures have one representation), so one size serves every field. */
+static void *repeated(qctx_t *c, size_t n, fill_fn fill, const void *answer) {
+    void *field = arena_alloc(c->arena, (n + 1) * sizeof(ProtobufCMessage *));
+    for (size_t i = 0; field && i < n; i++)
+        if (fill(c, field, i, answer)) return NULL;
+    return field;
+}
+
+static Querier__V1__LabelPair *label_pair(qctx_t *c, const char *name, const char *value) {
+    Querier__V1__LabelPair *p = arena_alloc(c->arena, sizeof *p);
+    if (!p) return NULL;
+    querier__v1__label_pair__init(p);
+    p->name = arena_strdup(c->arena, name), p->value = arena_strdup(c->arena, value);
+    return p->name && p->value ? p : NULL;
+}
+
 /* ---- ProfileTypes ---- */
 
 static char *dup(qctx_t *c, const char *s, int *ok) {
@@ -146,74 +167,64 @@ static char *dup(qctx_t *c, const char *s, int *ok) {
     return d;
 }
 
-static Querier__V1__ProfileType *type_msg(qctx_t *c, const catalog_type_t *ct) {
+static int fill_type(qctx_t *c, void *field, size_t i, const void *answer) {
+    const catalog_type_t *ct = &((const catalog_types_t *)answer)->v[i];
     const ptype_parts_t *p = &ct->parts;
     Querier__V1__ProfileType *t = arena_alloc(c->arena, sizeof *t);
     int ok = t != NULL;
-    if (!ok) return NULL;
+    if (!ok) return -1;
     querier__v1__profile_type__init(t);
     t->id = dup(c, ct->id, &ok), t->name = dup(c, p->name, &ok);
     t->sample_type = dup(c, p->sample_type, &ok), t->sample_unit = dup(c, p->sample_unit, &ok);
     t->period_type = dup(c, p->period_type, &ok), t->period_unit = dup(c, p->period_unit, &ok);
-    return ok ? t : NULL;
+    ((Querier__V1__ProfileType **)field)[i] = t;
+    return ok ? 0 : -1;
 }
 
 static ProtobufCMessage *profile_types(qctx_t *c, const ProtobufCMessage *in) {
     const Querier__V1__ProfileTypesRequest *q = (const void *)in;
+    Querier__V1__ProfileTypesResponse *r = arena_alloc(c->arena, sizeof *r);
     discovery_t d;
     catalog_types_t t = {0};
-    Querier__V1__ProfileTypesResponse *r = NULL;
-    if (discovery_begin(c, NULL, 0, q->start, q->end, &d) == 0 &&
-        catalog_profile_types(c->a->store, d.q, d.nq, &t, &c->err) == 0) {
-        if ((r = arena_alloc(c->arena, sizeof *r))) {
-            querier__v1__profile_types_response__init(r);
-            r->profile_types = arena_alloc(c->arena, (t.n + 1) * sizeof *r->profile_types);
-        }
-        for (size_t i = 0; r && r->profile_types && i < t.n; i++)
-            if (!(r->profile_types[r->n_profile_types++] = type_msg(c, &t.v[i]))) r->profile_types = NULL;
-        if (!r || !r->profile_types) r = NULL, oom(c);
-    }
+    if (!r) return oom(c);
+    querier__v1__profile_types_response__init(r);
+    int rc = discovery_begin(c, NULL, 0, q->start, q->end, &d) ||
+             catalog_profile_types(c->a->store, d.q, d.nq, &t, &c->err);
+    if (rc == 0) r->n_profile_types = t.n;
+    if (rc == 0 && !(r->profile_types = repeated(c, t.n, fill_type, &t))) rc = -1, oom(c);
     free(t.v);
     discovery_end(&d);
-    return r ? &r->base : NULL;
+    return rc ? NULL : &r->base;
 }
 
 /* ---- Series ---- */
 
-static Querier__V1__Labels *labels_msg(qctx_t *c, const catalog_label_set_t *set) {
+static int fill_labels(qctx_t *c, void *field, size_t i, const void *answer) {
+    const catalog_label_set_t *set = &((const catalog_label_sets_t *)answer)->v[i];
     Querier__V1__Labels *l = arena_alloc(c->arena, sizeof *l);
-    if (!l) return NULL;
+    if (!l) return -1;
     querier__v1__labels__init(l);
-    if (!(l->labels = arena_alloc(c->arena, (set->n + 1) * sizeof *l->labels))) return NULL;
-    for (size_t i = 0; i < set->n; i++) {
-        Querier__V1__LabelPair *p = arena_alloc(c->arena, sizeof *p);
-        if (!p) return NULL;
-        querier__v1__label_pair__init(p);
-        if (!(p->name = arena_strdup(c->arena, set->kv[2 * i])) || !(p->value = arena_strdup(c->arena, set->kv[2 * i + 1])))
-            return NULL;
-        l->labels[l->n_labels++] = p;
-    }
-    return l;
+    if (!(l->labels = arena_alloc(c->arena, (set->n + 1) * sizeof *l->labels))) return -1;
+    for (size_t k = 0; k < set->n; k++)
+        if (!(l->labels[l->n_labels++] = label_pair(c, set->kv[2 * k], set->kv[2 * k + 1]))) return -1;
+    ((Querier__V1__Labels **)field)[i] = l;
+    return 0;
 }
 
 static ProtobufCMessage *series(qctx_t *c, const ProtobufCMessage *in) {
     const Querier__V1__SeriesRequest *q = (const void *)in;
+    Querier__V1__SeriesResponse *r = arena_alloc(c->arena, sizeof *r);
     discovery_t d;
     catalog_label_sets_t sets = {0};
-    Querier__V1__SeriesResponse *r = NULL;
-    if (discovery_begin(c, q->matchers, q->n_matchers, q->start, q->end, &d) == 0 &&
-        catalog_label_sets(c->a->store, d.q, d.nq, q->label_names, q->n_label_names, &sets, &c->err) == 0) {
-        if ((r = arena_alloc(c->arena, sizeof *r))) {
-            querier__v1__series_response__init(r);
-            r->labels_set = arena_alloc(c->arena, (sets.n + 1) * sizeof *r->labels_set);
-        }
-        for (size_t i = 0; r && r->labels_set && i < sets.n; i++)
-            if (!(r->labels_set[r->n_labels_set++] = labels_msg(c, &sets.v[i]))) r->labels_set = NULL;
-        if (!r || !r->labels_set) r = NULL, oom(c);
-    }
+    if (!r) return oom(c);
+    querier__v1__series_response__init(r);
+    int rc = discovery_begin(c, q->matchers, q->n_matchers, q->start, q->end, &d) ||
+             catalog_label_sets(c->a->store, d.q, d.nq, q->label_names, q->n_label_names, &sets, &c->err);
+    if (rc == 0) r->n_labels_set = sets.n;
+    if (rc == 0 && !(r->labels_set = repeated(c, sets.n, fill_labels, &sets))) rc = -1, oom(c);
     free(sets.v);
     discovery_end(&d);
-    return r ? &r->base : NULL;
+    return rc ? NULL : &r->base;
 }
 
 /* ---- merges ---- */
@@ -397,11 +408,7 @@ static Querier__V1__Series *series_msg(qctx_t *c, char *const *names, const char
     if (!s->labels || !s->points) return NULL;
     for (size_t i = 0; i < width; i++) {
         if (!*vals[i]) continue;
-        Querier__V1__LabelPair *p = arena_alloc(ar, sizeof *p);
-        if (!p) return NULL;
-        querier__v1__label_pair__init(p);
-        if (!(p->name = arena_strdup(ar, names[i])) || !(p->value = arena_strdup(ar, vals[i]))) return NULL;
-        s->labels[s->n_labels++] = p;
+        if (!(s->labels[s->n_labels++] = label_pair(c, names[i], vals[i]))) return NULL;
     }
     *total = 0;
     Querier__V1__Point *pts = arena_alloc(ar, (m->nbuckets + 1) * sizeof *pts);
