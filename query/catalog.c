@@ -130,7 +130,8 @@ static int series_of_any(store_t *st, const catalog_query_t *q, size_t nq, catal
             any = bits, n = nb;
             continue;
         }
-        for (uint32_t j = 0; j < n && j < nb; j++) any[j] |= bits[j]; /* a series created meanwhile is not in the answer */
+        /* a series created between the two selections is not in the answer */
+        for (uint32_t j = 0; j < n && j < nb; j++) any[j] |= bits[j];
         free(bits);
     }
     catalog_query_t all = {q->tenant, NULL, 0, 0, 0, q->deadline_ns};
@@ -200,8 +201,8 @@ typedef struct {
 typedef struct {
     row_t *v;
     size_t n, cap;
-    idset_t seen;   /* indexes into v, by the hash of a row's bytes */
-    buf_t cur;      /* the row being built */
+    idset_t seen; /* indexes into v, by the hash of a row's bytes */
+    buf_t cur;    /* the row being built */
     size_t cur_len;
     int oom;
 } rows_t;
@@ -209,10 +210,10 @@ typedef struct {
 /* What a visit adds rows for: the rows and the question's own parameters. */
 typedef struct {
     rows_t rows;
-    const char *label;   /* catalog_label_values */
-    char *const *names;  /* catalog_label_sets, catalog_groups */
+    const char *label;  /* catalog_label_values */
+    char *const *names; /* catalog_label_sets, catalog_groups */
     size_t nnames;
-    unsigned flags;      /* catalog_label_names */
+    unsigned flags; /* catalog_label_names */
 } visit_t;
 
 static void row_put(rows_t *r, const char *s) {
@@ -270,8 +271,8 @@ typedef void (*place_fn)(void *head, size_t i, const char **strs, size_t len);
  * NULL, fills it), every row's strings as pointers (*strs, row after row), then the
  * strings. *nrows receives the number of rows. NULL with err set on failure; c->rows
  * is freed either way. */
-static void *answer(store_t *st, const catalog_query_t *q, size_t nq, catalog_series_fn fn, visit_t *c,
-                    size_t per_row, place_fn place, const char ***strs, size_t *nrows, hr_err_t *err) {
+static void *answer(store_t *st, const catalog_query_t *q, size_t nq, catalog_series_fn fn, visit_t *c, size_t per_row,
+                    place_fn place, const char ***strs, size_t *nrows, hr_err_t *err) {
     rows_t *r = &c->rows;
     char *block = NULL;
     int rc = series_of_any(st, q, nq, fn, c, err);
@@ -279,7 +280,8 @@ static void *answer(store_t *st, const catalog_query_t *q, size_t nq, catalog_se
     size_t nstr = 0, bytes = 0, align = _Alignof(max_align_t);
     for (size_t i = 0; i < r->n; i++) nstr += r->v[i].len, bytes += r->v[i].bytes;
     size_t head = (r->n * per_row + align - 1) / align * align;
-    if (rc == 0 && !(block = malloc(head + nstr * sizeof(char *) + bytes + 1))) hr_fail(err, HR_ENOMEM, "out of memory");
+    if (rc == 0 && !(block = malloc(head + nstr * sizeof(char *) + bytes + 1)))
+        hr_fail(err, HR_ENOMEM, "out of memory");
     if (block) {
         if (r->n) qsort(r->v, r->n, sizeof *r->v, row_cmp);
         const char **p = (const char **)(block + head);
@@ -328,7 +330,8 @@ static void visit_apps(void *ctx, const series_t *s) {
 
 static void visit_types(void *ctx, const series_t *s) { add_one(ctx, s->profile_type); }
 
-int catalog_label_names(store_t *st, const catalog_query_t *q, size_t nq, unsigned flags, catalog_strings_t *out, hr_err_t *err) {
+int catalog_label_names(store_t *st, const catalog_query_t *q, size_t nq, unsigned flags, catalog_strings_t *out,
+                        hr_err_t *err) {
     visit_t c = {.flags = flags};
     return strings(st, q, nq, visit_names, &c, out, err);
 }
@@ -405,8 +408,8 @@ static void visit_group(void *ctx, const series_t *s) {
     row_end(&c->rows);
 }
 
-int catalog_groups(store_t *st, const catalog_query_t *q, size_t nq, char *const *names, size_t width, catalog_groups_t *out,
-                   hr_err_t *err) {
+int catalog_groups(store_t *st, const catalog_query_t *q, size_t nq, char *const *names, size_t width,
+                   catalog_groups_t *out, hr_err_t *err) {
     visit_t c = {.names = names, .nnames = width};
     *out = (catalog_groups_t){.width = width};
     return answer(st, q, nq, visit_group, &c, 0, NULL, &out->v, &out->n, err) ? 0 : -1;

@@ -6,8 +6,9 @@
  * answered here as sorted arrays, once for REST, Pyroscope's routes and Connect
  * alike, so the handlers only encode them and cannot disagree about a value.
  *
- * Without a time range every series of the tenant counts; with one, only series that have a profile in the range (found by
- * scanning profile rows, not samples). The single-profile list reads the same rows.
+ * Without a time range every series of the tenant counts; with one, only series that
+ * have a profile in the range (found by scanning profile rows, not samples). The
+ * single-profile list reads the same rows.
  *
  * Selectors are matched on a snapshot of the tenant's series (index_snapshot), with
  * no lock held: a regex is linear in the label value but not free, and a query over
@@ -75,7 +76,8 @@ typedef struct {
 #define CATALOG_PSEUDO_LABELS 1u
 
 /* The label names of the selected series; flags 0 or CATALOG_PSEUDO_LABELS. */
-int catalog_label_names(store_t *st, const catalog_query_t *q, size_t nq, unsigned flags, catalog_strings_t *out, hr_err_t *err);
+int catalog_label_names(store_t *st, const catalog_query_t *q, size_t nq, unsigned flags, catalog_strings_t *out,
+                        hr_err_t *err);
 /* The values label `name` has among the selected series, as catalog_label_value
  * gives them (pseudo-labels included). */
 int catalog_label_values(store_t *st, const catalog_query_t *q, size_t nq, const char *name, catalog_strings_t *out,
@@ -123,8 +125,8 @@ typedef struct {
     size_t n, width;
 } catalog_groups_t;
 
-int catalog_groups(store_t *st, const catalog_query_t *q, size_t nq, char *const *names, size_t width, catalog_groups_t *out,
-                   hr_err_t *err);
+int catalog_groups(store_t *st, const catalog_query_t *q, size_t nq, char *const *names, size_t width,
+                   catalog_groups_t *out, hr_err_t *err);
 
 /* The value of label `name` of series s as every API answers it, REST and Connect
  * alike: the series label, or for the pseudo-labels __profile_type__ the type id

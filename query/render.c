@@ -92,7 +92,8 @@ int query_render(const renderer_t *r, const render_args_t *a, buf_t *out, hr_err
         if (rc == 0 && two) rc = tree_build(&rt, a->right, err);
         in.tree = &t, in.right_tree = two ? &rt : NULL;
     }
-    if (rc == 0 && (rc = r->fn(&in, out, err)) && !err->code) hr_fail(err, HR_ENOMEM, "out of memory rendering %s", r->name);
+    if (rc == 0 && (rc = r->fn(&in, out, err)) && !err->code)
+        hr_fail(err, HR_ENOMEM, "out of memory rendering %s", r->name);
     tree_destroy(&rt);
     tree_destroy(&t);
     return rc;

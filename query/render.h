@@ -63,11 +63,11 @@ typedef int (*render_fn)(const render_input_t *in, buf_t *out, hr_err_t *err);
 
 typedef struct {
     const char *name;
-    const char *alias;        /* a second name it answers to, listed nowhere (flamegraph: "json"); NULL */
+    const char *alias; /* a second name it answers to, listed nowhere (flamegraph: "json"); NULL */
     render_kind_t kind;
-    unsigned needs;           /* RENDER_STACKS | RENDER_TIMELINE | RENDER_TREE */
+    unsigned needs; /* RENDER_STACKS | RENDER_TIMELINE | RENDER_TREE */
     const char *content_type;
-    const char *disposition;  /* Content-Disposition of the reply; NULL: shown inline */
+    const char *disposition; /* Content-Disposition of the reply; NULL: shown inline */
     render_fn fn;
 } renderer_t;
 

@@ -343,9 +343,10 @@ static json_t *json_types(const catalog_types_t *t) {
     json_t *arr = json_array();
     for (size_t i = 0; i < t->n; i++) {
         const ptype_parts_t *p = &t->v[i].parts;
-        json_array_append_new(arr, json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "id", t->v[i].id, "name", p->name, "sampleType",
-                                             p->sample_type, "sampleUnit", p->sample_unit, "periodType",
-                                             p->period_type, "periodUnit", p->period_unit));
+        json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "id", t->v[i].id, "name", p->name, "sampleType",
+                              p->sample_type, "sampleUnit", p->sample_unit, "periodType", p->period_type, "periodUnit",
+                              p->period_unit);
+        json_array_append_new(arr, o);
     }
     return arr;
 }
