@@ -1,11 +1,22 @@
-/* catalog.c - see catalog.h. */
+/* catalog.c - see catalog.h.
+ *
+ * Selection walks a snapshot of the tenant's series (no lock held) and, for a
+ * ranged query, first marks the series with a profile in the range from the
+ * segments' profile rows. Discovery answers are collected as rows of strings (a
+ * label name, a type id, a group's values, a series' label pairs): deduplicated as
+ * the series are visited, since most series repeat what earlier ones said, then
+ * sorted once and packed into one block, so a caller frees one pointer and never
+ * walks an answer to release it. */
 #include "query/catalog.h"
 
+#include <assert.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/buf.h"
+#include "common/hash.h"
 #include "common/ptype.h"
 #include "common/timeparse.h"
 #include "common/vec.h"
@@ -59,14 +70,22 @@ static int filter(const catalog_query_t *q, const index_snapshot_t *snap, const 
     return 0;
 }
 
-int catalog_series(store_t *st, const catalog_query_t *q, catalog_series_fn fn, void *ctx, hr_err_t *err) {
-    uint8_t *present = NULL;
-    uint32_t npresent = 0;
-    if (q->ranged && !(present = presence(st, q, &npresent, err))) return -1;
+/* Calls fn for the series of a fresh snapshot that q->sel selects among those marked
+ * in present (NULL: all). */
+static int walk(store_t *st, const catalog_query_t *q, const uint8_t *present, uint32_t npresent, catalog_series_fn fn,
+                void *ctx, hr_err_t *err) {
     index_snapshot_t snap;
     int rc = index_snapshot(store_index(st), q->tenant, &snap, err);
     if (rc == 0) rc = filter(q, &snap, present, npresent, fn, ctx, err);
     index_snapshot_free(&snap);
+    return rc;
+}
+
+int catalog_series(store_t *st, const catalog_query_t *q, catalog_series_fn fn, void *ctx, hr_err_t *err) {
+    uint8_t *present = NULL;
+    uint32_t npresent = 0;
+    if (q->ranged && !(present = presence(st, q, &npresent, err))) return -1;
+    int rc = walk(st, q, present, npresent, fn, ctx, err);
     free(present);
     return rc;
 }
@@ -92,6 +111,33 @@ uint8_t *catalog_select(store_t *st, const catalog_query_t *q, uint32_t *n, hr_e
     }
     *n = b.n;
     return b.bits;
+}
+
+/* catalog_series over the union of q[0..nq): each query's selection as a bitmap,
+ * OR-ed, then one walk in id order, so a series two queries select is visited once. */
+static int series_of_any(store_t *st, const catalog_query_t *q, size_t nq, catalog_series_fn fn, void *ctx,
+                         hr_err_t *err) {
+    assert(nq >= 1);
+    if (nq == 1) return catalog_series(st, q, fn, ctx, err);
+    uint8_t *any = NULL;
+    uint32_t n = 0;
+    for (size_t i = 0; i < nq; i++) {
+        assert(!strcmp(q[i].tenant, q->tenant));
+        uint32_t nb;
+        uint8_t *bits = catalog_select(st, &q[i], &nb, err);
+        if (!bits) return free(any), -1;
+        if (!any) {
+            any = bits, n = nb;
+            continue;
+        }
+        /* a series created between the two selections is not in the answer */
+        for (uint32_t j = 0; j < n && j < nb; j++) any[j] |= bits[j];
+        free(bits);
+    }
+    catalog_query_t all = {q->tenant, NULL, 0, 0, 0, q->deadline_ns};
+    int rc = walk(st, &all, any, n, fn, ctx, err);
+    free(any);
+    return rc;
 }
 
 typedef struct {
@@ -144,6 +190,231 @@ int catalog_profiles(store_t *st, const catalog_query_t *q, catalog_profile_t **
     return 0;
 }
 
+/* ---- discovery answers: rows of strings, deduplicated, sorted, packed ---- */
+
+typedef struct {
+    char *s;      /* the row's strings, each NUL-terminated, one after the other */
+    size_t bytes; /* of s */
+    size_t len;   /* how many strings */
+} row_t;
+
+typedef struct {
+    row_t *v;
+    size_t n, cap;
+    idset_t seen; /* indexes into v, by the hash of a row's bytes */
+    buf_t cur;    /* the row being built */
+    size_t cur_len;
+    int oom;
+} rows_t;
+
+/* What a visit adds rows for: the rows and the question's own parameters. */
+typedef struct {
+    rows_t rows;
+    const char *label;  /* catalog_label_values */
+    char *const *names; /* catalog_label_sets, catalog_groups */
+    size_t nnames;
+    unsigned flags; /* catalog_label_names */
+} visit_t;
+
+static void row_put(rows_t *r, const char *s) {
+    buf_append(&r->cur, s, strlen(s) + 1);
+    r->cur_len++;
+}
+
+static int row_eq(const void *ctx, uint32_t id, const void *key) {
+    const row_t *x = &((const rows_t *)ctx)->v[id], *k = key;
+    return x->len == k->len && x->bytes == k->bytes && (!k->bytes || !memcmp(x->s, k->s, k->bytes));
+}
+
+/* Ends the row being built: kept unless an equal row already is. */
+static void row_end(rows_t *r) {
+    row_t k = {(char *)r->cur.data, r->cur.len, r->cur_len};
+    r->cur.len = 0, r->cur_len = 0;
+    if (r->cur.oom) return (void)(r->oom = 1);
+    uint64_t h = hash_bytes(k.s, k.bytes, k.len);
+    if (idset_find(&r->seen, h, &k, row_eq, r) != UINT32_MAX) return;
+    char *copy = malloc(k.bytes + 1);
+    if (!copy || VEC_RESERVE(r->v, r->cap, r->n + 1) || idset_add(&r->seen, h, (uint32_t)r->n)) {
+        free(copy);
+        return (void)(r->oom = 1);
+    }
+    if (k.bytes) memcpy(copy, k.s, k.bytes);
+    r->v[r->n++] = (row_t){copy, k.bytes, k.len};
+}
+
+static void rows_free(rows_t *r) {
+    for (size_t i = 0; i < r->n; i++) free(r->v[i].s);
+    free(r->v);
+    idset_free(&r->seen);
+    buf_free(&r->cur);
+}
+
+/* String by string; a row that is a prefix of another comes first. */
+static int row_cmp(const void *a, const void *b) {
+    const row_t *x = a, *y = b;
+    const char *p = x->s, *q = y->s;
+    for (size_t i = 0; i < x->len && i < y->len; i++) {
+        int c = strcmp(p, q);
+        if (c) return c;
+        p += strlen(p) + 1, q += strlen(q) + 1;
+    }
+    return (x->len > y->len) - (x->len < y->len);
+}
+
+/* Called for row i of a packed answer, whose len strings start at strs, to fill the
+ * caller's own entry for it in head. */
+typedef void (*place_fn)(void *head, size_t i, const char **strs, size_t len);
+
+/* Visits the series any of q[0..nq) selects with fn, which adds rows to c->rows, then
+ * sorts the rows and packs them into one block: per_row bytes a row for the caller's
+ * own array (the block's start, padded to keep what follows aligned; place, when not
+ * NULL, fills it), every row's strings as pointers (*strs, row after row), then the
+ * strings. *nrows receives the number of rows. NULL with err set on failure; c->rows
+ * is freed either way. */
+static void *answer(store_t *st, const catalog_query_t *q, size_t nq, catalog_series_fn fn, visit_t *c, size_t per_row,
+                    place_fn place, const char ***strs, size_t *nrows, hr_err_t *err) {
+    rows_t *r = &c->rows;
+    char *block = NULL;
+    int rc = series_of_any(st, q, nq, fn, c, err);
+    if (rc == 0 && r->oom) rc = hr_fail(err, HR_ENOMEM, "out of memory");
+    size_t nstr = 0, bytes = 0, align = _Alignof(max_align_t);
+    for (size_t i = 0; i < r->n; i++) nstr += r->v[i].len, bytes += r->v[i].bytes;
+    size_t head = (r->n * per_row + align - 1) / align * align;
+    if (rc == 0 && !(block = malloc(head + nstr * sizeof(char *) + bytes + 1)))
+        hr_fail(err, HR_ENOMEM, "out of memory");
+    if (block) {
+        if (r->n) qsort(r->v, r->n, sizeof *r->v, row_cmp);
+        const char **p = (const char **)(block + head);
+        char *text = (char *)(p + nstr);
+        *strs = p, *nrows = r->n;
+        for (size_t i = 0; i < r->n; i++) {
+            if (place) place(block, i, p, r->v[i].len);
+            if (r->v[i].bytes) memcpy(text, r->v[i].s, r->v[i].bytes);
+            for (size_t j = 0; j < r->v[i].len; j++, text += strlen(text) + 1) *p++ = text;
+        }
+    }
+    rows_free(r);
+    return block;
+}
+
+/* An answer of one string a row (label names, values, type ids). */
+static int strings(store_t *st, const catalog_query_t *q, size_t nq, catalog_series_fn fn, visit_t *c,
+                   catalog_strings_t *out, hr_err_t *err) {
+    *out = (catalog_strings_t){0};
+    return answer(st, q, nq, fn, c, 0, NULL, &out->v, &out->n, err) ? 0 : -1;
+}
+
+static void add_one(visit_t *c, const char *s) {
+    row_put(&c->rows, s);
+    row_end(&c->rows);
+}
+
+static void visit_names(void *ctx, const series_t *s) {
+    visit_t *c = ctx;
+    for (size_t i = 0; i < s->labels.n; i++) add_one(c, s->labels.v[i].name);
+    if (c->flags & CATALOG_PSEUDO_LABELS) add_one(c, "__name__"), add_one(c, "__profile_type__");
+}
+
+static void visit_values(void *ctx, const series_t *s) {
+    visit_t *c = ctx;
+    char buf[128];
+    const char *v = catalog_label_value(s, c->label, buf, sizeof buf);
+    if (v) add_one(c, v);
+}
+
+static void visit_apps(void *ctx, const series_t *s) {
+    char buf[512];
+    const char *v = catalog_app_name(s, buf, sizeof buf);
+    if (v) add_one(ctx, v);
+}
+
+static void visit_types(void *ctx, const series_t *s) { add_one(ctx, s->profile_type); }
+
+int catalog_label_names(store_t *st, const catalog_query_t *q, size_t nq, unsigned flags, catalog_strings_t *out,
+                        hr_err_t *err) {
+    visit_t c = {.flags = flags};
+    return strings(st, q, nq, visit_names, &c, out, err);
+}
+
+int catalog_label_values(store_t *st, const catalog_query_t *q, size_t nq, const char *name, catalog_strings_t *out,
+                         hr_err_t *err) {
+    visit_t c = {.label = name};
+    return strings(st, q, nq, visit_values, &c, out, err);
+}
+
+int catalog_app_names(store_t *st, const catalog_query_t *q, size_t nq, catalog_strings_t *out, hr_err_t *err) {
+    visit_t c = {0};
+    return strings(st, q, nq, visit_apps, &c, out, err);
+}
+
+/* The type ids of the selected series, sorted. */
+static int type_ids(store_t *st, const catalog_query_t *q, catalog_strings_t *out, hr_err_t *err) {
+    visit_t c = {0};
+    return strings(st, q, 1, visit_types, &c, out, err);
+}
+
+int catalog_profile_types(store_t *st, const catalog_query_t *q, size_t nq, catalog_types_t *out, hr_err_t *err) {
+    visit_t c = {0};
+    const char **ids;
+    size_t n;
+    *out = (catalog_types_t){0};
+    if (!(out->v = answer(st, q, nq, visit_types, &c, sizeof *out->v, NULL, &ids, &n, err))) return -1;
+    for (size_t i = 0; i < n; i++)
+        if (ptype_split(ids[i], &out->v[out->n].parts) == 0) out->v[out->n++].id = ids[i];
+    return 0;
+}
+
+static int wanted(const visit_t *c, const char *name) {
+    if (!c->nnames) return 1;
+    for (size_t i = 0; i < c->nnames; i++)
+        if (!strcmp(c->names[i], name)) return 1;
+    return 0;
+}
+
+static void put_pair(visit_t *c, const char *name, const char *value) {
+    if (!wanted(c, name)) return;
+    row_put(&c->rows, name);
+    row_put(&c->rows, value);
+}
+
+static void visit_set(void *ctx, const series_t *s) {
+    visit_t *c = ctx;
+    char buf[128];
+    put_pair(c, "__name__", catalog_label_value(s, "__name__", buf, sizeof buf));
+    put_pair(c, "__profile_type__", s->profile_type);
+    for (size_t i = 0; i < s->labels.n; i++) put_pair(c, s->labels.v[i].name, s->labels.v[i].value);
+    row_end(&c->rows);
+}
+
+static void place_set(void *head, size_t i, const char **strs, size_t len) {
+    ((catalog_label_set_t *)head)[i] = (catalog_label_set_t){strs, len / 2};
+}
+
+int catalog_label_sets(store_t *st, const catalog_query_t *q, size_t nq, char *const *names, size_t nnames,
+                       catalog_label_sets_t *out, hr_err_t *err) {
+    visit_t c = {.names = names, .nnames = nnames};
+    const char **kv;
+    *out = (catalog_label_sets_t){0};
+    out->v = answer(st, q, nq, visit_set, &c, sizeof *out->v, place_set, &kv, &out->n, err);
+    return out->v ? 0 : -1;
+}
+
+static void visit_group(void *ctx, const series_t *s) {
+    visit_t *c = ctx;
+    for (size_t i = 0; i < c->nnames; i++) {
+        const char *v = labels_get(&s->labels, c->names[i]);
+        row_put(&c->rows, v ? v : "");
+    }
+    row_end(&c->rows);
+}
+
+int catalog_groups(store_t *st, const catalog_query_t *q, size_t nq, char *const *names, size_t width,
+                   catalog_groups_t *out, hr_err_t *err) {
+    visit_t c = {.names = names, .nnames = width};
+    *out = (catalog_groups_t){.width = width};
+    return answer(st, q, nq, visit_group, &c, 0, NULL, &out->v, &out->n, err) ? 0 : -1;
+}
+
 /* ---- one meaning of __name__, and short type names ---- */
 
 const char *catalog_label_value(const series_t *s, const char *name, char *buf, size_t n) {
@@ -157,30 +428,9 @@ const char *catalog_app_name(const series_t *s, char *buf, size_t n) {
     return buf;
 }
 
-typedef struct {
-    char **v;
-    size_t n, cap;
-    int oom;
-} typeset_t;
-
-static void add_type_id(void *ctx, const series_t *s) {
-    typeset_t *t = ctx;
-    for (size_t i = 0; i < t->n; i++)
-        if (!strcmp(t->v[i], s->profile_type)) return;
-    if (VEC_RESERVE(t->v, t->cap, t->n + 1) || !(t->v[t->n] = strdup(s->profile_type))) t->oom = 1;
-    else t->n++;
-}
-
-static int cmp_strp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-static void typeset_free(typeset_t *t) {
-    for (size_t i = 0; i < t->n; i++) free(t->v[i]);
-    free(t->v);
-}
-
 /* The name a user can query type v[i] by: its short name when that short name
  * would pick exactly it among v (so `app.SHORT` works), else the full id. */
-static const char *query_name(char *const *v, size_t n, size_t i) {
+static const char *query_name(const char *const *v, size_t n, size_t i) {
     const char *s = ptype_short_name(v[i]);
     if (!s) return v[i];
     int mine = ptype_short_rank(s, v[i]);
@@ -193,14 +443,14 @@ static const char *query_name(char *const *v, size_t n, size_t i) {
 
 /* "a, b, c" into b: the types' query names, short where one works (an error
  * message holds 256 bytes, and `cpu` is what the user will type anyway). */
-static void list_types(buf_t *b, char *const *v, size_t n) {
+static void list_types(buf_t *b, const char *const *v, size_t n) {
     for (size_t i = 0; i < n; i++) buf_printf(b, "%s%s", i ? ", " : "", query_name(v, n, i));
     buf_putc(b, 0);
 }
 
 /* The stored type sel->short_type means: the one best-ranked fit among t (sorted)
  * into *out (malloc'd); an error naming the candidates when none or several fit. */
-static int pick_short(const selector_t *sel, typeset_t *t, hr_err_t *err, char **out) {
+static int pick_short(const selector_t *sel, const catalog_strings_t *t, hr_err_t *err, char **out) {
     int best = -1;
     size_t nbest = 0, at = 0;
     for (size_t i = 0; i < t->n; i++) {
@@ -234,10 +484,8 @@ int catalog_resolve_type(store_t *st, const catalog_query_t *q, selector_t *sel,
     selector_t probe = *sel; /* the same matchers, any type */
     probe.profile_type = NULL;
     catalog_query_t all = {q->tenant, &probe, 0, 0, 0, q->deadline_ns};
-    typeset_t t = {0};
-    int rc = catalog_series(st, &all, add_type_id, &t, err);
-    if (rc == 0 && t.oom) rc = hr_fail(err, HR_ENOMEM, "out of memory");
-    if (rc == 0 && t.n) qsort(t.v, t.n, sizeof *t.v, cmp_strp);
+    catalog_strings_t t;
+    int rc = type_ids(st, &all, &t, err);
     if (rc == 0 && sel->short_type && t.n) {
         char *type = NULL;
         if ((rc = pick_short(sel, &t, err, &type)) == 0) free(sel->profile_type), sel->profile_type = type;
@@ -251,6 +499,6 @@ int catalog_resolve_type(store_t *st, const catalog_query_t *q, selector_t *sel,
                                            "process_cpu:cpu:nanoseconds:cpu:nanoseconds{service_name=\"api\"}");
         buf_free(&b);
     }
-    typeset_free(&t);
+    free(t.v);
     return rc;
 }

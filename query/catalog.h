@@ -1,10 +1,14 @@
 /* catalog.h - what is stored: series, profile types, label names and values, and
  * which series a selector selects.
  *
- * Backs the discovery endpoints (series, profile types, labels, label values) and
- * the series selection of every merge. Without a time range every series of the
- * tenant counts; with one, only series that have a profile in the range (found by
- * scanning profile rows, not samples). The single-profile list reads the same rows.
+ * Backs the discovery endpoints (series, profile types, labels, label values,
+ * group-by series) and the series selection of every merge. Discovery questions are
+ * answered here as sorted arrays, once for REST, Pyroscope's routes and Connect
+ * alike, so the handlers only encode them and cannot disagree about a value.
+ *
+ * Without a time range every series of the tenant counts; with one, only series that
+ * have a profile in the range (found by scanning profile rows, not samples). The
+ * single-profile list reads the same rows.
  *
  * Selectors are matched on a snapshot of the tenant's series (index_snapshot), with
  * no lock held: a regex is linear in the label value but not free, and a query over
@@ -14,8 +18,10 @@
 #ifndef HEARTH_CATALOG_H
 #define HEARTH_CATALOG_H
 
+#include <stddef.h>
 #include <stdint.h>
 
+#include "common/ptype.h"
 #include "query/selector.h"
 #include "storage/store.h"
 
@@ -51,6 +57,76 @@ typedef struct {
  * its length. Profiles of one series at the same instant are listed once, summed,
  * as a merge would see them. */
 int catalog_profiles(store_t *st, const catalog_query_t *q, catalog_profile_t **out, size_t *n, hr_err_t *err);
+
+/* ---- discovery answers: sorted arrays ----
+ * Each function answers for the series any of q[0..nq) selects (nq >= 1, all of one
+ * tenant: Connect's matchers are one query each, REST asks one), sorted and without
+ * duplicates. An answer is one allocation: free(out->v) releases all of it, also
+ * after a failure (v is then NULL). On success v is never NULL, even when n is 0.
+ * 0, or -1 with err set as catalog_series (HR_ETIMEOUT, HR_ENOMEM). */
+
+typedef struct {
+    const char **v;
+    size_t n;
+} catalog_strings_t;
+
+/* With CATALOG_PSEUDO_LABELS, label names also list __name__ and __profile_type__
+ * whenever a series is selected, as Connect's LabelNames does; REST's and
+ * Pyroscope's label lists name stored labels only. */
+#define CATALOG_PSEUDO_LABELS 1u
+
+/* The label names of the selected series; flags 0 or CATALOG_PSEUDO_LABELS. */
+int catalog_label_names(store_t *st, const catalog_query_t *q, size_t nq, unsigned flags, catalog_strings_t *out,
+                        hr_err_t *err);
+/* The values label `name` has among the selected series, as catalog_label_value
+ * gives them (pseudo-labels included). */
+int catalog_label_values(store_t *st, const catalog_query_t *q, size_t nq, const char *name, catalog_strings_t *out,
+                         hr_err_t *err);
+/* The Pyroscope 0.x application names (catalog_app_name) of the selected series. */
+int catalog_app_names(store_t *st, const catalog_query_t *q, size_t nq, catalog_strings_t *out, hr_err_t *err);
+
+typedef struct {
+    const char *id;
+    ptype_parts_t parts;
+} catalog_type_t;
+
+typedef struct {
+    catalog_type_t *v; /* by id */
+    size_t n;
+} catalog_types_t;
+
+/* The profile types of the selected series with their parts (an id without five
+ * parts is left out). */
+int catalog_profile_types(store_t *st, const catalog_query_t *q, size_t nq, catalog_types_t *out, hr_err_t *err);
+
+/* One label set: n pairs, kv[2i] the name and kv[2i + 1] the value. */
+typedef struct {
+    const char **kv;
+    size_t n;
+} catalog_label_set_t;
+
+typedef struct {
+    catalog_label_set_t *v; /* sorted pair by pair */
+    size_t n;
+} catalog_label_sets_t;
+
+/* Connect's Series: the distinct label sets of the selected series, each __name__,
+ * __profile_type__, then the series' labels by name, keeping only the names in
+ * names[0..nnames) when nnames is not 0 (a set may then be empty). */
+int catalog_label_sets(store_t *st, const catalog_query_t *q, size_t nq, char *const *names, size_t nnames,
+                       catalog_label_sets_t *out, hr_err_t *err);
+
+/* The groups of a group-by over the stored labels names[0..width): row i is
+ * v[i * width .. i * width + width), one value per name, "" where a series lacks the
+ * label; rows distinct and sorted. Without names, one empty row when any series is
+ * selected. */
+typedef struct {
+    const char **v;
+    size_t n, width;
+} catalog_groups_t;
+
+int catalog_groups(store_t *st, const catalog_query_t *q, size_t nq, char *const *names, size_t width,
+                   catalog_groups_t *out, hr_err_t *err);
 
 /* The value of label `name` of series s as every API answers it, REST and Connect
  * alike: the series label, or for the pseudo-labels __profile_type__ the type id

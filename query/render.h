@@ -9,7 +9,13 @@
  *   dataframe:  the nested-set table Grafana's flame graph panel reads
  *   diff:       the "double" flamebearer of two merges
  *   pprof:      a gzipped profile.proto that go tool pprof opens
- *   timeseries: totals per step */
+ *   timeseries: totals per step
+ *
+ * The handlers reach them through one table (render.c): a row names the format,
+ * its content type, what the merge must hold for it (stacks, a timeline, a call
+ * tree) and the function; query_render runs a row. A new format is one file with
+ * its render_fn plus one row (CONTRIBUTING.md). The direct functions further down
+ * stay for the unit tests and the Connect querier, which encodes protobuf itself. */
 #ifndef HEARTH_RENDER_H
 #define HEARTH_RENDER_H
 
@@ -21,6 +27,61 @@
 #include "query/tree.h"
 
 #define RENDER_DEFAULT_MAX_NODES 8192
+
+/* ---- the renderer table ---- */
+
+/* Where a renderer is offered: how many merges it reads and with what. */
+typedef enum {
+    RENDER_MERGE,  /* one merge with stacks: /api/v1/query?format=NAME */
+    RENDER_DIFF,   /* two merges of one profile type, left and right (/api/v1/diff) */
+    RENDER_TOTALS, /* one merge of totals, no stacks (/api/v1/timeseries) */
+} render_kind_t;
+
+/* What a merge must hold for a renderer (renderer_t.needs). */
+#define RENDER_STACKS 1u   /* merge_query_t.want_stacks */
+#define RENDER_TIMELINE 2u /* a merge_query_t.step: Pyroscope's timeline, the time series */
+#define RENDER_TREE 4u     /* the call tree of each merge, which query_render builds */
+
+/* The caller's side of a render: its merges and options. */
+typedef struct {
+    merge_result_t *m;     /* the merge; for RENDER_DIFF the left side */
+    merge_result_t *right; /* RENDER_DIFF only: the right side */
+    size_t max_nodes;      /* flame graphs: 0 = no trimming */
+    size_t limit;          /* top: rows, 0 = all */
+} render_args_t;
+
+/* What a renderer reads: the caller's arguments and, when its row needs
+ * RENDER_TREE, the trees query_render built (right_tree for RENDER_DIFF). */
+typedef struct {
+    const render_args_t *args;
+    const tree_t *tree, *right_tree;
+} render_input_t;
+
+/* Appends the rendering to out; 0, or -1 (err set, or left unset for out of memory,
+ * which query_render then reports). */
+typedef int (*render_fn)(const render_input_t *in, buf_t *out, hr_err_t *err);
+
+typedef struct {
+    const char *name;
+    const char *alias; /* a second name it answers to, listed nowhere (flamegraph: "json"); NULL */
+    render_kind_t kind;
+    unsigned needs; /* RENDER_STACKS | RENDER_TIMELINE | RENDER_TREE */
+    const char *content_type;
+    const char *disposition; /* Content-Disposition of the reply; NULL: shown inline */
+    render_fn fn;
+} renderer_t;
+
+/* The row of kind `kind` named (or aliased) `name`; NULL when there is none. */
+const renderer_t *render_find(const char *name, render_kind_t kind);
+/* The names of kind `kind`, in table order, as "a, b or c" (for a 400's message). */
+void render_names(render_kind_t kind, buf_t *out);
+/* Runs row r over a: builds the call trees when r needs them, renders into out and
+ * frees the trees. a->m (and a->right) stay the caller's; tree building adds
+ * address names to their symtabs. RENDER_DIFF refuses sides of different profile
+ * types (HR_EINVAL). 0, or -1 with err set (HR_ENOMEM when out ran out of memory). */
+int query_render(const renderer_t *r, const render_args_t *a, buf_t *out, hr_err_t *err);
+
+/* ---- the renderers themselves ---- */
 
 /* The flamebearer layout of a tree as numbers, for the JSON document and for the
  * Connect querier's FlameGraph message: levels[d].v holds 4 numbers per node (x

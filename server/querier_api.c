@@ -4,8 +4,9 @@
  * POST /querier.v1.QuerierService/<Method>, body and reply in application/proto
  * (what Grafana sends) or application/json (curl), see connect.h. Each method
  * decodes its request into the arena, runs the same catalog and merge code as the
- * REST API, and builds its response message in the arena too, so one arena_free
- * releases everything. Times are milliseconds: a zero end means now, a zero start
+ * REST API (discovery calls get the catalog's sorted answers and only encode them),
+ * and builds its response message in the arena too, so one arena_free releases
+ * everything. Times are milliseconds: a zero end means now, a zero start
  * means an hour before end for merges and all time for discovery calls.
  *
  * A request option Hearth cannot serve (go_pgo) is answered with a Connect error
@@ -13,14 +14,12 @@
  * answer to the question asked. Served: stack_trace_selector.call_site
  * (query/callsite.h), profile_id_selector (Hearth's SERIES-TIME_NS ids) and
  * SelectMergeSpanProfile's span_selector (span samples, storage/segment.h). */
-#include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/ptype.h"
 #include "common/timeparse.h"
-#include "common/vec.h"
 #include "ingest/profile.pb-c.h"
 #include "query/catalog.h"
 #include "query/merge.h"
@@ -61,68 +60,62 @@ static int ms_range(qctx_t *c, int64_t start, int64_t end, int64_t def_span, int
     return 0;
 }
 
-/* ---- sets of strings, answered sorted ---- */
+/* ---- discovery: the catalog's sorted answers, copied into the arena ---- */
 
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+/* A discovery call's selection: one catalog query per matcher (one over every series
+ * without matchers), each settled as REST settles its selector, over [start, end]
+ * ms (all time when both are 0). */
+typedef struct {
+    selector_t *sels;
+    catalog_query_t *q;
+    size_t nq;
+} discovery_t;
 
-/* The keys of a jansson object as a sorted array in the arena. */
-static char **sorted_keys(qctx_t *c, json_t *set, size_t *n) {
-    *n = json_object_size(set);
-    char **v = arena_alloc(c->arena, (*n + 1) * sizeof *v);
-    if (!v) return NULL;
-    size_t i = 0;
-    const char *k;
-    json_t *x;
-    json_object_foreach(set, k, x) if (!(v[i++] = arena_strdup(c->arena, k))) return NULL;
-    qsort(v, *n, sizeof *v, cmp_str);
-    return v;
-}
-
-/* Calls fn for the series any matcher selects (every series without matchers). */
-static int each_series(qctx_t *c, char **matchers, size_t n, int ranged, int64_t from, int64_t until,
-                       catalog_series_fn fn, void *ctx) {
-    for (size_t i = 0; i < (n ? n : 1); i++) {
-        selector_t sel = {0};
-        catalog_query_t q = {c->tenant, n ? &sel : NULL, ranged, from, until, c->deadline_ns};
-        int rc = n ? selector_parse(matchers[i], &sel, &c->err) : 0;
-        if (rc == 0 && n) rc = catalog_resolve_type(c->a->store, &q, &sel, 0, &c->err);
-        if (rc == 0) rc = catalog_series(c->a->store, &q, fn, ctx, &c->err);
-        selector_destroy(&sel);
-        if (rc) return -1;
+/* 0 or -1 (c->err set); discovery_end in both cases. */
+static int discovery_begin(qctx_t *c, char **matchers, size_t n, int64_t start, int64_t end, discovery_t *d) {
+    int64_t from, until;
+    *d = (discovery_t){NULL, NULL, n ? n : 1};
+    if (ms_range(c, start, end, 0, &from, &until)) return -1;
+    if (!(d->q = calloc(d->nq, sizeof *d->q)) || (n && !(d->sels = calloc(n, sizeof *d->sels)))) return oom(c), -1;
+    for (size_t i = 0; i < d->nq; i++) {
+        d->q[i] = (catalog_query_t){c->tenant, n ? &d->sels[i] : NULL, start || end, from, until, c->deadline_ns};
+        if (n && (selector_parse(matchers[i], &d->sels[i], &c->err) ||
+                  catalog_resolve_type(c->a->store, &d->q[i], &d->sels[i], 0, &c->err)))
+            return -1;
     }
     return 0;
 }
 
-typedef struct {
-    json_t *set;
-    const char *label; /* NULL: label names */
-} collect_t;
-
-static void add_name(json_t *set, const char *s) { json_object_set_new(set, s, json_true()); }
-
-static void collect(void *ctx, const series_t *s) {
-    collect_t *k = ctx;
-    if (!k->label) {
-        add_name(k->set, "__name__");
-        add_name(k->set, "__profile_type__");
-        for (size_t i = 0; i < s->labels.n; i++) add_name(k->set, s->labels.v[i].name);
-        return;
-    }
-    char buf[128];
-    const char *v = catalog_label_value(s, k->label, buf, sizeof buf); /* as the REST API answers */
-    if (v) add_name(k->set, v);
+static void discovery_end(discovery_t *d) {
+    for (size_t i = 0; d->sels && i < d->nq; i++) selector_destroy(&d->sels[i]);
+    free(d->sels);
+    free(d->q);
 }
 
-/* LabelNames and LabelValues share everything but the label. */
-static char **collect_names(qctx_t *c, const char *label, char **matchers, size_t nm, int64_t start, int64_t end,
-                            size_t *n) {
-    int64_t from, until;
-    if (ms_range(c, start, end, 0, &from, &until)) return NULL;
-    collect_t k = {json_object(), label};
+/* v[0..n) copied into the arena (as protobuf-c's repeated string field); NULL on OOM. */
+static char **arena_strings(qctx_t *c, const char *const *v, size_t n) {
+    char **out = arena_alloc(c->arena, (n + 1) * sizeof *out);
+    for (size_t i = 0; out && i < n; i++)
+        if (!(out[i] = arena_strdup(c->arena, v[i]))) return NULL;
+    return out;
+}
+
+/* LabelNames (label NULL, with the pseudo-labels) and LabelValues share everything
+ * but the question. */
+static char **label_answer(qctx_t *c, const char *label, char **matchers, size_t nm, int64_t start, int64_t end,
+                           size_t *n) {
+    discovery_t d;
+    catalog_strings_t s = {0};
     char **v = NULL;
-    if (k.set && each_series(c, matchers, nm, start || end, from, until, collect, &k) == 0)
-        if (!(v = sorted_keys(c, k.set, n))) oom(c);
-    json_decref(k.set);
+    store_t *st = c->a->store;
+    if (discovery_begin(c, matchers, nm, start, end, &d) == 0 &&
+        (label ? catalog_label_values(st, d.q, d.nq, label, &s, &c->err)
+               : catalog_label_names(st, d.q, d.nq, CATALOG_PSEUDO_LABELS, &s, &c->err)) == 0) {
+        if ((v = arena_strings(c, s.v, s.n))) *n = s.n;
+        else oom(c);
+    }
+    free(s.v);
+    discovery_end(&d);
     return v;
 }
 
@@ -131,7 +124,7 @@ static ProtobufCMessage *label_names(qctx_t *c, const ProtobufCMessage *in) {
     Querier__V1__LabelNamesResponse *r = arena_alloc(c->arena, sizeof *r);
     if (!r) return oom(c);
     querier__v1__label_names_response__init(r);
-    r->names = collect_names(c, NULL, q->matchers, q->n_matchers, q->start, q->end, &r->n_names);
+    r->names = label_answer(c, NULL, q->matchers, q->n_matchers, q->start, q->end, &r->n_names);
     return r->names ? &r->base : NULL;
 }
 
@@ -141,13 +134,32 @@ static ProtobufCMessage *label_values(qctx_t *c, const ProtobufCMessage *in) {
     Querier__V1__LabelValuesResponse *r = arena_alloc(c->arena, sizeof *r);
     if (!r) return oom(c);
     querier__v1__label_values_response__init(r);
-    r->names = collect_names(c, q->name, q->matchers, q->n_matchers, q->start, q->end, &r->n_names);
+    r->names = label_answer(c, q->name, q->matchers, q->n_matchers, q->start, q->end, &r->n_names);
     return r->names ? &r->base : NULL;
 }
 
-/* ---- ProfileTypes ---- */
+/* Fills item i of a repeated message field from answer; 0 or -1 (OOM). */
+typedef int (*fill_fn)(qctx_t *c, void *field, size_t i, const void *answer);
 
-static void collect_type(void *ctx, const series_t *s) { add_name(ctx, s->profile_type); }
+/* A repeated message field of n items in the arena, each built by fill; NULL on OOM.
+ * Every message pointer has the size of a ProtobufCMessage pointer (C11 6.2.5: all
+ * pointers to structures have one representation), so one size serves every field. */
+static void *repeated(qctx_t *c, size_t n, fill_fn fill, const void *answer) {
+    void *field = arena_alloc(c->arena, (n + 1) * sizeof(ProtobufCMessage *));
+    for (size_t i = 0; field && i < n; i++)
+        if (fill(c, field, i, answer)) return NULL;
+    return field;
+}
+
+static Querier__V1__LabelPair *label_pair(qctx_t *c, const char *name, const char *value) {
+    Querier__V1__LabelPair *p = arena_alloc(c->arena, sizeof *p);
+    if (!p) return NULL;
+    querier__v1__label_pair__init(p);
+    p->name = arena_strdup(c->arena, name), p->value = arena_strdup(c->arena, value);
+    return p->name && p->value ? p : NULL;
+}
+
+/* ---- ProfileTypes ---- */
 
 static char *dup(qctx_t *c, const char *s, int *ok) {
     char *d = arena_strdup(c->arena, s);
@@ -155,114 +167,64 @@ static char *dup(qctx_t *c, const char *s, int *ok) {
     return d;
 }
 
+static int fill_type(qctx_t *c, void *field, size_t i, const void *answer) {
+    const catalog_type_t *ct = &((const catalog_types_t *)answer)->v[i];
+    const ptype_parts_t *p = &ct->parts;
+    Querier__V1__ProfileType *t = arena_alloc(c->arena, sizeof *t);
+    int ok = t != NULL;
+    if (!ok) return -1;
+    querier__v1__profile_type__init(t);
+    t->id = dup(c, ct->id, &ok), t->name = dup(c, p->name, &ok);
+    t->sample_type = dup(c, p->sample_type, &ok), t->sample_unit = dup(c, p->sample_unit, &ok);
+    t->period_type = dup(c, p->period_type, &ok), t->period_unit = dup(c, p->period_unit, &ok);
+    ((Querier__V1__ProfileType **)field)[i] = t;
+    return ok ? 0 : -1;
+}
+
 static ProtobufCMessage *profile_types(qctx_t *c, const ProtobufCMessage *in) {
     const Querier__V1__ProfileTypesRequest *q = (const void *)in;
-    int64_t from, until;
-    if (ms_range(c, q->start, q->end, 0, &from, &until)) return NULL;
-    json_t *set = json_object();
     Querier__V1__ProfileTypesResponse *r = arena_alloc(c->arena, sizeof *r);
-    char **ids = NULL;
-    size_t n = 0;
-    catalog_query_t cq = {c->tenant, NULL, q->start || q->end, from, until, c->deadline_ns};
-    if (!set || !r) {
-        json_decref(set);
-        return oom(c);
-    }
-    int ok = catalog_series(c->a->store, &cq, collect_type, set, &c->err) == 0;
-    if (ok) ok = (ids = sorted_keys(c, set, &n)) != NULL;
-    json_decref(set);
-    if (!ok) return oom(c);
+    discovery_t d;
+    catalog_types_t t = {0};
+    if (!r) return oom(c);
     querier__v1__profile_types_response__init(r);
-    r->profile_types = arena_alloc(c->arena, (n + 1) * sizeof *r->profile_types);
-    if (!r->profile_types) return oom(c);
-    for (size_t i = 0; i < n; i++) {
-        ptype_parts_t p;
-        Querier__V1__ProfileType *t = arena_alloc(c->arena, sizeof *t);
-        if (!t) return oom(c);
-        querier__v1__profile_type__init(t);
-        if (ptype_split(ids[i], &p)) continue;
-        t->id = ids[i];
-        t->name = dup(c, p.name, &ok), t->sample_type = dup(c, p.sample_type, &ok);
-        t->sample_unit = dup(c, p.sample_unit, &ok), t->period_type = dup(c, p.period_type, &ok);
-        t->period_unit = dup(c, p.period_unit, &ok);
-        r->profile_types[r->n_profile_types++] = t;
-    }
-    return ok ? &r->base : oom(c);
+    int rc = discovery_begin(c, NULL, 0, q->start, q->end, &d) ||
+             catalog_profile_types(c->a->store, d.q, d.nq, &t, &c->err);
+    if (rc == 0) r->n_profile_types = t.n;
+    if (rc == 0 && !(r->profile_types = repeated(c, t.n, fill_type, &t))) rc = -1, oom(c);
+    free(t.v);
+    discovery_end(&d);
+    return rc ? NULL : &r->base;
 }
 
 /* ---- Series ---- */
 
-typedef struct {
-    qctx_t *c;
-    char **names; /* label_names filter; none = every label */
-    size_t nnames;
-    json_t *seen; /* canonical keys already answered */
-    Querier__V1__Labels **v;
-    size_t len, cap;
-    int oom;
-} series_acc_t;
-
-static int wanted(const series_acc_t *s, const char *name) {
-    if (!s->nnames) return 1;
-    for (size_t i = 0; i < s->nnames; i++)
-        if (!strcmp(s->names[i], name)) return 1;
-    return 0;
-}
-
-static int add_pair(series_acc_t *s, Querier__V1__Labels *l, const char *name, const char *value, buf_t *key) {
-    if (!wanted(s, name)) return 0;
-    Querier__V1__LabelPair *p = arena_alloc(s->c->arena, sizeof *p);
-    if (!p) return -1;
-    querier__v1__label_pair__init(p);
-    if (!(p->name = arena_strdup(s->c->arena, name)) || !(p->value = arena_strdup(s->c->arena, value))) return -1;
-    l->labels[l->n_labels++] = p;
-    buf_printf(key, "%s\x01%s\x02", name, value);
-    return 0;
-}
-
-static void add_series_labels(void *ctx, const series_t *se) {
-    series_acc_t *s = ctx;
-    arena_t *ar = s->c->arena;
-    char buf[128];
-    const char *name = selector_label(se->profile_type, NULL, "__name__", buf, sizeof buf);
-    Querier__V1__Labels *l = arena_alloc(ar, sizeof *l);
-    if (s->oom || !l) {
-        s->oom = 1;
-        return;
-    }
+static int fill_labels(qctx_t *c, void *field, size_t i, const void *answer) {
+    const catalog_label_set_t *set = &((const catalog_label_sets_t *)answer)->v[i];
+    Querier__V1__Labels *l = arena_alloc(c->arena, sizeof *l);
+    if (!l) return -1;
     querier__v1__labels__init(l);
-    l->labels = arena_alloc(ar, (se->labels.n + 2) * sizeof *l->labels);
-    buf_t key;
-    buf_init(&key);
-    int rc = !l->labels || add_pair(s, l, "__name__", name, &key) || add_pair(s, l, "__profile_type__", se->profile_type, &key);
-    for (size_t i = 0; i < se->labels.n && !rc; i++) rc = add_pair(s, l, se->labels.v[i].name, se->labels.v[i].value, &key);
-    buf_putc(&key, 0);
-    if (rc || key.oom || VEC_RESERVE(s->v, s->cap, s->len + 1)) s->oom = 1;
-    else if (!json_object_get(s->seen, (char *)key.data)) {
-        json_object_set_new(s->seen, (char *)key.data, json_true());
-        s->v[s->len++] = l;
-    }
-    buf_free(&key);
+    if (!(l->labels = arena_alloc(c->arena, (set->n + 1) * sizeof *l->labels))) return -1;
+    for (size_t k = 0; k < set->n; k++)
+        if (!(l->labels[l->n_labels++] = label_pair(c, set->kv[2 * k], set->kv[2 * k + 1]))) return -1;
+    ((Querier__V1__Labels **)field)[i] = l;
+    return 0;
 }
 
 static ProtobufCMessage *series(qctx_t *c, const ProtobufCMessage *in) {
     const Querier__V1__SeriesRequest *q = (const void *)in;
-    int64_t from, until;
-    if (ms_range(c, q->start, q->end, 0, &from, &until)) return NULL;
-    series_acc_t s = {c, q->label_names, q->n_label_names, json_object(), NULL, 0, 0, 0};
     Querier__V1__SeriesResponse *r = arena_alloc(c->arena, sizeof *r);
-    int rc = s.seen && r ? each_series(c, q->matchers, q->n_matchers, q->start || q->end, from, until, add_series_labels, &s)
-                         : -1;
-    json_decref(s.seen);
-    if (rc == 0 && !s.oom && r) {
-        querier__v1__series_response__init(r);
-        r->n_labels_set = s.len;
-        r->labels_set = arena_alloc(c->arena, (s.len + 1) * sizeof *r->labels_set);
-        if (r->labels_set) memcpy(r->labels_set, s.v, s.len * sizeof *s.v);
-    }
-    free(s.v);
-    if (rc) return NULL;
-    return s.oom || !r || !r->labels_set ? oom(c) : &r->base;
+    discovery_t d;
+    catalog_label_sets_t sets = {0};
+    if (!r) return oom(c);
+    querier__v1__series_response__init(r);
+    int rc = discovery_begin(c, q->matchers, q->n_matchers, q->start, q->end, &d) ||
+             catalog_label_sets(c->a->store, d.q, d.nq, q->label_names, q->n_label_names, &sets, &c->err);
+    if (rc == 0) r->n_labels_set = sets.n;
+    if (rc == 0 && !(r->labels_set = repeated(c, sets.n, fill_labels, &sets))) rc = -1, oom(c);
+    free(sets.v);
+    discovery_end(&d);
+    return rc ? NULL : &r->base;
 }
 
 /* ---- merges ---- */
@@ -433,45 +395,20 @@ static ProtobufCMessage *select_merge_profile(qctx_t *c, const ProtobufCMessage 
 
 /* ---- SelectSeries ---- */
 
-typedef struct {
-    char **names;
-    size_t n;
-    json_t *groups; /* key -> [values...] */
-} groups_t;
-
-static void collect_group(void *ctx, const series_t *s) {
-    groups_t *g = ctx;
-    json_t *vals = json_array();
-    buf_t key;
-    buf_init(&key);
-    for (size_t i = 0; i < g->n; i++) {
-        const char *v = labels_get(&s->labels, g->names[i]);
-        json_array_append_new(vals, json_string(v ? v : ""));
-        buf_printf(&key, "%s\x01", v ? v : "");
-    }
-    buf_putc(&key, 0);
-    if (!key.oom) json_object_set_new(g->groups, (char *)key.data, vals);
-    else json_decref(vals);
-    buf_free(&key);
-}
-
-/* One series of the answer: the group's labels and its non-empty steps. */
-static Querier__V1__Series *series_msg(qctx_t *c, const groups_t *g, json_t *vals, const merge_result_t *m, double *total) {
+/* One series of the answer: the group's labels (names[i] = vals[i], left out where
+ * the value is "", a label the group lacks) and its non-empty steps. */
+static Querier__V1__Series *series_msg(qctx_t *c, char *const *names, const char *const *vals, size_t width,
+                                       const merge_result_t *m, double *total) {
     arena_t *ar = c->arena;
     Querier__V1__Series *s = arena_alloc(ar, sizeof *s);
     if (!s) return NULL;
     querier__v1__series__init(s);
-    s->labels = arena_alloc(ar, (g->n + 1) * sizeof *s->labels);
+    s->labels = arena_alloc(ar, (width + 1) * sizeof *s->labels);
     s->points = arena_alloc(ar, (m->nbuckets + 1) * sizeof *s->points);
     if (!s->labels || !s->points) return NULL;
-    for (size_t i = 0; i < g->n; i++) {
-        const char *v = json_string_value(json_array_get(vals, i));
-        if (!v || !*v) continue; /* absent label: not part of the series' labels */
-        Querier__V1__LabelPair *p = arena_alloc(ar, sizeof *p);
-        if (!p) return NULL;
-        querier__v1__label_pair__init(p);
-        if (!(p->name = arena_strdup(ar, g->names[i])) || !(p->value = arena_strdup(ar, v))) return NULL;
-        s->labels[s->n_labels++] = p;
+    for (size_t i = 0; i < width; i++) {
+        if (!*vals[i]) continue;
+        if (!(s->labels[s->n_labels++] = label_pair(c, names[i], vals[i]))) return NULL;
     }
     *total = 0;
     Querier__V1__Point *pts = arena_alloc(ar, (m->nbuckets + 1) * sizeof *pts);
@@ -491,16 +428,19 @@ static Querier__V1__Series *series_msg(qctx_t *c, const groups_t *g, json_t *val
 typedef struct {
     Querier__V1__Series *s;
     double total;
+    size_t group; /* the group's place in the catalog's order, which breaks ties */
 } ranked_t;
 
 static int by_total_desc(const void *a, const void *b) {
-    double x = ((const ranked_t *)a)->total, y = ((const ranked_t *)b)->total;
-    return (x < y) - (x > y);
+    const ranked_t *x = a, *y = b;
+    if (x->total != y->total) return (x->total < y->total) - (x->total > y->total);
+    return (x->group > y->group) - (x->group < y->group);
 }
 
-/* Merges one group (the selection narrowed to its label values) into a series. */
-static Querier__V1__Series *group_series(qctx_t *c, const Querier__V1__SelectSeriesRequest *q, const groups_t *g,
-                                         json_t *vals, int64_t step, const callsite_t *cs, double *total) {
+/* Merges one group (the selection narrowed to its values vals[0..n_group_by)) into a
+ * series. */
+static Querier__V1__Series *group_series(qctx_t *c, const Querier__V1__SelectSeriesRequest *q, const char *const *vals,
+                                         int64_t step, const callsite_t *cs, double *total) {
     selector_t sel = {0};
     int64_t from, until;
     Querier__V1__Series *s = NULL;
@@ -509,10 +449,12 @@ static Querier__V1__Series *group_series(qctx_t *c, const Querier__V1__SelectSer
         return NULL;
     }
     int rc = 0;
-    for (size_t i = 0; i < g->n && !rc; i++) rc = selector_add_eq(&sel, g->names[i], json_string_value(json_array_get(vals, i)), &c->err);
+    for (size_t i = 0; i < q->n_group_by && !rc; i++) rc = selector_add_eq(&sel, q->group_by[i], vals[i], &c->err);
     merge_query_t mq = {c->tenant, &sel, from, until, step, 0, 0, c->deadline_ns, cs};
     merge_result_t m = {0};
-    if (rc == 0 && merge_run(c->a->store, &mq, &m, &c->err) == 0 && !(s = series_msg(c, g, vals, &m, total))) oom(c);
+    if (rc == 0 && merge_run(c->a->store, &mq, &m, &c->err) == 0 &&
+        !(s = series_msg(c, q->group_by, vals, q->n_group_by, &m, total)))
+        oom(c);
     merge_result_destroy(&m);
     selector_destroy(&sel);
     return s;
@@ -534,22 +476,19 @@ static ProtobufCMessage *select_series(qctx_t *c, const ProtobufCMessage *in) {
     }
     int64_t step = q->step > 0 ? (int64_t)llround(q->step * 1e9) : 0;
     if (step <= 0) step = (until - from) / 1500 > 15000000000LL ? (until - from) / 1500 : 15000000000LL;
-    groups_t g = {q->group_by, q->n_group_by, json_object()};
     catalog_query_t cq = {c->tenant, &sel, 1, from, until, c->deadline_ns};
-    int rc = catalog_series(c->a->store, &cq, collect_group, &g, &c->err);
+    catalog_groups_t g = {0};
+    int rc = catalog_groups(c->a->store, &cq, 1, q->group_by, q->n_group_by, &g, &c->err);
     selector_destroy(&sel);
-    size_t ng = json_object_size(g.groups), n = 0;
-    ranked_t *rk = calloc(ng + 1, sizeof *rk);
+    ranked_t *rk = rc ? NULL : calloc(g.n + 1, sizeof *rk);
     Querier__V1__SelectSeriesResponse *r = arena_alloc(c->arena, sizeof *r);
-    if (!rk || !r) rc = -1, oom(c);
-    const char *k;
-    json_t *vals;
-    json_object_foreach(g.groups, k, vals) {
-        if (rc) break;
-        if (!(rk[n].s = group_series(c, q, &g, vals, step, use_cs ? &cs : NULL, &rk[n].total))) rc = -1;
-        else n++;
+    if (rc == 0 && (!rk || !r)) rc = -1, oom(c);
+    for (size_t i = 0; i < g.n && rc == 0; i++) {
+        rk[i].group = i;
+        if (!(rk[i].s = group_series(c, q, g.v + i * g.width, step, use_cs ? &cs : NULL, &rk[i].total))) rc = -1;
     }
-    json_decref(g.groups);
+    free(g.v);
+    size_t n = g.n;
     if (rc == 0) {
         qsort(rk, n, sizeof *rk, by_total_desc);
         if (q->limit > 0 && (size_t)q->limit < n) n = (size_t)q->limit;

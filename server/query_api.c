@@ -1,19 +1,18 @@
 /* query_api.c - the read endpoints: the /api/v1 family and Pyroscope-compatible routes.
  *
  * Every handler parses its parameters (errors are 400 with a message naming the
- * parameter), runs the query against the store and renders one format. Times
- * default to the last hour for merges and to "all time" for discovery endpoints. */
+ * parameter), runs the query against the store and encodes the answer: merges are
+ * rendered by the renderer table's row for the format asked (query_render,
+ * query/render.h). Times default to the last hour for merges and to "all time" for
+ * discovery endpoints. */
 #include <jansson.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/jsonw.h"
 #include "common/timeparse.h"
 #include "query/catalog.h"
 #include "query/merge.h"
 #include "query/render.h"
-#include "query/tree.h"
 #include "server/app.h"
 
 #define HOUR_NS (3600LL * 1000000000)
@@ -78,43 +77,49 @@ static void reply_buf(http_resp_t *resp, const char *ctype, buf_t *b) {
     http_reply(resp, 200, ctype, b);
 }
 
-/* Merges the selection and renders format into resp. */
+/* The merge renderer rd needs: stacks and a timeline of step as its row says. */
+static merge_query_t merge_for(const renderer_t *rd, app_t *a, http_req_t *req, const selector_t *sel, const range_t *r,
+                               int64_t step, const merge_only_t *only) {
+    return (merge_query_t){req->tenant, sel, r->from, r->until, rd->needs & RENDER_TIMELINE ? step : 0,
+                           (rd->needs & RENDER_STACKS) != 0, only, app_query_deadline(a, req), NULL};
+}
+
+/* Replies with what query_render wrote into out (rc 0), or with the error that stopped
+ * the merge or the render. */
+static void reply_render(http_resp_t *resp, const renderer_t *rd, int rc, const hr_err_t *err, buf_t *out) {
+    if (rc) {
+        buf_free(out);
+        return http_error_from(resp, err);
+    }
+    resp->content_disposition = rd->disposition;
+    reply_buf(resp, rd->content_type, out);
+}
+
+/* Merges the selection and renders it in the format named `format` into resp. */
 static void run_merge(app_t *a, http_req_t *req, http_resp_t *resp, const selector_t *sel, const range_t *r,
                       const char *format, long long max_nodes, const merge_only_t *only) {
+    const renderer_t *rd = render_find(format, RENDER_MERGE);
+    if (!rd) {
+        buf_t names;
+        buf_init(&names);
+        render_names(RENDER_MERGE, &names);
+        buf_putc(&names, 0);
+        http_error(resp, 400, "unknown format `%s`: use %s", format, names.oom ? "?" : (char *)names.data);
+        return buf_free(&names);
+    }
     int64_t t0 = time_now_ns();
-    int is_pprof = !strcmp(format, "pprof"), is_fg = !strcmp(format, "flamegraph") || !strcmp(format, "json");
-    if (!is_pprof && !is_fg && strcmp(format, "top") && strcmp(format, "folded") && strcmp(format, "dataframe"))
-        return http_error(resp, 400, "unknown format `%s`: use flamegraph, top, folded, dataframe or pprof", format);
-    merge_query_t q = {req->tenant, sel, r->from, r->until, is_fg ? auto_step(r) : 0, 1, only,
-                       app_query_deadline(a, req), NULL};
+    long long limit = num_arg(req, "limit", 0);
+    merge_query_t q = merge_for(rd, a, req, sel, r, auto_step(r), only);
     merge_result_t m;
+    render_args_t args = {&m, NULL, (size_t)max_nodes, limit > 0 ? (size_t)limit : 0};
     hr_err_t err = {0};
     buf_t out;
     buf_init(&out);
-    tree_t t = {0};
     int rc = merge_run(a->store, &q, &m, &err);
-    if (rc == 0 && is_pprof) {
-        rc = render_pprof(&m, &out, &err);
-    } else if (rc == 0 && (rc = tree_build(&t, &m, &err)) == 0) {
-        long long limit = num_arg(req, "limit", 0);
-        if (is_fg) rc = render_flamegraph(&t, &m, (size_t)max_nodes, &out);
-        else if (!strcmp(format, "top")) rc = render_top(&t, &m, limit > 0 ? (size_t)limit : 0, &out);
-        else if (!strcmp(format, "dataframe")) rc = render_dataframe(&t, &m, &out);
-        else rc = render_folded(&t, &out);
-        if (rc) hr_fail(&err, HR_ENOMEM, "out of memory rendering %s", format);
-    }
-    tree_destroy(&t);
+    if (rc == 0) rc = query_render(rd, &args, &out, &err);
     merge_result_destroy(&m);
     metrics_query(&a->metrics, (double)(time_now_ns() - t0) / 1e9, rc != 0);
-    if (rc) {
-        buf_free(&out);
-        return http_error_from(resp, &err);
-    }
-    if (is_pprof) {
-        resp->content_disposition = "attachment; filename=\"profile.pb.gz\"";
-        return reply_buf(resp, "application/octet-stream", &out);
-    }
-    reply_buf(resp, strcmp(format, "folded") ? "application/json" : "text/plain; charset=utf-8", &out);
+    reply_render(resp, rd, rc, &err, &out);
 }
 
 /* `profile=SERIES-TIME_NS` names one stored profile, as /api/v1/profiles lists it;
@@ -155,13 +160,13 @@ typedef struct {
     selector_t sel;
     range_t r;
     merge_result_t m;
-    tree_t t;
 } side_t;
 
-/* Parses and merges one side; 0 or -1 (resp set). A missing query falls back to
- * the other side's (fallback), so "same selection, two ranges" needs one query. */
-static int run_side(app_t *a, http_req_t *req, http_resp_t *resp, const side_keys_t *k, const char *fallback,
-                    side_t *s) {
+/* Parses and merges one side for renderer rd; 0 or -1 (resp set). A missing query
+ * falls back to the other side's (fallback), so "same selection, two ranges" needs
+ * one query. */
+static int run_side(app_t *a, http_req_t *req, http_resp_t *resp, const renderer_t *rd, const side_keys_t *k,
+                    const char *fallback, side_t *s) {
     hr_err_t err = {0};
     const char *q = http_arg(req, k->query);
     if ((!q || !*q) && fallback && *fallback) q = fallback;
@@ -170,13 +175,14 @@ static int run_side(app_t *a, http_req_t *req, http_resp_t *resp, const side_key
     if (selector_parse(q, &s->sel, &err) || catalog_resolve_type(a->store, &cq, &s->sel, 1, &err))
         return http_error_from(resp, &err), -1;
     if (parse_range(req, k->from, k->until, HOUR_NS, &s->r, resp)) return -1;
-    merge_query_t mq = {req->tenant, &s->sel, s->r.from, s->r.until, 0, 1, 0, app_query_deadline(a, req), NULL};
-    if (merge_run(a->store, &mq, &s->m, &err) || tree_build(&s->t, &s->m, &err)) return http_error_from(resp, &err), -1;
+    merge_query_t mq = merge_for(rd, a, req, &s->sel, &s->r, 0, NULL);
+    if (merge_run(a->store, &mq, &s->m, &err)) return http_error_from(resp, &err), -1;
     return 0;
 }
 
 static void run_diff(app_t *a, http_req_t *req, http_resp_t *resp, const side_keys_t *lk, const side_keys_t *rk,
                      const char *shared_query, long long max_nodes) {
+    const renderer_t *rd = render_find("diff", RENDER_DIFF);
     int64_t t0 = time_now_ns();
     side_t l = {0}, r = {0};
     const char *lq = http_arg(req, lk->query);
@@ -184,19 +190,16 @@ static void run_diff(app_t *a, http_req_t *req, http_resp_t *resp, const side_ke
     int rc = -1;
     if (max_nodes < 0) {
         http_error(resp, 400, "`max_nodes` must be a non-negative integer");
-    } else if (run_side(a, req, resp, lk, shared_query, &l) == 0 && run_side(a, req, resp, rk, lq, &r) == 0) {
-        if (strcmp(l.m.type_id, r.m.type_id)) {
-            http_error(resp, 400, "left and right must select the same profile type (%s vs %s)", l.m.type_id, r.m.type_id);
-        } else {
-            buf_t out;
-            buf_init(&out);
-            if ((rc = render_diff(&l.t, &l.m, &r.t, (size_t)max_nodes, &out)) == 0) reply_buf(resp, "application/json", &out);
-            else buf_free(&out), http_error(resp, 500, "out of memory rendering the diff");
-        }
+    } else if (run_side(a, req, resp, rd, lk, shared_query, &l) == 0 && run_side(a, req, resp, rd, rk, lq, &r) == 0) {
+        render_args_t args = {&l.m, &r.m, (size_t)max_nodes, 0};
+        hr_err_t err = {0};
+        buf_t out;
+        buf_init(&out);
+        rc = query_render(rd, &args, &out, &err);
+        reply_render(resp, rd, rc, &err, &out);
     }
     side_t *sides[2] = {&l, &r};
     for (int i = 0; i < 2; i++) {
-        tree_destroy(&sides[i]->t);
         merge_result_destroy(&sides[i]->m);
         selector_destroy(&sides[i]->sel);
     }
@@ -246,19 +249,20 @@ void api_timeseries(app_t *a, http_req_t *req, http_resp_t *resp) {
         }
         if (step < 1000000) step = 1000000;
     }
+    const renderer_t *rd = render_find("timeseries", RENDER_TOTALS);
     int64_t t0 = time_now_ns();
-    merge_query_t q = {req->tenant, &sel, r.from, r.until, step, 0, 0, app_query_deadline(a, req), NULL};
+    merge_query_t q = merge_for(rd, a, req, &sel, &r, step, NULL);
     merge_result_t m;
+    render_args_t args = {&m, NULL, 0, 0};
     hr_err_t err = {0};
-    int rc = merge_run(a->store, &q, &m, &err);
     buf_t out;
     buf_init(&out);
-    if (rc == 0) render_timeseries(&m, &out);
+    int rc = merge_run(a->store, &q, &m, &err);
+    if (rc == 0) rc = query_render(rd, &args, &out, &err);
     merge_result_destroy(&m);
     selector_destroy(&sel);
     metrics_query(&a->metrics, (double)(time_now_ns() - t0) / 1e9, rc != 0);
-    if (rc) return buf_free(&out), http_error_from(resp, &err);
-    reply_buf(resp, "application/json", &out);
+    reply_render(resp, rd, rc, &err, &out);
 }
 
 static void reply_json(http_resp_t *resp, json_t *doc) {
@@ -301,21 +305,10 @@ void api_series(app_t *a, http_req_t *req, http_resp_t *resp) {
     selector_destroy(&sel);
 }
 
-static void add_type(void *ctx, const series_t *s) {
-    json_t *seen = ctx;
-    if (json_object_get(seen, s->profile_type)) return;
-    ptype_parts_t p;
-    if (ptype_split(s->profile_type, &p)) return;
-    json_object_set_new(seen, s->profile_type,
-                        json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "id", s->profile_type, "name", p.name, "sampleType",
-                                  p.sample_type, "sampleUnit", p.sample_unit, "periodType", p.period_type,
-                                  "periodUnit", p.period_unit));
-}
-
 static int cmp_str_ptr(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
-/* A JSON array of the object's keys (keys=1) or values, in key order. */
-static json_t *sorted(json_t *obj, int keys) {
+/* A JSON array of the object's keys, sorted. */
+static json_t *sorted_keys(json_t *obj) {
     const char **names = malloc((json_object_size(obj) + 1) * sizeof *names);
     json_t *arr = json_array();
     if (!names) return arr;
@@ -324,10 +317,7 @@ static json_t *sorted(json_t *obj, int keys) {
     json_t *v;
     json_object_foreach(obj, k, v) names[n++] = k;
     qsort(names, n, sizeof *names, cmp_str_ptr);
-    for (size_t i = 0; i < n; i++) {
-        if (keys) json_array_append_new(arr, json_string(names[i]));
-        else json_array_append(arr, json_object_get(obj, names[i]));
-    }
+    for (size_t i = 0; i < n; i++) json_array_append_new(arr, json_string(names[i]));
     free(names);
     return arr;
 }
@@ -338,69 +328,64 @@ static json_t *sorted_strings(json_t *arr) {
     size_t i;
     json_t *v;
     json_array_foreach(arr, i, v) json_object_set_new(set, json_string_value(v), json_true());
-    json_t *out = sorted(set, 1);
+    json_t *out = sorted_keys(set);
     json_decref(set);
     return out;
 }
 
-/* Collects label names or one label's values into a set. */
-typedef struct {
-    json_t *set;
-    const char *label; /* NULL: label names */
-} collect_t;
+static json_t *json_strings(const char *const *v, size_t n) {
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++) json_array_append_new(arr, json_string(v[i]));
+    return arr;
+}
 
-static void collect(void *ctx, const series_t *s) {
-    collect_t *c = ctx;
-    if (!c->label) {
-        for (size_t i = 0; i < s->labels.n; i++) json_object_set_new(c->set, s->labels.v[i].name, json_true());
-        return;
+static json_t *json_types(const catalog_types_t *t) {
+    json_t *arr = json_array();
+    for (size_t i = 0; i < t->n; i++) {
+        const ptype_parts_t *p = &t->v[i].parts;
+        json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "id", t->v[i].id, "name", p->name, "sampleType",
+                              p->sample_type, "sampleUnit", p->sample_unit, "periodType", p->period_type, "periodUnit",
+                              p->period_unit);
+        json_array_append_new(arr, o);
     }
-    char buf[128];
-    const char *v = catalog_label_value(s, c->label, buf, sizeof buf); /* as the Connect API answers */
-    if (v) json_object_set_new(c->set, v, json_true());
+    return arr;
 }
 
-/* Pyroscope 0.x's __name__ values: application names (`shop.cpu`). */
-static void collect_app(void *ctx, const series_t *s) {
-    char buf[512];
-    const char *v = catalog_app_name(s, buf, sizeof buf);
-    if (v) json_object_set_new(ctx, v, json_true());
-}
+/* What a discovery route asks the catalog (query/catalog.h). */
+typedef enum { ASK_LABEL_NAMES, ASK_LABEL_VALUES, ASK_APP_NAMES, ASK_PROFILE_TYPES } ask_t;
 
-/* Runs a collection over the discovery selection; NULL (resp set) on error. */
-static json_t *collect_run(app_t *a, http_req_t *req, http_resp_t *resp, catalog_series_fn fn, const char *label) {
+/* Asks the catalog over the request's discovery selection and encodes the sorted
+ * answer as a JSON array (label: ASK_LABEL_VALUES' label); NULL (resp set) on error. */
+static json_t *discover(app_t *a, http_req_t *req, http_resp_t *resp, ask_t ask, const char *label) {
     selector_t sel;
     catalog_query_t q;
-    json_t *set = NULL;
+    catalog_strings_t s = {0};
+    catalog_types_t t = {0};
+    hr_err_t err = {0};
+    json_t *arr = NULL;
     if (discovery_args(a, req, &sel, &q, resp) == 0) {
-        collect_t c = {json_object(), label};
-        hr_err_t err = {0};
-        if (catalog_series(a->store, &q, fn ? fn : collect, fn ? (void *)c.set : (void *)&c, &err)) {
-            json_decref(c.set);
-            http_error_from(resp, &err);
-        } else {
-            set = c.set;
-        }
+        int rc = ask == ASK_LABEL_NAMES    ? catalog_label_names(a->store, &q, 1, 0, &s, &err)
+                 : ask == ASK_LABEL_VALUES ? catalog_label_values(a->store, &q, 1, label, &s, &err)
+                 : ask == ASK_APP_NAMES    ? catalog_app_names(a->store, &q, 1, &s, &err)
+                                           : catalog_profile_types(a->store, &q, 1, &t, &err);
+        if (rc) http_error_from(resp, &err);
+        else arr = ask == ASK_PROFILE_TYPES ? json_types(&t) : json_strings(s.v, s.n);
     }
+    free(s.v);
+    free(t.v);
     selector_destroy(&sel);
-    return set;
+    return arr;
 }
 
 void api_profile_types(app_t *a, http_req_t *req, http_resp_t *resp) {
-    json_t *set = collect_run(a, req, resp, add_type, NULL);
-    if (!set) return;
-    json_t *arr = sorted(set, 0);
-    json_decref(set);
-    reply_json(resp, json_pack("{s:o}", "profileTypes", arr));
+    json_t *arr = discover(a, req, resp, ASK_PROFILE_TYPES, NULL);
+    if (arr) reply_json(resp, json_pack("{s:o}", "profileTypes", arr));
 }
 
 void api_labels(app_t *a, http_req_t *req, http_resp_t *resp, const char *name) {
     if (name && !*name) return http_error(resp, 400, "missing label name in /api/v1/labels/NAME/values");
-    json_t *set = collect_run(a, req, resp, NULL, name);
-    if (!set) return;
-    json_t *arr = sorted(set, 1);
-    json_decref(set);
-    reply_json(resp, json_pack("{s:o}", name ? "values" : "names", arr));
+    json_t *arr = discover(a, req, resp, name ? ASK_LABEL_VALUES : ASK_LABEL_NAMES, name);
+    if (arr) reply_json(resp, json_pack("{s:o}", name ? "values" : "names", arr));
 }
 
 void api_pyroscope_label_values(app_t *a, http_req_t *req, http_resp_t *resp) {
@@ -408,20 +393,13 @@ void api_pyroscope_label_values(app_t *a, http_req_t *req, http_resp_t *resp) {
     if (!label || !*label) return http_error(resp, 400, "missing `label` parameter");
     /* This is Pyroscope 0.x's route, and there __name__ listed applications, each a
      * name its /render takes back (`shop.cpu`); Grafana's old plugin offers them. */
-    int apps = !strcmp(label, "__name__");
-    json_t *set = collect_run(a, req, resp, apps ? collect_app : NULL, apps ? NULL : label);
-    if (!set) return;
-    json_t *arr = sorted(set, 1);
-    json_decref(set);
-    reply_json(resp, arr);
+    json_t *arr = discover(a, req, resp, strcmp(label, "__name__") ? ASK_LABEL_VALUES : ASK_APP_NAMES, label);
+    if (arr) reply_json(resp, arr);
 }
 
 void api_pyroscope_labels(app_t *a, http_req_t *req, http_resp_t *resp) {
-    json_t *set = collect_run(a, req, resp, NULL, NULL);
-    if (!set) return;
-    json_t *arr = sorted(set, 1);
-    json_decref(set);
-    reply_json(resp, arr);
+    json_t *arr = discover(a, req, resp, ASK_LABEL_NAMES, NULL);
+    if (arr) reply_json(resp, arr);
 }
 
 /* ---- single profiles: the stored profiles of a selection, newest first; profiles of

@@ -539,3 +539,154 @@ void test_pprof_output(void) {
     selector_destroy(&sel);
     store_close(s);
 }
+
+/* The renderer table (issue 13.2): rows by name and kind, the names a 400 lists, and
+ * query_render building the trees a row reads and refusing a diff of two types. */
+void test_render_table(void) {
+    store_t *s = new_store("table");
+    put_folded(s, "app.cpu", "a;b 3\na;c 1\n", 100, 0);
+    put_folded(s, "app.alloc_space", "a;b 5\n", 100, 0);
+    const renderer_t *fg = render_find("flamegraph", RENDER_MERGE), *folded = render_find("folded", RENDER_MERGE);
+    CHECK(fg != NULL && render_find("json", RENDER_MERGE) == fg);
+    CHECK(render_find("diff", RENDER_MERGE) == NULL && render_find("diff", RENDER_DIFF) != NULL);
+    CHECK(render_find("timeseries", RENDER_MERGE) == NULL && render_find("nope", RENDER_MERGE) == NULL);
+    CHECK(folded != NULL && (folded->needs & RENDER_TREE) && !(folded->needs & RENDER_TIMELINE));
+    CHECK_STR(folded->content_type, "text/plain; charset=utf-8");
+    CHECK(render_find("pprof", RENDER_MERGE)->disposition != NULL && fg->disposition == NULL);
+    buf_t out;
+    buf_init(&out);
+    render_names(RENDER_MERGE, &out);
+    buf_putc(&out, 0);
+    /* Table order, the last after " or "; a row added later joins the list by itself. */
+    const char *names = (const char *)out.data, *or = strstr(names, " or ");
+    CHECK(!strncmp(names, "flamegraph, top, folded, dataframe", 34) && strstr(names, "pprof") != NULL);
+    CHECK(or != NULL && !strstr(or, ", ") && !strstr(or + 1, " or ") && !strstr(names, "diff"));
+    buf_free(&out);
+
+    selector_t cpu, alloc;
+    hr_err_t err = {0};
+    CHECK(selector_parse("process_cpu:samples:count:cpu:nanoseconds", &cpu, &err) == 0);
+    CHECK(selector_parse("memory:alloc_space:bytes:space:bytes", &alloc, &err) == 0);
+    merge_query_t q = {"anonymous", &cpu, 0, 200 * S, 0, 1, 0, 0, NULL};
+    merge_result_t m, m2;
+    CHECK(merge_run(s, &q, &m, &err) == 0);
+    render_args_t args = {&m, NULL, 0, 0};
+    buf_init(&out);
+    CHECK(query_render(folded, &args, &out, &err) == 0);
+    buf_putc(&out, 0);
+    CHECK_STR((char *)out.data, "a;b 3\na;c 1\n");
+    buf_free(&out);
+    q.sel = &alloc;
+    CHECK(merge_run(s, &q, &m2, &err) == 0);
+    args.right = &m2;
+    hr_err_t e = {0};
+    buf_init(&out);
+    CHECK(query_render(render_find("diff", RENDER_DIFF), &args, &out, &e) == -1 && e.code == HR_EINVAL);
+    CHECK(strstr(e.msg, "same profile type") != NULL);
+    buf_free(&out);
+    merge_result_destroy(&m2);
+    merge_result_destroy(&m);
+    selector_destroy(&alloc);
+    selector_destroy(&cpu);
+    store_close(s);
+}
+
+static void check_strings(const catalog_strings_t *s, const char *want) {
+    buf_t b;
+    buf_init(&b);
+    for (size_t i = 0; i < s->n; i++) buf_printf(&b, "%s%s", i ? "," : "", s->v[i]);
+    buf_putc(&b, 0);
+    CHECK_STR((char *)b.data, want);
+    buf_free(&b);
+}
+
+/* Discovery answers (issue 13.3): sorted and distinct, one allocation each, the union
+ * of several queries, pseudo-labels only when asked, and the deadline honoured. */
+void test_catalog_answers(void) {
+    store_t *st = new_store("answers");
+    put_folded(st, "api.cpu{env=prod}", "main;a 1\n", 100, 100);
+    put_folded(st, "api.cpu{env=dev}", "main;a 1\n", 100, 100);
+    put_folded(st, "db.alloc_space{env=prod}", "main;b 2\n", 200, 0);
+    put_folded(st, "web.cpu", "main;c 3\n", 300, 100);
+    selector_t api, db;
+    hr_err_t err = {0};
+    CHECK(selector_parse("{service_name=\"api\"}", &api, &err) == 0);
+    CHECK(selector_parse("{service_name=\"db\"}", &db, &err) == 0);
+    catalog_query_t all = {"anonymous", NULL, 0, 0, 0, 0};
+    catalog_query_t two[2] = {{"anonymous", &api, 0, 0, 0, 0}, {"anonymous", &db, 0, 0, 0, 0}};
+    catalog_query_t late = {"anonymous", NULL, 1, 250 * S, 350 * S, 0};
+    catalog_strings_t s;
+    CHECK(catalog_label_names(st, &all, 1, 0, &s, &err) == 0);
+    check_strings(&s, "env,service_name");
+    free(s.v);
+    CHECK(catalog_label_names(st, &all, 1, CATALOG_PSEUDO_LABELS, &s, &err) == 0);
+    check_strings(&s, "__name__,__profile_type__,env,service_name");
+    free(s.v);
+    CHECK(catalog_label_values(st, two, 2, "service_name", &s, &err) == 0);
+    check_strings(&s, "api,db");
+    free(s.v);
+    CHECK(catalog_label_values(st, two, 2, "env", &s, &err) == 0);
+    check_strings(&s, "dev,prod");
+    free(s.v);
+    CHECK(catalog_label_values(st, &all, 1, "__name__", &s, &err) == 0);
+    check_strings(&s, "memory,process_cpu");
+    free(s.v);
+    CHECK(catalog_label_values(st, &late, 1, "service_name", &s, &err) == 0);
+    check_strings(&s, "web");
+    free(s.v);
+    CHECK(catalog_app_names(st, &all, 1, &s, &err) == 0);
+    check_strings(&s, "api.cpu,db.alloc_space,web.cpu");
+    free(s.v);
+    CHECK(catalog_label_values(st, &all, 1, "nope", &s, &err) == 0 && s.v != NULL && s.n == 0);
+    free(s.v);
+
+    catalog_types_t t;
+    CHECK(catalog_profile_types(st, &all, 1, &t, &err) == 0);
+    CHECK_INT(t.n, 2);
+    CHECK_STR(t.v[0].id, "memory:alloc_space:bytes:space:bytes");
+    CHECK_STR(t.v[0].parts.sample_type, "alloc_space");
+    CHECK_STR(t.v[1].id, "process_cpu:cpu:nanoseconds:cpu:nanoseconds");
+    CHECK_STR(t.v[1].parts.period_unit, "nanoseconds");
+    free(t.v);
+
+    /* Connect's Series: projected onto env, the three series of api and db are two sets. */
+    char *env[] = {"env"};
+    catalog_label_sets_t ls;
+    CHECK(catalog_label_sets(st, two, 2, env, 1, &ls, &err) == 0);
+    CHECK_INT(ls.n, 2);
+    CHECK(ls.n == 2 && ls.v[0].n == 1 && ls.v[1].n == 1);
+    if (ls.n == 2) {
+        CHECK_STR(ls.v[0].kv[1], "dev");
+        CHECK_STR(ls.v[1].kv[0], "env");
+        CHECK_STR(ls.v[1].kv[1], "prod");
+    }
+    free(ls.v);
+    CHECK(catalog_label_sets(st, &late, 1, NULL, 0, &ls, &err) == 0);
+    CHECK(ls.n == 1 && ls.v[0].n == 3);
+    if (ls.n == 1 && ls.v[0].n == 3) {
+        CHECK_STR(ls.v[0].kv[0], "__name__");
+        CHECK_STR(ls.v[0].kv[1], "process_cpu");
+        CHECK_STR(ls.v[0].kv[2], "__profile_type__");
+        CHECK_STR(ls.v[0].kv[5], "web");
+    }
+    free(ls.v);
+
+    /* Group-by: a missing label is "", rows sorted by their values. */
+    char *by[] = {"env", "service_name"};
+    catalog_groups_t g;
+    CHECK(catalog_groups(st, &all, 1, by, 2, &g, &err) == 0);
+    CHECK(g.n == 4 && g.width == 2);
+    catalog_strings_t flat = {g.v, g.n * g.width};
+    check_strings(&flat, ",web,dev,api,prod,api,prod,db");
+    free(g.v);
+    CHECK(catalog_groups(st, &late, 1, NULL, 0, &g, &err) == 0 && g.n == 1 && g.width == 0);
+    free(g.v);
+
+    /* Past the deadline: HR_ETIMEOUT and nothing to free. */
+    hr_err_t e = {0};
+    two[0].deadline_ns = two[1].deadline_ns = 1;
+    CHECK(catalog_label_names(st, two, 2, 0, &s, &e) == -1 && e.code == HR_ETIMEOUT && s.v == NULL);
+    selector_destroy(&db);
+    selector_destroy(&api);
+    store_close(st);
+}

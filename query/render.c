@@ -1,0 +1,100 @@
+/* render.c - the renderer table and query_render, the one way a handler renders.
+ *
+ * A row says everything a handler needs to know about a format: its name, the
+ * content type of the reply, what the merge must hold for it and the function that
+ * writes it. Handlers look a row up by the name the client asked for, merge as the
+ * row needs, and hand the merge to query_render, which builds the call trees when
+ * the row reads them. So a new format is its own file and one row here; no handler
+ * changes. The rows call the renderers through their direct APIs (render.h), which
+ * the unit tests and the Connect querier use too. */
+#include "query/render.h"
+
+#include <assert.h>
+#include <string.h>
+
+#define JSON "application/json"
+
+static int flamegraph(const render_input_t *in, buf_t *out, hr_err_t *err) {
+    (void)err;
+    return render_flamegraph(in->tree, in->args->m, in->args->max_nodes, out);
+}
+
+static int top(const render_input_t *in, buf_t *out, hr_err_t *err) {
+    (void)err;
+    return render_top(in->tree, in->args->m, in->args->limit, out);
+}
+
+static int folded(const render_input_t *in, buf_t *out, hr_err_t *err) {
+    (void)err;
+    return render_folded(in->tree, out);
+}
+
+static int dataframe(const render_input_t *in, buf_t *out, hr_err_t *err) {
+    (void)err;
+    return render_dataframe(in->tree, in->args->m, out);
+}
+
+static int pprof(const render_input_t *in, buf_t *out, hr_err_t *err) { return render_pprof(in->args->m, out, err); }
+
+static int diff(const render_input_t *in, buf_t *out, hr_err_t *err) {
+    (void)err;
+    return render_diff(in->tree, in->args->m, in->right_tree, in->args->max_nodes, out);
+}
+
+static int timeseries(const render_input_t *in, buf_t *out, hr_err_t *err) {
+    (void)err;
+    render_timeseries(in->args->m, out);
+    return out->oom ? -1 : 0;
+}
+
+/* Within a kind, table order is the order render_names lists them in. */
+static const renderer_t RENDERERS[] = {
+    {"flamegraph", "json", RENDER_MERGE, RENDER_STACKS | RENDER_TIMELINE | RENDER_TREE, JSON, NULL, flamegraph},
+    {"top", NULL, RENDER_MERGE, RENDER_STACKS | RENDER_TREE, JSON, NULL, top},
+    {"folded", NULL, RENDER_MERGE, RENDER_STACKS | RENDER_TREE, "text/plain; charset=utf-8", NULL, folded},
+    {"dataframe", NULL, RENDER_MERGE, RENDER_STACKS | RENDER_TREE, JSON, NULL, dataframe},
+    {"pprof", NULL, RENDER_MERGE, RENDER_STACKS, "application/octet-stream", "attachment; filename=\"profile.pb.gz\"",
+     pprof},
+    {"diff", NULL, RENDER_DIFF, RENDER_STACKS | RENDER_TREE, JSON, NULL, diff},
+    {"timeseries", NULL, RENDER_TOTALS, RENDER_TIMELINE, JSON, NULL, timeseries},
+};
+#define NRENDERERS (sizeof RENDERERS / sizeof *RENDERERS)
+
+const renderer_t *render_find(const char *name, render_kind_t kind) {
+    for (size_t i = 0; i < NRENDERERS; i++) {
+        const renderer_t *r = &RENDERERS[i];
+        if (r->kind == kind && (!strcmp(name, r->name) || (r->alias && !strcmp(name, r->alias)))) return r;
+    }
+    return NULL;
+}
+
+void render_names(render_kind_t kind, buf_t *out) {
+    size_t n = 0, k = 0;
+    for (size_t i = 0; i < NRENDERERS; i++) n += RENDERERS[i].kind == kind;
+    for (size_t i = 0; i < NRENDERERS; i++) {
+        if (RENDERERS[i].kind != kind) continue;
+        buf_printf(out, "%s%s", k == 0 ? "" : k + 1 == n ? " or " : ", ", RENDERERS[i].name);
+        k++;
+    }
+}
+
+int query_render(const renderer_t *r, const render_args_t *a, buf_t *out, hr_err_t *err) {
+    int two = r->kind == RENDER_DIFF;
+    assert(a->m && (!two || a->right));
+    if (two && strcmp(a->m->type_id, a->right->type_id))
+        return hr_fail(err, HR_EINVAL, "left and right must select the same profile type (%s vs %s)", a->m->type_id,
+                       a->right->type_id);
+    tree_t t = {0}, rt = {0};
+    render_input_t in = {a, NULL, NULL};
+    int rc = 0;
+    if (r->needs & RENDER_TREE) {
+        rc = tree_build(&t, a->m, err);
+        if (rc == 0 && two) rc = tree_build(&rt, a->right, err);
+        in.tree = &t, in.right_tree = two ? &rt : NULL;
+    }
+    if (rc == 0 && (rc = r->fn(&in, out, err)) && !err->code)
+        hr_fail(err, HR_ENOMEM, "out of memory rendering %s", r->name);
+    tree_destroy(&rt);
+    tree_destroy(&t);
+    return rc;
+}
