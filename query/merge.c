@@ -101,6 +101,7 @@ typedef struct {
     pass_t pass, passes[3]; /* the current pass, and the passes in order */
     countmap_t per_series, per_bucket;
     fpmap_t copied;
+    uint32_t *in_bucket; /* profiles per timeline step, for average_timeline */
     double *acc;
     size_t acc_cap;
     int oom, timeout;
@@ -235,7 +236,10 @@ static int add_totals(scan_ctx_t *c, const seg_profile_t *p, int64_t total, doub
     note_span(r, p);
     r->profiles++;
     r->total += (double)total * w;
-    if (r->nbuckets) {
+    if (r->nbuckets && c->q->average_timeline) {
+        r->timeline[bucket_of(c, p->time_ns)] += (double)total;
+        c->in_bucket[bucket_of(c, p->time_ns)]++;
+    } else if (r->nbuckets) {
         double bw = 1;
         if (r->gauge) {
             uint32_t *n = countmap_slot(&c->per_bucket, (uint64_t)p->series << 24 | bucket_of(c, p->time_ns));
@@ -353,7 +357,13 @@ int merge_run(store_t *st, const merge_query_t *q, merge_result_t *r, hr_err_t *
     c.passes[n] = PASS_TOTALS, f[n++] = (store_filter_t){q->from, q->until, c.bits, c.nbits, !filtered, 0};
     if (q->want_stacks && !filtered)
         c.passes[n] = PASS_STACKS, f[n++] = (store_filter_t){q->from, q->until, c.bits, c.nbits, 0, whole};
-    int rc = store_scan_passes(st, q->tenant, f, n, begin_pass, scan_one, &c, err);
+    int rc = 0;
+    if (q->average_timeline && r->nbuckets && !(c.in_bucket = calloc(r->nbuckets, sizeof *c.in_bucket)))
+        rc = hr_fail(err, HR_ENOMEM, "out of memory");
+    if (rc == 0) rc = store_scan_passes(st, q->tenant, f, n, begin_pass, scan_one, &c, err);
+    for (size_t i = 0; rc == 0 && c.in_bucket && i < r->nbuckets; i++)
+        if (c.in_bucket[i]) r->timeline[i] /= c.in_bucket[i];
+    free(c.in_bucket);
     if (rc && c.timeout) hr_fail(err, HR_ETIMEOUT, "the query ran past --query-timeout; narrow the time range or the selection");
     else if (rc && c.oom) hr_fail(err, HR_ENOMEM, "out of memory during merge");
     free(c.bits);

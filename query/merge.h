@@ -55,6 +55,9 @@ typedef struct {
     int64_t deadline_ns;   /* wall clock (time_now_ns); past it the merge stops with HR_ETIMEOUT; 0 = none */
     const callsite_t *call_site; /* NULL: every stack; else only stacks with this root-first
                                   * prefix count, in the stacks, the totals and the timeline */
+    int average_timeline;        /* each timeline point is the mean of the profiles in its
+                                  * step, whatever the type (Grafana's aggregation AVERAGE),
+                                  * instead of the type's own rule */
 } merge_query_t;
 
 typedef struct {

@@ -293,7 +293,8 @@ static int run_merge(qctx_t *c, const char *type, const char *labels, int64_t st
         selector_destroy(&sel);
         return -1;
     }
-    merge_query_t mq = {c->tenant, &sel, *from, *until, step, want_stacks, only, c->deadline_ns, cs};
+    merge_query_t mq = {.tenant = c->tenant, .sel = &sel, .from = *from, .until = *until, .step = step,
+                        .want_stacks = want_stacks, .only = only, .deadline_ns = c->deadline_ns, .call_site = cs};
     int rc = merge_run(c->a->store, &mq, m, &c->err);
     selector_destroy(&sel);
     return rc;
@@ -450,7 +451,10 @@ static Querier__V1__Series *group_series(qctx_t *c, const Querier__V1__SelectSer
     }
     int rc = 0;
     for (size_t i = 0; i < q->n_group_by && !rc; i++) rc = selector_add_eq(&sel, q->group_by[i], vals[i], &c->err);
-    merge_query_t mq = {c->tenant, &sel, from, until, step, 0, 0, c->deadline_ns, cs};
+    merge_query_t mq = {.tenant = c->tenant, .sel = &sel, .from = from, .until = until, .step = step,
+                        .deadline_ns = c->deadline_ns, .call_site = cs,
+                        .average_timeline = q->aggregation ==
+                                            QUERIER__V1__TIME_SERIES_AGGREGATION_TYPE__TIME_SERIES_AGGREGATION_TYPE_AVERAGE};
     merge_result_t m = {0};
     if (rc == 0 && merge_run(c->a->store, &mq, &m, &c->err) == 0 &&
         !(s = series_msg(c, q->group_by, vals, q->n_group_by, &m, total)))

@@ -80,8 +80,9 @@ static void reply_buf(http_resp_t *resp, const char *ctype, buf_t *b) {
 /* The merge renderer rd needs: stacks and a timeline of step as its row says. */
 static merge_query_t merge_for(const renderer_t *rd, app_t *a, http_req_t *req, const selector_t *sel, const range_t *r,
                                int64_t step, const merge_only_t *only) {
-    return (merge_query_t){req->tenant, sel, r->from, r->until, rd->needs & RENDER_TIMELINE ? step : 0,
-                           (rd->needs & RENDER_STACKS) != 0, only, app_query_deadline(a, req), NULL};
+    return (merge_query_t){.tenant = req->tenant, .sel = sel, .from = r->from, .until = r->until,
+                           .step = rd->needs & RENDER_TIMELINE ? step : 0, .want_stacks = (rd->needs & RENDER_STACKS) != 0,
+                           .only = only, .deadline_ns = app_query_deadline(a, req)};
 }
 
 /* Replies with what query_render wrote into out (rc 0), or with the error that stopped

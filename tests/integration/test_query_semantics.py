@@ -277,3 +277,28 @@ def node_profile():
     body += b"".join(run.pb_field(6, s) for s in strings)
     body += run.pb_field(11, vt(3, 4)) + run.pb_encode_field(12, 0, 10000000)
     return body
+
+
+@test
+def select_series_aggregation_average_is_the_mean_per_step():
+    """SelectSeries' `aggregation` is served, not ignored: AVERAGE makes each point the mean of
+    the profiles in its step (as Pyroscope computes it); SUM, the default, sums CPU."""
+    files = cpu_files(3)
+    each = [run.pprof_raw(p)[1][1] for p in files]
+    sel = '{service_name="avg"}'
+    with Server() as srv:
+        for i, p in enumerate(files):  # three profiles in one 60 s step
+            push(srv, p, "avg", T0 + 5 * i)
+        doc = {"profileTypeID": CPU, "labelSelector": sel, "step": 60, "start": (T0 - 60) * 1000,
+               "end": (T0 + 120) * 1000}
+        got = {}
+        for agg in ("TIME_SERIES_AGGREGATION_TYPE_SUM", "TIME_SERIES_AGGREGATION_TYPE_AVERAGE"):
+            st, ans = connect_json(srv, "SelectSeries", {**doc, "aggregation": agg})
+            assert st == 200, ans
+            got[agg] = [pt["value"] for s in ans["series"] for pt in s["points"]]
+        # The Go profiles carry the pprof label `endpoint`: each upload is several series, and
+        # the mean is over every stored profile in the step, as Pyroscope averages points.
+        rows = srv.get_json("/api/v1/profiles", query=CPU + sel, **{"from": T0 - 60, "until": T0 + 120})["profiles"]
+        assert sum(r["total"] for r in rows) == sum(each) and len(rows) > 3, rows
+        assert got["TIME_SERIES_AGGREGATION_TYPE_SUM"] == [sum(each)], got
+        assert got["TIME_SERIES_AGGREGATION_TYPE_AVERAGE"] == [sum(each) / len(rows)], got

@@ -52,7 +52,7 @@ static char *render(store_t *s, const char *sel_text, int64_t from, int64_t unti
         fprintf(stderr, "selector: %s\n", err.msg);
         return NULL;
     }
-    merge_query_t q = {"anonymous", &sel, from * S, until * S, 0, 1, 0, 0, NULL};
+    merge_query_t q = {.tenant = "anonymous", .sel = &sel, .from = from * S, .until = until * S, .want_stacks = 1};
     merge_result_t m;
     tree_t t = {0};
     buf_t out;
@@ -421,7 +421,7 @@ static char *render_diff_of(store_t *s, const char *sel_text, int64_t lf, int64_
     selector_t sel;
     hr_err_t err = {0};
     CHECK(selector_parse(sel_text, &sel, &err) == 0);
-    merge_query_t lq = {"anonymous", &sel, lf * S, lu * S, 0, 1, 0, 0, NULL}, rq = {"anonymous", &sel, rf * S, ru * S, 0, 1, 0, 0, NULL};
+    merge_query_t lq = {.tenant = "anonymous", .sel = &sel, .from = lf * S, .until = lu * S, .want_stacks = 1}, rq = {.tenant = "anonymous", .sel = &sel, .from = rf * S, .until = ru * S, .want_stacks = 1};
     merge_result_t lm, rm;
     tree_t lt = {0}, rt = {0};
     buf_t out;
@@ -507,7 +507,7 @@ void test_pprof_output(void) {
     free(d);
     selector_t sel;
     selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds", &sel, &err);
-    merge_query_t q = {"anonymous", &sel, 0, 200 * S, 0, 1, 0, 0, NULL};
+    merge_query_t q = {.tenant = "anonymous", .sel = &sel, .from = 0, .until = 200 * S, .want_stacks = 1};
     merge_result_t m;
     CHECK(merge_run(s, &q, &m, &err) == 0);
     buf_t out;
@@ -567,7 +567,7 @@ void test_render_table(void) {
     hr_err_t err = {0};
     CHECK(selector_parse("process_cpu:samples:count:cpu:nanoseconds", &cpu, &err) == 0);
     CHECK(selector_parse("memory:alloc_space:bytes:space:bytes", &alloc, &err) == 0);
-    merge_query_t q = {"anonymous", &cpu, 0, 200 * S, 0, 1, 0, 0, NULL};
+    merge_query_t q = {.tenant = "anonymous", .sel = &cpu, .from = 0, .until = 200 * S, .want_stacks = 1};
     merge_result_t m, m2;
     CHECK(merge_run(s, &q, &m, &err) == 0);
     render_args_t args = {&m, NULL, 0, 0};
