@@ -27,7 +27,8 @@ import time
 import urllib.parse
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-import run as it  # noqa: E402  (reuses the integration suite's server control)
+import harness  # noqa: E402  (reuses the integration suite's server control)
+from protowire import pb_encode_field, pb_fields, pb_put_varint, pb_uvarint  # noqa: E402
 
 CPU = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
 BASE = 1700000000
@@ -43,25 +44,25 @@ def vary(gz_profile, rng):
     """Rescales each sample by a random whole factor (0 drops it); symbols stay real."""
     raw = gzip.decompress(gz_profile)
     out = bytearray()
-    for f, wt, v in it.pb_fields(raw):
+    for f, wt, v in pb_fields(raw):
         if f != 2:
-            out += it.pb_encode_field(f, wt, v)
+            out += pb_encode_field(f, wt, v)
             continue
         k = rng.choice((0, 1, 1, 2, 3))
         if k == 0:
             continue
         sample = bytearray()
-        for sf, swt, sv in it.pb_fields(v):
+        for sf, swt, sv in pb_fields(v):
             if sf == 2 and swt == 2:
                 vals, j = [], 0
                 while j < len(sv):
-                    x, j = it.pb_uvarint(sv, j)
+                    x, j = pb_uvarint(sv, j)
                     vals.append(x)
-                sv = b"".join(it.pb_put_varint(x * k) for x in vals)
+                sv = b"".join(pb_put_varint(x * k) for x in vals)
             elif sf == 2:
                 sv = sv * k
-            sample += it.pb_encode_field(sf, swt, sv)
-        out += it.pb_encode_field(2, 2, bytes(sample))
+            sample += pb_encode_field(sf, swt, sv)
+        out += pb_encode_field(2, 2, bytes(sample))
     return gzip.compress(bytes(out))
 
 
@@ -113,7 +114,7 @@ def bench_ingest(files, rows):
     bodies = varied_bodies(files, 300)
     avg = sum(map(len, bodies)) / len(bodies)
     for fsync in ("always", "none"):
-        srv = it.Server(extra=["--wal-fsync", fsync]).start()
+        srv = harness.Server(extra=["--wal-fsync", fsync]).start()
         n = 3000
         secs = push_many(srv.port, bodies, n, 8, "bench-ingest", BASE, 10)
         srv.stop()
@@ -125,7 +126,7 @@ def bench_ingest(files, rows):
 def bench_disk(files, rows):
     n = 1000
     bodies = varied_bodies(files, n)
-    srv = it.Server(extra=["--wal-fsync", "none"]).start()
+    srv = harness.Server(extra=["--wal-fsync", "none"]).start()
     push_many(srv.port, bodies, n, 4, "bench-disk", BASE, 10)
     srv.request("POST", "/api/v1/admin/flush")
     blocks = dir_bytes(os.path.join(srv.data_dir, "blocks"))
@@ -152,7 +153,7 @@ def time_query(srv, frm, until, reps=5):
 def bench_merge(files, rows, tmp):
     n24 = 8640  # 24 h of 10 s profiles
     bodies = varied_bodies(files, 600, seed=2)
-    srv = it.Server(extra=["--wal-fsync", "none"]).start()
+    srv = harness.Server(extra=["--wal-fsync", "none"]).start()
     push_many(srv.port, bodies, n24, 4, "bench-merge", BASE, 10)
     srv.request("POST", "/api/v1/admin/flush")
     srv.stop()
@@ -165,7 +166,7 @@ def bench_merge(files, rows, tmp):
         os.symlink(os.path.join(links, f"v{i % len(bodies)}.pb.gz"), os.path.join(links, f"{i}.pb.gz"))
     for label, n in (("1 h", 360), ("24 h", n24)):
         until = BASE + 10 * (n - 1)
-        srv = it.Server(data_dir).start()  # cold: the first query reads and decodes the block
+        srv = harness.Server(data_dir).start()  # cold: the first query reads and decodes the block
         cold = time_query(srv, BASE, until, reps=1)[0]
         warm = statistics.median(time_query(srv, BASE, until))
         srv.stop()
@@ -185,7 +186,7 @@ def bench_compaction(files, rows):
     bytes and the 24 h merge before and after, and how long compaction took."""
     n, hour = 8640, 360
     bodies = varied_bodies(files, 600, seed=4)
-    srv = it.Server(extra=["--wal-fsync", "none", "--compact-min-blocks", "0"]).start()
+    srv = harness.Server(extra=["--wal-fsync", "none", "--compact-min-blocks", "0"]).start()
     for h in range(n // hour):
         push_many(srv.port, bodies[h * hour % len(bodies):] + bodies, hour, 4, "bench-merge", BASE + 10 * hour * h, 10)
         srv.request("POST", "/api/v1/admin/flush")
@@ -197,16 +198,16 @@ def bench_compaction(files, rows):
         cold = time_query(srv, BASE, until, reps=1)[0]
         return len(blocks), dir_bytes(os.path.join(srv.data_dir, "blocks")), cold, statistics.median(time_query(srv, BASE, until))
 
-    srv = it.Server(srv.data_dir, extra=["--compact-min-blocks", "0"]).start()
+    srv = harness.Server(srv.data_dir, extra=["--compact-min-blocks", "0"]).start()
     before = state(srv)
     srv.stop()
-    srv = it.Server(srv.data_dir, extra=["--compact-min-blocks", "4"]).start()
+    srv = harness.Server(srv.data_dir, extra=["--compact-min-blocks", "4"]).start()
     t = time.time()
     st, body, _ = srv.request("POST", "/api/v1/admin/compact", b"")
     took = time.time() - t
     assert st == 200, body
     srv.stop()
-    srv = it.Server(srv.data_dir).start()  # restarted: the first query reads the compacted blocks cold
+    srv = harness.Server(srv.data_dir).start()  # restarted: the first query reads the compacted blocks cold
     after = state(srv)
     srv.stop()
     rows.append((f"compaction of a day ({n} profiles) cut hourly",
@@ -232,7 +233,7 @@ def bench_load(files, rows, agents=200, seconds=60):
     while one client runs merges; reports throughput, latencies, errors and peak RSS."""
     bodies = varied_bodies(files, 400, seed=3)
     # All 201 clients come from 127.0.0.1, as agents behind a proxy would: no per-address cap.
-    srv = it.Server(extra=["--wal-fsync", "always", "--max-concurrent-ingests", "256",
+    srv = harness.Server(extra=["--wal-fsync", "always", "--max-concurrent-ingests", "256",
                            "--max-connections-per-ip", "0"]).start()
     stop = time.time() + seconds
     lat, qlat, errors, lock = [], [], [], threading.Lock()
@@ -286,8 +287,8 @@ def main():
     ap.add_argument("--skip-load", action="store_true")
     ap.add_argument("--only-load", action="store_true")
     a = ap.parse_args()
-    it.ARGS = argparse.Namespace(binary=os.path.abspath(a.binary), testdata=a.testdata,
-                                 tmp=tempfile.mkdtemp(prefix="hearth-bench-"))
+    harness.configure(binary=os.path.abspath(a.binary), testdata=a.testdata,
+                      tmp=tempfile.mkdtemp(prefix="hearth-bench-"))
     files = cpu_files(a.testdata)
     rows = []
     if a.only_load:
@@ -296,7 +297,7 @@ def main():
     else:
         bench_ingest(files, rows)
         bench_disk(files, rows)
-        bench_merge(files, rows, it.ARGS.tmp)
+        bench_merge(files, rows, harness.ARGS.tmp)
         bench_compaction(files, rows)
     if not a.skip_load:
         bench_load(files, rows)

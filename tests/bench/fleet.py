@@ -7,7 +7,7 @@ The store. Every service has its own binary: its own mapping, its own function n
 CPU profile every --interval seconds (300) for --days days (7): 2,016 profiles per service.
 Profiles are synthetic, seeded (--seed) and real pprof: each draws 1,500-4,500 CPU samples at
 100 Hz from its service's stacks (Zipf weights, so hot stacks recur and, over a week, every
-stack appears), encoded with tests/integration/run.py's protobuf helpers and gzipped. The
+stack appears), encoded with tests/integration/protowire.py and gzipped. The
 service's symbol tables are the same bytes in each of its uploads, so they are gzipped once per
 service and sent as a second gzip member (RFC 1952 allows several; Hearth and go tool pprof read
 them as one stream). That keeps the generator cheap enough for 403,200 uploads; the server
@@ -32,7 +32,7 @@ generated profiles' values for the query service, and so does `go tool pprof -pr
 same profiles written as files, which is also timed in the same run as the reference.
 
 Output: a Markdown table (one row per store size x regime) and tests/out/bench/fleet.json.
-Servers listen on free loopback ports and are stopped by PID (run.py's Server). Scale down with
+Servers listen on free loopback ports and are stopped by PID (harness.py's Server). Scale down with
 --days / --interval when the 200-service build is too slow; the output says when it is.
 Not a test of targets: nothing asserts a latency.
 """
@@ -54,7 +54,8 @@ import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
-import run as it  # noqa: E402  (reuses the integration suite's server control and protobuf helpers)
+import harness  # noqa: E402  (reuses the integration suite's server control)
+from protowire import pb_encode_field, pb_field, pb_fields, pb_packed, pb_put_varint  # noqa: E402
 
 CPU = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
 BASE = 1780000000 // 3600 * 3600  # 2026-05-28, on the hour: a fixed past, so runs are comparable
@@ -86,7 +87,7 @@ class Service:
             strings.append(f"{pkg}.{leaf}")
         first_file = len(strings)
         strings += [f"{p}/file{k}.go" for p in pkgs for k in range(3)]
-        pf, enc = it.pb_field, it.pb_encode_field
+        pf, enc = pb_field, pb_encode_field
         st = b"".join(pf(6, s.encode()) for s in strings)
         sample_types = pf(1, enc(1, 0, 1) + enc(2, 0, 2)) + pf(1, enc(1, 0, 3) + enc(2, 0, 4))
         mapping = pf(3, enc(1, 0, 1) + enc(2, 0, 0x400000) + enc(3, 0, 0x400000 + 0x40 * nfuncs + 0x1000) +
@@ -105,7 +106,7 @@ class Service:
         self.static_gz = gzip.compress(static, 6)
         stacks = self._stacks(rng, nfuncs, nstacks)
         # Sample prefixes: field 1 (location ids, leaf first as pprof stores them), packed.
-        self.prefix = [pf(1, b"".join(it.pb_put_varint(f + 1) for f in reversed(s))) for s in stacks]
+        self.prefix = [pf(1, b"".join(pb_put_varint(f + 1) for f in reversed(s))) for s in stacks]
         order = list(range(nstacks))
         rng.shuffle(order)  # which stacks are hot differs per service
         w = [0.0] * nstacks
@@ -142,7 +143,7 @@ VALS = {}
 def sample_values(c):
     v = VALS.get(c)
     if v is None:
-        v = VALS[c] = it.pb_field(2, it.pb_put_varint(c) + it.pb_put_varint(c * PERIOD))
+        v = VALS[c] = pb_field(2, pb_put_varint(c) + pb_put_varint(c * PERIOD))
     return v
 
 
@@ -152,9 +153,9 @@ def make_profile(svc, seed, idx, t, duration_s):
     rng = random.Random((seed << 40) ^ (svc.idx << 22) ^ idx)
     k = rng.randint(1500, 4500)
     counts = collections.Counter(rng.choices(range(len(svc.cum)), cum_weights=svc.cum, k=k))
-    pf = it.pb_field
+    pf = pb_field
     body = b"".join(pf(2, svc.prefix[s] + sample_values(c)) for s, c in counts.items())
-    body += it.pb_encode_field(9, 0, t * 10**9) + it.pb_encode_field(10, 0, duration_s * 10**9)
+    body += pb_encode_field(9, 0, t * 10**9) + pb_encode_field(10, 0, duration_s * 10**9)
     return gzip.compress(body, 6) + svc.static_gz, k * PERIOD
 
 
@@ -324,7 +325,7 @@ def measure(data_dir, extra, a, expect_total, nsvc):
     sel = CPU + '{service_name="%s"}' % service_name(QUERY_SERVICE)
     rng = {"from": BASE, "until": BASE + a.days * 86400}
     out, checked = {}, []
-    srv = it.Server(data_dir, extra=extra).start()
+    srv = harness.Server(data_dir, extra=extra).start()
     try:
         srv.cpu_s = 0.0
         cold, fg = timed_get(srv, "/api/v1/query", query=sel, format="flamegraph", **rng)
@@ -378,7 +379,7 @@ BUILD_FLAGS = ["--wal-fsync", "none", "--compact-min-blocks", "0", "--block-dura
 def build_store(nsvc, a, clients, files_dir):
     per_hour = 3600 // a.interval
     hours = a.days * 24
-    srv = it.Server(extra=BUILD_FLAGS).start()
+    srv = harness.Server(extra=BUILD_FLAGS).start()
     clients.call("port", srv.port)
     sums, n, nbytes, ingest_s, flush_s, gen_s = collections.Counter(), 0, 0, 0.0, 0.0, 0.0
     t_start = time.time()
@@ -425,7 +426,7 @@ def bench_store(nsvc, a, clients, files_dir):
               **measure(data_dir, ["--compact-min-blocks", "0"], a, total, nsvc)}
     hourly["peak_rss_mib"] = max(hourly["build_server_peak_rss_mib"], hourly["query_server_peak_rss_mib"])
     rows.append(hourly)
-    srv = it.Server(data_dir).start()  # default compaction flags
+    srv = harness.Server(data_dir).start()  # default compaction flags
     try:
         t = time.time()
         st, body, _ = srv.request("POST", "/api/v1/admin/compact", b"")
@@ -447,12 +448,12 @@ def bench_store(nsvc, a, clients, files_dir):
 def pprof_total(merged):
     """The cpu (second) value summed over a pprof's samples."""
     total = 0
-    for f, _, v in it.pb_fields(gzip.decompress(merged)):
+    for f, _, v in pb_fields(gzip.decompress(merged)):
         if f == 2:
             vals = []  # values come packed or one field each, as the encoder chose
-            for sf, swt, sv in it.pb_fields(v):
+            for sf, swt, sv in pb_fields(v):
                 if sf == 2:
-                    vals += it.pb_packed(sv) if swt == 2 else [sv]
+                    vals += pb_packed(sv) if swt == 2 else [sv]
             total += vals[1]
     return total
 
@@ -569,7 +570,7 @@ def main():
         ap.error("--interval must divide an hour and --days be at least 1")
     sizes = [int(x) for x in a.services.split(",")]
     tmp = tempfile.mkdtemp(prefix="hearth-fleet-")
-    it.ARGS = argparse.Namespace(binary=os.path.abspath(a.binary), tmp=tmp)
+    harness.configure(binary=os.path.abspath(a.binary), tmp=tmp)
     print(f"stores, server logs and pprof files under {tmp} (deleted when the run succeeds)", flush=True)
     files_dir = os.path.join(tmp, "pprof-files")
     os.makedirs(files_dir)

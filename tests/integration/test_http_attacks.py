@@ -14,30 +14,21 @@ import re
 import socket
 import subprocess
 import tempfile
-import threading
 import time
 import urllib.parse
 
-import run
-from run import Server, test, T0, CPU
+from harness import ARGS, CPU, T0, Server, metric, proc_status_kib, test
 
 
 def routes():
     """The route table as the binary prints it: [(method, prefix?, path, role, limiter)]."""
-    out = subprocess.run([run.ARGS.binary, "--print-routes"], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run([ARGS.binary, "--print-routes"], capture_output=True, text=True, check=True).stdout
     rows = []
     for line in out.splitlines():
         m = re.match(r"^(GET|POST)\s+(exact|prefix)\s+(\S+)\s+role=(\w+)\s+limiter=(\w+)$", line)
         assert m, line
         rows.append((m.group(1), m.group(2) == "prefix", m.group(3), m.group(4), m.group(5)))
     return rows
-
-
-def rss_kib(pid):
-    for line in open(f"/proc/{pid}/status"):
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise AssertionError("no VmRSS")
 
 
 def connect(srv, timeout=5):
@@ -76,15 +67,8 @@ def read_response(s):
     return int(hdr.split(b" ", 2)[1]), body
 
 
-def metric(srv, name):
-    for line in srv.get("/metrics")[1].decode().splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[-1])
-    raise AssertionError(f"{name} not in /metrics")
-
-
 def write_tokens():
-    path = os.path.join(run.ARGS.tmp, "attack-tokens")
+    path = os.path.join(ARGS.tmp, "attack-tokens")
     open(path, "w").write("bearer w-tok team-a write\nbearer r-tok team-a read\nbearer a-tok team-a admin\n")
     return path
 
@@ -162,7 +146,7 @@ def http_attacks_stalled_unauthenticated_uploads_cost_no_memory():
     """40 clients announce a 16 MiB upload without a credential, send what they can and
     stall: each is refused after its headers, so the server's memory stays flat."""
     with Server(extra=["--auth-file", write_tokens()]) as srv:
-        base = rss_kib(srv.proc.pid)
+        base = proc_status_kib(srv.proc.pid, "VmRSS")
         socks, statuses = [], []
         chunk = b"x" * (1 << 20)
         for _ in range(40):
@@ -176,7 +160,7 @@ def http_attacks_stalled_unauthenticated_uploads_cost_no_memory():
             socks.append(s)
         for s in socks:
             statuses.append(read_response(s)[0])
-        grown = rss_kib(srv.proc.pid) - base
+        grown = proc_status_kib(srv.proc.pid, "VmRSS") - base
         # Buffered, the bodies took 600 MiB; unread, a few MiB (a sanitizer's shadow
         # memory for 40 connection threads can add some 64 MiB).
         assert grown < 128 * 1024, f"RSS grew by {grown} KiB with 40 stalled uploads"
@@ -337,8 +321,8 @@ def http_attacks_slowloris_is_cut_off_and_one_address_is_capped():
 @test
 def http_attacks_second_server_on_the_same_port_exits():
     with Server() as srv:
-        other = tempfile.mkdtemp(prefix="hearth-second-", dir=run.ARGS.tmp)
-        p = subprocess.Popen([run.ARGS.binary, "--listen", f"127.0.0.1:{srv.port}", "--data-dir", other],
+        other = tempfile.mkdtemp(prefix="hearth-second-", dir=ARGS.tmp)
+        p = subprocess.Popen([ARGS.binary, "--listen", f"127.0.0.1:{srv.port}", "--data-dir", other],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             out, err = p.communicate(timeout=15)

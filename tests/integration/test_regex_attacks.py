@@ -11,8 +11,7 @@ import random
 import threading
 import time
 
-import run
-from run import CPU, T0, Server, test
+from harness import CPU, T0, Server, connect_json, metric, test, vm_hwm_mb
 
 # Each made glibc's regcomp take gigabytes (or exponential time): RE2 refuses them.
 ATTACKS = ['a{0,32767}', '(a{0,255}){0,255}', '(a)\\1', '((a{0,30}){0,30}){0,30}', '(\\pL{1000})']
@@ -31,20 +30,6 @@ def slow_value(i):
 def quote(pattern):
     """A PromQL string literal: backslashes and quotes escaped."""
     return '"' + pattern.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def vm_hwm_mb(pid):
-    """The peak resident set of a process, in MB (VmHWM from /proc)."""
-    for line in open(f"/proc/{pid}/status"):
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError("no VmHWM in /proc/%d/status" % pid)
-
-
-def connect(srv, method, body):
-    st, b, _ = srv.request("POST", "/querier.v1.QuerierService/" + method, json.dumps(body).encode(),
-                           {"Content-Type": "application/json"})
-    return st, json.loads(b)
 
 
 def timed(fn, *args, **kw):
@@ -75,9 +60,9 @@ def regex_attacks_answer_400_at_once_in_little_memory():
                 err = json.loads(b)["error"]
                 assert "regular expression for label env" in err, (pattern, path, err)
                 assert secs < 2, (pattern, path, secs)
-            (st, b), secs = timed(connect, srv, "LabelNames", {"matchers": [m]})
+            (st, b), secs = timed(connect_json, srv, "LabelNames", {"matchers": [m]})
             assert st == 400 and b["code"] == "invalid_argument" and secs < 2, (pattern, st, b, secs)
-            (st, b), secs = timed(connect, srv, "SelectMergeStacktraces",
+            (st, b), secs = timed(connect_json, srv, "SelectMergeStacktraces",
                                   {"profileTypeID": CPU, "labelSelector": m, "start": (T0 - 10) * 1000})
             assert st == 400 and secs < 2, (pattern, st, b, secs)
         st, b = srv.get("/api/v1/series", query="{env=~%s}" % quote("(a)\\1"))
@@ -153,9 +138,9 @@ def regex_slow_discovery_stops_at_query_timeout():
             assert st == 504 and "--query-timeout" in json.loads(b)["error"], (path, st, b[:300])
             assert secs < 1.5, (path, secs)
         for method in ("Series", "LabelNames"):
-            (st, b), secs = timed(connect, srv, method, {"matchers": [m]})
+            (st, b), secs = timed(connect_json, srv, method, {"matchers": [m]})
             assert st == 504 and b["code"] == "deadline_exceeded" and secs < 1.5, (method, st, b, secs)
-        assert run.metric(srv, 'hearth_limit_refusals_total{limit="query_timeout"}') >= 2
+        assert metric(srv, 'hearth_limit_refusals_total{limit="query_timeout"}') >= 2
         # A cheap regex over the same series answers within the deadline.
         values = srv.get_json("/api/v1/labels/n/values", query='{pod=~"[ab]+"}')["values"]
         assert values == sorted(str(i) for i in range(SLOW_SERIES)), values

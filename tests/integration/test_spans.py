@@ -4,29 +4,22 @@ sample, not as series; Grafana's SelectMergeSpanProfile and profile_id_selector 
 The reference is `go tool pprof -tagfocus span_id=...` on the same file: Hearth's merge of
 one span must be what pprof keeps of that span's samples, in the head, in a block, and
 after compaction."""
-import json
 import os
 import re
 import subprocess
 import tempfile
 
-import run
-from run import CPU, T0, Server, test
+from harness import ARGS, CPU, T0, Server, cli, connect_json, query, test
+from pprof_ref import build_goprof, pprof_raw
 
-CONNECT = "/querier.v1.QuerierService/"
 SEL = '{service_name="traced-go"}'
 RANGE = {"start": (T0 - 10) * 1000, "end": (T0 + 60) * 1000}
 
 
-def connect_json(srv, method, doc):
-    st, body, _ = srv.request("POST", CONNECT + method, json.dumps(doc).encode(), {"Content-Type": "application/json"})
-    return st, json.loads(body) if body else None
-
-
 def span_profile():
     """A real Go CPU profile whose work ran in eight labelled spans (goprof spans)."""
-    path = os.path.join(tempfile.mkdtemp(prefix="spans-", dir=run.ARGS.tmp), "cpu.pb.gz")
-    subprocess.run([run.build_goprof(), "spans", path], check=True, capture_output=True)
+    path = os.path.join(tempfile.mkdtemp(prefix="spans-", dir=ARGS.tmp), "cpu.pb.gz")
+    subprocess.run([build_goprof(), "spans", path], check=True, capture_output=True)
     return path
 
 
@@ -78,8 +71,8 @@ def check_spans(srv, path, tags):
         assert flamegraph_self(fg) == pprof_flat(path, pick), pick
     # A span that ran nowhere selects nothing; the merge of everything is not narrowed.
     assert int(span_merge(srv, ["00000000deadbeef"]).get("total", 0)) == 0
-    whole = run.query(srv, CPU + SEL)["total"]
-    assert whole == run.pprof_raw(path)[1][1] and whole > sum(tags.values()), whole
+    whole = query(srv, CPU + SEL)["total"]
+    assert whole == pprof_raw(path)[1][1] and whole > sum(tags.values()), whole
 
 
 @test
@@ -95,7 +88,7 @@ def span_profiles_merge_only_their_spans_in_head_blocks_and_after_compaction():
         check_spans(srv, path, tags)  # the head
         assert srv.request("POST", "/api/v1/admin/flush")[0] == 200
         check_spans(srv, path, tags)  # one block
-        assert srv.ingest(open(os.path.join(run.ARGS.testdata, "pprof", "go-runtime-cpu-00.pb.gz"), "rb").read(),
+        assert srv.ingest(open(os.path.join(ARGS.testdata, "pprof", "go-runtime-cpu-00.pb.gz"), "rb").read(),
                           name="other", format="pprof", **{"from": T0 + 5})[0] == 200
         assert srv.request("POST", "/api/v1/admin/flush")[0] == 200
         assert srv.request("POST", "/api/v1/admin/compact")[0] == 200
@@ -103,7 +96,7 @@ def span_profiles_merge_only_their_spans_in_head_blocks_and_after_compaction():
         data = srv.data_dir
     with Server(data_dir=data) as srv:  # read back cold
         check_spans(srv, path, tags)
-    r = run.cli("check", data)
+    r = cli("check", data)
     assert r.returncode == 0, r.stdout + r.stderr
 
 
@@ -122,8 +115,8 @@ def span_selector_and_profile_ids_refuse_bad_input():
 
 @test
 def profile_id_selector_merges_the_listed_profiles():
-    files = [os.path.join(run.ARGS.testdata, "pprof", f"go-runtime-cpu-0{i}.pb.gz") for i in range(3)]
-    each = [run.pprof_raw(p)[1][1] for p in files]
+    files = [os.path.join(ARGS.testdata, "pprof", f"go-runtime-cpu-0{i}.pb.gz") for i in range(3)]
+    each = [pprof_raw(p)[1][1] for p in files]
     sel = '{service_name="picked"}'
     with Server() as srv:
         for i, p in enumerate(files):

@@ -3,14 +3,12 @@ import os
 import shutil
 import subprocess
 
-import run
-from run import CPU, T0, Server, test
-
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+from harness import ARGS, CPU, ROOT, T0, Server, cli, metric, query, test
+from pprof_ref import pprof_raw, pprof_top
 
 
 def cpu_each(i):
-    return run.pprof_raw(os.path.join(run.ARGS.testdata, "pprof", f"go-runtime-cpu-0{i}.pb.gz"))[1][1]
+    return pprof_raw(os.path.join(ARGS.testdata, "pprof", f"go-runtime-cpu-0{i}.pb.gz"))[1][1]
 
 
 def block_files(data_dir):
@@ -25,7 +23,7 @@ def answers(srv):
     out = {}
     for svc in ("shop", "cart"):
         sel = CPU + '{service_name="%s"}' % svc
-        top = run.query(srv, sel, limit=5)
+        top = query(srv, sel, limit=5)
         out[svc] = (top["total"], [(f["name"], f["self"], f["total"]) for f in top["functions"]])
         ts = srv.get_json("/api/v1/timeseries", query=sel, **{"from": T0 - 10, "until": T0 + 3600, "step": "10"})
         out[svc + "-ts"] = ts
@@ -35,7 +33,7 @@ def answers(srv):
 
 @test
 def version1_store_opens_answers_and_compacts_to_version2():
-    data = os.path.join(run.ARGS.tmp, "v1-store")
+    data = os.path.join(ARGS.tmp, "v1-store")
     shutil.copytree(os.path.join(ROOT, "tests", "fixtures", "v1-store"), data)
     assert open(block_files(data)[0], "rb").read(8) == b"HRTHBLK1"
     want = {"shop": sum(cpu_each(i) for i in range(3)), "cart": sum(cpu_each(i) for i in range(3, 6))}
@@ -43,7 +41,7 @@ def version1_store_opens_answers_and_compacts_to_version2():
         before = answers(srv)
         assert before["shop"][0] == want["shop"] and before["cart"][0] == want["cart"], (before["shop"][0], want)
         # A second (version-2) block next to the version-1 one, then compaction rewrites both as version 2.
-        body = open(os.path.join(run.ARGS.testdata, "pprof", "go-runtime-cpu-00.pb.gz"), "rb").read()
+        body = open(os.path.join(ARGS.testdata, "pprof", "go-runtime-cpu-00.pb.gz"), "rb").read()
         assert srv.ingest(body, name="other", format="pprof", **{"from": T0 + 100})[0] == 200
         assert srv.request("POST", "/api/v1/admin/flush")[0] == 200
         assert answers(srv) == before
@@ -53,14 +51,14 @@ def version1_store_opens_answers_and_compacts_to_version2():
     assert len(files) == 1 and open(files[0], "rb").read(8) == b"HRTHBLK2", files
     with Server(data_dir=data) as srv:
         assert answers(srv) == before
-    r = run.cli("check", data)
+    r = cli("check", data)
     assert r.returncode == 0, r.stdout + r.stderr
 
 
 @test
 def a_query_for_one_service_reads_only_its_partition():
     with Server(extra=["--block-cache-bytes", "1GiB"]) as srv:
-        bodies = [open(os.path.join(run.ARGS.testdata, "pprof", f"go-runtime-cpu-0{i}.pb.gz"), "rb").read()
+        bodies = [open(os.path.join(ARGS.testdata, "pprof", f"go-runtime-cpu-0{i}.pb.gz"), "rb").read()
                   for i in range(6)]
         for k in range(20):  # twenty services, one block
             for i, b in enumerate(bodies):
@@ -70,34 +68,34 @@ def a_query_for_one_service_reads_only_its_partition():
         assert len(f) == 1 and open(f[0], "rb").read(8) == b"HRTHBLK2"
         total = sum(cpu_each(i) for i in range(6))
         # Totals, time series and profile lists come from the footer: nothing is decoded.
-        assert run.metric(srv, "hearth_block_partitions_cached") == 0
+        assert metric(srv, "hearth_block_partitions_cached") == 0
         ts = srv.get_json("/api/v1/timeseries", query=CPU + '{service_name="svc07"}', step="10s",
                           **{"from": T0 - 10, "until": T0 + 100})
         assert sum(p["value"] for p in ts["points"]) == total
         listed = srv.get_json("/api/v1/profiles", query=CPU + '{service_name="svc07"}', **{"from": T0 - 10, "until": T0 + 100})
         assert listed["count"] == 24 and sum(p["total"] for p in listed["profiles"]) == total  # 4 series per upload (pprof labels)
-        assert run.metric(srv, "hearth_block_partitions_cached") == 0
+        assert metric(srv, "hearth_block_partitions_cached") == 0
         # One service's flame graph decodes one partition of twenty.
-        assert run.query(srv, CPU + '{service_name="svc07"}', fmt="top")["total"] == total
-        assert run.metric(srv, "hearth_block_partitions_cached") == 1
+        assert query(srv, CPU + '{service_name="svc07"}', fmt="top")["total"] == total
+        assert metric(srv, "hearth_block_partitions_cached") == 1
         for k in (3, 19):
-            assert run.query(srv, CPU + '{service_name="svc%02d"}' % k, fmt="top")["total"] == total
-        assert run.metric(srv, "hearth_block_partitions_cached") == 3
-        assert run.query(srv, CPU + '{service_name=~"svc.*"}', fmt="top")["total"] == 20 * total
-        assert run.metric(srv, "hearth_block_partitions_cached") == 20
+            assert query(srv, CPU + '{service_name="svc%02d"}' % k, fmt="top")["total"] == total
+        assert metric(srv, "hearth_block_partitions_cached") == 3
+        assert query(srv, CPU + '{service_name=~"svc.*"}', fmt="top")["total"] == 20 * total
+        assert metric(srv, "hearth_block_partitions_cached") == 20
         # Those ranges covered the block: partitions came pre-merged (one row per series).
         # A range inside it reads the profile rows instead, and still merges exactly.
-        top = run.query(srv, CPU + '{service_name="svc07"}', fmt="top", frm=T0 + 15, until=T0 + 35)
+        top = query(srv, CPU + '{service_name="svc07"}', fmt="top", frm=T0 + 15, until=T0 + 35)
         assert top["total"] == cpu_each(2) + cpu_each(3) and top["profiles"] == 8, top["total"]
-        assert run.metric(srv, "hearth_block_partitions_cached") == 21
+        assert metric(srv, "hearth_block_partitions_cached") == 21
         # The pre-merged flame graph equals go tool pprof's merge of the six files.
         path = os.path.join(srv.data_dir, "m.pb.gz")
         st, body = srv.get("/api/v1/query", query=CPU + '{service_name="svc07"}', format="pprof",
                            **{"from": T0 - 10, "until": T0 + 3600})
         open(path, "wb").write(body)
-        files = [os.path.join(run.ARGS.testdata, "pprof", f"go-runtime-cpu-0{i}.pb.gz") for i in range(6)]
+        files = [os.path.join(ARGS.testdata, "pprof", f"go-runtime-cpu-0{i}.pb.gz") for i in range(6)]
         merged = os.path.join(srv.data_dir, "ref.pb.gz")
         subprocess.run(["go", "tool", "pprof", "-proto", "-output", merged] + files, check=True, capture_output=True)
-        ref = run.pprof_top(merged, 1, "nanoseconds")
-        got = run.pprof_top(path, 0, "nanoseconds")
+        ref = pprof_top(merged, 1, "nanoseconds")
+        got = pprof_top(path, 0, "nanoseconds")
         assert got == ref, (len(got), len(ref))  # every function's flat and cum

@@ -1,5 +1,8 @@
-"""Scraping a real Go target (issue 11, items 1-3): what each endpoint is stored as, gauges that
-never go negative, and each (target, profile) scraped on its own schedule.
+"""Scraping: Hearth pulls profiles from Go programs that serve net/http/pprof.
+
+All six profiles of a real target with its health, metrics and a target that is down; then
+(issue 11, items 1-3) what each endpoint is stored as, and each (target, profile) scraped on its
+own schedule.
 
 The target is tests/integration/goprof in `serve` mode, which keeps every /debug/pprof/ answer
 it sent (/served, /served/body?i=N): the tests compare what Hearth stored with exactly what the
@@ -11,8 +14,9 @@ import tempfile
 import time
 import urllib.request
 
-import run
-from run import CPU, Server, T0, test
+from harness import ARGS, CPU, Server, cli, free_port, query, test
+from pprof_ref import build_goprof, pprof_raw
+
 
 NOW = {"frm": "now-5m", "until": "now"}
 
@@ -21,9 +25,9 @@ class Target:
     """A goprof net/http/pprof server on a free port."""
 
     def __enter__(self):
-        self.port = run.free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.proc = subprocess.Popen([run.build_goprof(), "serve", f"127.0.0.1:{self.port}"],
+        self.proc = subprocess.Popen([build_goprof(), "serve", f"127.0.0.1:{self.port}"],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + 30
         while time.time() < deadline:
@@ -45,14 +49,14 @@ class Target:
 
     def body_file(self, i):
         data = urllib.request.urlopen(f"{self.url}/served/body?i={i}", timeout=10).read()
-        f = tempfile.NamedTemporaryFile(dir=run.ARGS.tmp, suffix=".pb.gz", delete=False)
+        f = tempfile.NamedTemporaryFile(dir=ARGS.tmp, suffix=".pb.gz", delete=False)
         f.write(data)
         f.close()
         return f.name
 
 
 def scrape_config(name, doc):
-    path = os.path.join(run.ARGS.tmp, name + ".json")
+    path = os.path.join(ARGS.tmp, name + ".json")
     json.dump(doc, open(path, "w"))
     return path
 
@@ -72,6 +76,72 @@ def type_ids(srv, sel):
 
 
 @test
+def scrapes_go_net_http_pprof_targets():
+    port = free_port()
+    target = subprocess.Popen([build_goprof(), "serve", f"127.0.0.1:{port}"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/debug/pprof/", timeout=2).read()
+                break
+            except OSError:
+                time.sleep(0.1)
+        cfg = os.path.join(ARGS.tmp, "scrape.json")
+        json.dump({"interval": "3s", "cpu_seconds": 1, "targets": [
+            {"job": "goapp", "url": f"http://127.0.0.1:{port}", "labels": {"env": "test"}},
+            {"job": "down", "url": "http://127.0.0.1:1", "profiles": ["heap"]}]}, open(cfg, "w"))
+        with Server(extra=["--scrape-config", cfg]) as srv:
+            deadline = time.time() + 40
+            while time.time() < deadline:
+                t = srv.get_json("/api/v1/targets")["targets"]
+                if all(x["scrapes"] >= 1 for x in t):
+                    break
+                time.sleep(0.5)
+            by = {(x["job"], x["profile"]): x for x in t}
+            assert set(p for j, p in by if j == "goapp") == {"cpu", "heap", "allocs", "mutex", "block", "goroutine"}
+            for p in ("cpu", "heap", "allocs", "mutex", "block", "goroutine"):
+                x = by[("goapp", p)]
+                assert x["health"] == "up" and not x["lastError"], x
+            down = by[("down", "heap")]
+            assert down["health"] == "down" and "cannot reach" in down["lastError"], down
+            assert down["labels"]["instance"] == "127.0.0.1:1"
+            sel = '{service_name="goapp",job="goapp",instance="127.0.0.1:%d",env="test"}' % port
+            types = {t["id"] for t in srv.get_json("/api/v1/profile-types", query=sel)["profileTypes"]}
+            for want in (CPU, "memory:alloc_space:bytes:space:bytes", "memory:inuse_space:bytes:space:bytes",
+                         "goroutine:goroutine:count:goroutine:count"):
+                assert want in types, (want, types)
+            cpu = query(srv, CPU + sel, frm="now-5m", until="now")
+            assert cpu["total"] > 0 and cpu["profiles"] >= 1
+            assert "crypto/sha256.block" in [f["name"] for f in cpu["functions"][:10]], cpu["functions"][:5]
+            m = srv.get("/metrics")[1].decode()
+            assert 'hearth_scrape_up{scrape_job="goapp",scrape_instance="127.0.0.1:%d",profile="cpu"} 1' % port in m
+            assert 'hearth_scrape_up{scrape_job="down",scrape_instance="127.0.0.1:1",profile="heap"} 0' in m
+            r = subprocess.run(["promtool", "check", "metrics"], input=m.encode(), capture_output=True, timeout=60)
+            assert r.returncode == 0, (r.stdout + r.stderr).decode()
+            # A target that stays down logs once, not on every failed scrape.
+            down = 'hearth_scrapes_total{scrape_job="down",scrape_instance="127.0.0.1:1",profile="heap"} '
+            deadline = time.time() + 15
+            while time.time() < deadline:
+                m = srv.get("/metrics")[1].decode()
+                if int(m.split(down)[1].split()[0]) >= 3:
+                    break
+                time.sleep(0.5)
+            assert int(m.split(down)[1].split()[0]) >= 3, m
+            log = open(os.path.join(srv.log_dir, "server.log")).read()
+            assert log.count("msg=scrape.failed job=down") == 1, log.count("msg=scrape.failed job=down")
+        bad = os.path.join(ARGS.tmp, "bad-scrape.json")
+        json.dump({"targets": [{"job": "x", "url": "http://a", "profiles": ["nope"]}]}, open(bad, "w"))
+        r = cli("--data-dir", os.path.join(ARGS.tmp, "badscrape"), "--listen", f"127.0.0.1:{free_port()}",
+                "--scrape-config", bad)
+        assert r.returncode == 1 and "unknown profile `nope`" in r.stderr, r.stderr
+    finally:
+        target.kill()
+        target.wait()
+
+
+@test
 def scraped_block_mutex_and_memory_keep_their_meaning():
     """/debug/pprof/block is block:*, /debug/pprof/mutex is mutex:*, each with the totals go tool
     pprof reads from the very answer the target sent; the allocs delta gives alloc_* only, the
@@ -86,71 +156,27 @@ def scraped_block_mutex_and_memory_keep_their_meaning():
             sel = '{service_name="gotypes"}'
             ids = type_ids(srv, sel)
             for kind in ("block", "mutex"):
-                types, totals = run.pprof_raw(tgt.body_file(answers[kind]))
+                types, totals = pprof_raw(tgt.body_file(answers[kind]))
                 assert dict(types) == {"contentions": "count", "delay": "nanoseconds"}, types
                 for (st, unit), want in zip(types, totals):
                     tid = f"{kind}:{st}:{unit}:contentions:count"
                     assert tid in ids, (tid, ids)
-                    got = run.query(srv, tid + sel, **NOW)["total"]
+                    got = query(srv, tid + sel, **NOW)["total"]
                     assert got == want, (tid, got, want)
-            assert run.pprof_raw(tgt.body_file(answers["block"]))[1][0] > 0  # a real block profile
+            assert pprof_raw(tgt.body_file(answers["block"]))[1][0] > 0  # a real block profile
             want = {}
             for kind, kept in (("allocs", "alloc_"), ("heap", "inuse_")):
-                types, totals = run.pprof_raw(tgt.body_file(answers[kind]))
+                types, totals = pprof_raw(tgt.body_file(answers[kind]))
                 want.update({st: t for (st, _), t in zip(types, totals) if st.startswith(kept)})
             for st, total in want.items():
                 unit = "bytes" if st.endswith("space") else "count"
                 tid = f"memory:{st}:{unit}:space:bytes"
-                got = run.query(srv, tid + sel, **NOW)["total"]
+                got = query(srv, tid + sel, **NOW)["total"]
                 assert got == total, (tid, got, total)
             for tid in ids:
-                fg = run.query(srv, tid + sel, fmt="flamegraph", **NOW)
+                fg = query(srv, tid + sel, fmt="flamegraph", **NOW)
                 assert fg["flamebearer"]["numTicks"] >= 0, (tid, fg["flamebearer"]["numTicks"])
-                assert run.query(srv, tid + sel, **NOW)["total"] >= 0, tid
-
-
-def pprof_bytes(sample_types, samples):
-    """A minimal pprof: sample_types [(type, unit)], samples [(function, [values])]."""
-    strings = [""]
-
-    def s(x):
-        if x not in strings:
-            strings.append(x)
-        return strings.index(x)
-
-    f, field = run.pb_encode_field, run.pb_field
-    out = b"".join(field(1, f(1, 0, s(t)) + f(2, 0, s(u))) for t, u in sample_types)
-    funcs = []
-    for i, (fn, values) in enumerate(samples, 1):
-        if fn not in funcs:
-            funcs.append(fn)
-        fid = funcs.index(fn) + 1
-        packed = b"".join(run.pb_put_varint(v) for v in values)
-        out += field(2, field(1, run.pb_put_varint(fid)) + field(2, packed))
-    for fid, fn in enumerate(funcs, 1):
-        out += field(4, f(1, 0, fid) + field(4, f(1, 0, fid)))  # location fid -> function fid
-        out += field(5, f(1, 0, fid) + f(2, 0, s(fn)))
-    out += f(9, 0, T0 * 10**9) + field(11, f(1, 0, s("space")) + f(2, 0, s("bytes")))
-    return out + b"".join(field(6, x.encode()) for x in strings)
-
-
-@test
-def negative_gauge_samples_are_dropped_and_counted():
-    """A pushed heap whose inuse_* samples are partly negative (a delta taken as a snapshot):
-    those samples are dropped and counted, the cumulative alloc_* values are kept whole."""
-    body = pprof_bytes([("alloc_space", "bytes"), ("inuse_space", "bytes")],
-                       [("main.grow", [50, 100]), ("main.shrink", [30, -40]), ("main.idle", [7, -5])])
-    with Server() as srv:
-        st, b = srv.ingest(body, name="neg", format="pprof", **{"from": T0})
-        assert st == 200, b
-        sel = '{service_name="neg"}'
-        assert run.query(srv, "memory:inuse_space:bytes:space:bytes" + sel)["total"] == 100
-        assert run.query(srv, "memory:alloc_space:bytes:space:bytes" + sel)["total"] == 87
-        fg = run.query(srv, "memory:inuse_space:bytes:space:bytes" + sel, fmt="flamegraph")
-        assert fg["flamebearer"]["numTicks"] == 100
-        assert "main.shrink" not in fg["flamebearer"]["names"], fg["flamebearer"]["names"]
-        m = srv.get("/metrics")[1].decode()
-        assert 'hearth_dropped_samples_total{reason="negative_gauge"} 2' in m, m[-2000:]
+                assert query(srv, tid + sel, **NOW)["total"] >= 0, tid
 
 
 def gaps(spans):
@@ -175,7 +201,7 @@ def each_scraped_profile_keeps_its_own_schedule():
             m = srv.get("/metrics")[1].decode()
             assert 'hearth_scrape_up{scrape_job="gosched",scrape_instance="127.0.0.1:%d",profile="cpu"} 1' % tgt.port in m
             sel = '{service_name="gosched"}'
-            assert run.query(srv, CPU + sel, **NOW)["total"] > 0
+            assert query(srv, CPU + sel, **NOW)["total"] > 0
             t0 = time.time()
         finally:
             srv.stop()

@@ -1,0 +1,442 @@
+"""Queries: the REST and Pyroscope read APIs answer what go tool pprof computes.
+
+Top tables and merges against `go tool pprof -top` and `-proto`; the flame graph and data-frame
+shapes; diffs and the single-profile list; labels, series and selectors; gauges averaged over
+time; merged pprof dates; PromQL string escapes; what `__name__` means on each API; Pyroscope's
+short profile names (`app.cpu`, `app.heap`); negative limits refused.
+"""
+import gzip
+import json
+import os
+import subprocess
+import urllib.parse
+
+from harness import (
+    ARGS, CPU, T0, Server, connect_json, connect_proto, cpu_files, push, query, read_testdata, test,
+    types_of)
+from pprof_ref import pprof_raw, pprof_top
+from protowire import pb_decode, pb_encode_field, pb_field, pb_put_varint
+
+
+@test
+def top_functions_match_go_pprof():
+    cases = [("pprof/go-runtime-cpu-00.pb.gz", "cpu", "nanoseconds"),
+             ("pprof/pprof-large.cpu.pb.gz", "cpu", "nanoseconds"),
+             ("pprof/go-runtime-heap.pb.gz", "inuse_space", "bytes"),
+             ("pprof/go-runtime-heap.pb.gz", "alloc_objects", "count"),
+             ("corpus/gen__go119.block.pb.gz", "delay", "nanoseconds"),
+             ("corpus/parca__pkg__query__testdata__profile-with-labels.pb.gz", "samples", "count"),
+             ("corpus/gen__go119.allocs.huge.pb.gz", "alloc_objects", "count")]
+    with Server() as srv:
+        for i, (rel, st, unit) in enumerate(cases):
+            path = os.path.join(ARGS.testdata, rel)
+            assert srv.ingest(open(path, "rb").read(), name=f"top{i}", format="pprof", **{"from": T0})[0] == 200
+            tid = types_of(srv, f"top{i}")[(st, unit)]
+            ans = query(srv, '%s{service_name="top%d"}' % (tid, i), limit=15)
+            ref = pprof_top(path, st, unit)
+            assert ans["functions"], rel
+            for fn in ans["functions"]:
+                assert fn["name"] in ref, f"{rel}: {fn['name']} not in go tool pprof -top"
+                assert (fn["self"], fn["total"]) == ref[fn["name"]], \
+                    f"{rel} {fn['name']}: hearth self/total {fn['self']}/{fn['total']} != pprof {ref[fn['name']]}"
+            best = max(ref.values())[0]
+            assert ans["functions"][0]["self"] == best, f"{rel}: top self {ans['functions'][0]['self']} != {best}"
+
+
+@test
+def merged_pprof_opens_in_go_pprof_with_exact_total():
+    files = [os.path.join(ARGS.testdata, "pprof", f"go-runtime-cpu-0{i}.pb.gz") for i in range(6)]
+    with Server() as srv:
+        for i, p in enumerate(files):
+            assert srv.ingest(open(p, "rb").read(), name="six", format="pprof", **{"from": T0 + i})[0] == 200
+        want = sum(pprof_raw(p)[1][1] for p in files)
+        # go tool pprof's own merge is the reference.
+        merged = os.path.join(ARGS.tmp, "six-merged.pb.gz")
+        with open(merged, "wb") as f:
+            subprocess.run(["go", "tool", "pprof", "-proto"] + files, stdout=f, stderr=subprocess.DEVNULL, check=True)
+        assert pprof_raw(merged)[1][1] == want
+        ans = query(srv, CPU + '{service_name="six"}', limit=5)
+        assert ans["total"] == want, (ans["total"], want)
+        ref = pprof_top(merged, "cpu", "nanoseconds")
+        for fn in ans["functions"]:
+            assert (fn["self"], fn["total"]) == ref[fn["name"]], fn
+        # go tool pprof reads the server's merged pprof straight from the URL.
+        url = srv.url("/api/v1/query?" + urllib.parse.urlencode(
+            {"query": CPU + '{service_name="six"}', "from": T0 - 10, "until": T0 + 60, "format": "pprof"}))
+        env = dict(os.environ, PPROF_TMPDIR=ARGS.tmp)
+        out = subprocess.run(["go", "tool", "pprof", "-raw", url], capture_output=True, text=True, env=env)
+        assert out.returncode == 0, out.stderr
+        status, body = srv.get("/api/v1/query", query=CPU + '{service_name="six"}', format="pprof",
+                               **{"from": T0 - 10, "until": T0 + 60})
+        path = os.path.join(ARGS.tmp, "from-server.pb.gz")
+        open(path, "wb").write(body)
+        assert pprof_raw(path)[1][0] == want
+        top = subprocess.run(["go", "tool", "pprof", "-top", url], capture_output=True, text=True, env=env)
+        assert top.returncode == 0 and "crypto/sha256.block" in top.stdout, top.stderr
+        # Time series: one point per profile, summing to the same total.
+        ts = srv.get_json("/api/v1/timeseries", query=CPU + '{service_name="six"}', step="1s",
+                          **{"from": T0, "until": T0 + 5})
+        assert sum(p["value"] for p in ts["points"]) == want
+        assert sum(1 for p in ts["points"] if p["value"] > 0) == 6
+        # A narrower range merges fewer profiles.
+        two = query(srv, CPU + '{service_name="six"}', frm=T0, until=T0 + 1)
+        assert two["total"] == sum(pprof_raw(p)[1][1] for p in files[:2])
+
+
+@test
+def flamegraph_json_has_pyroscope_shape():
+    path = os.path.join(ARGS.testdata, "pprof", "go-runtime-cpu-00.pb.gz")
+    with Server() as srv:
+        srv.ingest(open(path, "rb").read(), name="fg", format="pprof", **{"from": T0})
+        fg = query(srv, CPU + '{service_name="fg"}', fmt="flamegraph")
+        fb = fg["flamebearer"]
+        assert fb["names"][0] == "total" and fb["numTicks"] == pprof_raw(path)[1][1]
+        assert all(len(level) % 4 == 0 for level in fb["levels"])
+        assert fb["levels"][0] == [0, fb["numTicks"], 0, 0]
+        # Every level's totals fit within the root, and the self values sum to it.
+        assert sum(level[i + 2] for level in fb["levels"] for i in range(0, len(level), 4)) == fb["numTicks"]
+        assert fg["metadata"]["units"] == "samples" and fg["metadata"]["sampleRate"] == 1000000000
+        assert fg["metadata"]["format"] == "single" and fg["timeline"]["samples"]
+        small = query(srv, CPU + '{service_name="fg"}', fmt="flamegraph", max_nodes=10)
+        nodes = sum(len(level) // 4 for level in small["flamebearer"]["levels"])
+        assert nodes <= 10 and small["flamebearer"]["numTicks"] == fb["numTicks"], nodes
+        # Pyroscope's own read routes answer the same document.
+        for route in ("/pyroscope/render", "/render"):
+            r = srv.get_json(route, query="fg.cpu{}", **{"from": T0 - 10, "until": T0 + 3600})
+            assert r["flamebearer"]["numTicks"] == fb["numTicks"], route
+        assert "fg" in srv.get_json("/pyroscope/label-values", label="service_name")
+        assert "fg.cpu" in srv.get_json("/pyroscope/label-values", label="__name__")  # Pyroscope 0.x: applications
+        assert "endpoint" in srv.get_json("/pyroscope/labels")
+        # Grafana's nested-set frame: pre-order rows whose children sum to at most their parent.
+        df = query(srv, CPU + '{service_name="fg"}', fmt="dataframe", frm=T0 - 10, until=T0 + 60)
+        f = df["fields"]
+        assert df["unit"] == "ns" and f["label"][0] == "total" and f["level"][0] == 0
+        assert f["value"][0] == fb["numTicks"] and sum(f["self"]) == fb["numTicks"]
+        assert len(f["level"]) == len(f["value"]) == len(f["self"]) == len(f["label"])
+        for i in range(1, len(f["level"])):
+            assert f["level"][i] <= f["level"][i - 1] + 1  # pre-order: never skips a level down
+        folded = srv.get("/api/v1/query", query=CPU + '{service_name="fg"}', format="folded",
+                         **{"from": T0 - 10, "until": T0 + 60})[1].decode()
+        assert sum(int(l.rsplit(" ", 1)[1]) for l in folded.splitlines()) == fb["numTicks"]
+
+
+def folded_of(srv, sel, frm, until):
+    """{stack: value} of a merge, from format=folded."""
+    text = srv.get("/api/v1/query", query=sel, format="folded", **{"from": frm, "until": until})[1].decode()
+    out = {}
+    for line in text.splitlines():
+        stack, _, v = line.rpartition(" ")
+        out[stack] = out.get(stack, 0) + int(v)
+    return out
+
+
+def diff_selves(doc):
+    """{stack: (left self, right self)} decoded from a double flamebearer, the way a renderer
+    nests it: a node's parent is the node above whose combined span holds its combined x."""
+    fb, out, above = doc["flamebearer"], {}, []
+    for level in fb["levels"]:
+        assert len(level) % 7 == 0
+        here, lx, rx = [], 0, 0
+        for i in range(0, len(level), 7):
+            lx += level[i]
+            rx += level[i + 3]
+            x, w = lx + rx, level[i + 1] + level[i + 4]
+            name = fb["names"][level[i + 6]]
+            parent = next((p for p in above if p[0] <= x < p[0] + max(p[1], 1)), None)
+            path = (parent[2] + ";" + name) if parent and parent[2] else ("" if not above else name)
+            here.append((x, w, path))
+            if path and (level[i + 2] or level[i + 5]):
+                l0, r0 = out.get(path, (0, 0))
+                out[path] = (l0 + level[i + 2], r0 + level[i + 5])
+            lx += level[i + 1]
+            rx += level[i + 4]
+        above = here
+    return out
+
+
+@test
+def diff_profiles_list_and_single_profiles():
+    files = [os.path.join(ARGS.testdata, "pprof", f"go-runtime-cpu-0{i}.pb.gz") for i in range(6)]
+    totals = [pprof_raw(f)[1][1] for f in files]
+    sel = CPU + '{service_name="shop"}'
+    with Server() as srv:
+        for i, f in enumerate(files):
+            env = "prod" if i % 2 else "canary"
+            assert srv.ingest(open(f, "rb").read(), name=f"shop{{env={env}}}", format="pprof",
+                              **{"from": T0 + 10 * i})[0] == 200
+        left, right = (T0 - 1, T0 + 25), (T0 + 26, T0 + 60)
+        d = srv.get_json("/api/v1/diff", query=sel, left_from=left[0], left_until=left[1], right_from=right[0],
+                         right_until=right[1], max_nodes=0)
+        assert d["metadata"]["format"] == "double" and d["flamebearer"]["names"][0] == "total"
+        assert d["leftTicks"] == sum(totals[:3]) and d["rightTicks"] == sum(totals[3:]), d["leftTicks"]
+        assert d["flamebearer"]["numTicks"] == d["leftTicks"] + d["rightTicks"]
+        # Each side of the diff is exactly that side's own merge, stack by stack.
+        got = diff_selves(d)
+        want_l, want_r = folded_of(srv, sel, *left), folded_of(srv, sel, *right)
+        assert {k: v[0] for k, v in got.items() if v[0]} == want_l
+        assert {k: v[1] for k, v in got.items() if v[1]} == want_r
+        # Pyroscope's route answers the same document; two label selections work too.
+        rd = srv.get_json("/pyroscope/render-diff", leftQuery=sel, leftFrom=left[0], leftUntil=left[1],
+                          rightQuery=sel, rightFrom=right[0], rightUntil=right[1], maxNodes=0)
+        assert rd == d
+        ab = srv.get_json("/api/v1/diff", left_query=CPU + '{env="canary"}', right_query=CPU + '{env="prod"}',
+                          left_from=T0 - 1, right_from=T0 - 1, left_until=T0 + 60, right_until=T0 + 60)
+        assert ab["leftTicks"] == sum(totals[0::2]) and ab["rightTicks"] == sum(totals[1::2])
+        small = srv.get_json("/api/v1/diff", query=sel, left_from=left[0], left_until=left[1],
+                             right_from=right[0], right_until=right[1], max_nodes=20)
+        assert sum(len(l) // 7 for l in small["flamebearer"]["levels"]) <= 20
+        assert small["leftTicks"] == d["leftTicks"]
+        # The single-profile list: newest first, totals add up to the merge, each opens alone.
+        lst = srv.get_json("/api/v1/profiles", query=sel, **{"from": T0 - 1, "until": T0 + 60})
+        ps = lst["profiles"]
+        assert lst["count"] == len(ps) and not lst["truncated"] and ps
+        assert [p["timestamp"] for p in ps] == sorted((p["timestamp"] for p in ps), reverse=True)
+        assert sum(p["total"] for p in ps) == sum(totals)
+        assert {p["labels"]["env"] for p in ps} == {"prod", "canary"}
+        for p in ps[:5]:
+            one = query(srv, sel, fmt="top", profile=p["id"])
+            assert one["total"] == p["total"] and one["profiles"] == 1, (p, one["total"])
+        newest = [p for p in ps if p["timestamp"] == (T0 + 50) * 1000]
+        assert sum(p["total"] for p in newest) == totals[5]
+        st, body = srv.get("/api/v1/query", query=sel, profile=newest[0]["id"], format="pprof")
+        pb = os.path.join(ARGS.tmp, "single.pb.gz")
+        open(pb, "wb").write(body)
+        assert st == 200 and pprof_raw(pb)[1] == [newest[0]["total"]]
+        trunc = srv.get_json("/api/v1/profiles", query=sel, limit=2, **{"from": T0 - 1, "until": T0 + 60})
+        assert len(trunc["profiles"]) == 2 and trunc["truncated"] and trunc["count"] == lst["count"]
+        # Bad input: clear 400s.
+        for path, params, needle in [
+            ("/api/v1/diff", dict(left_query=sel, right_query="memory:alloc_space:bytes:space:bytes"), "same profile type"),
+            ("/api/v1/diff", {}, "left_query"),
+            ("/api/v1/diff", dict(query=sel, left_from="yesterday"), "left_from"),
+            ("/pyroscope/render-diff", dict(rightQuery=sel), "leftQuery"),
+            ("/api/v1/query", dict(query=sel, profile="12"), "profile"),
+            ("/api/v1/query", dict(query=sel, profile="x-1"), "profile"),
+            ("/api/v1/profiles", dict(query=sel, limit="0"), "limit"),
+            ("/api/v1/profiles", {}, "query"),
+        ]:
+            st, body = srv.get(path, **params)
+            assert st == 400 and needle in json.loads(body)["error"], (path, params, st, body[:200])
+
+
+@test
+def labels_series_and_selectors():
+    path = os.path.join(ARGS.testdata, "pprof", "go-runtime-cpu-00.pb.gz")
+    with Server() as srv:
+        body = open(path, "rb").read()
+        for env in ("prod", "dev"):
+            st, r = srv.ingest(body, name="api{env=%s,otel.scope.name=x.y,region=eu}" % env, format="pprof",
+                               spyName="gospy", **{"from": T0})
+            assert st == 200, r
+        names = srv.get_json("/api/v1/labels")["names"]
+        for n in ("env", "otel.scope.name", "region", "service_name", "endpoint", "pyroscope_spy"):
+            assert n in names, (n, names)
+        assert srv.get_json("/api/v1/labels/env/values")["values"] == ["dev", "prod"]
+        endpoints = srv.get_json("/api/v1/labels/endpoint/values")["values"]
+        assert "/api/orders" in endpoints, endpoints
+        total = pprof_raw(path)[1][1]
+        assert query(srv, CPU + '{service_name="api"}')["total"] == 2 * total
+        assert query(srv, CPU + '{service_name="api",env="prod"}')["total"] == total
+        assert query(srv, CPU + '{env=~"pr.*"}')["total"] == total
+        assert query(srv, CPU + '{env!="prod"}')["total"] == total
+        assert query(srv, CPU + '{env="none"}')["total"] == 0
+        # Samples without the label form their own series (endpoint="" matches an absent label).
+        by_endpoint = sum(query(srv, CPU + '{env="prod",endpoint="%s"}' % e)["total"] for e in endpoints + [""])
+        assert by_endpoint == total
+        series = srv.get_json("/api/v1/series", query='{env="prod"}')["series"]
+        assert series and all(s["labels"]["env"] == "prod" for s in series)
+        assert srv.get_json("/api/v1/series", query="{}", **{"from": T0 + 100, "until": T0 + 200})["series"] == []
+        ids = [t["id"] for t in srv.get_json("/api/v1/profile-types")["profileTypes"]]
+        assert ids == sorted(set(ids)) and CPU in ids
+        for bad in ('{env="prod"', "nosuchtype{}", '{env=~"("}'):
+            st, b = srv.get("/api/v1/query", query=bad)
+            assert st == 400 and "error" in json.loads(b), (bad, st, b)
+        st, b = srv.get("/api/v1/query", query='{env="prod"}')
+        assert st == 400 and "profile type" in json.loads(b)["error"]
+        st, b = srv.get("/api/v1/query", query=CPU, **{"from": "yesterday"})
+        assert st == 400 and "from" in json.loads(b)["error"]
+
+
+@test
+def gauges_average_over_time():
+    heap = os.path.join(ARGS.testdata, "pprof", "go-runtime-heap.pb.gz")
+    types, totals = pprof_raw(heap)
+    inuse = totals[types.index(("inuse_space", "bytes"))]
+    alloc = totals[types.index(("alloc_space", "bytes"))]
+    with Server() as srv:
+        for i in range(3):
+            srv.ingest(open(heap, "rb").read(), name="heap", format="pprof", **{"from": T0 + 10 * i})
+        a = query(srv, 'memory:inuse_space:bytes:space:bytes{service_name="heap"}', fmt="flamegraph")
+        assert a["flamebearer"]["numTicks"] == inuse and a["metadata"]["aggregation"] == "average"
+        b = query(srv, 'memory:alloc_space:bytes:space:bytes{service_name="heap"}', fmt="flamegraph")
+        assert b["flamebearer"]["numTicks"] == 3 * alloc and b["metadata"]["aggregation"] == "sum"
+        assert b["metadata"]["units"] == "bytes"
+
+
+# ---------------------------------------------------------------- issue 11: 6. merged pprof dates
+
+def pprof_dates(raw):
+    """(time_nanos, duration_nanos) of a pprof, gzipped or not."""
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    p = pb_decode(raw)
+    return p.get(9, [0])[0], p.get(10, [0])[0]
+
+
+@test
+def merged_pprof_is_dated_by_its_profiles():
+    # Three 10-second profiles at T0, T0+10, T0+20: the merge covers T0 .. T0+30, whatever
+    # range the query asked for (from=0 once gave a duration of 498,973 hours).
+    sel = CPU + '{service_name="dated"}'
+    want = (T0 * 10**9, 30 * 10**9)
+    with Server() as srv:
+        for i, f in enumerate(cpu_files(3)):
+            push(srv, f, "dated", T0 + 10 * i, T0 + 10 * i + 10)
+        for frm in (0, T0 - 3600, T0):
+            st, body = srv.get("/api/v1/query", query=sel, format="pprof", **{"from": frm, "until": T0 + 3600})
+            assert st == 200, body[:200]
+            assert pprof_dates(body) == want, (frm, pprof_dates(body))
+        path = os.path.join(ARGS.tmp, "dated.pb.gz")
+        open(path, "wb").write(body)
+        out = subprocess.run(["go", "tool", "pprof", "-raw", path], capture_output=True, text=True, check=True).stdout
+        assert "Duration: 30s" in out, out[:400]
+        st, raw = connect_proto(srv, "SelectMergeProfile",
+                                pb_field(1, CPU.encode()) + pb_field(2, b'{service_name="dated"}') +
+                                pb_encode_field(3, 0, 1) + pb_encode_field(4, 0, (T0 + 3600) * 1000))
+        assert st == 200 and pprof_dates(raw) == want, (st, pprof_dates(raw) if st == 200 else raw)
+        # Nothing merged: no date to claim.
+        st, body = srv.get("/api/v1/query", query=sel, format="pprof", **{"from": 0, "until": T0 - 100})
+        assert st == 200 and pprof_dates(body) == (0, 0), pprof_dates(body)
+
+
+# ---------------------------------------------------------------- 7. PromQL string literals
+
+@test
+def selector_strings_decode_like_promql():
+    path = cpu_files(1)[0]
+    total = pprof_raw(path)[1][1]
+    with Server() as srv:
+        for pod in ("web-42", "web-x"):
+            push(srv, path, "esc{pod=%s}" % pod, T0)
+        digits = ['{pod=~"web-\\\\d+"}', "{pod=~'web-\\\\d+'}", "{pod=~`web-\\d+`}",
+                  '{pod="web\\x2d42"}', '{pod="web\\u002d42"}', '{pod="web\\05542"}']
+        for sel in digits:
+            assert query(srv, CPU + sel)["total"] == total, sel
+        assert query(srv, CPU + "{pod=~`web-.*`}")["total"] == 2 * total
+        # Prometheus refuses an escape it does not know: "\d" in a double-quoted string.
+        for bad in ('{pod=~"web-\\d+"}', "{pod=~'\\.'}", '{pod="\\\'"}', '{pod="\\uD800"}', "{pod=`web}"):
+            st, body = srv.get("/api/v1/query", query=CPU + bad, **{"from": T0 - 10, "until": T0 + 10})
+            msg = json.loads(body).get("error", "") if st == 400 else ""
+            assert "escape" in msg or "unterminated" in msg, (bad, st, body)
+        st, answer = connect_json(srv, "SelectMergeStacktraces", {
+            "profileTypeID": CPU, "labelSelector": '{pod=~"web-\\d+"}', "start": 1, "end": (T0 + 10) * 1000})
+        assert st == 400 and answer["code"] == "invalid_argument", (st, answer)
+        st, answer = connect_json(srv, "SelectMergeStacktraces", {
+            "profileTypeID": CPU, "labelSelector": "{pod=~`web-\\d+`}", "start": 1, "end": (T0 + 10) * 1000})
+        assert st == 200 and int(answer["flamegraph"]["total"]) == total, (st, answer)
+
+
+# ---------------------------------------------------------------- 8. __name__ / 14. short names
+
+def go_types(srv, service):
+    return {t["id"] for t in srv.get_json("/api/v1/profile-types", query='{service_name="%s"}' % service)["profileTypes"]}
+
+
+@test
+def name_label_means_the_same_on_rest_and_connect():
+    cpu, heap = cpu_files(1)[0], os.path.join(ARGS.testdata, "pprof", "go-runtime-heap.pb.gz")
+    with Server() as srv:
+        push(srv, cpu, "gosvc", T0)
+        push(srv, heap, "gosvc", T0)
+        srv.ingest(b"a;b 5\n", name="other.wall", format="folded", **{"from": T0})
+        # Pyroscope 0.x's route lists applications, each a name its /render takes back.
+        apps = srv.get_json("/pyroscope/label-values", label="__name__")
+        assert apps == srv.get_json("/label-values", label="__name__")
+        for want in ("gosvc.cpu", "gosvc.alloc_space", "gosvc.inuse_space", "other.wall"):
+            assert want in apps, (want, apps)
+        assert not any(":" in a for a in apps), apps
+        for app in apps:
+            st, body = srv.get("/render", name=app, **{"from": T0 - 10, "until": T0 + 60})
+            assert st == 200 and json.loads(body)["flamebearer"]["numTicks"] > 0, (app, st, body[:200])
+        # REST and Connect agree on __name__, and a matcher selects by the values they list.
+        rest = srv.get_json("/api/v1/labels/__name__/values")["values"]
+        st, conn = connect_json(srv, "LabelValues", {"name": "__name__"})
+        assert st == 200 and rest == conn["names"] == ["memory", "process_cpu", "wall"], (rest, conn)
+        rest = srv.get_json("/api/v1/labels/__profile_type__/values")["values"]
+        st, conn = connect_json(srv, "LabelValues", {"name": "__profile_type__"})
+        assert rest == conn["names"] and CPU in rest, (rest, conn)
+        for name in ("memory", "process_cpu"):
+            series = srv.get_json("/api/v1/series", query='{__name__="%s"}' % name)["series"]
+            assert series and all(s["profileType"].startswith(name + ":") for s in series), (name, series)
+
+
+@test
+def short_names_map_to_the_types_an_app_has():
+    cpu, heap = cpu_files(1)[0], os.path.join(ARGS.testdata, "pprof", "go-runtime-heap.pb.gz")
+    cpu_total = pprof_raw(cpu)[1][1]
+    heap_types, heap_totals = pprof_raw(heap)
+    heap_by_type = dict(zip((t for t, _ in heap_types), heap_totals))
+    span = {"from": T0 - 10, "until": T0 + 60}
+    with Server() as srv:
+        push(srv, cpu, "gosvc", T0)
+        push(srv, heap, "gosvc", T0)
+        # A wall-clock profile whose CPU time is a `cpu` sample type, as the Node agent sends it.
+        node_wall = "wall:cpu:nanoseconds:wall:nanoseconds"
+        st, _, _ = srv.request("POST", "/ingest?" + urllib.parse.urlencode({"name": "node-demo", "format": "pprof",
+                                                                             "from": T0}),
+                               node_profile(), {"Content-Type": "application/octet-stream"})
+        assert st == 200
+        assert node_wall in go_types(srv, "node-demo"), go_types(srv, "node-demo")
+        cases = {"gosvc.cpu": cpu_total, "gosvc.itimer": cpu_total, "gosvc.heap": heap_by_type["inuse_space"],
+                 "gosvc.inuse_space": heap_by_type["inuse_space"], "gosvc.inuse_objects": heap_by_type["inuse_objects"],
+                 "gosvc.alloc_space": heap_by_type["alloc_space"], "gosvc.alloc_objects": heap_by_type["alloc_objects"],
+                 "node-demo.cpu": NODE_CPU}
+        for name, want in cases.items():
+            assert query(srv, name + "{}", **span)["total"] == want, name
+            r = srv.get_json("/pyroscope/render", query=name, **span)
+            assert r["flamebearer"]["numTicks"] == want, name
+        # A name the app has no profile of, or a selector without a type: 400 listing the app's types.
+        for q, needle in (("gosvc.goroutines", "inuse_space, "), ("node-demo.alloc_space", "cpu, "),
+                          ('{service_name="gosvc"}', "alloc_objects, ")):
+            for path in ("/api/v1/query", "/pyroscope/render", "/api/v1/timeseries"):
+                st, body = srv.get(path, query=q, **span)
+                assert st == 400 and needle in json.loads(body)["error"], (q, path, st, body)
+        # An app with nothing stored keeps the usual type: an empty answer, not an error.
+        assert query(srv, "nobody.heap{}", **span)["total"] == 0
+        # The profiles list says when one upload became several series: the Go CPU profile
+        # carries the pprof sample label `endpoint`.
+        lst = srv.get_json("/api/v1/profiles", query="gosvc.cpu", **span)
+        assert len(lst["profiles"]) > 1 and sum(p["total"] for p in lst["profiles"]) == cpu_total
+        assert all(p["splitBy"] == ["endpoint"] for p in lst["profiles"]), lst["profiles"]
+        one = srv.get_json("/api/v1/profiles", query="gosvc.inuse_space", **span)["profiles"]
+        assert len(one) == 1 and "splitBy" not in one[0], one
+
+
+NODE_CPU = 30000000
+
+
+def node_profile():
+    """A minimal wall profile as @pyroscope/nodejs shapes it: samples/count, wall and cpu in ns."""
+    strings = [b"", b"samples", b"count", b"wall", b"nanoseconds", b"cpu", b"main", b"busyMath"]
+    vt = lambda t, u: pb_encode_field(1, 0, t) + pb_encode_field(2, 0, u)
+    body = pb_field(1, vt(1, 2)) + pb_field(1, vt(3, 4)) + pb_field(1, vt(5, 4))
+    body += pb_field(2, pb_field(1, bytes([2, 1])) + pb_field(2, bytes([3]) + pb_put_varint(50000000)
+                                                                          + pb_put_varint(NODE_CPU)))
+    for i, fn in ((1, 6), (2, 7)):
+        body += pb_field(4, pb_encode_field(1, 0, i) + pb_field(4, pb_encode_field(1, 0, i)))
+        body += pb_field(5, pb_encode_field(1, 0, i) + pb_encode_field(2, 0, fn))
+    body += b"".join(pb_field(6, s) for s in strings)
+    body += pb_field(11, vt(3, 4)) + pb_encode_field(12, 0, 10000000)
+    return body
+
+
+@test
+def negative_limits_are_refused_everywhere():
+    with Server() as srv:
+        assert srv.ingest(read_testdata("pprof/go-runtime-cpu-00.pb.gz"), name="lim", format="pprof", **{"from": T0})[0] == 200
+        sel = CPU + '{service_name="lim"}'
+        span = {"from": T0 - 10, "until": T0 + 60}
+        for path, extra in (("/api/v1/query", {"format": "top"}), ("/api/v1/profiles", {})):
+            st, body = srv.get(path, query=sel, limit="-5", **extra, **span)
+            assert st == 400 and b"limit" in body, (path, st, body)
+        assert len(srv.get_json("/api/v1/query", query=sel, format="top", limit="3", **span)["functions"]) == 3
