@@ -5,6 +5,7 @@ full disk (a small tmpfs), and a crash while it is full; a corrupt block; a dama
 a second server on one data dir. And the storage lifecycle, which must change no answer: the
 head cut by age, compaction, retention, an empty-stack sample across a cut and a restart.
 """
+import contextlib
 import json
 import os
 import random
@@ -41,6 +42,22 @@ def start_pushers(srv, n, time_of, body_of, name, acked, lock, stop):
     return threads
 
 
+def kill9_while_pushing(srv, stop, threads):
+    """kill -9 the server with the pushers running, then stops them: pushes in flight fail unacknowledged."""
+    srv.proc.send_signal(signal.SIGKILL)
+    srv.proc.wait()
+    stop.set()
+    for t in threads:
+        t.join()
+    srv.log.close()
+
+
+def seconds_with_data(srv, sel, frm, until):
+    """The push times (unix seconds) of every nonzero point of a 1 s time series."""
+    ts = srv.get_json("/api/v1/timeseries", query=sel, step="1s", **{"from": frm, "until": until})
+    return {p["timestamp"] // 1000 for p in ts["points"] if p["value"] > 0}
+
+
 @test
 def restart_flush_and_kill9_keep_every_acknowledged_profile():
     data_dir = tempfile.mkdtemp(prefix="hearth-crash-", dir=ARGS.tmp)
@@ -51,12 +68,7 @@ def restart_flush_and_kill9_keep_every_acknowledged_profile():
     time.sleep(0.8)
     srv.request("POST", "/api/v1/admin/flush")  # some data in a block, some only in the WAL
     time.sleep(random.uniform(0.3, 1.0))
-    srv.proc.send_signal(signal.SIGKILL)
-    srv.proc.wait()
-    stop.set()
-    for t in threads:
-        t.join()
-    srv.log.close()
+    kill9_while_pushing(srv, stop, threads)
     assert len(acked) > 20, f"only {len(acked)} pushes acknowledged"
     srv = Server(data_dir).start()
     try:
@@ -65,9 +77,7 @@ def restart_flush_and_kill9_keep_every_acknowledged_profile():
         assert ans["profiles"] >= len(acked), (ans["profiles"], len(acked))
         assert ans["profiles"] <= len(acked) + 4
         assert ans["total"] == ans["profiles"] * 10 * 10000000
-        ts = srv.get_json("/api/v1/timeseries", query=CPU + '{service_name="crash"}', step="1s",
-                          **{"from": T0 - 10, "until": T0 + 80000})
-        seen = {p["timestamp"] // 1000 for p in ts["points"] if p["value"] > 0}
+        seen = seconds_with_data(srv, CPU + '{service_name="crash"}', T0 - 10, T0 + 80000)
         missing = [t for t in acked if t not in seen]
         assert not missing, f"{len(missing)} acknowledged profiles lost, e.g. {missing[:5]}"
         metrics = srv.get("/metrics")[1].decode()
@@ -99,12 +109,7 @@ def random_kill9_loop_loses_nothing_and_corrupts_nothing():
         threads = start_pushers(srv, 3, lambda w, i, r=rnd: T0 + r * 100000 + w * 10000 + i,
                                 lambda i: b"main;w%d 3\nmain;x 2\n" % (i % 3), "loop.cpu", acked, lock, stop)
         time.sleep(rng.uniform(0.2, 2.5))
-        srv.proc.send_signal(signal.SIGKILL)
-        srv.proc.wait()
-        stop.set()
-        for t in threads:
-            t.join()
-        srv.log.close()
+        kill9_while_pushing(srv, stop, threads)
         r = cli("check", data_dir)
         assert r.returncode == 0, f"round {rnd}: {r.stdout}"
     assert len(acked) > 50, len(acked)
@@ -112,12 +117,21 @@ def random_kill9_loop_loses_nothing_and_corrupts_nothing():
         ans = query(srv, CPU + '{service_name="loop"}', frm=T0 - 10, until=T0 + 10**6)
         assert ans["profiles"] >= len(acked) and ans["total"] == ans["profiles"] * 5 * 10000000, (ans, len(acked))
         for rnd in range(rounds):
-            ts = srv.get_json("/api/v1/timeseries", query=CPU + '{service_name="loop"}', step="1s",
-                              **{"from": T0 + rnd * 100000, "until": T0 + rnd * 100000 + 40000})
-            seen = {p["timestamp"] // 1000 for p in ts["points"] if p["value"] > 0}
+            seen = seconds_with_data(srv, CPU + '{service_name="loop"}', T0 + rnd * 100000, T0 + rnd * 100000 + 40000)
             lost = [t for t in acked if T0 + rnd * 100000 <= t < T0 + rnd * 100000 + 40000 and t not in seen]
             assert not lost, f"round {rnd}: {len(lost)} acknowledged profiles lost"
         assert metric(srv, "hearth_blocks_corrupt") == 0
+
+
+@contextlib.contextmanager
+def small_tmpfs():
+    """A 6 MiB tmpfs mounted under ARGS.tmp for the block: a disk that fills in a moment."""
+    mnt = tempfile.mkdtemp(prefix="hearth-tmpfs-", dir=ARGS.tmp)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", mnt], check=True, capture_output=True)
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", mnt], capture_output=True)
 
 
 def fill_disk(mnt, leave):
@@ -134,9 +148,7 @@ def fill_disk(mnt, leave):
 
 @test
 def disk_full_gives_503_keeps_data_and_recovers():
-    mnt = tempfile.mkdtemp(prefix="hearth-tmpfs-", dir=ARGS.tmp)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", mnt], check=True, capture_output=True)
-    try:
+    with small_tmpfs() as mnt:
         data_dir = os.path.join(mnt, "data")
         body = open(os.path.join(ARGS.testdata, "pprof", "go-runtime-cpu-00.pb.gz"), "rb").read()
         each = pprof_raw(os.path.join(ARGS.testdata, "pprof", "go-runtime-cpu-00.pb.gz"))[1][1]
@@ -167,8 +179,6 @@ def disk_full_gives_503_keeps_data_and_recovers():
             assert query(srv, CPU + '{service_name="full"}', frm=T0 - 10, until=T0 + 1000)["total"] == acked * each
         r = cli("check", data_dir)
         assert r.returncode == 0, r.stdout
-    finally:
-        subprocess.run(["umount", mnt], capture_output=True)
 
 
 @test
@@ -393,9 +403,7 @@ def damaged_wal_record_in_the_middle_loses_only_that_record():
 
 @test
 def crash_on_a_full_disk_restarts_read_only_and_recovers():
-    mnt = tempfile.mkdtemp(prefix="hearth-tmpfs-", dir=ARGS.tmp)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", mnt], check=True, capture_output=True)
-    try:
+    with small_tmpfs() as mnt:
         data_dir = os.path.join(mnt, "data")
         body = read_testdata(CPU_FILE)
         each = pprof_raw(os.path.join(ARGS.testdata, CPU_FILE))[1][1]
@@ -432,5 +440,3 @@ def crash_on_a_full_disk_restarts_read_only_and_recovers():
             srv.stop()
         with Server(data_dir, log_dir=ARGS.tmp) as again:
             assert cpu_total(again, "full") == acked * each
-    finally:
-        subprocess.run(["umount", mnt], capture_output=True)
