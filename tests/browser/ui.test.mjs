@@ -1,6 +1,6 @@
 // ui.test.mjs - drives the real UI in Debian's headless Chromium against a real ./hearth.
 //
-// Run by tests/integration/run.py (web_ui_in_headless_chromium), which starts the server,
+// Run by tests/integration/test_web.py (web_ui_in_headless_chromium), which starts the server,
 // pushes real profiles and passes what the REST API answers as EXPECT (a JSON file):
 // the UI must show the same numbers. Screenshots of each view go to OUT.
 // Prints "browser: N passed" and exits non-zero on the first failure.
