@@ -9,11 +9,11 @@ OPT      ?= -O2 -g
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
 
-PROTOS   = ingest/profile.proto ingest/push.proto server/querier.proto
+PROTOS   = wire/profile.proto wire/push.proto wire/querier.proto
 GEN_C    = $(patsubst %.proto,build/gen/%.pb-c.c,$(PROTOS))
 GEN_H    = $(GEN_C:.c=.h)
 
-LIB_SRC  = $(wildcard common/*.c ingest/*.c storage/*.c query/*.c cli/*.c) \
+LIB_SRC  = $(wildcard common/*.c wire/*.c ingest/*.c storage/*.c query/*.c cli/*.c) \
            $(filter-out server/main.c,$(wildcard server/*.c)) $(wildcard common/*.cc)
 UNIT_SRC = $(wildcard tests/unit/*.c)
 

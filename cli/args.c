@@ -1,5 +1,6 @@
-/* args.c - option parsing for the subcommands; see cli.h. */
+/* args.c - option parsing and the server address for the subcommands; see cli.h. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
@@ -42,4 +43,14 @@ int cli_parse(int argc, char **argv, const cli_opt_t *opts, size_t nopts, const 
         *o->value = v;
     }
     return 0;
+}
+
+const char *cli_server(const char *flag) {
+    if (flag) return flag;
+    const char *e = getenv("HEARTH_SERVER");
+    return e && *e ? e : CLI_DEFAULT_SERVER;
+}
+
+void cli_hint(const client_resp_t *r) {
+    if (r->status == 0) fprintf(stderr, "  is the server running? set --server or HEARTH_SERVER\n");
 }

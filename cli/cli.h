@@ -8,6 +8,10 @@
 
 #include <stddef.h>
 
+#include "wire/client.h"
+
+#define CLI_DEFAULT_SERVER "http://127.0.0.1:4040"
+
 int cli_push(int argc, char **argv);
 int cli_query(int argc, char **argv);
 int cli_check(int argc, char **argv);
@@ -23,5 +27,10 @@ typedef struct {
 /* Returns 0, 1 if --help was asked for (usage printed), or 2 after an error. */
 int cli_parse(int argc, char **argv, const cli_opt_t *opts, size_t nopts, const char **pos, size_t maxpos,
               size_t *npos, const char *usage);
+
+/* The server from --server, else HEARTH_SERVER, else the default. */
+const char *cli_server(const char *flag);
+/* Prints, for a request that got no answer, what to check next. */
+void cli_hint(const client_resp_t *r);
 
 #endif

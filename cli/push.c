@@ -9,10 +9,10 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "cli/client.h"
 #include "common/log.h"
 #include "ingest/sniff.h"
 #include "storage/fsutil.h"
+#include "wire/client.h"
 
 static const char USAGE[] =
     "Usage: hearth push FILE... --name NAME [flags]\n\n"
@@ -65,9 +65,9 @@ int cli_push(int argc, char **argv) {
         const char *f = format ? format : detect(data, n);
         const char *kv[] = {"name", name, "format", f, "from", from, "until", until,
                             "sampleRate", rate, "spyName", spy, NULL};
-        char *url = cli_url(cli_server(server), "/ingest", kv);
-        cli_resp_t r;
-        if (cli_http("POST", url, data, n, "application/octet-stream", 300, &r)) {
+        char *url = client_url(cli_server(server), "/ingest", kv);
+        client_resp_t r;
+        if (client_http("POST", url, data, n, "application/octet-stream", 300, &r)) {
             fprintf(stderr, "%shearth push: %s: %s\n", tty ? "\n" : "", files[i], r.error), cli_hint(&r);
             failed++;
         } else {

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "cli/client.h"
+#include "wire/client.h"
 
 static const char USAGE[] =
     "Usage: hearth query SELECTOR [flags]\n\n"
@@ -87,9 +87,9 @@ static int print_top(const buf_t *body, FILE *out) {
 
 static int print_types(const char *server) {
     const char *kv[] = {NULL};
-    char *url = cli_url(cli_server(server), "/api/v1/profile-types", kv);
-    cli_resp_t r;
-    int rc = cli_http("GET", url, NULL, 0, NULL, 300, &r);
+    char *url = client_url(cli_server(server), "/api/v1/profile-types", kv);
+    client_resp_t r;
+    int rc = client_http("GET", url, NULL, 0, NULL, 300, &r);
     free(url);
     if (rc) {
         fprintf(stderr, "hearth query: %s\n", r.error), cli_hint(&r);
@@ -133,9 +133,9 @@ int cli_query(int argc, char **argv) {
     }
     const char *kv[] = {"query", pos[0], "from", from, "until", until, "format", wire,
                         "limit", strcmp(wire, "top") ? NULL : limit, NULL};
-    char *url = cli_url(cli_server(server), "/api/v1/query", kv);
-    cli_resp_t r;
-    rc = cli_http("GET", url, NULL, 0, NULL, 300, &r);
+    char *url = client_url(cli_server(server), "/api/v1/query", kv);
+    client_resp_t r;
+    rc = client_http("GET", url, NULL, 0, NULL, 300, &r);
     free(url);
     if (rc) {
         fprintf(stderr, "hearth query: %s\n", r.error), cli_hint(&r);

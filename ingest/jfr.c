@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "common/vec.h"
-#include "ingest/gzip.h"
+#include "wire/gzip.h"
 
 #define HEADER_BYTES 68
 #define MAX_DEPTH 32

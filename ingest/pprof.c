@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "common/ptype.h"
-#include "ingest/gzip.h"
-#include "ingest/profile.pb-c.h"
+#include "wire/gzip.h"
+#include "wire/profile.pb-c.h"
 
 typedef Perftools__Profiles__Profile pb_profile_t;
 

@@ -1,6 +1,6 @@
 /* pprof.h - decoding pprof (profile.proto, gzipped or not) into a batch.
  *
- * The wire format is parsed by protobuf-c code generated from ingest/profile.proto.
+ * The wire format is parsed by protobuf-c code generated from wire/profile.proto.
  * Every reference in the profile (string indices, location/function/mapping ids) is
  * checked before use: a profile that refers to something it does not contain is
  * rejected with a message naming the first bad reference.

@@ -10,7 +10,7 @@
 
 #include "common/buf.h"
 #include "ingest/pprof.h"
-#include "ingest/profile.pb-c.h"
+#include "wire/profile.pb-c.h"
 
 enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
 

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ingest/gzip.h"
-#include "ingest/profile.pb-c.h"
+#include "wire/gzip.h"
+#include "wire/profile.pb-c.h"
 
 typedef Perftools__Profiles__Profile pb_profile_t;
 

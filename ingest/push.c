@@ -7,7 +7,7 @@
 
 #include "common/base64.h"
 #include "ingest/pprof.h"
-#include "ingest/push.pb-c.h"
+#include "wire/push.pb-c.h"
 
 /* Adds one series label, routing __name__ and dropping other internal labels. */
 static int add_label(labels_t *l, char *name, size_t cap, const char *k, const char *v, hr_err_t *err) {

@@ -1,7 +1,7 @@
 /* push.h - Pyroscope's push API payload: push.v1.PushRequest.
  *
  * A request holds series, each a label set plus raw pprof samples. It arrives as
- * binary protobuf (application/proto, decoded by protobuf-c from ingest/push.proto)
+ * binary protobuf (application/proto, decoded by protobuf-c from wire/push.proto)
  * or as protojson (application/json: {"series":[{"labels":[{"name","value"}],
  * "samples":[{"rawProfile":"<base64>","ID":"..."}]}]}). Both decode through the
  * same path into a batch. The `__name__` label names the profile (process_cpu,

@@ -4,7 +4,7 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "ingest/gzip.h"
+#include "wire/gzip.h"
 
 static const uint8_t JFR_MAGIC[4] = {'F', 'L', 'R', 0};
 

@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ingest/gzip.h"
-#include "ingest/profile.pb-c.h"
 #include "query/render.h"
+#include "wire/gzip.h"
+#include "wire/profile.pb-c.h"
 
 typedef struct {
     Perftools__Profiles__Profile p;

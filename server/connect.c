@@ -7,7 +7,7 @@
 
 #include "common/jsonw.h"
 #include "common/pbjson.h"
-#include "ingest/gzip.h"
+#include "wire/gzip.h"
 
 int connect_codec(const http_req_t *req, connect_codec_t *codec, http_resp_t *resp) {
     const char *ct = http_header(req, "Content-Type");

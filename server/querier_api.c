@@ -20,14 +20,14 @@
 
 #include "common/ptype.h"
 #include "common/timeparse.h"
-#include "ingest/profile.pb-c.h"
 #include "query/catalog.h"
 #include "query/merge.h"
 #include "query/render.h"
 #include "query/tree.h"
 #include "server/app.h"
 #include "server/connect.h"
-#include "server/querier.pb-c.h"
+#include "wire/profile.pb-c.h"
+#include "wire/querier.pb-c.h"
 
 #define HOUR_NS (3600LL * 1000000000)
 #define MS 1000000LL

@@ -4,7 +4,7 @@
  * N seconds to fetch (CPU, the ?seconds=N deltas) must not hold back the others, and
  * CPU, profiled back to back, is never paused while something else is fetched. The
  * number of threads is bounded by SCRAPE_MAX_JOBS, checked when the config is read.
- * A fetch in flight gives up when the scraper stops (cli_get_bounded's cancel
+ * A fetch in flight gives up when the scraper stops (client_get_bounded's cancel
  * flag), so a stop waits about a second, not for a 10 s CPU profile. */
 #include "server/scrape.h"
 
@@ -16,13 +16,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli/client.h"
 #include "common/jsonw.h"
 #include "common/log.h"
 #include "common/timeparse.h"
 #include "ingest/pprof_edit.h"
-#include "ingest/push.pb-c.h"
 #include "server/app.h"
+#include "wire/client.h"
+#include "wire/push.pb-c.h"
 
 #define SCRAPE_MAX_JOBS 1024        /* (target, profile) pairs, one thread each */
 #define SCRAPE_STACK (1u << 20)     /* per job thread: a fetch, then the ingest path */
@@ -263,10 +263,10 @@ static void scrape_one(job_t *j) {
     char url[1100];
     snprintf(url, sizeof url, "%s%s", t->url, j->path);
     int64_t t0 = time_now_ns();
-    cli_resp_t r;
+    client_resp_t r;
     hr_err_t err = {0};
     char why[512] = "";
-    if (cli_get_bounded(url, t->timeout_s, s->app->cfg.max_body_bytes, &s->stop, &r))
+    if (client_get_bounded(url, t->timeout_s, s->app->cfg.max_body_bytes, &s->stop, &r))
         snprintf(why, sizeof why, "%s", r.error);
     else if (store_kept(j, &r.body, &err))
         snprintf(why, sizeof why, "storing: %s", err.msg);

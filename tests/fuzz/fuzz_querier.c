@@ -2,7 +2,7 @@
  * (pbjson) and as binary (protobuf-c into an arena), then re-encoded both ways. */
 #include "common/arena.h"
 #include "common/pbjson.h"
-#include "server/querier.pb-c.h"
+#include "wire/querier.pb-c.h"
 
 static const ProtobufCMessageDescriptor *const DESCS[] = {
     &querier__v1__profile_types_request__descriptor,

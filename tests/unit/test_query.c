@@ -5,9 +5,9 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "ingest/gzip.h"
+#include "wire/gzip.h"
 #include "ingest/pprof.h"
-#include "ingest/profile.pb-c.h"
+#include "wire/profile.pb-c.h"
 #include "common/ptype.h"
 #include "common/timeparse.h"
 #include "ingest/request.h"

@@ -1,5 +1,5 @@
 /* gzip.c - see gzip.h. */
-#include "ingest/gzip.h"
+#include "wire/gzip.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /* client.c - see client.h. */
-#include "cli/client.h"
+#include "wire/client.h"
 
 #include <curl/curl.h>
 #include <jansson.h>
@@ -31,7 +31,7 @@ static int on_progress(void *ctx, curl_off_t dt, curl_off_t dn, curl_off_t ut, c
 }
 
 /* Copies the server's {"error": "..."} message, or the raw body, into out->error. */
-static void server_error(cli_resp_t *out) {
+static void server_error(client_resp_t *out) {
     json_t *doc = json_loadb((const char *)out->body.data, out->body.len, 0, NULL);
     const char *msg = json_string_value(json_object_get(doc, "error"));
     if (msg) snprintf(out->error, sizeof out->error, "HTTP %ld: %s", out->status, msg);
@@ -41,7 +41,7 @@ static void server_error(cli_resp_t *out) {
 }
 
 static int perform(const char *method, const char *url, const void *body, size_t n, const char *ctype, long timeout_s,
-                   size_t max_body, const atomic_int *cancel, cli_resp_t *out) {
+                   size_t max_body, const atomic_int *cancel, client_resp_t *out) {
     memset(out, 0, sizeof *out);
     buf_init(&out->body);
     CURL *c = curl_easy_init();
@@ -98,16 +98,18 @@ static int perform(const char *method, const char *url, const void *body, size_t
     return 0;
 }
 
-int cli_http(const char *method, const char *url, const void *body, size_t n, const char *ctype, long timeout_s,
-             cli_resp_t *out) {
+void client_global_init(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
+
+int client_http(const char *method, const char *url, const void *body, size_t n, const char *ctype, long timeout_s,
+                client_resp_t *out) {
     return perform(method, url, body, n, ctype, timeout_s, 0, NULL, out);
 }
 
-int cli_get_bounded(const char *url, long timeout_s, size_t max_body, const atomic_int *cancel, cli_resp_t *out) {
+int client_get_bounded(const char *url, long timeout_s, size_t max_body, const atomic_int *cancel, client_resp_t *out) {
     return perform("GET", url, NULL, 0, NULL, timeout_s, max_body, cancel, out);
 }
 
-char *cli_url(const char *server, const char *path, const char *const *kv) {
+char *client_url(const char *server, const char *path, const char *const *kv) {
     buf_t b;
     buf_init(&b);
     size_t sl = strlen(server);
@@ -124,14 +126,4 @@ char *cli_url(const char *server, const char *path, const char *const *kv) {
     }
     buf_putc(&b, 0);
     return (char *)buf_steal(&b, NULL);
-}
-
-const char *cli_server(const char *flag) {
-    if (flag) return flag;
-    const char *e = getenv("HEARTH_SERVER");
-    return e && *e ? e : CLI_DEFAULT_SERVER;
-}
-
-void cli_hint(const cli_resp_t *r) {
-    if (r->status == 0) fprintf(stderr, "  is the server running? set --server or HEARTH_SERVER\n");
 }
