@@ -13,8 +13,8 @@ PROTOS   = wire/profile.proto wire/push.proto wire/querier.proto
 GEN_C    = $(patsubst %.proto,build/gen/%.pb-c.c,$(PROTOS))
 GEN_H    = $(GEN_C:.c=.h)
 
-LIB_SRC  = $(wildcard common/*.c wire/*.c ingest/*.c storage/*.c query/*.c cli/*.c) \
-           $(filter-out server/main.c,$(wildcard server/*.c)) $(wildcard common/*.cc)
+# Everything but main.c (the subcommand dispatch at the top), which only the binaries link.
+LIB_SRC  = $(wildcard common/*.c wire/*.c ingest/*.c storage/*.c query/*.c cli/*.c server/*.c) $(wildcard common/*.cc)
 UNIT_SRC = $(wildcard tests/unit/*.c)
 
 # Three build flavours share the source list: release (./hearth), asan (./hearth-asan) and
@@ -71,11 +71,11 @@ $(TSAN_DIR)/%.o: %.cc
 	$(CXX) $(CXXFLAGS_BASE) $(TSAN_FLAGS) $(PKG_CFLAGS) -MMD -MP -c $< -o $@
 
 # Linked by the C++ driver so libstdc++ (and the C++ parts of the sanitizer runtimes) come along.
-hearth: $(call objs,$(REL_DIR)) $(REL_DIR)/server/main.o
+hearth: $(call objs,$(REL_DIR)) $(REL_DIR)/main.o
 	$(CXX) $(OPT) -o $@ $^ $(PKG_LIBS)
-hearth-asan: $(call objs,$(ASAN_DIR)) $(ASAN_DIR)/server/main.o
+hearth-asan: $(call objs,$(ASAN_DIR)) $(ASAN_DIR)/main.o
 	$(CXX) $(ASAN_FLAGS) -o $@ $^ $(PKG_LIBS)
-hearth-tsan: $(call objs,$(TSAN_DIR)) $(TSAN_DIR)/server/main.o
+hearth-tsan: $(call objs,$(TSAN_DIR)) $(TSAN_DIR)/main.o
 	$(CXX) $(TSAN_FLAGS) -o $@ $^ $(PKG_LIBS)
 
 build/rel/unit-tests: $(call objs,$(REL_DIR)) $(patsubst %.c,$(REL_DIR)/%.o,$(UNIT_SRC))

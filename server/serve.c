@@ -1,7 +1,8 @@
-/* main.c - process lifecycle: configure, open the store, replay the WAL, serve,
- * cut blocks in the background, and shut down cleanly on SIGINT/SIGTERM (stop
- * accepting, finish in-flight requests, flush the head into a block). */
-#include <curl/curl.h>
+/* serve.c - see serve.h. The process lifecycle: configure, open the store, replay the
+ * WAL, serve, cut blocks in the background, and shut down cleanly on SIGINT/SIGTERM
+ * (stop accepting, finish in-flight requests, flush the head into a block). */
+#include "server/serve.h"
+
 #include <errno.h>
 #include <libgen.h>
 #include <pthread.h>
@@ -12,7 +13,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli/cli.h"
 #include "common/log.h"
 #include "common/timeparse.h"
 #include "server/app.h"
@@ -218,25 +218,7 @@ static int serve(app_t *a) {
     return rc;
 }
 
-int main(int argc, char **argv) {
-    const char *cmd = argc > 1 ? argv[1] : "serve";
-    /* Once, before any thread exists: libcurl's implicit init is not thread-safe. */
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
-        printf("hearth %s\n", HEARTH_VERSION);
-        return 0;
-    }
-    if (!strcmp(cmd, "push")) return cli_push(argc - 1, argv + 1);
-    if (!strcmp(cmd, "query")) return cli_query(argc - 1, argv + 1);
-    if (!strcmp(cmd, "check")) return cli_check(argc - 1, argv + 1);
-    if (!strcmp(cmd, "help")) {
-        config_usage(stdout);
-        return 0;
-    }
-    if (strcmp(cmd, "serve") && strncmp(cmd, "-", 1)) {
-        fprintf(stderr, "hearth: unknown command `%s`: use serve, push, query, check or version (hearth --help)\n", cmd);
-        return 2;
-    }
+int serve_main(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--print-routes")) {
             app_print_routes(stdout);
