@@ -10,7 +10,7 @@
 
 #include "cli/cli.h"
 #include "common/log.h"
-#include "ingest/sniff.h"
+#include "ingest/format.h"
 #include "storage/fsutil.h"
 #include "wire/client.h"
 
@@ -29,15 +29,6 @@ static const char USAGE[] =
     "Examples:\n"
     "  hearth push cpu.pb.gz --name 'checkout{env=prod}'\n"
     "  hearth push *.folded --name 'batch.cpu' --sample-rate 99 --server http://hearth:4040\n";
-
-/* The format name the server reads, from the bytes (ingest/sniff.h). */
-static const char *detect(const uint8_t *p, size_t n) {
-    switch (ingest_sniff(p, n)) {
-    case INGEST_JFR: return "jfr";
-    case INGEST_PPROF: return "pprof";
-    default: return "folded";
-    }
-}
 
 int cli_push(int argc, char **argv) {
     const char *name = NULL, *server = NULL, *format = NULL, *from = NULL, *until = NULL, *rate = NULL, *spy = NULL;
@@ -62,7 +53,7 @@ int cli_push(int argc, char **argv) {
             failed++;
             continue;
         }
-        const char *f = format ? format : detect(data, n);
+        const char *f = format ? format : ingest_sniff(data, n)->name; /* as the server would */
         const char *kv[] = {"name", name, "format", f, "from", from, "until", until,
                             "sampleRate", rate, "spyName", spy, NULL};
         char *url = client_url(cli_server(server), "/ingest", kv);

@@ -2,9 +2,11 @@
 #include "ingest/folded.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/ptype.h"
 #include "storage/labels.h"
 
 static uint32_t frame_location(symtab_t *t, const char *s, size_t n) {
@@ -73,3 +75,54 @@ int folded_decode(const char *text, size_t n, int lines, int64_t scale, batch_t 
     }
     return 0;
 }
+
+/* Pyroscope's mapping of a text upload's name suffix to a profile type. cpu and wall
+ * values are samples at sampleRate Hz, scaled to nanoseconds by the period. */
+static int folded_type(const char *suffix, int64_t rate, char *out, size_t n, int64_t *scale, hr_err_t *err) {
+    *scale = 1;
+    const char *type = ptype_from_suffix(suffix);
+    if (!type)
+        return hr_fail(err, HR_EINVAL, "unknown profile type `%s` (the name's last .suffix; use cpu, wall, "
+                                       "alloc_space, inuse_space, ... or upload pprof)", suffix);
+    int cpu = !strcmp(suffix, "cpu") || !strcmp(suffix, "itimer");
+    if (cpu || !strcmp(suffix, "wall")) {
+        if (rate > 0) *scale = 1000000000LL / rate;
+        else type = cpu ? "process_cpu:samples:count:cpu:nanoseconds" : "wall:samples:count:wall:nanoseconds";
+    }
+    snprintf(out, n, "%s", type);
+    return 0;
+}
+
+static int ingest_text(const ingest_request_t *r, const ingest_limits_t *lim, int lines, batch_t *b,
+                       ingest_series_t *s, hr_err_t *err) {
+    if (ingest_series_parse(r, s, err)) return -1;
+    char *dot = strrchr(s->app, '.');
+    const char *suffix = dot ? dot + 1 : "cpu";
+    if (dot) *dot = 0;
+    char type[256];
+    int64_t scale;
+    if (folded_type(suffix, r->sample_rate, type, sizeof type, &scale, err)) return -1;
+    if (!s->app[0]) return hr_fail(err, HR_EINVAL, "empty application name");
+    if (ingest_series_finish(r, s, lim, err)) return -1;
+    int64_t t = r->has_from ? r->from_ns : r->received_ns;
+    int64_t d = r->has_from && r->has_until ? r->until_ns - r->from_ns : 0;
+    batch_profile_t *p = batch_profile(b, type, &s->labels, t, d);
+    if (!p) return hr_fail(err, HR_ENOMEM, "out of memory");
+    return folded_decode((const char *)r->body, r->body_len, lines, scale, b, p, err);
+}
+
+int folded_ingest(const ingest_request_t *r, const ingest_limits_t *lim, batch_t *b, hr_err_t *err) {
+    ingest_series_t s;
+    int rc = ingest_text(r, lim, 0, b, &s, err);
+    labels_destroy(&s.labels);
+    return rc;
+}
+
+int lines_ingest(const ingest_request_t *r, const ingest_limits_t *lim, batch_t *b, hr_err_t *err) {
+    ingest_series_t s;
+    int rc = ingest_text(r, lim, 1, b, &s, err);
+    labels_destroy(&s.labels);
+    return rc;
+}
+
+ingest_sniff_t folded_sniff(const ingest_peek_t *pk) { return pk->textual ? SNIFF_MAYBE : SNIFF_NO; }

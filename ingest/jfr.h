@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "ingest/format.h"
 #include "storage/batch.h"
 #include "storage/labels.h"
 
@@ -40,5 +41,11 @@ typedef struct {
 /* Decodes a recording (gzipped or not). HR_EUNPROC for anything that is not a
  * readable recording, with what was wrong. */
 int jfr_decode(const uint8_t *body, size_t n, const jfr_opts_t *o, batch_t *b, hr_err_t *err);
+
+/* The ingest format `jfr` (format.h): a recording under the request's series, at
+ * `from` (else the first chunk's start). An empty body is refused (HR_EUNPROC). */
+int jfr_ingest(const ingest_request_t *r, const ingest_limits_t *lim, batch_t *b, hr_err_t *err);
+/* SURE when the content (inflated, if gzipped) starts with the chunk magic FLR\0. */
+ingest_sniff_t jfr_sniff(const ingest_peek_t *pk);
 
 #endif

@@ -116,3 +116,15 @@ int push_decode(const uint8_t *body, size_t n, push_encoding_t enc, const ingest
     if (enc == PUSH_PROTO) return decode_binary(body, n, lim, now, b, err);
     return decode_json(body, n, enc == PUSH_PARCA_JSON, lim, now, b, err);
 }
+
+int push_ingest_proto(const ingest_request_t *r, const ingest_limits_t *lim, batch_t *b, hr_err_t *err) {
+    return push_decode(r->body, r->body_len, PUSH_PROTO, lim, r->received_ns, b, err);
+}
+
+int push_ingest_json(const ingest_request_t *r, const ingest_limits_t *lim, batch_t *b, hr_err_t *err) {
+    return push_decode(r->body, r->body_len, PUSH_JSON, lim, r->received_ns, b, err);
+}
+
+int parca_ingest_json(const ingest_request_t *r, const ingest_limits_t *lim, batch_t *b, hr_err_t *err) {
+    return push_decode(r->body, r->body_len, PUSH_PARCA_JSON, lim, r->received_ns, b, err);
+}

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "ingest/format.h"
 #include "ingest/request.h"
 #include "storage/batch.h"
 
@@ -25,5 +26,12 @@ typedef enum { PUSH_PROTO = 0, PUSH_JSON = 1, PUSH_PARCA_JSON = 2 } push_encodin
 
 int push_decode(const uint8_t *body, size_t n, push_encoding_t enc, const ingest_limits_t *lim, int64_t now_ns,
                 batch_t *b, hr_err_t *err);
+
+/* The ingest formats (format.h) of push.v1 in binary protobuf and in JSON, and of
+ * Parca's WriteRaw JSON: the body holds its own series, so the request's name is
+ * not read. */
+int push_ingest_proto(const ingest_request_t *r, const ingest_limits_t *lim, batch_t *b, hr_err_t *err);
+int push_ingest_json(const ingest_request_t *r, const ingest_limits_t *lim, batch_t *b, hr_err_t *err);
+int parca_ingest_json(const ingest_request_t *r, const ingest_limits_t *lim, batch_t *b, hr_err_t *err);
 
 #endif

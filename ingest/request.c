@@ -1,18 +1,11 @@
 /* request.c - see request.h. */
 #include "ingest/request.h"
 
-#include <jansson.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "common/ptype.h"
 #include "ingest/appname.h"
-#include "ingest/delta.h"
-#include "ingest/folded.h"
-#include "ingest/jfr.h"
-#include "ingest/pprof.h"
-#include "ingest/push.h"
+#include "ingest/format.h"
 
 /* 2 added prev_body; version-1 records (no prev_body) still replay. */
 #define RECORD_VERSION 2
@@ -78,155 +71,22 @@ int ingest_request_decode(const uint8_t *p, size_t n, ingest_request_t *r, hr_er
     r->body = buf_get_bytes(&rd, &r->body_len);
     const uint8_t *has_prev = version >= 2 ? buf_get_raw(&rd, 1) : NULL;
     if (has_prev && *has_prev) r->prev_body = buf_get_bytes(&rd, &r->prev_len);
-    if (rd.bad || !r->tenant || !r->name || r->format < INGEST_PPROF || r->format > INGEST_JFR)
+    if (rd.bad || !r->tenant || !r->name || !ingest_format_of(r->format))
         return hr_fail(err, HR_EUNPROC, "WAL record: malformed");
     return 0;
 }
 
-/* Display names and cumulative flags from Pyroscope's sample_type_config JSON
- * ({"type": {"display-name": ..., "cumulative": true}}). */
-static int parse_display(const char *json, json_t **root, pprof_display_t *out, size_t *n, hr_err_t *err) {
-    *n = 0;
-    *root = NULL;
-    if (!json || !*json) return 0;
-    json_error_t je;
-    json_t *o = json_loads(json, 0, &je);
-    if (!json_is_object(o)) {
-        json_decref(o);
-        return hr_fail(err, HR_EINVAL, "sample_type_config is not a JSON object: %s", je.text);
-    }
-    const char *k;
-    json_t *v;
-    json_object_foreach(o, k, v) {
-        if (*n == 64) break;
-        json_t *d = json_object_get(v, "display-name"), *c = json_object_get(v, "cumulative");
-        out[(*n)++] = (pprof_display_t){k, json_is_string(d) ? json_string_value(d) : NULL,
-                                        json_is_boolean(c) ? json_is_true(c) : -1};
-    }
-    *root = o;
-    return 0;
+int ingest_series_parse(const ingest_request_t *r, ingest_series_t *s, hr_err_t *err) {
+    labels_init(&s->labels);
+    return appname_parse(r->name, s->app, sizeof s->app, &s->labels, err);
 }
 
-/* Pyroscope's mapping of a text upload's name suffix to a profile type. cpu and wall
- * values are samples at sampleRate Hz, scaled to nanoseconds by the period. */
-static int folded_type(const char *suffix, int64_t rate, char *out, size_t n, int64_t *scale, hr_err_t *err) {
-    *scale = 1;
-    const char *type = ptype_from_suffix(suffix);
-    if (!type)
-        return hr_fail(err, HR_EINVAL, "unknown profile type `%s` (the name's last .suffix; use cpu, wall, "
-                                       "alloc_space, inuse_space, ... or upload pprof)", suffix);
-    int cpu = !strcmp(suffix, "cpu") || !strcmp(suffix, "itimer");
-    if (cpu || !strcmp(suffix, "wall")) {
-        if (rate > 0) *scale = 1000000000LL / rate;
-        else type = cpu ? "process_cpu:samples:count:cpu:nanoseconds" : "wall:samples:count:wall:nanoseconds";
-    }
-    snprintf(out, n, "%s", type);
-    return 0;
-}
-
-static int base_labels(const ingest_request_t *r, const char *service, labels_t *labels,
-                       const ingest_limits_t *lim, hr_err_t *err) {
-    if (!labels_get(labels, "service_name") && labels_set(labels, "service_name", service))
+int ingest_series_finish(const ingest_request_t *r, ingest_series_t *s, const ingest_limits_t *lim, hr_err_t *err) {
+    if (!labels_get(&s->labels, "service_name") && labels_set(&s->labels, "service_name", s->app))
         return hr_fail(err, HR_ENOMEM, "out of memory");
-    if (r->spy_name && *r->spy_name && labels_set(labels, "pyroscope_spy", r->spy_name))
+    if (r->spy_name && *r->spy_name && labels_set(&s->labels, "pyroscope_spy", r->spy_name))
         return hr_fail(err, HR_ENOMEM, "out of memory");
-    return ingest_check_labels(labels, lim, err);
-}
-
-static int decode_folded(const ingest_request_t *r, const ingest_limits_t *lim, char *app, labels_t *labels,
-                         batch_t *b, hr_err_t *err) {
-    char *dot = strrchr(app, '.');
-    const char *suffix = dot ? dot + 1 : "cpu";
-    if (dot) *dot = 0;
-    char type[256];
-    int64_t scale;
-    if (folded_type(suffix, r->sample_rate, type, sizeof type, &scale, err)) return -1;
-    if (!app[0]) return hr_fail(err, HR_EINVAL, "empty application name");
-    if (base_labels(r, app, labels, lim, err)) return -1;
-    int64_t t = r->has_from ? r->from_ns : r->received_ns;
-    int64_t d = r->has_from && r->has_until ? r->until_ns - r->from_ns : 0;
-    batch_profile_t *p = batch_profile(b, type, labels, t, d);
-    if (!p) return hr_fail(err, HR_ENOMEM, "out of memory");
-    return folded_decode((const char *)r->body, r->body_len, r->format == INGEST_LINES, scale, b, p, err);
-}
-
-/* Cumulative unless sample_type_config says otherwise: Pyroscope's defaults are the
- * heap's alloc_* and the mutex/block contentions and delay. */
-static int is_cumulative(const char *type_id, const pprof_opts_t *o) {
-    ptype_parts_t p;
-    if (ptype_split(type_id, &p)) return 0;
-    for (size_t i = 0; i < o->ndisplay; i++)
-        if (!strcmp(o->display[i].sample_type, p.sample_type) && o->display[i].cumulative >= 0)
-            return o->display[i].cumulative;
-    static const char *const dflt[] = {"alloc_objects", "alloc_space", "contentions", "delay"};
-    for (size_t i = 0; i < sizeof dflt / sizeof *dflt; i++)
-        if (!strcmp(p.sample_type, dflt[i])) return 1;
-    return 0;
-}
-
-/* Decodes prev_profile like the profile and keeps only what happened since it. */
-static int apply_prev(const ingest_request_t *r, const pprof_opts_t *o, batch_t *b, hr_err_t *err) {
-    batch_t prev;
-    if (batch_init(&prev)) return hr_fail(err, HR_ENOMEM, "out of memory");
-    uint8_t *cum = calloc(b->n + 1, 1);
-    int rc = cum ? 0 : hr_fail(err, HR_ENOMEM, "out of memory");
-    if (rc == 0 && pprof_decode(r->prev_body, r->prev_len, o, &prev, err)) {
-        char msg[sizeof err->msg];
-        snprintf(msg, sizeof msg, "%s", err->msg);
-        rc = hr_fail(err, err->code, "prev_profile: %s", msg);
-    }
-    for (size_t i = 0; rc == 0 && i < b->n; i++) cum[i] = (uint8_t)is_cumulative(b->p[i].profile_type, o);
-    if (rc == 0) rc = delta_subtract(b, cum, &prev, err);
-    free(cum);
-    batch_destroy(&prev);
-    return rc;
-}
-
-static int decode_jfr(const ingest_request_t *r, const ingest_limits_t *lim, const char *app, labels_t *labels,
-                      batch_t *b, hr_err_t *err) {
-    if (base_labels(r, app, labels, lim, err)) return -1;
-    jfr_opts_t o = {.base = labels,
-                    .time_ns = r->has_from ? r->from_ns : 0,
-                    .duration_ns = r->has_from && r->has_until ? r->until_ns - r->from_ns : 0,
-                    .max_decompressed = lim->max_decompressed,
-                    .max_samples = lim->max_samples};
-    return jfr_decode(r->body, r->body_len, &o, b, err);
-}
-
-static int decode_any(const ingest_request_t *r, const ingest_limits_t *lim, batch_t *b, hr_err_t *err) {
-    if (r->format >= INGEST_PUSH_PROTO && r->format <= INGEST_PARCA_JSON)
-        return push_decode(r->body, r->body_len, (push_encoding_t)(r->format - INGEST_PUSH_PROTO), lim, r->received_ns,
-                           b, err);
-    char app[512];
-    labels_t labels;
-    labels_init(&labels);
-    int rc = appname_parse(r->name, app, sizeof app, &labels, err);
-    if (rc == 0 && r->format == INGEST_JFR) {
-        rc = decode_jfr(r, lim, app, &labels, b, err);
-    } else if (rc == 0 && r->format != INGEST_PPROF) {
-        rc = decode_folded(r, lim, app, &labels, b, err);
-    } else if (rc == 0) {
-        pprof_display_t disp[64];
-        size_t nd;
-        json_t *root;
-        rc = base_labels(r, app, &labels, lim, err);
-        if (rc == 0 && (rc = parse_display(r->sample_type_config, &root, disp, &nd, err)) == 0) {
-            pprof_opts_t o = {.base = &labels,
-                              .time_ns = r->has_from ? r->from_ns : 0,
-                              .duration_ns = r->has_from && r->has_until ? r->until_ns - r->from_ns : 0,
-                              .now_ns = r->received_ns,
-                              .max_decompressed = lim->max_decompressed,
-                              .max_samples = lim->max_samples,
-                              .budget = lim->decode_budget,
-                              .display = disp,
-                              .ndisplay = nd};
-            rc = pprof_decode(r->body, r->body_len, &o, b, err);
-            if (rc == 0 && r->prev_body) rc = apply_prev(r, &o, b, err);
-            json_decref(root);
-        }
-    }
-    labels_destroy(&labels);
-    return rc;
+    return ingest_check_labels(&s->labels, lim, err);
 }
 
 int ingest_check_labels(const labels_t *l, const ingest_limits_t *lim, hr_err_t *err) {
@@ -292,7 +152,9 @@ static int check_values(const batch_t *b, hr_err_t *err) {
 }
 
 int ingest_to_batch(const ingest_request_t *r, const ingest_limits_t *lim, batch_t *b, hr_err_t *err) {
-    if (decode_any(r, lim, b, err) || check_labels(b, lim, err)) return -1;
+    const ingest_format_desc_t *f = ingest_format_of(r->format);
+    if (!f) return hr_fail(err, HR_EINVAL, "unknown ingest format %d", (int)r->format);
+    if (f->decode(r, lim, b, err) || check_labels(b, lim, err)) return -1;
     drop_negative_gauges(b);
     return check_values(b, err);
 }

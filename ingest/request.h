@@ -1,9 +1,10 @@
 /* request.h - an ingest request: what the WAL stores and replays.
  *
- * The HTTP layer turns an upload into an ingest_request_t (parameters resolved,
- * multipart fields extracted), ingest_to_batch decodes it, and the same request,
- * encoded by ingest_request_encode, is the WAL record. Replay decodes the record and
- * runs ingest_to_batch again: one code path for live ingest and recovery, so a
+ * The HTTP layer (and the scraper) turn an upload into an ingest_request_t
+ * (parameters resolved, multipart fields extracted), ingest_to_batch decodes it with
+ * its format's decoder (format.h), and the same request, encoded by
+ * ingest_request_encode, is the WAL record. Replay decodes the record and runs
+ * ingest_to_batch again: one code path for live ingest and recovery, so a
  * replayed profile is bit-for-bit the profile that was acknowledged. */
 #ifndef HEARTH_REQUEST_H
 #define HEARTH_REQUEST_H
@@ -16,7 +17,10 @@
 #include "ingest/budget.h"
 #include "storage/batch.h"
 
-/* PUSH_* are Pyroscope push.v1 bodies (binary protobuf or JSON), kept as received. */
+/* A format's code in the WAL record (storage/FORMAT.md): a code is never reused or
+ * renumbered, since records written by older binaries must replay. The table of
+ * formats is format.c. PUSH_* are Pyroscope push.v1 bodies (binary protobuf or
+ * JSON), kept as received. */
 typedef enum {
     INGEST_PPROF = 1,
     INGEST_FOLDED = 2,
@@ -57,13 +61,27 @@ typedef struct {
  * ingest_to_batch checks every series again at the end. 0, or -1 with HR_EINVAL. */
 int ingest_check_labels(const labels_t *l, const ingest_limits_t *lim, hr_err_t *err);
 
+/* The series a pprof, JFR or folded upload is stored under. */
+typedef struct {
+    labels_t labels;
+    char app[512]; /* application name: service_name unless a label sets it */
+} ingest_series_t;
+
+/* Reads r's series from r->name (app.type{k=v}, appname.h). s->labels is
+ * initialized either way: the caller destroys it. 0, or -1 with HR_EINVAL. */
+int ingest_series_parse(const ingest_request_t *r, ingest_series_t *s, hr_err_t *err);
+/* Sets service_name to s->app (unless a label set it) and pyroscope_spy to r's
+ * spyName, then checks the labels against lim (ingest_check_labels). */
+int ingest_series_finish(const ingest_request_t *r, ingest_series_t *s, const ingest_limits_t *lim, hr_err_t *err);
+
 /* Appends the WAL form of r. */
 void ingest_request_encode(const ingest_request_t *r, buf_t *out);
 /* Parses a WAL record; r's strings and body borrow from p (which must outlive r;
  * strings are NUL-terminated in the record). */
 int ingest_request_decode(const uint8_t *p, size_t n, ingest_request_t *r, hr_err_t *err);
 
-/* Decodes the upload into b (initialized by the caller). Negative samples of gauge
+/* Decodes the upload into b (initialized by the caller) with its format's decoder
+ * (format.h), then checks every series' labels and values. Negative samples of gauge
  * types (ptype_is_gauge: inuse_*, goroutines) are left out and counted in
  * b->dropped_negative_gauge: a level cannot be below zero. */
 int ingest_to_batch(const ingest_request_t *r, const ingest_limits_t *lim, batch_t *b, hr_err_t *err);

@@ -11,7 +11,7 @@
 
 #include "common/log.h"
 #include "common/timeparse.h"
-#include "ingest/sniff.h"
+#include "ingest/format.h"
 #include "server/app.h"
 
 static int parse_time_arg(http_req_t *req, const char *name, int64_t now, int *has, int64_t *out, http_resp_t *resp) {
@@ -58,14 +58,11 @@ static int choose_body(http_req_t *req, ingest_request_t *r, http_resp_t *resp) 
     }
     r->body = req->body.data;
     r->body_len = req->body.len;
-    if (!fmt) r->format = ingest_sniff(r->body, r->body_len); /* Pyroscope would read it as folded */
-    else if (!strcmp(fmt, "folded") || !strcmp(fmt, "groups") || !strcmp(fmt, "collapsed")) r->format = INGEST_FOLDED;
-    else if (!strcmp(fmt, "pprof")) r->format = INGEST_PPROF;
-    else if (!strcmp(fmt, "lines")) r->format = INGEST_LINES;
-    else if (!strcmp(fmt, "jfr")) r->format = INGEST_JFR;
-    else if (!strcmp(fmt, "trie") || !strcmp(fmt, "tree") || !strcmp(fmt, "speedscope"))
+    /* Unnamed, the bytes decide (Pyroscope would read it as folded). */
+    const ingest_format_desc_t *f = fmt ? ingest_format_named(fmt) : ingest_sniff(r->body, r->body_len);
+    if (f && !f->decode)
         return http_error(resp, 422, "format `%s` is not supported by Hearth yet (use pprof, jfr, folded or lines)", fmt), -1;
-    else r->format = INGEST_FOLDED; /* Pyroscope reads any other format as folded */
+    r->format = f ? f->code : INGEST_FOLDED; /* Pyroscope reads any other format as folded */
     return 0;
 }
 
@@ -83,10 +80,6 @@ void api_ingest(app_t *a, http_req_t *req, http_resp_t *resp) {
         parse_time_arg(req, "until", r.received_ns, &r.has_until, &r.until_ns, resp) || choose_body(req, &r, resp)) {
         metrics_ingest_error(&a->metrics, hr_code_of_status(resp->status));
         return;
-    }
-    if (!r.body_len && (r.format == INGEST_PPROF || r.format == INGEST_JFR)) {
-        metrics_ingest_error(&a->metrics, HR_EUNPROC);
-        return http_error(resp, 422, "empty profile: the body holds no profile data");
     }
     hr_err_t err = {0};
     if (app_store_request(a, &r, req->received, &err) == 0) http_reply_text(resp, 200, "application/json", "");

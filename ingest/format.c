@@ -1,0 +1,90 @@
+/* format.c - see format.h. The table is the only list of ingest formats. */
+#include "ingest/format.h"
+
+#include <assert.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "ingest/folded.h"
+#include "ingest/jfr.h"
+#include "ingest/pprof_upload.h"
+#include "ingest/push.h"
+#include "wire/gzip.h"
+
+/* code, name, `/ingest?format=` values, sniffer, decoder (format.h). On a tie,
+ * sniffing prefers the earlier row. */
+static const ingest_format_desc_t FORMATS[] = {
+    {INGEST_PPROF, "pprof", "pprof", pprof_sniff, pprof_ingest},
+    {INGEST_FOLDED, "folded", "folded groups collapsed", folded_sniff, folded_ingest},
+    {INGEST_LINES, "lines", "lines", NULL, lines_ingest},
+    {INGEST_PUSH_PROTO, "push.v1", NULL, NULL, push_ingest_proto},
+    {INGEST_PUSH_JSON, "push.v1 JSON", NULL, NULL, push_ingest_json},
+    {INGEST_PARCA_JSON, "Parca WriteRaw JSON", NULL, NULL, parca_ingest_json},
+    {INGEST_JFR, "jfr", "jfr", jfr_sniff, jfr_ingest},
+    /* Pyroscope's other upload formats: named, so refused as such rather than read as folded. */
+    {0, "trie", "trie tree speedscope", NULL, NULL},
+};
+#define NFORMATS (sizeof FORMATS / sizeof *FORMATS)
+
+const ingest_format_desc_t *ingest_format_of(ingest_format_t code) {
+    for (size_t i = 0; i < NFORMATS; i++)
+        if (FORMATS[i].code && FORMATS[i].code == code) return &FORMATS[i];
+    return NULL;
+}
+
+/* 1 when the space-separated list holds word. */
+static int listed(const char *list, const char *word) {
+    size_t n = strlen(word);
+    while (list && *list) {
+        size_t k = strcspn(list, " ");
+        if (k == n && !strncmp(list, word, n)) return 1;
+        list += k;
+        list += strspn(list, " ");
+    }
+    return 0;
+}
+
+const ingest_format_desc_t *ingest_format_named(const char *name) {
+    for (size_t i = 0; i < NFORMATS; i++)
+        if (listed(FORMATS[i].aliases, name)) return &FORMATS[i];
+    return NULL;
+}
+
+/* The first bytes of a gzip stream, inflated (at most n); returns how many. */
+static size_t gunzip_prefix(const uint8_t *p, size_t len, uint8_t *out, size_t n) {
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) return 0;
+    z.next_in = (Bytef *)p;
+    z.avail_in = (uInt)(len > 65536 ? 65536 : len);
+    z.next_out = out;
+    z.avail_out = (uInt)n;
+    inflate(&z, Z_SYNC_FLUSH);
+    size_t got = n - z.avail_out;
+    inflateEnd(&z);
+    return got;
+}
+
+static int looks_textual(const uint8_t *p, size_t n) {
+    for (size_t i = 0; i < n && i < 4096; i++)
+        if (p[i] < 0x09 || (p[i] > 0x0d && p[i] < 0x20) || p[i] == 0x7f) return 0;
+    return 1;
+}
+
+const ingest_format_desc_t *ingest_sniff(const uint8_t *p, size_t n) {
+    ingest_peek_t pk = {.p = p, .n = n, .gzipped = gz_is_gzip(p, n), .textual = looks_textual(p, n)};
+    if (pk.gzipped) {
+        pk.nhead = gunzip_prefix(p, n, pk.head, sizeof pk.head);
+    } else {
+        pk.nhead = n < sizeof pk.head ? n : sizeof pk.head;
+        if (pk.nhead) memcpy(pk.head, p, pk.nhead);
+    }
+    const ingest_format_desc_t *best = NULL;
+    ingest_sniff_t best_score = SNIFF_NO;
+    for (size_t i = 0; i < NFORMATS; i++) {
+        ingest_sniff_t s = FORMATS[i].sniff ? FORMATS[i].sniff(&pk) : SNIFF_NO;
+        if (s > best_score) best = &FORMATS[i], best_score = s;
+    }
+    assert(best); /* every upload is text (folded) or not (pprof) */
+    return best;
+}
