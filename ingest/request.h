@@ -4,8 +4,8 @@
  * (parameters resolved, multipart fields extracted), ingest_to_batch decodes it with
  * its format's decoder (format.h), and the same request, encoded by
  * ingest_request_encode, is the WAL record. Replay decodes the record and runs
- * ingest_to_batch again: one code path for live ingest and recovery, so a
- * replayed profile is bit-for-bit the profile that was acknowledged. */
+ * ingest_to_batch again: one code path for live ingest and recovery (pipeline.h),
+ * so a replayed profile is bit-for-bit the profile that was acknowledged. */
 #ifndef HEARTH_REQUEST_H
 #define HEARTH_REQUEST_H
 

@@ -10,7 +10,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 
-#include "ingest/request.h"
+#include "ingest/pipeline.h"
 #include "server/config.h"
 #include "server/http.h"
 #include "server/auth.h"
@@ -55,9 +55,10 @@ static inline int64_t app_query_deadline(const app_t *a, const http_req_t *req) 
     return a->cfg.query_timeout_ns ? req->start_ns + a->cfg.query_timeout_ns : 0;
 }
 
-/* Decodes r, logs it durably and adds it to the head; counts it in the metrics.
- * Every write path (/ingest, push, writeraw, scraping) goes through here. */
-int app_store_request(app_t *a, const ingest_request_t *r, size_t body_bytes, hr_err_t *err);
+/* ingest_submit (ingest/pipeline.h) into the app's store under its limits, counted
+ * in the metrics (body_bytes as received). Every write path (/ingest, push,
+ * writeraw, scraping) goes through here. */
+int app_submit(app_t *a, const ingest_request_t *r, size_t body_bytes, hr_err_t *err);
 
 void api_ingest(app_t *a, http_req_t *req, http_resp_t *resp);
 void api_push(app_t *a, http_req_t *req, http_resp_t *resp);

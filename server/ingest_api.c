@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/log.h"
 #include "common/timeparse.h"
 #include "ingest/format.h"
 #include "server/app.h"
@@ -82,33 +81,19 @@ void api_ingest(app_t *a, http_req_t *req, http_resp_t *resp) {
         return;
     }
     hr_err_t err = {0};
-    if (app_store_request(a, &r, req->received, &err) == 0) http_reply_text(resp, 200, "application/json", "");
+    if (app_submit(a, &r, req->received, &err) == 0) http_reply_text(resp, 200, "application/json", "");
     else http_error_from(resp, &err);
 }
 
-int app_store_request(app_t *a, const ingest_request_t *r, size_t body_bytes, hr_err_t *err) {
-    batch_t b;
-    if (batch_init(&b)) {
-        metrics_ingest_error(&a->metrics, HR_ENOMEM);
-        return hr_fail(err, HR_ENOMEM, "out of memory");
-    }
-    buf_t rec;
-    buf_init(&rec);
-    int rc = ingest_to_batch(r, &a->limits, &b, err);
-    if (rc == 0) {
-        ingest_request_encode(r, &rec);
-        rc = rec.oom ? hr_fail(err, HR_ENOMEM, "out of memory") : store_ingest(a->store, r->tenant, rec.data, rec.len, &b, err);
-    }
-    if (rc == 0) {
-        metrics_ingest_ok(&a->metrics, body_bytes, b.n, batch_samples(&b));
-        metrics_dropped(&a->metrics, DROP_NEGATIVE_GAUGE, b.dropped_negative_gauge);
-        a->metrics.unindexed_keys[UNINDEXED_SPAN] += b.unindexed_span_keys;
-        a->metrics.unindexed_keys[UNINDEXED_HIGH_CARDINALITY] += b.unindexed_high_cardinality_keys;
-    } else {
+int app_submit(app_t *a, const ingest_request_t *r, size_t body_bytes, hr_err_t *err) {
+    ingest_stats_t st;
+    if (ingest_submit(a->store, &a->limits, r, &st, err)) {
         metrics_ingest_error(&a->metrics, err->code);
-        if (err->code == HR_EIO) log_error("ingest.storage_failed", "err=\"%s\"", err->msg);
+        return -1;
     }
-    buf_free(&rec);
-    batch_destroy(&b);
-    return rc;
+    metrics_ingest_ok(&a->metrics, body_bytes, st.profiles, st.samples);
+    metrics_dropped(&a->metrics, DROP_NEGATIVE_GAUGE, st.dropped_negative_gauge);
+    a->metrics.unindexed_keys[UNINDEXED_SPAN] += st.unindexed_span_keys;
+    a->metrics.unindexed_keys[UNINDEXED_HIGH_CARDINALITY] += st.unindexed_high_cardinality_keys;
+    return 0;
 }

@@ -22,7 +22,7 @@ static void push_body(app_t *a, http_req_t *req, http_resp_t *resp, ingest_forma
     ingest_request_t r = {.tenant = req->tenant, .name = "", .format = f, .received_ns = time_now_ns(),
                           .body = req->body.data, .body_len = req->body.len};
     hr_err_t err = {0};
-    if (app_store_request(a, &r, req->received, &err) == 0) {
+    if (app_submit(a, &r, req->received, &err) == 0) {
         if (f != INGEST_PUSH_PROTO) http_reply_text(resp, 200, "application/json", "{}");
         else http_reply_text(resp, 200, "application/proto", "");
     } else {

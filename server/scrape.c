@@ -237,7 +237,7 @@ static int store_profile(const job_t *j, const uint8_t *pprof, size_t n, hr_err_
         push__v1__push_request__pack(&req, body);
         ingest_request_t r = {.tenant = t->tenant, .name = "", .format = INGEST_PUSH_PROTO,
                               .received_ns = time_now_ns(), .body = body, .body_len = len};
-        rc = app_store_request(t->owner->app, &r, n, err);
+        rc = app_submit(t->owner->app, &r, n, err);
     }
     free(body), free(pairs), free(pp);
     return rc;

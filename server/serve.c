@@ -18,42 +18,6 @@
 #include "server/app.h"
 #include "server/version.h"
 
-
-typedef struct {
-    app_t *app;
-    size_t records;
-    int64_t started, last_report;
-} replay_t;
-
-/* Replays one WAL record; reports progress every few seconds on long replays. */
-static int replay_one(void *ctx, const uint8_t *p, size_t n) {
-    replay_t *rp = ctx;
-    app_t *a = rp->app;
-    int64_t now = time(NULL);
-    if (++rp->records % 256 == 0 && now - rp->last_report >= 2) {
-        log_info("wal.replay_progress", "records=%zu seconds=%lld", rp->records, (long long)(now - rp->started));
-        rp->last_report = now;
-    }
-    ingest_request_t r;
-    hr_err_t err = {0};
-    batch_t b;
-    if (ingest_request_decode(p, n, &r, &err)) {
-        log_warn("wal.bad_record", "err=\"%s\"", err.msg);
-        return -1;
-    }
-    if (batch_init(&b)) return -1;
-    /* No decode budget or label sizes here: replay runs one record at a time, and a
-     * record accepted once must not be refused now. */
-    ingest_limits_t lim = a->limits;
-    lim.decode_budget = NULL;
-    lim.max_label_value_bytes = 0;
-    int rc = ingest_to_batch(&r, &lim, &b, &err);
-    if (rc == 0) rc = store_apply(a->store, r.tenant, &b, &err);
-    if (rc) log_warn("wal.replay_failed", "err=\"%s\"", err.msg);
-    batch_destroy(&b);
-    return rc;
-}
-
 typedef struct {
     app_t *app;
     pthread_mutex_t mu;
@@ -165,8 +129,7 @@ static int serve(app_t *a) {
              a->cfg.data_dir, HEARTH_VERSION);
     wal_scan_t ws;
     int64_t t0 = time(NULL);
-    replay_t rp = {a, 0, t0, t0};
-    if (store_replay(a->store, replay_one, &rp, &ws, &err)) {
+    if (ingest_replay_wal(a->store, &a->limits, &ws, &err)) {
         fprintf(stderr, "hearth: WAL replay failed: %s\n", err.msg);
         http_stop(http);
         store_close(a->store);

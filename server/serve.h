@@ -1,9 +1,9 @@
 /* serve.h - `hearth serve`: the server process from start to clean shutdown.
  *
  * Reads the configuration (flags, HEARTH_* environment, --config file), opens the
- * store, starts HTTP (answering 503 on /ready until replay is done), replays the WAL,
- * starts the scrapers and the background cutter,
- * then waits for SIGINT/SIGTERM (SIGHUP reloads --auth-file). */
+ * store, starts HTTP (answering 503 on /ready until replay is done), replays the
+ * WAL (ingest/pipeline.h), starts the scrapers and the background cutter, then
+ * waits for SIGINT/SIGTERM (SIGHUP reloads --auth-file). */
 #ifndef HEARTH_SERVE_H
 #define HEARTH_SERVE_H
 
