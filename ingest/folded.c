@@ -96,6 +96,7 @@ static int folded_type(const char *suffix, int64_t rate, char *out, size_t n, in
 static int ingest_text(const ingest_request_t *r, const ingest_limits_t *lim, int lines, batch_t *b,
                        ingest_series_t *s, hr_err_t *err) {
     if (ingest_series_parse(r, s, err)) return -1;
+    if (r->labels) return hr_fail(err, HR_EINVAL, "a folded upload is named by `name` (app.type{k=v}), not a label set");
     char *dot = strrchr(s->app, '.');
     const char *suffix = dot ? dot + 1 : "cpu";
     if (dot) *dot = 0;

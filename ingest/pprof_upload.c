@@ -67,13 +67,13 @@ static int apply_prev(const ingest_request_t *r, const pprof_opts_t *o, batch_t 
     return rc;
 }
 
-static int decode(const ingest_request_t *r, const ingest_limits_t *lim, const labels_t *labels, batch_t *b,
+static int decode(const ingest_request_t *r, const ingest_limits_t *lim, const ingest_series_t *s, batch_t *b,
                   hr_err_t *err) {
     pprof_display_t disp[MAX_DISPLAY];
     size_t nd;
     json_t *root;
     if (parse_display(r->sample_type_config, &root, disp, &nd, err)) return -1;
-    pprof_opts_t o = {.base = labels,
+    pprof_opts_t o = {.base = &s->labels,
                       .time_ns = r->has_from ? r->from_ns : 0,
                       .duration_ns = r->has_from && r->has_until ? r->until_ns - r->from_ns : 0,
                       .now_ns = r->received_ns,
@@ -81,7 +81,8 @@ static int decode(const ingest_request_t *r, const ingest_limits_t *lim, const l
                       .max_samples = lim->max_samples,
                       .budget = lim->decode_budget,
                       .display = disp,
-                      .ndisplay = nd};
+                      .ndisplay = nd,
+                      .name = s->type_name[0] ? s->type_name : NULL};
     int rc = pprof_decode(r->body, r->body_len, &o, b, err);
     if (rc == 0 && r->prev_body) rc = apply_prev(r, &o, b, err);
     json_decref(root);
@@ -93,7 +94,7 @@ int pprof_ingest(const ingest_request_t *r, const ingest_limits_t *lim, batch_t 
     ingest_series_t s;
     int rc = ingest_series_parse(r, &s, err);
     if (rc == 0) rc = ingest_series_finish(r, &s, lim, err);
-    if (rc == 0) rc = decode(r, lim, &s.labels, b, err);
+    if (rc == 0) rc = decode(r, lim, &s, b, err);
     labels_destroy(&s.labels);
     return rc;
 }

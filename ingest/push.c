@@ -9,20 +9,6 @@
 #include "ingest/pprof.h"
 #include "wire/push.pb-c.h"
 
-/* Adds one series label, routing __name__ and dropping other internal labels. */
-static int add_label(labels_t *l, char *name, size_t cap, const char *k, const char *v, hr_err_t *err) {
-    if (!k || !v) return hr_fail(err, HR_EINVAL, "push: a label needs a name and a value");
-    if (!utf8_valid(v, strlen(v))) return hr_fail(err, HR_EINVAL, "push: label %s is not valid UTF-8", k);
-    if (!strcmp(k, "__name__")) {
-        snprintf(name, cap, "%s", v);
-        return 0;
-    }
-    if (!strncmp(k, "__", 2)) return 0;
-    if (!label_name_valid(k)) return hr_fail(err, HR_EINVAL, "push: invalid label name `%s`", k);
-    if (labels_set(l, k, v)) return hr_fail(err, HR_ENOMEM, "out of memory");
-    return 0;
-}
-
 static int finish_labels(labels_t *l, const ingest_limits_t *lim, hr_err_t *err) {
     if (!labels_get(l, "service_name") && labels_set(l, "service_name", "unknown_service"))
         return hr_fail(err, HR_ENOMEM, "out of memory");
@@ -47,7 +33,7 @@ static int decode_binary(const uint8_t *body, size_t n, const ingest_limits_t *l
         labels_init(&l);
         char name[128] = "";
         for (size_t j = 0; j < s->n_labels && rc == 0; j++)
-            rc = add_label(&l, name, sizeof name, s->labels[j]->name, s->labels[j]->value, err);
+            rc = ingest_label_add(&l, name, sizeof name, s->labels[j]->name, s->labels[j]->value, err);
         if (rc == 0) rc = finish_labels(&l, lim, err);
         for (size_t j = 0; j < s->n_samples && rc == 0; j++)
             rc = add_sample(&l, name, s->samples[j]->raw_profile.data, s->samples[j]->raw_profile.len, lim, now, b, err);
@@ -67,7 +53,7 @@ static int json_series(json_t *s, int parca, const ingest_limits_t *lim, int64_t
     int rc = 0;
     json_array_foreach(pairs, i, v) {
         if (rc) break;
-        rc = add_label(&l, name, sizeof name, json_string_value(json_object_get(v, "name")),
+        rc = ingest_label_add(&l, name, sizeof name, json_string_value(json_object_get(v, "name")),
                        json_string_value(json_object_get(v, "value")), err);
     }
     if (rc == 0 && parca && !name[0])

@@ -28,8 +28,8 @@ int push_decode(const uint8_t *body, size_t n, push_encoding_t enc, const ingest
                 batch_t *b, hr_err_t *err);
 
 /* The ingest formats (format.h) of push.v1 in binary protobuf and in JSON, and of
- * Parca's WriteRaw JSON: the body holds its own series, so the request's name is
- * not read. */
+ * Parca's WriteRaw JSON: the body holds its own series, so the request's name and
+ * labels are not read. */
 int push_ingest_proto(const ingest_request_t *r, const ingest_limits_t *lim, batch_t *b, hr_err_t *err);
 int push_ingest_json(const ingest_request_t *r, const ingest_limits_t *lim, batch_t *b, hr_err_t *err);
 int parca_ingest_json(const ingest_request_t *r, const ingest_limits_t *lim, batch_t *b, hr_err_t *err);

@@ -1,14 +1,17 @@
 /* request.c - see request.h. */
 #include "ingest/request.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "common/ptype.h"
 #include "ingest/appname.h"
 #include "ingest/format.h"
 
-/* 2 added prev_body; version-1 records (no prev_body) still replay. */
-#define RECORD_VERSION 2
+/* 2 added prev_body, 3 added labels; every older version still replays. A record
+ * is written in the oldest version that holds it (3 only with labels), so a binary
+ * from before labels still replays what it can express. */
+#define RECORD_VERSION 3
 
 static void put_str(buf_t *b, const char *s) {
     if (!s) {
@@ -31,8 +34,36 @@ static const char *get_str(buf_reader_t *r) {
     return (const char *)s;
 }
 
+/* The next label of a packed set from *off: 1 with k and v set, 0 at the end, -1
+ * when the set is malformed (a name without a value, a string without its NUL). */
+static int next_label(const char *p, size_t n, size_t *off, const char **k, const char **v) {
+    if (*off >= n) return 0;
+    const char *nul = memchr(p + *off, 0, n - *off);
+    const char *vnul = nul ? memchr(nul + 1, 0, (size_t)(p + n - nul - 1)) : NULL;
+    if (!vnul) return -1;
+    *k = p + *off, *v = nul + 1;
+    *off = (size_t)(vnul - p) + 1;
+    return 1;
+}
+
+static int packed_labels_valid(const char *p, size_t n) {
+    size_t off = 0;
+    const char *k, *v;
+    int rc;
+    while ((rc = next_label(p, n, &off, &k, &v)) == 1) {}
+    return rc == 0;
+}
+
+void ingest_labels_pack(const labels_t *l, buf_t *out) {
+    for (size_t i = 0; i < l->n; i++) {
+        buf_append(out, l->v[i].name, strlen(l->v[i].name) + 1);
+        buf_append(out, l->v[i].value, strlen(l->v[i].value) + 1);
+    }
+}
+
 void ingest_request_encode(const ingest_request_t *r, buf_t *b) {
-    buf_putc(b, RECORD_VERSION);
+    int version = r->labels ? 3 : 2;
+    buf_putc(b, (uint8_t)version);
     put_str(b, r->tenant);
     put_str(b, r->name);
     buf_putc(b, (uint8_t)r->format);
@@ -46,6 +77,7 @@ void ingest_request_encode(const ingest_request_t *r, buf_t *b) {
     buf_put_bytes(b, r->body, r->body_len);
     buf_putc(b, r->prev_body != NULL);
     if (r->prev_body) buf_put_bytes(b, r->prev_body, r->prev_len);
+    if (version >= 3) buf_put_bytes(b, r->labels, r->labels_len);
 }
 
 int ingest_request_decode(const uint8_t *p, size_t n, ingest_request_t *r, hr_err_t *err) {
@@ -71,14 +103,39 @@ int ingest_request_decode(const uint8_t *p, size_t n, ingest_request_t *r, hr_er
     r->body = buf_get_bytes(&rd, &r->body_len);
     const uint8_t *has_prev = version >= 2 ? buf_get_raw(&rd, 1) : NULL;
     if (has_prev && *has_prev) r->prev_body = buf_get_bytes(&rd, &r->prev_len);
+    if (version >= 3) {
+        r->labels = (const char *)buf_get_bytes(&rd, &r->labels_len);
+        if (r->labels && !packed_labels_valid(r->labels, r->labels_len)) rd.bad = 1;
+    }
     if (rd.bad || !r->tenant || !r->name || !ingest_format_of(r->format))
         return hr_fail(err, HR_EUNPROC, "WAL record: malformed");
     return 0;
 }
 
+int ingest_label_add(labels_t *l, char *type_name, size_t cap, const char *k, const char *v, hr_err_t *err) {
+    if (!k || !v) return hr_fail(err, HR_EINVAL, "push: a label needs a name and a value");
+    if (!utf8_valid(v, strlen(v))) return hr_fail(err, HR_EINVAL, "push: label %s is not valid UTF-8", k);
+    if (!strcmp(k, "__name__")) {
+        snprintf(type_name, cap, "%s", v);
+        return 0;
+    }
+    if (!strncmp(k, "__", 2)) return 0;
+    if (!label_name_valid(k)) return hr_fail(err, HR_EINVAL, "push: invalid label name `%s`", k);
+    if (labels_set(l, k, v)) return hr_fail(err, HR_ENOMEM, "out of memory");
+    return 0;
+}
+
 int ingest_series_parse(const ingest_request_t *r, ingest_series_t *s, hr_err_t *err) {
     labels_init(&s->labels);
-    return appname_parse(r->name, s->app, sizeof s->app, &s->labels, err);
+    s->type_name[0] = 0;
+    if (!r->labels) return appname_parse(r->name, s->app, sizeof s->app, &s->labels, err);
+    snprintf(s->app, sizeof s->app, "%s", "unknown_service"); /* as for a push series without one */
+    size_t off = 0;
+    const char *k, *v;
+    int more;
+    while ((more = next_label(r->labels, r->labels_len, &off, &k, &v)) == 1)
+        if (ingest_label_add(&s->labels, s->type_name, sizeof s->type_name, k, v, err)) return -1;
+    return more < 0 ? hr_fail(err, HR_EINVAL, "malformed label set") : 0;
 }
 
 int ingest_series_finish(const ingest_request_t *r, ingest_series_t *s, const ingest_limits_t *lim, hr_err_t *err) {

@@ -44,6 +44,12 @@ typedef struct {
     size_t body_len;
     const uint8_t *prev_body; /* multipart `prev_profile` (pprof): deltas are computed (delta.h); NULL if absent */
     size_t prev_len;
+    /* The series' labels, for a pprof or JFR upload that carries them instead of a
+     * `name` (the scraper: no need to wrap a fetched pprof in a push body), packed
+     * by ingest_labels_pack; NULL when absent. As in a push series, __name__ names
+     * a pprof's profile type and service_name defaults to "unknown_service". */
+    const char *labels;
+    size_t labels_len;
 } ingest_request_t;
 
 typedef struct {
@@ -61,14 +67,26 @@ typedef struct {
  * ingest_to_batch checks every series again at the end. 0, or -1 with HR_EINVAL. */
 int ingest_check_labels(const labels_t *l, const ingest_limits_t *lim, hr_err_t *err);
 
+/* Appends l to out as a request's `labels`: name\0value\0 per label (C strings hold
+ * no NUL, so the form is unambiguous, and a decoded record can borrow it). */
+void ingest_labels_pack(const labels_t *l, buf_t *out);
+
+/* One label of a push-style series (push.v1, Parca's WriteRaw, a request's
+ * `labels`): __name__ is the profile type name (copied into type_name, cap bytes),
+ * other __-prefixed labels are Pyroscope-internal and dropped, names must be valid
+ * and values UTF-8. 0, or -1 with HR_EINVAL (HR_ENOMEM). */
+int ingest_label_add(labels_t *l, char *type_name, size_t cap, const char *name, const char *value, hr_err_t *err);
+
 /* The series a pprof, JFR or folded upload is stored under. */
 typedef struct {
     labels_t labels;
-    char app[512]; /* application name: service_name unless a label sets it */
+    char app[512];       /* application name: service_name unless a label sets it */
+    char type_name[128]; /* __name__ of carried labels; "": Pyroscope's rules decide */
 } ingest_series_t;
 
-/* Reads r's series from r->name (app.type{k=v}, appname.h). s->labels is
- * initialized either way: the caller destroys it. 0, or -1 with HR_EINVAL. */
+/* Reads r's series: from r->labels when it carries them (app "unknown_service"),
+ * else from r->name (app.type{k=v}, appname.h). s->labels is initialized either
+ * way: the caller destroys it. 0, or -1 with HR_EINVAL. */
 int ingest_series_parse(const ingest_request_t *r, ingest_series_t *s, hr_err_t *err);
 /* Sets service_name to s->app (unless a label set it) and pyroscope_spy to r's
  * spyName, then checks the labels against lim (ingest_check_labels). */

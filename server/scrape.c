@@ -8,6 +8,7 @@
  * flag), so a stop waits about a second, not for a 10 s CPU profile. */
 #include "server/scrape.h"
 
+#include <assert.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -22,7 +23,6 @@
 #include "ingest/pprof_edit.h"
 #include "server/app.h"
 #include "wire/client.h"
-#include "wire/push.pb-c.h"
 
 #define SCRAPE_MAX_JOBS 1024        /* (target, profile) pairs, one thread each */
 #define SCRAPE_STACK (1u << 20)     /* per job thread: a fetch, then the ingest path */
@@ -57,6 +57,7 @@ struct target;
 typedef struct {
     char name[64], path[512];
     const profile_kind_t *kind; /* NULL: a custom profile named unlike any kind */
+    buf_t labels;               /* its series labels, packed for ingest_request_t (series_labels) */
     int64_t period_ns;          /* from one fetch's start to the next */
     struct target *target;
     pthread_t thread;
@@ -137,6 +138,21 @@ static int parse_labels(json_t *t, target_t *out, hr_err_t *err) {
     return 0;
 }
 
+/* The series labels of a job's profiles: the target's (never none: job, instance,
+ * service_name), plus __name__ when the kind is known (the profile type's NAME, as
+ * Pyroscope's agents push it). */
+static int series_labels(job_t *j, hr_err_t *err) {
+    labels_t l;
+    labels_init(&l);
+    int rc = labels_copy(&l, &j->target->labels);
+    if (rc == 0 && j->kind) rc = labels_set(&l, "__name__", j->kind->type_name);
+    if (rc == 0) ingest_labels_pack(&l, &j->labels);
+    labels_destroy(&l);
+    if (rc || j->labels.oom) return hr_fail(err, HR_ENOMEM, "out of memory");
+    assert(j->labels.len); /* a NULL `labels` would make the request read `name` instead */
+    return 0;
+}
+
 static int parse_profiles(json_t *t, int cpu_seconds, target_t *out, hr_err_t *err) {
     json_t *profiles = json_object_get(t, "profiles");
     static const char *defaults[] = {"cpu", "heap", "allocs", "mutex", "block", "goroutine"};
@@ -146,14 +162,14 @@ static int parse_profiles(json_t *t, int cpu_seconds, target_t *out, hr_err_t *e
     if (!out->jobs) return hr_fail(err, HR_ENOMEM, "out of memory");
     for (size_t i = 0; i < n; i++) {
         json_t *p = profiles ? json_array_get(profiles, i) : json_string(defaults[i]);
-        job_t *j = &out->jobs[i];
+        job_t *j = &out->jobs[out->njobs++]; /* counted before it can fail: free_targets frees its labels */
+        j->target = out;
+        buf_init(&j->labels);
         int rc = profile_path(p, cpu_seconds, j, err);
         if (!profiles) json_decref(p);
-        if (rc) return -1;
-        j->target = out;
+        if (rc || series_labels(j, err)) return -1;
         /* CPU back to back: one cpu_seconds profile after another, whatever the interval. */
         j->period_ns = j->kind && j->kind->continuous ? cpu_seconds * 1000000000LL : out->interval_ns;
-        out->njobs++;
     }
     return 0;
 }
@@ -190,57 +206,14 @@ static void warn_long_profiles(const target_t *t, int cpu_seconds) {
              t->job, cpu_seconds, (long long)(t->interval_ns / 1000000000), cpu_seconds);
 }
 
-/* The push.v1 series labels: the target's, plus __name__ when the kind is known. */
-static Push__V1__LabelPair **series_labels(const job_t *j, Push__V1__LabelPair *pairs, size_t *n) {
-    const target_t *t = j->target;
-    Push__V1__LabelPair **pp = calloc(t->labels.n + 1, sizeof *pp);
-    if (!pp) return NULL;
-    size_t k = 0;
-    for (size_t i = 0; i < t->labels.n; i++, k++) {
-        push__v1__label_pair__init(&pairs[k]);
-        pairs[k].name = t->labels.v[i].name, pairs[k].value = t->labels.v[i].value;
-        pp[k] = &pairs[k];
-    }
-    if (j->kind) {
-        push__v1__label_pair__init(&pairs[k]);
-        pairs[k].name = "__name__", pairs[k].value = (char *)j->kind->type_name;
-        pp[k] = &pairs[k];
-        k++;
-    }
-    *n = k;
-    return pp;
-}
-
-/* Wraps a fetched pprof as a push.v1 request so it shares the push write path (and
- * the WAL record is a push any Pyroscope client could have sent). */
+/* Stores a fetched pprof under the job's series labels, through the same write
+ * path as uploads; the WAL record is the pprof with those labels. */
 static int store_profile(const job_t *j, const uint8_t *pprof, size_t n, hr_err_t *err) {
     const target_t *t = j->target;
-    Push__V1__LabelPair *pairs = calloc(t->labels.n + 1, sizeof *pairs);
-    size_t npairs = 0;
-    Push__V1__LabelPair **pp = pairs ? series_labels(j, pairs, &npairs) : NULL;
-    if (!pp) {
-        free(pairs);
-        return hr_fail(err, HR_ENOMEM, "out of memory");
-    }
-    Push__V1__RawSample sample = PUSH__V1__RAW_SAMPLE__INIT, *sp = &sample;
-    Push__V1__RawProfileSeries series = PUSH__V1__RAW_PROFILE_SERIES__INIT, *ser = &series;
-    Push__V1__PushRequest req = PUSH__V1__PUSH_REQUEST__INIT;
-    sample.raw_profile.data = (uint8_t *)pprof, sample.raw_profile.len = n;
-    series.n_labels = npairs, series.labels = pp, series.n_samples = 1, series.samples = &sp;
-    req.n_series = 1, req.series = &ser;
-    size_t len = push__v1__push_request__get_packed_size(&req);
-    uint8_t *body = malloc(len ? len : 1);
-    int rc = -1;
-    if (!body) {
-        hr_fail(err, HR_ENOMEM, "out of memory");
-    } else {
-        push__v1__push_request__pack(&req, body);
-        ingest_request_t r = {.tenant = t->tenant, .name = "", .format = INGEST_PUSH_PROTO,
-                              .received_ns = time_now_ns(), .body = body, .body_len = len};
-        rc = app_submit(t->owner->app, &r, n, err);
-    }
-    free(body), free(pairs), free(pp);
-    return rc;
+    ingest_request_t r = {.tenant = t->tenant, .name = "", .format = INGEST_PPROF, .received_ns = time_now_ns(),
+                          .body = pprof, .body_len = n, .labels = (const char *)j->labels.data,
+                          .labels_len = j->labels.len};
+    return app_submit(t->owner->app, &r, n, err);
 }
 
 /* Keeps the kind's sample types, then stores. */
@@ -311,6 +284,7 @@ static void *job_main(void *arg) {
 static void free_targets(scraper_t *s) {
     for (size_t i = 0; i < s->ntargets; i++) {
         labels_destroy(&s->targets[i].labels);
+        for (size_t k = 0; k < s->targets[i].njobs; k++) buf_free(&s->targets[i].jobs[k].labels);
         free(s->targets[i].jobs);
     }
     free(s->targets);

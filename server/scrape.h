@@ -31,7 +31,8 @@
  * flight.
  *
  * Scraped profiles are labelled service_name=job, job, instance (host:port) and
- * the target's labels, and are stored through the same write path as pushes. */
+ * the target's labels, and are stored through the same write path as uploads
+ * (ingest/pipeline.h): each is a pprof request carrying those labels. */
 #ifndef HEARTH_SCRAPE_H
 #define HEARTH_SCRAPE_H
 

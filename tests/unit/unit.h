@@ -62,7 +62,7 @@ void unit_tmpdir(const char *name, char *out, size_t n);
     X(test_flamebearer_layout) X(test_top_and_folded)                                \
     X(test_max_nodes) X(test_diff_layout) X(test_gauge_average) X(test_pprof_output) X(test_base64) X(test_pbjson) X(test_delta) \
     X(test_block_types) X(test_pprof_keep_types) X(test_negative_gauges_dropped)                  \
-    X(test_render_table) X(test_catalog_answers)
+    X(test_render_table) X(test_catalog_answers) X(test_request_labels)
 
 #define DECLARE(name) void name(void);
 UNIT_TESTS(DECLARE)
