@@ -11,18 +11,20 @@
 #include "ingest/push.h"
 #include "wire/gzip.h"
 
-/* code, name, `/ingest?format=` values, sniffer, decoder (format.h). On a tie,
- * sniffing prefers the earlier row. */
+/* code, name, `/ingest?format=` values, needs a body, sniffer, decoder (format.h).
+ * On a tie, sniffing prefers the earlier row. An empty pprof would decode as an
+ * empty profile, so the row refuses it; empty text is no stacks, and a push body
+ * names its own series. */
 static const ingest_format_desc_t FORMATS[] = {
-    {INGEST_PPROF, "pprof", "pprof", pprof_sniff, pprof_ingest},
-    {INGEST_FOLDED, "folded", "folded groups collapsed", folded_sniff, folded_ingest},
-    {INGEST_LINES, "lines", "lines", NULL, lines_ingest},
-    {INGEST_PUSH_PROTO, "push.v1", NULL, NULL, push_ingest_proto},
-    {INGEST_PUSH_JSON, "push.v1 JSON", NULL, NULL, push_ingest_json},
-    {INGEST_PARCA_JSON, "Parca WriteRaw JSON", NULL, NULL, parca_ingest_json},
-    {INGEST_JFR, "jfr", "jfr", jfr_sniff, jfr_ingest},
+    {INGEST_PPROF, "pprof", "pprof", 1, pprof_sniff, pprof_ingest},
+    {INGEST_FOLDED, "folded", "folded groups collapsed", 0, folded_sniff, folded_ingest},
+    {INGEST_LINES, "lines", "lines", 0, NULL, lines_ingest},
+    {INGEST_PUSH_PROTO, "push.v1", NULL, 0, NULL, push_ingest_proto},
+    {INGEST_PUSH_JSON, "push.v1 JSON", NULL, 0, NULL, push_ingest_json},
+    {INGEST_PARCA_JSON, "Parca WriteRaw JSON", NULL, 0, NULL, parca_ingest_json},
+    {INGEST_JFR, "jfr", "jfr", 1, jfr_sniff, jfr_ingest},
     /* Pyroscope's other upload formats: named, so refused as such rather than read as folded. */
-    {0, "trie", "trie tree speedscope", NULL, NULL},
+    {0, "trie", "trie tree speedscope", 0, NULL, NULL},
 };
 #define NFORMATS (sizeof FORMATS / sizeof *FORMATS)
 

@@ -712,10 +712,8 @@ int jfr_decode(const uint8_t *body, size_t n, const jfr_opts_t *o, batch_t *b, h
 }
 
 int jfr_ingest(const ingest_request_t *r, const ingest_limits_t *lim, batch_t *b, hr_err_t *err) {
-    if (!r->body_len) return hr_fail(err, HR_EUNPROC, "empty profile: the body holds no profile data");
     ingest_series_t s;
-    int rc = ingest_series_parse(r, &s, err);
-    if (rc == 0) rc = ingest_series_finish(r, &s, lim, err);
+    int rc = ingest_series_read(r, lim, &s, err);
     jfr_opts_t o = {.base = &s.labels,
                     .time_ns = r->has_from ? r->from_ns : 0,
                     .duration_ns = r->has_from && r->has_until ? r->until_ns - r->from_ns : 0,

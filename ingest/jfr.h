@@ -43,7 +43,7 @@ typedef struct {
 int jfr_decode(const uint8_t *body, size_t n, const jfr_opts_t *o, batch_t *b, hr_err_t *err);
 
 /* The ingest format `jfr` (format.h): a recording under the request's series, at
- * `from` (else the first chunk's start). An empty body is refused (HR_EUNPROC). */
+ * `from` (else the first chunk's start). */
 int jfr_ingest(const ingest_request_t *r, const ingest_limits_t *lim, batch_t *b, hr_err_t *err);
 /* SURE when the content (inflated, if gzipped) starts with the chunk magic FLR\0. */
 ingest_sniff_t jfr_sniff(const ingest_peek_t *pk);

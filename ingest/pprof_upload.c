@@ -90,10 +90,8 @@ static int decode(const ingest_request_t *r, const ingest_limits_t *lim, const i
 }
 
 int pprof_ingest(const ingest_request_t *r, const ingest_limits_t *lim, batch_t *b, hr_err_t *err) {
-    if (!r->body_len) return hr_fail(err, HR_EUNPROC, "empty profile: the body holds no profile data");
     ingest_series_t s;
-    int rc = ingest_series_parse(r, &s, err);
-    if (rc == 0) rc = ingest_series_finish(r, &s, lim, err);
+    int rc = ingest_series_read(r, lim, &s, err);
     if (rc == 0) rc = decode(r, lim, &s, b, err);
     labels_destroy(&s.labels);
     return rc;

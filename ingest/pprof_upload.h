@@ -9,7 +9,7 @@
 
 #include "ingest/format.h"
 
-/* An empty body is refused (HR_EUNPROC): it holds no profile. */
+/* The ingest format `pprof`: one upload, gzipped or not, under the request's series. */
 int pprof_ingest(const ingest_request_t *r, const ingest_limits_t *lim, batch_t *b, hr_err_t *err);
 /* MAYBE when gzipped or binary: profile.proto has no magic number. */
 ingest_sniff_t pprof_sniff(const ingest_peek_t *pk);

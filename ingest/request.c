@@ -146,6 +146,11 @@ int ingest_series_finish(const ingest_request_t *r, ingest_series_t *s, const in
     return ingest_check_labels(&s->labels, lim, err);
 }
 
+int ingest_series_read(const ingest_request_t *r, const ingest_limits_t *lim, ingest_series_t *s, hr_err_t *err) {
+    if (ingest_series_parse(r, s, err)) return -1;
+    return ingest_series_finish(r, s, lim, err);
+}
+
 int ingest_check_labels(const labels_t *l, const ingest_limits_t *lim, hr_err_t *err) {
     if (lim->max_labels && l->n > lim->max_labels)
         return hr_fail(err, HR_EINVAL, "a series has %zu labels, over the limit of %zu", l->n, lim->max_labels);
@@ -211,6 +216,7 @@ static int check_values(const batch_t *b, hr_err_t *err) {
 int ingest_to_batch(const ingest_request_t *r, const ingest_limits_t *lim, batch_t *b, hr_err_t *err) {
     const ingest_format_desc_t *f = ingest_format_of(r->format);
     if (!f) return hr_fail(err, HR_EINVAL, "unknown ingest format %d", (int)r->format);
+    if (f->needs_body && !r->body_len) return hr_fail(err, HR_EUNPROC, "empty profile: the body holds no profile data");
     if (f->decode(r, lim, b, err) || check_labels(b, lim, err)) return -1;
     drop_negative_gauges(b);
     return check_values(b, err);

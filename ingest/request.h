@@ -91,6 +91,8 @@ int ingest_series_parse(const ingest_request_t *r, ingest_series_t *s, hr_err_t 
 /* Sets service_name to s->app (unless a label set it) and pyroscope_spy to r's
  * spyName, then checks the labels against lim (ingest_check_labels). */
 int ingest_series_finish(const ingest_request_t *r, ingest_series_t *s, const ingest_limits_t *lim, hr_err_t *err);
+/* Both, for formats that store under the request's series as it is (pprof, JFR). */
+int ingest_series_read(const ingest_request_t *r, const ingest_limits_t *lim, ingest_series_t *s, hr_err_t *err);
 
 /* Appends the WAL form of r. */
 void ingest_request_encode(const ingest_request_t *r, buf_t *out);

@@ -549,24 +549,29 @@ static int request_batch(const ingest_request_t *r, batch_t *b) {
     return ingest_to_batch(r, &lim, b, &err);
 }
 
+/* Packs NULL-terminated name/value pairs as a request's labels into out (fresh). */
+static void pack_pairs(const char *const *kv, buf_t *out) {
+    labels_t l;
+    labels_init(&l);
+    for (size_t i = 0; kv[i]; i += 2) labels_set(&l, kv[i], kv[i + 1]);
+    buf_init(out);
+    ingest_labels_pack(&l, out);
+    labels_destroy(&l);
+}
+
 /* A pprof request carrying its series labels (the scraper's) stores exactly what the
  * same pprof pushed under those labels stores, and its WAL record (version 3) keeps
  * them; records without labels stay version 2, which older binaries replay. */
 void test_request_labels(void) {
     size_t n, len;
     unsigned char *blk = unit_read("pprof/go-runtime-block.pb.gz", &n);
-    uint8_t *pushed = push_body("block", blk, n, &len);
-    ingest_request_t push = {.tenant = "anonymous", .name = "", .format = INGEST_PUSH_PROTO, .received_ns = 1,
-                             .body = pushed, .body_len = len};
-    labels_t l;
-    labels_init(&l);
-    labels_set(&l, "service_name", "t");
-    labels_set(&l, "__name__", "block");
     buf_t packed;
-    buf_init(&packed);
-    ingest_labels_pack(&l, &packed);
+    pack_pairs((const char *const[]){"service_name", "t", "__name__", "block", NULL}, &packed);
     ingest_request_t labelled = {.tenant = "anonymous", .name = "", .format = INGEST_PPROF, .received_ns = 1,
                                  .body = blk, .body_len = n, .labels = (char *)packed.data, .labels_len = packed.len};
+    ingest_request_t push = labelled; /* the same pprof, pushed with the same labels (push_body) */
+    uint8_t *pushed = push_body("block", blk, n, &len);
+    push.format = INGEST_PUSH_PROTO, push.body = pushed, push.body_len = len, push.labels = NULL;
     batch_t a, b;
     CHECK(request_batch(&push, &a) == 0 && request_batch(&labelled, &b) == 0);
     CHECK_INT(b.n, a.n);
@@ -598,23 +603,16 @@ void test_request_labels(void) {
     buf_free(&rec);
 
     /* As in a push: no service_name means unknown_service, __-labels are dropped, bad names refused. */
-    labels_t m;
-    labels_init(&m);
-    labels_set(&m, "env", "prod");
-    labels_set(&m, "__internal", "x");
     buf_t p2;
-    buf_init(&p2);
-    ingest_labels_pack(&m, &p2);
+    pack_pairs((const char *const[]){"env", "prod", "__internal", "x", NULL}, &p2);
     labelled.labels = (char *)p2.data, labelled.labels_len = p2.len;
     CHECK(request_batch(&labelled, &b) == 0 && b.n == 2);
     CHECK_STR(labels_get(&b.p[0].labels, "service_name"), "unknown_service");
     CHECK(labels_get(&b.p[0].labels, "__internal") == NULL);
     CHECK_STR(b.p[0].profile_type, "mutex:contentions:count:contentions:count"); /* no __name__: Pyroscope's default */
     batch_destroy(&b);
-    labels_set(&m, "bad-name", "x");
     buf_free(&p2);
-    buf_init(&p2);
-    ingest_labels_pack(&m, &p2);
+    pack_pairs((const char *const[]){"env", "prod", "bad-name", "x", NULL}, &p2);
     labelled.labels = (char *)p2.data, labelled.labels_len = p2.len;
     CHECK(request_batch(&labelled, &b) == -1);
     batch_destroy(&b);
@@ -625,9 +623,7 @@ void test_request_labels(void) {
     CHECK(request_batch(&folded, &b) == -1);
     batch_destroy(&b);
     buf_free(&p2);
-    labels_destroy(&m);
     buf_free(&packed);
-    labels_destroy(&l);
     free(pushed);
     free(blk);
 }
