@@ -12,17 +12,17 @@
 #include "wire/gzip.h"
 
 /* code, name, `/ingest?format=` values, needs a body, sniffer, decoder (format.h).
- * On a tie, sniffing prefers the earlier row. An empty pprof would decode as an
- * empty profile, so the row refuses it; empty text is no stacks, and a push body
- * names its own series. */
+ * On a tie, sniffing prefers the earlier row; ingest_format_names lists in table
+ * order. An empty pprof would decode as an empty profile, so the row refuses it;
+ * empty text is no stacks, and a push body names its own series. */
 static const ingest_format_desc_t FORMATS[] = {
     {INGEST_PPROF, "pprof", "pprof", 1, pprof_sniff, pprof_ingest},
+    {INGEST_JFR, "jfr", "jfr", 1, jfr_sniff, jfr_ingest},
     {INGEST_FOLDED, "folded", "folded groups collapsed", 0, folded_sniff, folded_ingest},
     {INGEST_LINES, "lines", "lines", 0, NULL, lines_ingest},
     {INGEST_PUSH_PROTO, "push.v1", NULL, 0, NULL, push_ingest_proto},
     {INGEST_PUSH_JSON, "push.v1 JSON", NULL, 0, NULL, push_ingest_json},
     {INGEST_PARCA_JSON, "Parca WriteRaw JSON", NULL, 0, NULL, parca_ingest_json},
-    {INGEST_JFR, "jfr", "jfr", 1, jfr_sniff, jfr_ingest},
     /* Pyroscope's other upload formats: named, so refused as such rather than read as folded. */
     {0, "trie", "trie tree speedscope", 0, NULL, NULL},
 };
@@ -50,6 +50,19 @@ const ingest_format_desc_t *ingest_format_named(const char *name) {
     for (size_t i = 0; i < NFORMATS; i++)
         if (listed(FORMATS[i].aliases, name)) return &FORMATS[i];
     return NULL;
+}
+
+/* A row `/ingest?format=` can name and Hearth reads. */
+static int nameable(const ingest_format_desc_t *f) { return f->aliases && f->decode; }
+
+void ingest_format_names(buf_t *out) {
+    size_t n = 0, k = 0;
+    for (size_t i = 0; i < NFORMATS; i++) n += nameable(&FORMATS[i]);
+    for (size_t i = 0; i < NFORMATS; i++) {
+        if (!nameable(&FORMATS[i])) continue;
+        buf_printf(out, "%s%s", k == 0 ? "" : k + 1 == n ? " or " : ", ", FORMATS[i].name);
+        k++;
+    }
 }
 
 /* The first bytes of a gzip stream, inflated (at most n); returns how many. */

@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/buf.h"
 #include "common/err.h"
 #include "ingest/request.h"
 #include "storage/batch.h"
@@ -57,6 +58,9 @@ const ingest_format_desc_t *ingest_format_of(ingest_format_t code);
 /* The row a `/ingest?format=` value names (its decode is NULL for a format Hearth
  * does not read yet), or NULL for a name no row has. */
 const ingest_format_desc_t *ingest_format_named(const char *name);
+/* The names of the formats `/ingest?format=` takes and Hearth reads, in table order,
+ * as "a, b or c" (for a refusal's message). */
+void ingest_format_names(buf_t *out);
 /* The format of an upload that does not name one (`/ingest` without `format`,
  * `hearth push` without --format), from its bytes: JFR by its magic (gzipped or
  * not), pprof when gzipped or binary, folded when text (and when empty). Pyroscope

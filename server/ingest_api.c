@@ -59,8 +59,16 @@ static int choose_body(http_req_t *req, ingest_request_t *r, http_resp_t *resp) 
     r->body_len = req->body.len;
     /* Unnamed, the bytes decide (Pyroscope would read it as folded). */
     const ingest_format_desc_t *f = fmt ? ingest_format_named(fmt) : ingest_sniff(r->body, r->body_len);
-    if (f && !f->decode)
-        return http_error(resp, 422, "format `%s` is not supported by Hearth yet (use pprof, jfr, folded or lines)", fmt), -1;
+    if (f && !f->decode) {
+        buf_t names;
+        buf_init(&names);
+        ingest_format_names(&names);
+        buf_putc(&names, 0);
+        http_error(resp, 422, "format `%s` is not supported by Hearth yet (use %s)", fmt,
+                   names.oom ? "?" : (const char *)names.data);
+        buf_free(&names);
+        return -1;
+    }
     r->format = f ? f->code : INGEST_FOLDED; /* Pyroscope reads any other format as folded */
     return 0;
 }
