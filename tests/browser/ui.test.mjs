@@ -116,6 +116,10 @@ async function autocomplete(page) {
   await page.keyboard.press('Enter');
   await page.waitForFunction(() => new URL(location.href).searchParams.get('query').endsWith('{env="canary"}'));
   await waitGraph(page);
+  // waitGraph may see the previous (all-env) graph before the new one replaces it on a busy
+  // machine: wait for the canary's total, and report what was drawn if it never comes.
+  await page.waitForFunction((t) => Number(document.querySelector('.flame-canvas')?.dataset.total) === t,
+    E.canaryTotal, { timeout: 15000 }).catch(() => {});
   const total = await page.$eval('.flame-canvas', (c) => Number(c.dataset.total));
   check(total === E.canaryTotal, `canary total ${total} == ${E.canaryTotal}`);
 }
