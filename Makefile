@@ -5,7 +5,9 @@ CC       ?= cc
 PKGS      = libmicrohttpd sqlite3 libzstd libprotobuf-c jansson zlib libcurl re2
 CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -I. -Ibuild/gen
 CXXFLAGS_BASE = -std=c++17 -Wall -Wextra -Werror -I.
-OPT      ?= -O2 -g
+# The release build compiles assert() out (-DNDEBUG); the asan, tsan and fuzz builds
+# keep the invariant checks on (CONTRIBUTING.md, "Habits the code keeps").
+OPT      ?= -O2 -g -DNDEBUG
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
 

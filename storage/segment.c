@@ -1,6 +1,7 @@
 /* segment.c - see segment.h. */
 #include "storage/segment.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,6 +73,7 @@ int segment_add(segment_t *s, uint32_t series, int64_t time_ns, int64_t duration
     if (time_ns < s->min_time) s->min_time = time_ns;
     if (time_ns > s->max_time) s->max_time = time_ns;
     free(p);
+    assert(segment_row_valid(s, s->nprofiles - 1));
     return 0;
 oom:
     free(p);
@@ -111,8 +113,10 @@ int segment_add_spans(segment_t *s, const span_sample_t *p, size_t n) {
     memcpy(at, p, n * sizeof *p);
     size_t k = span_samples_fold(at, n);
     seg_profile_t *row = &s->profiles[s->nprofiles - 1];
+    assert(row->nspans == 0); /* once per profile: its span samples are one sorted run */
     row->nspans += (uint32_t)k;
     s->nspans += k;
+    assert(segment_row_valid(s, s->nprofiles - 1));
     return 0;
 }
 
@@ -152,4 +156,19 @@ int segment_sorted_order(const segment_t *s, uint32_t **order) {
     qsort_r(o, s->nprofiles, sizeof *o, cmp_row, (void *)s);
     *order = o;
     return 0;
+}
+
+int segment_row_valid(const segment_t *s, size_t i) {
+    const seg_profile_t *row = &s->profiles[i];
+    if (row->first + row->nsamples > s->nsamples || row->span_first + row->nspans > s->nspans) return 0;
+    for (uint32_t j = 0; j < row->nsamples; j++) {
+        uint32_t st = s->stacks[row->first + j];
+        if (st >= s->sym->nstacks || (j && st <= s->stacks[row->first + j - 1])) return 0;
+    }
+    for (uint32_t j = 0; j < row->nspans; j++) {
+        const span_sample_t *p = &s->spans[row->span_first + j];
+        if (!p->span || p->stack >= s->sym->nstacks) return 0;
+        if (j && (p->stack < p[-1].stack || (p->stack == p[-1].stack && p->span <= p[-1].span))) return 0;
+    }
+    return 1;
 }

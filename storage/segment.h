@@ -92,4 +92,10 @@ size_t segment_bytes(const segment_t *s);
 /* Sorts *order (nprofiles indices) by (series, time): the block row order. */
 int segment_sorted_order(const segment_t *s, uint32_t **order);
 
+/* 1 when row i holds what segment_add and segment_add_spans leave and what block
+ * encoding (stack deltas) and merges (stack ids as indexes) rely on: samples strictly
+ * ascending by stack, span samples strictly ascending by (stack, span) without span 0,
+ * every stack id in s->sym's range. For assert(): it reads the whole row. */
+int segment_row_valid(const segment_t *s, size_t i);
+
 #endif
