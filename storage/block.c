@@ -838,6 +838,7 @@ static int image_matches(const segment_t *s, const uint8_t *img, size_t n, hr_er
     if (!ix) return 0;
     size_t cap = s->nprofiles ? s->nprofiles : 1, na = 0, nb = 0, nc = 0;
     row_t *a = malloc(cap * sizeof *a), *b = malloc(cap * sizeof *b), *c = malloc(cap * sizeof *c);
+    if (!a || !b || !c) hr_fail(err, HR_ENOMEM, "out of memory");
     int ok = a && b && c && ix->totals->nprofiles == s->nprofiles;
     if (ok) rows_of(s, a, &na, 0);
     for (size_t i = 0; i < ix->nparts && ok; i++) {
@@ -873,6 +874,7 @@ static int image_matches(const segment_t *s, const uint8_t *img, size_t n, hr_er
 static int verify_image(const segment_t *s, const buf_t *img, hr_err_t *err) {
     hr_err_t derr = {0};
     if (image_matches(s, img->data, img->len, &derr)) return 0;
+    if (derr.code == HR_ENOMEM) return hr_fail(err, HR_ENOMEM, "out of memory verifying a block");
     return hr_fail(err, HR_EINTERNAL, "refusing to write a block that does not read back as written%s%s",
                    derr.msg[0] ? ": " : "", derr.msg);
 }
