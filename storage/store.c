@@ -91,7 +91,7 @@ store_t *store_open(const store_config_t *cfg, hr_err_t *err) {
     for (size_t i = 0; i < n; i++) s->blocks[i] = (block_t){.meta = metas[i]};
     s->nblocks = n;
     free(metas);
-    for (size_t i = 0; i < n; i++) bcache_attach(s, &s->blocks[i]); /* footers only: no partition is decoded */
+    for (size_t i = 0; i < n; i++) bcache_attach(s, &s->blocks[i], NULL); /* footers only: no partition is decoded */
     remove_all_orphans(s);
     return s;
 fail:
@@ -285,7 +285,7 @@ int store_cut(store_t *s, hr_err_t *err) {
     block_t *fresh = calloc(n, sizeof *fresh);
     for (size_t k = 0; fresh && k < n; k++) {
         fresh[k].meta = metas[k];
-        bcache_attach(s, &fresh[k]);
+        bcache_attach(s, &fresh[k], NULL);
     }
     /* Swap: the written heads become blocks, atomically for readers. */
     pthread_rwlock_wrlock(&s->data);
@@ -341,15 +341,17 @@ static int part_wanted(const block_part_t *p, const store_filter_t *f) {
 }
 
 /* Queues the block's wanted partitions into the batch (running it when full), or
- * hands fn the block's footer totals when they suffice. */
+ * hands fn the block's footer totals when they suffice. A bad block is skipped; one
+ * whose footer does not load for a passing reason fails the scan (err). */
 static int scan_block(store_t *s, size_t i, const store_filter_t *f, want_t *batch, size_t *nb, store_segment_fn fn,
-                      void *ctx) {
+                      void *ctx, hr_err_t *err) {
     block_t *b = &s->blocks[i];
     pthread_mutex_lock(&s->cache_mu); /* a footer that failed to load for a passing reason: retry */
-    if (!b->ix && !b->bad) bcache_attach(s, b);
+    if (!b->ix && !b->bad) bcache_attach(s, b, err);
     const block_index_t *ix = b->ix; /* set once, under cache_mu; stable while data is held */
+    int bad = b->bad;
     pthread_mutex_unlock(&s->cache_mu);
-    if (!ix) return 0;
+    if (!ix) return bad ? 0 : -1;
     if (f->totals_only && ix->totals) return fn(ctx, ix->totals); /* no partition decoded */
     int rc = 0;
     for (size_t p = 0; p < ix->nparts && rc == 0; p++) {
@@ -359,9 +361,9 @@ static int scan_block(store_t *s, size_t i, const store_filter_t *f, want_t *bat
          * series instead of every profile. */
         int view = f->merged_ok && bp->merged && bp->min_time >= f->from && bp->max_time <= f->until ? BLOCK_VIEW_MERGED
                                                                                                    : BLOCK_VIEW_ROWS;
-        batch[(*nb)++] = (want_t){s, i, p, view, NULL};
+        batch[(*nb)++] = (want_t){s, i, p, view, NULL, {0}};
         if (*nb == DECODE_BATCH) {
-            rc = bcache_run_batch(s, batch, *nb, fn, ctx);
+            rc = bcache_run_batch(s, batch, *nb, fn, ctx, err);
             *nb = 0;
         }
     }
@@ -369,16 +371,17 @@ static int scan_block(store_t *s, size_t i, const store_filter_t *f, want_t *bat
 }
 
 /* One scan; `data` held for reading. */
-static int scan_locked(store_t *s, const char *tenant, const store_filter_t *f, store_segment_fn fn, void *ctx) {
+static int scan_locked(store_t *s, const char *tenant, const store_filter_t *f, store_segment_fn fn, void *ctx,
+                       hr_err_t *err) {
     int rc = 0;
     want_t batch[DECODE_BATCH];
     size_t nb = 0;
     for (size_t i = 0; i < s->nblocks && rc == 0; i++) {
         const block_meta_t *m = &s->blocks[i].meta;
         if (strcmp(m->tenant, tenant) || m->max_time < f->from || m->min_time > f->until) continue;
-        rc = scan_block(s, i, f, batch, &nb, fn, ctx);
+        rc = scan_block(s, i, f, batch, &nb, fn, ctx, err);
     }
-    if (nb && rc == 0) rc = bcache_run_batch(s, batch, nb, fn, ctx); /* queued, not yet pinned */
+    if (nb && rc == 0) rc = bcache_run_batch(s, batch, nb, fn, ctx, err); /* queued, not yet pinned */
     for (size_t i = 0; i < s->nheads && rc == 0; i++) {
         const segment_t *seg = s->heads[i].seg;
         if (strcmp(s->heads[i].tenant, tenant) || !seg->nprofiles || seg->max_time < f->from ||
@@ -395,12 +398,11 @@ int store_scan(store_t *s, const char *tenant, const store_filter_t *f, store_se
 
 int store_scan_passes(store_t *s, const char *tenant, const store_filter_t *f, size_t n, store_pass_fn pass,
                       store_segment_fn fn, void *ctx, hr_err_t *err) {
-    (void)err;
     pthread_rwlock_rdlock(&s->data);
     int rc = 0;
     for (size_t k = 0; k < n && rc == 0; k++) {
         if (pass) pass(ctx, k);
-        rc = scan_locked(s, tenant, &f[k], fn, ctx);
+        rc = scan_locked(s, tenant, &f[k], fn, ctx, err);
     }
     pthread_rwlock_unlock(&s->data);
     return rc;
