@@ -23,6 +23,9 @@ typedef struct {
     char tenant[128];
     segment_t *seg;
     int64_t opened_ns; /* wall clock of the head's first ingest */
+    /* Room in seg promised to ingests between their stage and their commit (store.c):
+     * seg always has room for these beyond what it holds. */
+    size_t staged_profiles, staged_samples, staged_spans;
 } head_t;
 
 #define DECODE_BATCH 8 /* partitions pinned at once by a scan */
