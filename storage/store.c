@@ -341,13 +341,41 @@ int store_write_block(store_t *s, const char *tenant, const segment_t *seg, bloc
     return 0;
 }
 
+/* What a cut needs after its catalog commit, allocated before it: once the catalog
+ * holds the blocks and the WAL has moved past their data, nothing may fail, or the
+ * heads would stay beside blocks holding the same profiles (a retry would write them
+ * again). 0, or -1 (OOM). */
+static int cut_prepare(store_t *s, block_t **fresh, segment_t ***empty) {
+    size_t full = 0;
+    *fresh = calloc(s->nheads ? s->nheads : 1, sizeof **fresh);
+    *empty = calloc(s->nheads ? s->nheads : 1, sizeof **empty); /* the written heads' successors */
+    if (!*fresh || !*empty) return -1;
+    for (size_t i = 0; i < s->nheads; i++) {
+        if (!s->heads[i].seg->nprofiles) continue;
+        if (!((*empty)[i] = segment_new())) return -1;
+        full++;
+    }
+    pthread_rwlock_wrlock(&s->data); /* only cuts add blocks, one at a time: the room stays */
+    int rc = VEC_RESERVE(s->blocks, s->blocks_cap, s->nblocks + full);
+    pthread_rwlock_unlock(&s->data);
+    return rc;
+}
+
+static void cut_unprepare(store_t *s, block_t *fresh, segment_t **empty) {
+    for (size_t i = 0; empty && i < s->nheads; i++) segment_free(empty[i]);
+    free(empty);
+    free(fresh);
+}
+
 int store_cut(store_t *s, hr_err_t *err) {
     pthread_rwlock_wrlock(&s->cut);
     /* No ingest is running now, so the heads are stable and readers may keep
      * reading them while the blocks are written. */
     size_t n = 0;
     block_meta_t *metas = calloc(s->nheads ? s->nheads : 1, sizeof *metas);
-    int rc = metas ? 0 : hr_fail(err, HR_ENOMEM, "out of memory");
+    block_t *fresh = NULL;
+    segment_t **empty = NULL;
+    int rc = metas && cut_prepare(s, &fresh, &empty) == 0 ? 0 : hr_fail(err, HR_ENOMEM, "out of memory");
     for (size_t i = 0; i < s->nheads && rc == 0; i++) {
         if (s->heads[i].seg->nprofiles == 0) continue;
         rc = store_write_block(s, s->heads[i].tenant, s->heads[i].seg, &metas[n], err); /* `cut` held: heads stable */
@@ -366,36 +394,29 @@ int store_cut(store_t *s, hr_err_t *err) {
         goto out;
     }
     /* The new blocks' footers are read before the swap (I/O outside the data lock);
-     * their partitions load on first use. */
-    block_t *fresh = calloc(n, sizeof *fresh);
-    for (size_t k = 0; fresh && k < n; k++) {
+     * their partitions load on first use, and a footer that fails to load now loads
+     * on the next scan. */
+    for (size_t k = 0; k < n; k++) {
         fresh[k].meta = metas[k];
         bcache_attach(s, &fresh[k], NULL);
     }
     /* Swap: the written heads become blocks, atomically for readers. */
     pthread_rwlock_wrlock(&s->data);
     pthread_mutex_lock(&s->cache_mu);
-    if (fresh && VEC_RESERVE(s->blocks, s->blocks_cap, s->nblocks + n) == 0) {
-        for (size_t k = 0; k < n; k++) s->blocks[s->nblocks++] = fresh[k];
-        for (size_t i = 0; i < s->nheads; i++) {
-            if (s->heads[i].seg->nprofiles == 0) continue;
-            segment_free(s->heads[i].seg);
-            s->heads[i].seg = segment_new();
-            if (!s->heads[i].seg) rc = hr_fail(err, HR_ENOMEM, "out of memory");
-        }
-    } else {
-        /* The catalog has the blocks and the WAL moved on: a restart reads them. Until
-         * then the heads keep serving their data. */
-        for (size_t k = 0; fresh && k < n; k++) bcache_drop_locked(s, &fresh[k]);
-        rc = hr_fail(err, HR_ENOMEM, "out of memory");
+    for (size_t k = 0; k < n; k++) s->blocks[s->nblocks++] = fresh[k];
+    for (size_t i = 0; i < s->nheads; i++) {
+        if (!empty[i]) continue;
+        segment_free(s->heads[i].seg);
+        s->heads[i].seg = empty[i];
+        empty[i] = NULL;
     }
-    free(fresh);
     s->cuts++; /* under data, like every counter store_stats reads */
     pthread_mutex_unlock(&s->cache_mu);
     pthread_rwlock_unlock(&s->data);
     wal_remove_upto(s->wal, closed);
     log_info("head.cut", "blocks=%zu wal_checkpoint=%u", n, closed);
 out:
+    cut_unprepare(s, fresh, empty);
     free(metas);
     pthread_rwlock_unlock(&s->cut);
     return rc;
