@@ -202,6 +202,9 @@ int store_compact(store_t *s, hr_err_t *err) {
     pthread_rwlock_unlock(&s->data);
     block_t merged = {0};
     block_meta_t meta;
+    /* Allocated before the catalog swaps the run out: after that nothing may fail. */
+    char (*paths)[4096] = rc == 1 ? malloc(r.n * sizeof *paths) : NULL;
+    if (rc == 1 && !paths) rc = hr_fail(err, HR_ENOMEM, "out of memory");
     if (rc == 1 && compact_run(s, &r, &meta, err)) rc = -1;
     if (rc == 1 && index_replace_blocks(s->index, &meta, r.ids, r.n, err)) {
         char full[4096];
@@ -213,20 +216,14 @@ int store_compact(store_t *s, hr_err_t *err) {
         merged.meta = meta;
         bcache_attach(s, &merged, NULL); /* its footer, outside the locks; a scan retries a passing failure */
     }
-    char (*paths)[4096] = rc == 1 ? malloc(r.n * sizeof *paths) : NULL;
     int np = 0;
     pthread_rwlock_wrlock(&s->data);
     pthread_mutex_lock(&s->cache_mu);
     for (size_t k = 0; k < r.nsegs; k++) s->blocks[r.pins[k].block].parts[2 * r.pins[k].part + BLOCK_VIEW_ROWS].refs--;
     if (rc == 1) {
-        if (paths) {
-            np = swap_in_locked(s, &r, &merged, paths);
-            s->compactions++; /* under data: store_stats reads them under it */
-            s->compacted_blocks += r.n;
-        } else { /* the catalog is ahead of memory: still correct (the old files stay); reopen reconciles */
-            bcache_drop_locked(s, &merged);
-            rc = hr_fail(err, HR_ENOMEM, "out of memory");
-        }
+        np = swap_in_locked(s, &r, &merged, paths);
+        s->compactions++; /* under data: store_stats reads them under it */
+        s->compacted_blocks += r.n;
     }
     bcache_evict_locked(s);
     pthread_mutex_unlock(&s->cache_mu);
