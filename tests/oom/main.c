@@ -135,9 +135,7 @@ static void subject_reopen(subject_t *x) {
 static void subject_destroy(subject_t *x) {
     merge_result_destroy(&x->base);
     store_close(x->s);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", x->dir);
-    if (system(cmd) != 0) fprintf(stderr, "oom: could not remove %s\n", x->dir);
+    unit_rmtree(x->dir);
 }
 
 static void must(int ok, const char *what) {
@@ -474,10 +472,5 @@ int main(int argc, char **argv) {
         else bad++;
     }
     for (size_t i = 0; i < sizeof UPLOADS / sizeof *UPLOADS; i++) free(UPLOADS[i].body);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", U.tmpdir);
-    if (system(cmd) != 0) fprintf(stderr, "oom: could not remove %s\n", U.tmpdir);
-    fprintf(stderr, "%d checks passed, %d failed\n", U.passed, U.failed);
-    printf("oom: %d passed, %d failed\n", ok, bad);
-    return U.failed ? 1 : 0;
+    return unit_finish("oom", ok, bad);
 }

@@ -20,10 +20,5 @@ int main(int argc, char **argv) {
     }
     UNIT_TESTS(RUN)
 #undef RUN
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", U.tmpdir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", U.tmpdir);
-    fprintf(stderr, "%d checks passed, %d failed\n", U.passed, U.failed);
-    printf("unit: %d passed, %d failed\n", tests_ok, tests_bad);
-    return U.failed ? 1 : 0;
+    return unit_finish("unit", tests_ok, tests_bad);
 }

@@ -23,6 +23,19 @@ unsigned char *unit_read(const char *rel, size_t *n) {
     return d;
 }
 
+void unit_rmtree(const char *dir) {
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}
+
+int unit_finish(const char *suite, int ok, int bad) {
+    unit_rmtree(U.tmpdir);
+    fprintf(stderr, "%d checks passed, %d failed\n", U.passed, U.failed);
+    printf("%s: %d passed, %d failed\n", suite, ok, bad);
+    return U.failed ? 1 : 0;
+}
+
 void unit_tmpdir(const char *name, char *out, size_t n) {
     snprintf(out, n, "%s/%s", U.tmpdir, name);
     mkdir(out, 0755);
