@@ -5,7 +5,9 @@ CC       ?= cc
 PKGS      = libmicrohttpd sqlite3 libzstd libprotobuf-c jansson zlib libcurl re2
 CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -I. -Ibuild/gen
 CXXFLAGS_BASE = -std=c++17 -Wall -Wextra -Werror -I.
-OPT      ?= -O2 -g
+# The release build compiles assert() out (-DNDEBUG); the asan, tsan, fuzz and oom
+# builds keep the invariant checks on (CONTRIBUTING.md, "Habits the code keeps").
+OPT      ?= -O2 -g -DNDEBUG
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
 
@@ -83,6 +85,13 @@ build/rel/unit-tests: $(call objs,$(REL_DIR)) $(patsubst %.c,$(REL_DIR)/%.o,$(UN
 build/asan/unit-tests: $(call objs,$(ASAN_DIR)) $(patsubst %.c,$(ASAN_DIR)/%.o,$(UNIT_SRC))
 	$(CXX) $(ASAN_FLAGS) -o $@ $^ $(PKG_LIBS)
 
+# Allocation-failure injection (tests/oom/): Hearth's own malloc, calloc, realloc, strdup
+# and strndup calls are wrapped at link time so the Nth can be made to fail, over ASan
+# objects, so a crash, a leak or a memory error fails the run too.
+OOM_WRAP = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=strdup,--wrap=strndup
+build/asan/oom-tests: $(call objs,$(ASAN_DIR)) $(ASAN_DIR)/tests/unit/unit.o $(patsubst %.c,$(ASAN_DIR)/%.o,$(wildcard tests/oom/*.c))
+	$(CXX) $(ASAN_FLAGS) $(OOM_WRAP) -o $@ $^ $(PKG_LIBS)
+
 # `make run PORT=4050 DATA_DIR=/tmp/h`: the server logs `server.ready url=...` once it
 # answers (after WAL replay); until then the build and start are still running.
 PORT     ?= 4040
@@ -102,6 +111,13 @@ test-asan: test-deps
 	$(MAKE) hearth-asan build/asan/unit-tests
 	ASAN_OPTIONS=detect_leaks=1 build/asan/unit-tests $(TESTDATA)
 	ASAN_OPTIONS=detect_leaks=1 python3 tests/integration/run.py --binary ./hearth-asan --testdata $(TESTDATA) --quick
+
+# Every allocation of the ingest, cut, compaction and query paths failing in turn
+# (tests/oom/main.c), with leak detection.
+.PHONY: test-oom
+test-oom: test-deps
+	$(MAKE) build/asan/oom-tests
+	ASAN_OPTIONS=detect_leaks=1 build/asan/oom-tests $(TESTDATA)
 
 # The integration suite against a ThreadSanitizer build: a data race makes the server
 # exit 66 at shutdown, which fails the test. The browser test is skipped: TSan slows the

@@ -95,11 +95,14 @@ typedef struct {
 static int index_ok(const pb_profile_t *p, int64_t i) { return i >= 0 && (size_t)i < p->n_string_table; }
 static int str_ok(const ctx_t *c, int64_t i) { return index_ok(c->p, i); }
 
+/* The batch's id of pprof string i, or SYM_NONE (out of memory; not remembered). */
 static uint32_t intern_str(ctx_t *c, int64_t i) {
     if (i == 0) return 0;
     if (!c->str_ids[i]) {
         const char *s = c->p->string_table[i];
-        c->str_ids[i] = symtab_string(c->b->sym, s, strlen(s));
+        uint32_t id = symtab_string(c->b->sym, s, strlen(s));
+        if (id == SYM_NONE) return SYM_NONE;
+        c->str_ids[i] = id;
     }
     return c->str_ids[i];
 }
@@ -117,6 +120,7 @@ static uint32_t intern_function(ctx_t *c, uint64_t id) {
     }
     sym_function_t g = {intern_str(c, f->name), intern_str(c, f->system_name), intern_str(c, f->filename),
                         f->start_line};
+    if (g.name == SYM_NONE || g.system_name == SYM_NONE || g.filename == SYM_NONE) return SYM_NONE;
     return symtab_function(c->b->sym, &g);
 }
 
@@ -134,6 +138,7 @@ static uint32_t intern_mapping(ctx_t *c, uint64_t id) {
     }
     sym_mapping_t g = {m->memory_start, m->memory_limit, m->file_offset, intern_str(c, m->filename),
                        intern_str(c, m->build_id)};
+    if (g.filename == SYM_NONE || g.build_id == SYM_NONE) return SYM_NONE;
     return symtab_mapping(c->b->sym, &g);
 }
 

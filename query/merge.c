@@ -1,6 +1,7 @@
 /* merge.c - see merge.h. */
 #include "query/merge.h"
 
+#include <assert.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -174,6 +175,7 @@ static int ensure_self(merge_result_t *r) {
  * *m, set up on first use). SYM_NONE on OOM. */
 static uint32_t output_stack(scan_ctx_t *c, const symtab_t *sym, uint32_t s, symtab_remap_t *m, int *have_m) {
     if (s == 0) return 0; /* the empty stack is stack 0 in every symtab */
+    assert(s < sym->nstacks && sym->nfp[SYM_FP_STACKS] <= sym->nstacks);
     uint32_t *slot = NULL;
     if (s < sym->nfp[SYM_FP_STACKS]) { /* the head's newest stacks may not have one yet */
         if (!(slot = fpmap_slot(&c->copied, sym->fp[SYM_FP_STACKS][s]))) return SYM_NONE;
@@ -223,6 +225,7 @@ static int64_t kept_samples(const scan_ctx_t *c, const segment_t *seg, const seg
         const span_sample_t *sp = spans ? &seg->spans[p->span_first + j] : NULL;
         uint32_t st = sp ? sp->stack : seg->stacks[p->first + j];
         int64_t v = sp ? sp->value : seg->values[p->first + j];
+        assert(st < seg->sym->nstacks); /* acc and keep have one entry per stack */
         if ((keep && !keep[st]) || (sp && !bsearch(&sp->span, o->spans, o->nspans, sizeof *o->spans, cmp_u64))) continue;
         sum += v;
         if (acc) acc[st] += (double)v * w;

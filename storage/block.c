@@ -1,6 +1,7 @@
 /* block.c - see block.h. */
 #include "storage/block.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -47,8 +48,22 @@ static int put_section(buf_t *out, uint32_t kind, const buf_t *raw, int level, h
     return 0;
 }
 
+#ifndef NDEBUG
+/* 1 when rows order[0..n) of s are in (series, time) order, as segment_sorted_order
+ * leaves them: the series and time deltas, the pre-merged rows (one per series) and
+ * the partitions' series lists are built on it. */
+static int rows_in_order(const segment_t *s, const uint32_t *order, size_t n) {
+    for (size_t i = 1; i < n; i++) {
+        const seg_profile_t *a = &s->profiles[order[i - 1]], *b = &s->profiles[order[i]];
+        if (a->series > b->series || (a->series == b->series && a->time_ns > b->time_ns)) return 0;
+    }
+    return 1;
+}
+#endif
+
 /* The PROFILES column block of rows order[0..n) (see FORMAT.md). */
 static void encode_profiles(const segment_t *s, const uint32_t *order, size_t n, buf_t *b) {
+    assert(rows_in_order(s, order, n)); /* else a series delta wraps and the block is refused */
     uint32_t prev_series = 0;
     for (size_t i = 0; i < n; i++) {
         uint32_t series = s->profiles[order[i]].series;
@@ -71,6 +86,7 @@ static void encode_profiles(const segment_t *s, const uint32_t *order, size_t n,
 static void encode_samples(const segment_t *s, const uint32_t *order, size_t n, buf_t *b) {
     for (size_t i = 0; i < n; i++) {
         const seg_profile_t *p = &s->profiles[order[i]];
+        assert(segment_row_valid(s, order[i])); /* its stack and span deltas (encode_spans) are positive */
         uint32_t prev = 0; /* stacks are sorted within a profile */
         for (uint32_t j = 0; j < p->nsamples; j++) {
             buf_put_uvarint(b, s->stacks[p->first + j] - prev);
@@ -118,12 +134,22 @@ static int put_sections(buf_t *out, uint32_t first_kind, buf_t *sec, int nsec, i
     return rc;
 }
 
+/* Frees a pre-merged segment, handing back the symbols it borrowed. */
+static void premerged_free(segment_t *m) {
+    if (m) m->sym = NULL;
+    segment_free(m);
+}
+
 /* The pre-merged view of a partition: one row per series, at the partition's first
  * time, holding the sum of all its rows' samples (segment_add sums equal stacks). A
  * merge over a range covering the whole partition reads these instead of every
- * profile. NULL (and no error) when a series' values could overflow int64 summed. */
+ * profile. Its stack ids are p's, so it reads p's symbols (borrowed: free it with
+ * premerged_free). NULL (and no error) when a series' values could overflow int64
+ * summed. */
 static segment_t *premerge(const segment_t *p, const uint32_t *order, hr_err_t *err) {
+    assert(rows_in_order(p, order, p->nprofiles)); /* a series' rows are one run */
     segment_t *m = segment_new();
+    if (m) symtab_free(m->sym), m->sym = p->sym;
     uint32_t *stacks = NULL;
     int64_t *values = NULL;
     size_t cap = 0, vcap = 0;
@@ -149,7 +175,7 @@ static segment_t *premerge(const segment_t *p, const uint32_t *order, hr_err_t *
     free(values);
     if (rc) hr_fail(err, HR_ENOMEM, "out of memory");
     if (rc || overflow) {
-        segment_free(m);
+        premerged_free(m);
         return NULL;
     }
     return m;
@@ -166,7 +192,7 @@ static int encode_part(const segment_t *p, int level, buf_t *out, int *flags, hr
     if (!m && err->code) return free(order), -1;
     if (m && segment_sorted_order(m, &morder)) {
         free(order);
-        segment_free(m);
+        premerged_free(m);
         return hr_fail(err, HR_ENOMEM, "out of memory");
     }
     buf_t sec[6];
@@ -182,7 +208,7 @@ static int encode_part(const segment_t *p, int level, buf_t *out, int *flags, hr
     *flags = (m ? PART_MERGED : 0) | (p->nspans ? PART_SPANS : 0);
     free(order);
     free(morder);
-    segment_free(m);
+    premerged_free(m);
     int rc = put_sections(out, SEC_SYMBOLS, sec, 3, level, err);
     rc = rc ? rc : put_sections(out, SEC_MPROFILES, sec + 3, 2, level, err);
     rc = rc ? rc : p->nspans ? put_sections(out, SEC_SPANS, sec + 5, 1, level, err) : 0;
@@ -203,6 +229,7 @@ static int cmp_series_key(const void *a, const void *b) {
 
 /* The distinct series of s with their keys, sorted by (key, series). */
 static series_key_t *series_keys(const segment_t *s, const uint32_t *order, block_key_fn key, void *kctx, size_t *n) {
+    assert(rows_in_order(s, order, s->nprofiles));
     series_key_t *v = malloc((s->nprofiles ? s->nprofiles : 1) * sizeof *v);
     if (!v) return NULL;
     *n = 0;
@@ -263,7 +290,10 @@ static void footer_part(buf_t *f, const char *key, uint64_t off, uint64_t len, i
     buf_put_svarint(f, p->max_time);
     buf_put_uvarint(f, nsk);
     uint32_t prev = 0;
-    for (size_t i = 0; i < nsk; i++) buf_put_uvarint(f, sk[i].series - prev), prev = sk[i].series;
+    for (size_t i = 0; i < nsk; i++) {
+        assert(i == 0 || sk[i].series > prev); /* ascending: readers search it (block_part_has) */
+        buf_put_uvarint(f, sk[i].series - prev), prev = sk[i].series;
+    }
 }
 
 /* A partition's rows as footer totals, in its (series, time) order. */
@@ -327,7 +357,10 @@ int block_encode(const segment_t *s, block_key_fn key, void *kctx, int level, bu
             rc = hr_fail(err, HR_ENOMEM, "out of memory");
             break;
         }
-        for (size_t k = a; k < b; k++) ids[k - a] = sk[k].series;
+        for (size_t k = a; k < b; k++) {
+            ids[k - a] = sk[k].series;
+            assert(k == a || ids[k - a] > ids[k - a - 1]); /* searched below */
+        }
         for (size_t i = 0; i < s->nprofiles; i++) {
             uint32_t sid = s->profiles[order[i]].series;
             size_t lo = 0, hi = b - a;
@@ -805,6 +838,7 @@ static int image_matches(const segment_t *s, const uint8_t *img, size_t n, hr_er
     if (!ix) return 0;
     size_t cap = s->nprofiles ? s->nprofiles : 1, na = 0, nb = 0, nc = 0;
     row_t *a = malloc(cap * sizeof *a), *b = malloc(cap * sizeof *b), *c = malloc(cap * sizeof *c);
+    if (!a || !b || !c) hr_fail(err, HR_ENOMEM, "out of memory");
     int ok = a && b && c && ix->totals->nprofiles == s->nprofiles;
     if (ok) rows_of(s, a, &na, 0);
     for (size_t i = 0; i < ix->nparts && ok; i++) {
@@ -840,6 +874,7 @@ static int image_matches(const segment_t *s, const uint8_t *img, size_t n, hr_er
 static int verify_image(const segment_t *s, const buf_t *img, hr_err_t *err) {
     hr_err_t derr = {0};
     if (image_matches(s, img->data, img->len, &derr)) return 0;
+    if (derr.code == HR_ENOMEM) return hr_fail(err, HR_ENOMEM, "out of memory verifying a block");
     return hr_fail(err, HR_EINTERNAL, "refusing to write a block that does not read back as written%s%s",
                    derr.msg[0] ? ": " : "", derr.msg);
 }

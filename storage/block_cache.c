@@ -7,14 +7,19 @@
 #include "common/log.h"
 #include "storage/store_impl.h"
 
-void bcache_attach(store_t *s, block_t *b) {
+/* 1 when a block that failed to load with code is corrupt or gone, not passing. */
+static int unreadable(hr_code_t code) { return code == HR_EUNPROC || code == HR_ENOTFOUND; }
+
+void bcache_attach(store_t *s, block_t *b, hr_err_t *err) {
     char full[4096];
     snprintf(full, sizeof full, "%s/%s", s->dir, b->meta.path);
     hr_err_t e = {0};
     if ((b->ix = block_index_read(full, &e)) && (b->parts = calloc(2 * b->ix->nparts + 1, sizeof *b->parts))) return;
+    if (b->ix) hr_fail(&e, HR_ENOMEM, "out of memory");
     block_index_free(b->ix);
     b->ix = NULL;
-    b->bad = e.code == HR_EUNPROC || e.code == HR_ENOTFOUND;
+    b->bad = unreadable(e.code);
+    if (err && !b->bad) *err = e;
     log_error(b->bad ? "block.unreadable" : "block.attach_failed", "path=%s err=\"%s\"", b->meta.path,
               e.msg[0] ? e.msg : "out of memory");
 }
@@ -47,22 +52,24 @@ void bcache_evict_locked(store_t *s) {
     }
 }
 
-segment_t *bcache_pin(store_t *s, size_t i, size_t p, int view) {
+segment_t *bcache_pin(store_t *s, size_t i, size_t p, int view, hr_err_t *err) {
     block_t *b = &s->blocks[i];
     pthread_mutex_lock(&s->cache_mu);
     part_cache_t *c = b->bad ? NULL : &b->parts[2 * p + (size_t)view];
     segment_t *seg = c ? c->cached : NULL;
     if (seg) c->refs++, c->last_use = ++s->clock;
     pthread_mutex_unlock(&s->cache_mu);
+    if (!c) hr_fail(err, HR_EUNPROC, "block %s is unreadable", b->meta.path);
     if (!c || seg) return seg;
     char full[4096];
     snprintf(full, sizeof full, "%s/%s", s->dir, b->meta.path);
-    hr_err_t e = {0};
-    seg = block_read_part(full, b->ix, p, view, &e); /* no lock held: other scans go on */
+    seg = block_read_part(full, b->ix, p, view, err); /* no lock held: other scans go on */
     pthread_mutex_lock(&s->cache_mu);
-    if (!seg) {
+    if (!seg && unreadable(err->code)) {
         b->bad = 1;
-        log_error("block.unreadable", "path=%s partition=%zu err=\"%s\"", b->meta.path, p, e.msg);
+        log_error("block.unreadable", "path=%s partition=%zu err=\"%s\"", b->meta.path, p, err->msg);
+    } else if (!seg) {
+        log_error("block.load_failed", "path=%s partition=%zu err=\"%s\"", b->meta.path, p, err->msg);
     } else if (c->cached) { /* another scan loaded it meanwhile */
         segment_free(seg);
         seg = c->cached;
@@ -98,7 +105,7 @@ static void *pin_share(void *arg) {
     share_t *sh = arg;
     for (size_t k = sh->first; k < sh->n; k += sh->step) {
         want_t *w = &sh->w[k];
-        w->seg = bcache_pin(w->s, w->block, w->part, w->view);
+        w->seg = bcache_pin(w->s, w->block, w->part, w->view, &w->err);
     }
     return NULL;
 }
@@ -122,10 +129,14 @@ static void pin_batch(store_t *s, want_t *w, size_t n) {
 }
 
 /* Hands fn the pinned batch in order, then unpins it; returns fn's first -1. */
-int bcache_run_batch(store_t *s, want_t *w, size_t n, store_segment_fn fn, void *ctx) {
+int bcache_run_batch(store_t *s, want_t *w, size_t n, store_segment_fn fn, void *ctx, hr_err_t *err) {
     pin_batch(s, w, n);
     int rc = 0;
     for (size_t k = 0; k < n; k++) {
+        if (!w[k].seg && !unreadable(w[k].err.code) && rc == 0) { /* a passing failure: no answer without it */
+            if (err) *err = w[k].err;
+            rc = -1;
+        }
         if (w[k].seg && rc == 0) rc = fn(ctx, w[k].seg);
         if (w[k].seg) bcache_unpin(s, w[k].block, w[k].part, w[k].view);
     }

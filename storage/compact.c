@@ -134,8 +134,9 @@ static int compact_run(store_t *s, run_t *r, block_meta_t *meta, hr_err_t *err) 
 }
 
 /* Pins every partition of the run's blocks (data held shared). 1, or 0 when one is
- * unreadable (it is now marked bad: a later plan skips it), -1 on OOM. */
-static int pin_run(store_t *s, run_t *r) {
+ * unreadable (it is now marked bad: a later plan skips it) or a footer is not yet
+ * attached, -1 with err on a passing failure (out of memory, I/O). */
+static int pin_run(store_t *s, run_t *r, hr_err_t *err) {
     size_t total = 0, attached = 1;
     pthread_mutex_lock(&s->cache_mu); /* scans may attach a block's footer meanwhile */
     for (size_t i = 0; i < r->n; i++) {
@@ -148,13 +149,15 @@ static int pin_run(store_t *s, run_t *r) {
     r->ids = malloc(r->n * sizeof *r->ids);
     r->segs = calloc(total + 1, sizeof *r->segs);
     r->pins = calloc(total + 1, sizeof *r->pins);
-    if (!r->ids || !r->segs || !r->pins) return -1;
+    if (!r->ids || !r->segs || !r->pins) return hr_fail(err, HR_ENOMEM, "out of memory planning compaction");
     for (size_t i = 0; i < r->n; i++) {
         const block_t *b = &s->blocks[r->idx[i]];
         r->ids[i] = b->meta.id;
         if (!b->ix) return 0;
         for (size_t p = 0; p < b->ix->nparts; p++) {
-            if (!(r->segs[r->nsegs] = bcache_pin(s, r->idx[i], p, BLOCK_VIEW_ROWS))) return 0;
+            hr_err_t e = {0};
+            if (!(r->segs[r->nsegs] = bcache_pin(s, r->idx[i], p, BLOCK_VIEW_ROWS, &e)))
+                return e.code == HR_EUNPROC || e.code == HR_ENOTFOUND ? 0 : (*err = e, -1);
             r->pins[r->nsegs++] = (struct pin){r->idx[i], p};
         }
     }
@@ -194,11 +197,14 @@ int store_compact(store_t *s, hr_err_t *err) {
     pthread_mutex_lock(&s->compact);
     pthread_rwlock_rdlock(&s->data);
     int rc = plan_run(s, &r);
-    if (rc == 1) rc = pin_run(s, &r);
-    pthread_rwlock_unlock(&s->data);
     if (rc < 0) hr_fail(err, HR_ENOMEM, "out of memory planning compaction");
+    if (rc == 1) rc = pin_run(s, &r, err);
+    pthread_rwlock_unlock(&s->data);
     block_t merged = {0};
     block_meta_t meta;
+    /* Allocated before the catalog swaps the run out: after that nothing may fail. */
+    char (*paths)[4096] = rc == 1 ? malloc(r.n * sizeof *paths) : NULL;
+    if (rc == 1 && !paths) rc = hr_fail(err, HR_ENOMEM, "out of memory");
     if (rc == 1 && compact_run(s, &r, &meta, err)) rc = -1;
     if (rc == 1 && index_replace_blocks(s->index, &meta, r.ids, r.n, err)) {
         char full[4096];
@@ -208,22 +214,16 @@ int store_compact(store_t *s, hr_err_t *err) {
     }
     if (rc == 1) {
         merged.meta = meta;
-        bcache_attach(s, &merged); /* its footer, outside the locks */
+        bcache_attach(s, &merged, NULL); /* its footer, outside the locks; a scan retries a passing failure */
     }
-    char (*paths)[4096] = rc == 1 ? malloc(r.n * sizeof *paths) : NULL;
     int np = 0;
     pthread_rwlock_wrlock(&s->data);
     pthread_mutex_lock(&s->cache_mu);
     for (size_t k = 0; k < r.nsegs; k++) s->blocks[r.pins[k].block].parts[2 * r.pins[k].part + BLOCK_VIEW_ROWS].refs--;
     if (rc == 1) {
-        if (paths) {
-            np = swap_in_locked(s, &r, &merged, paths);
-            s->compactions++; /* under data: store_stats reads them under it */
-            s->compacted_blocks += r.n;
-        } else { /* the catalog is ahead of memory: still correct (the old files stay); reopen reconciles */
-            bcache_drop_locked(s, &merged);
-            rc = hr_fail(err, HR_ENOMEM, "out of memory");
-        }
+        np = swap_in_locked(s, &r, &merged, paths);
+        s->compactions++; /* under data: store_stats reads them under it */
+        s->compacted_blocks += r.n;
     }
     bcache_evict_locked(s);
     pthread_mutex_unlock(&s->cache_mu);

@@ -1,6 +1,7 @@
 /* index.c - see index.h. */
 #include "storage/index.h"
 
+#include <assert.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <sqlite3.h>
@@ -89,24 +90,42 @@ static size_t *tenant_count(index_t *ix, const char *tenant) {
     return &c->n;
 }
 
-/* Adds a series to the in-memory mirror (not to SQLite). */
-static int mirror_add(index_t *ix, uint32_t id, const char *tenant, const char *ptype,
-                      const labels_t *labels) {
+/* A series for the in-memory mirror, with the mirror's room for it made: everything
+ * that allocates, done before the series is persisted, so that out of memory leaves
+ * it in neither SQLite nor the mirror. NULL on OOM. Call with mu held. */
+static series_t *mirror_prepare(index_t *ix, uint32_t id, const char *tenant, const char *ptype,
+                                const labels_t *labels) {
     series_t *s = calloc(1, sizeof *s);
-    if (!s) return -1;
+    if (!s) return NULL;
     s->id = id;
     s->tenant = strdup(tenant);
     s->profile_type = strdup(ptype);
     if (!s->tenant || !s->profile_type || labels_copy(&s->labels, labels) ||
-        VEC_RESERVE(ix->series, ix->series_cap, (size_t)id + 1)) {
+        VEC_RESERVE(ix->series, ix->series_cap, (size_t)id + 1) || !tenant_count(ix, tenant) ||
+        idset_reserve(&ix->set, ix->set.len + 1)) {
         series_free(s);
-        return -1;
+        return NULL;
     }
-    while (ix->nseries <= id) ix->series[ix->nseries++] = NULL;
-    ix->series[id] = s;
-    size_t *count = tenant_count(ix, tenant);
-    if (count) (*count)++;
-    return idset_add(&ix->set, key_hash(tenant, ptype, labels), id);
+    return s;
+}
+
+/* Adds a prepared series to the mirror; allocates nothing. Call with mu held. */
+static void mirror_publish(index_t *ix, series_t *s) {
+    while (ix->nseries <= s->id) ix->series[ix->nseries++] = NULL;
+    ix->series[s->id] = s;
+    (*tenant_count(ix, s->tenant))++;
+    int rc = idset_add(&ix->set, key_hash(s->tenant, s->profile_type, &s->labels), s->id);
+    assert(rc == 0); /* idset_reserve made the room */
+    (void)rc;
+}
+
+/* Adds a series to the in-memory mirror (not to SQLite). */
+static int mirror_add(index_t *ix, uint32_t id, const char *tenant, const char *ptype,
+                      const labels_t *labels) {
+    series_t *s = mirror_prepare(ix, id, tenant, ptype, labels);
+    if (!s) return -1;
+    mirror_publish(ix, s);
+    return 0;
 }
 
 static int sql_fail(index_t *ix, hr_err_t *err, const char *what) {
@@ -315,9 +334,10 @@ int index_series(index_t *ix, const char *tenant, const char *ptype, const label
                      ix->max_per_tenant);
     } else if (found == UINT32_MAX) {
         found = (uint32_t)ix->nseries;
-        if (persist_series(ix, found, tenant, ptype, labels, err)) rc = -1;
-        else if (mirror_add(ix, found, tenant, ptype, labels))
-            rc = hr_fail(err, HR_ENOMEM, "out of memory");
+        series_t *s = mirror_prepare(ix, found, tenant, ptype, labels);
+        if (!s) rc = hr_fail(err, HR_ENOMEM, "out of memory");
+        else if (persist_series(ix, found, tenant, ptype, labels, err)) rc = -1, series_free(s);
+        else mirror_publish(ix, s);
     }
     pthread_mutex_unlock(&ix->mu);
     *id = found;

@@ -1,6 +1,7 @@
 /* segment.c - see segment.h. */
 #include "storage/segment.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,21 +47,24 @@ size_t stack_values_fold(stack_value_t *p, size_t n) {
     return k;
 }
 
-int segment_add(segment_t *s, uint32_t series, int64_t time_ns, int64_t duration_ns,
-                const uint32_t *stacks, const int64_t *values, size_t n) {
-    stack_value_t *p = malloc((n ? n : 1) * sizeof *p);
-    if (!p) return -1;
-    for (size_t i = 0; i < n; i++) p[i] = (stack_value_t){stacks[i], values[i]};
-    size_t k = stack_values_fold(p, n);
-    if (VEC_RESERVE(s->profiles, s->profiles_cap, s->nprofiles + 1)) goto oom;
+int segment_reserve(segment_t *s, size_t profiles, size_t samples, size_t spans) {
+    if (VEC_RESERVE(s->profiles, s->profiles_cap, s->nprofiles + profiles) ||
+        VEC_RESERVE(s->spans, s->spans_cap, s->nspans + spans))
+        return -1;
     size_t cap = s->samples_cap;
-    if (VEC_RESERVE(s->stacks, cap, s->nsamples + k)) goto oom;
-    if (cap != s->samples_cap) {
+    if (VEC_RESERVE(s->stacks, cap, s->nsamples + samples)) return -1;
+    if (cap != s->samples_cap) { /* values grow in step with stacks */
         int64_t *v = realloc(s->values, cap * sizeof *v);
-        if (!v) goto oom;
+        if (!v) return -1;
         s->values = v;
         s->samples_cap = cap;
     }
+    return 0;
+}
+
+int segment_add_folded(segment_t *s, uint32_t series, int64_t time_ns, int64_t duration_ns,
+                       const stack_value_t *p, size_t k) {
+    if (segment_reserve(s, 1, k, 0)) return -1;
     seg_profile_t *row = &s->profiles[s->nprofiles++];
     *row = (seg_profile_t){series, (uint32_t)k, time_ns, duration_ns, s->nsamples, 0, 0, s->nspans};
     for (size_t i = 0; i < k; i++) {
@@ -71,11 +75,18 @@ int segment_add(segment_t *s, uint32_t series, int64_t time_ns, int64_t duration
     s->nsamples += k;
     if (time_ns < s->min_time) s->min_time = time_ns;
     if (time_ns > s->max_time) s->max_time = time_ns;
-    free(p);
+    assert(segment_row_valid(s, s->nprofiles - 1));
     return 0;
-oom:
+}
+
+int segment_add(segment_t *s, uint32_t series, int64_t time_ns, int64_t duration_ns,
+                const uint32_t *stacks, const int64_t *values, size_t n) {
+    stack_value_t *p = malloc((n ? n : 1) * sizeof *p);
+    if (!p) return -1;
+    for (size_t i = 0; i < n; i++) p[i] = (stack_value_t){stacks[i], values[i]};
+    int rc = segment_add_folded(s, series, time_ns, duration_ns, p, stack_values_fold(p, n));
     free(p);
-    return -1;
+    return rc;
 }
 
 int span_id_parse(const char *s, uint64_t *span) {
@@ -111,8 +122,10 @@ int segment_add_spans(segment_t *s, const span_sample_t *p, size_t n) {
     memcpy(at, p, n * sizeof *p);
     size_t k = span_samples_fold(at, n);
     seg_profile_t *row = &s->profiles[s->nprofiles - 1];
+    assert(row->nspans == 0); /* once per profile: its span samples are one sorted run */
     row->nspans += (uint32_t)k;
     s->nspans += k;
+    assert(segment_row_valid(s, s->nprofiles - 1));
     return 0;
 }
 
@@ -152,4 +165,19 @@ int segment_sorted_order(const segment_t *s, uint32_t **order) {
     qsort_r(o, s->nprofiles, sizeof *o, cmp_row, (void *)s);
     *order = o;
     return 0;
+}
+
+int segment_row_valid(const segment_t *s, size_t i) {
+    const seg_profile_t *row = &s->profiles[i];
+    if (row->first + row->nsamples > s->nsamples || row->span_first + row->nspans > s->nspans) return 0;
+    for (uint32_t j = 0; j < row->nsamples; j++) {
+        uint32_t st = s->stacks[row->first + j];
+        if (st >= s->sym->nstacks || (j && st <= s->stacks[row->first + j - 1])) return 0;
+    }
+    for (uint32_t j = 0; j < row->nspans; j++) {
+        const span_sample_t *p = &s->spans[row->span_first + j];
+        if (!p->span || p->stack >= s->sym->nstacks) return 0;
+        if (j && (p->stack < p[-1].stack || (p->stack == p[-1].stack && p->span <= p[-1].span))) return 0;
+    }
+    return 1;
 }

@@ -68,6 +68,18 @@ void segment_free(segment_t *s);
 int segment_add(segment_t *s, uint32_t series, int64_t time_ns, int64_t duration_ns,
                 const uint32_t *stacks, const int64_t *values, size_t n);
 
+/* segment_add for samples already folded (stack_values_fold: sorted by stack, no
+ * repeats, no zero values), copied as they are. 0, or -1 on OOM (the segment is
+ * unchanged); it allocates nothing when segment_reserve made room for it. */
+int segment_add_folded(segment_t *s, uint32_t series, int64_t time_ns, int64_t duration_ns,
+                       const stack_value_t *p, size_t n);
+
+/* Makes room for `profiles` more rows, `samples` more samples and `spans` more span
+ * samples, so that adding that much with segment_add_folded and segment_add_spans
+ * (of folded span samples) allocates nothing and cannot fail. 0, or -1 on OOM (the
+ * segment then holds what it held, with some more room perhaps). */
+int segment_reserve(segment_t *s, size_t profiles, size_t samples, size_t spans);
+
 /* Parses a span id as OpenTelemetry writes it: 1 to 16 hex digits, not all zero.
  * 0, or -1 when s is not one. */
 int span_id_parse(const char *s, uint64_t *span);
@@ -78,7 +90,8 @@ size_t span_samples_fold(span_sample_t *p, size_t n);
 
 /* Gives the profile segment_add added last its span samples, once: p (n of them,
  * stack ids valid in s->sym) is copied and folded (span_samples_fold). Each must also
- * be among the profile's samples. 0, or -1 on OOM (the segment is unchanged). */
+ * be among the profile's samples. 0, or -1 on OOM (the segment is unchanged); it
+ * allocates nothing when segment_reserve made room for n. */
 int segment_add_spans(segment_t *s, const span_sample_t *p, size_t n);
 
 /* segment_add_spans for span samples whose stack ids belong to m->src: each stack is
@@ -91,5 +104,11 @@ size_t segment_bytes(const segment_t *s);
 
 /* Sorts *order (nprofiles indices) by (series, time): the block row order. */
 int segment_sorted_order(const segment_t *s, uint32_t **order);
+
+/* 1 when row i holds what segment_add and segment_add_spans leave and what block
+ * encoding (stack deltas) and merges (stack ids as indexes) rely on: samples strictly
+ * ascending by stack, span samples strictly ascending by (stack, span) without span 0,
+ * every stack id in s->sym's range. For assert(): it reads the whole row. */
+int segment_row_valid(const segment_t *s, size_t i);
 
 #endif

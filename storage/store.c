@@ -2,6 +2,7 @@
 #include "storage/store.h"
 #include "storage/store_impl.h"
 
+#include <assert.h>
 #include <dirent.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -91,7 +92,7 @@ store_t *store_open(const store_config_t *cfg, hr_err_t *err) {
     for (size_t i = 0; i < n; i++) s->blocks[i] = (block_t){.meta = metas[i]};
     s->nblocks = n;
     free(metas);
-    for (size_t i = 0; i < n; i++) bcache_attach(s, &s->blocks[i]); /* footers only: no partition is decoded */
+    for (size_t i = 0; i < n; i++) bcache_attach(s, &s->blocks[i], NULL); /* footers only: no partition is decoded */
     remove_all_orphans(s);
     return s;
 fail:
@@ -134,39 +135,116 @@ static head_t *head_for(store_t *s, const char *tenant) {
     return h;
 }
 
-/* Resolves series ids first (SQLite work, no data lock held), then copies. */
-static int apply_locked(store_t *s, const char *tenant, const batch_t *b, const uint32_t *series,
-                        hr_err_t *err) {
-    pthread_rwlock_wrlock(&s->data);
-    int rc = 0;
-    head_t *h = head_for(s, tenant);
-    symtab_remap_t m;
-    uint32_t *stacks = NULL;
-    size_t cap = 0;
-    if (!h || symtab_remap_init(&m, b->sym)) {
-        pthread_rwlock_unlock(&s->data);
+/* An ingest in two steps, so that a batch is in the head exactly when its WAL record
+ * is in the log. Staging does everything that allocates: the batch's stacks are
+ * imported into the head's symtab (symbols no row refers to yet, which no query or
+ * block shows), its samples folded, and room reserved in the head. Committing, after
+ * the WAL append, only appends the staged rows into that room: it cannot fail. Out of
+ * memory while staging leaves the head's rows as they were and nothing in the WAL. */
+typedef struct {
+    size_t head;          /* index in s->heads (the array may move; heads are never removed) */
+    size_t n;             /* the batch's profiles */
+    stack_value_t *sv;    /* their folded samples, in the head's stack ids, back to back */
+    size_t *at;           /* profile i's are sv[at[i] .. at[i + 1]) */
+    span_sample_t *spans; /* their folded span samples, likewise */
+    size_t *span_at;
+} staged_t;
+
+static void staged_free(staged_t *st) {
+    free(st->sv);
+    free(st->at);
+    free(st->spans);
+    free(st->span_at);
+}
+
+/* Copies profile p's samples and span samples into st (profile i), in h's stack ids. */
+static int stage_profile(staged_t *st, size_t i, const batch_profile_t *p, symtab_t *sym, symtab_remap_t *m) {
+    stack_value_t *sv = st->sv + st->at[i];
+    for (size_t j = 0; j < p->n; j++)
+        if ((sv[j] = (stack_value_t){symtab_import_stack(sym, m, p->stacks[j]), p->values[j]}).stack == SYM_NONE)
+            return -1;
+    st->at[i + 1] = st->at[i] + stack_values_fold(sv, p->n);
+    span_sample_t *sp = st->spans + st->span_at[i];
+    for (size_t j = 0; j < p->nspans; j++)
+        if ((sp[j] = (span_sample_t){p->spans[j].span, symtab_import_stack(sym, m, p->spans[j].stack),
+                                     p->spans[j].value}).stack == SYM_NONE)
+            return -1;
+    st->span_at[i + 1] = st->span_at[i] + span_samples_fold(sp, p->nspans);
+    return 0;
+}
+
+/* Stages b for tenant's head (see staged_t). 0, or -1 with HR_ENOMEM. */
+static int stage(store_t *s, const char *tenant, const batch_t *b, staged_t *st, hr_err_t *err) {
+    size_t nsv = 0, nspans = 0;
+    for (size_t i = 0; i < b->n; i++) nsv += b->p[i].n, nspans += b->p[i].nspans;
+    memset(st, 0, sizeof *st);
+    st->n = b->n;
+    st->sv = malloc((nsv ? nsv : 1) * sizeof *st->sv);
+    st->spans = malloc((nspans ? nspans : 1) * sizeof *st->spans);
+    st->at = calloc(b->n + 1, sizeof *st->at);
+    st->span_at = calloc(b->n + 1, sizeof *st->span_at);
+    if (!st->sv || !st->spans || !st->at || !st->span_at) {
+        staged_free(st);
         return hr_fail(err, HR_ENOMEM, "out of memory");
     }
-    if (h->seg->nprofiles == 0) h->opened_ns = store_now_ns();
-    for (size_t i = 0; i < b->n && rc == 0; i++) {
-        const batch_profile_t *p = &b->p[i];
-        if (VEC_RESERVE(stacks, cap, p->n + 1)) rc = hr_fail(err, HR_ENOMEM, "out of memory");
-        for (size_t j = 0; j < p->n && rc == 0; j++) {
-            stacks[j] = symtab_import_stack(h->seg->sym, &m, p->stacks[j]);
-            if (stacks[j] == SYM_NONE) rc = hr_fail(err, HR_ENOMEM, "out of memory");
-        }
-        if (rc == 0 && (segment_add(h->seg, series[i], p->time_ns, p->duration_ns, stacks, p->values, p->n) ||
-                        segment_import_spans(h->seg, &m, p->spans, p->nspans)))
-            rc = hr_fail(err, HR_ENOMEM, "out of memory");
+    pthread_rwlock_wrlock(&s->data);
+    head_t *h = head_for(s, tenant);
+    symtab_remap_t m;
+    int rc = h && symtab_remap_init(&m, b->sym) == 0 ? 0 : -1, have_m = rc == 0;
+    for (size_t i = 0; i < b->n && rc == 0; i++) rc = stage_profile(st, i, &b->p[i], h->seg->sym, &m);
+    if (rc == 0) {
+        st->head = (size_t)(h - s->heads);
+        rc = segment_reserve(h->seg, h->staged_profiles + b->n, h->staged_samples + st->at[b->n],
+                             h->staged_spans + st->span_at[b->n]);
     }
-    free(stacks);
-    symtab_remap_destroy(&m);
+    if (rc == 0) {
+        h->staged_profiles += b->n;
+        h->staged_samples += st->at[b->n];
+        h->staged_spans += st->span_at[b->n];
+    }
+    pthread_rwlock_unlock(&s->data);
+    if (have_m) symtab_remap_destroy(&m);
+    if (rc) {
+        staged_free(st);
+        return hr_fail(err, HR_ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
+/* Gives back the room a stage reserved (its WAL append failed) and frees it. */
+static void unstage(store_t *s, staged_t *st) {
+    pthread_rwlock_wrlock(&s->data);
+    head_t *h = &s->heads[st->head];
+    h->staged_profiles -= st->n;
+    h->staged_samples -= st->at[st->n];
+    h->staged_spans -= st->span_at[st->n];
+    pthread_rwlock_unlock(&s->data);
+    staged_free(st);
+}
+
+/* Appends the staged rows to the head (series[i]: profile i's series) and frees st.
+ * Allocates nothing: the stage reserved the room. */
+static void commit(store_t *s, const batch_t *b, const uint32_t *series, staged_t *st) {
+    pthread_rwlock_wrlock(&s->data);
+    head_t *h = &s->heads[st->head];
+    if (h->seg->nprofiles == 0) h->opened_ns = store_now_ns();
+    for (size_t i = 0; i < b->n; i++) {
+        const batch_profile_t *p = &b->p[i];
+        int rc = segment_add_folded(h->seg, series[i], p->time_ns, p->duration_ns, st->sv + st->at[i],
+                                    st->at[i + 1] - st->at[i]);
+        rc = rc ? rc : segment_add_spans(h->seg, st->spans + st->span_at[i], st->span_at[i + 1] - st->span_at[i]);
+        assert(rc == 0); /* the room was reserved */
+        (void)rc;
+    }
+    h->staged_profiles -= st->n;
+    h->staged_samples -= st->at[st->n];
+    h->staged_spans -= st->span_at[st->n];
     /* Queries read the head under the read lock: its fingerprints are kept up to date
      * here, under the write lock. Out of memory leaves the newest stacks without one,
      * which merges copy the slow way (symtab.h). */
     (void)symtab_fingerprint(h->seg->sym);
     pthread_rwlock_unlock(&s->data);
-    return rc;
+    staged_free(st);
 }
 
 /* Finds or creates the batch's series (a malloc'd array of ids, NULL on error). */
@@ -186,7 +264,9 @@ static uint32_t *resolve_series(store_t *s, const char *tenant, const batch_t *b
 
 int store_apply(store_t *s, const char *tenant, const batch_t *b, hr_err_t *err) {
     uint32_t *series = resolve_series(s, tenant, b, err);
-    int rc = series ? apply_locked(s, tenant, b, series, err) : -1;
+    staged_t st;
+    int rc = series ? stage(s, tenant, b, &st, err) : -1;
+    if (rc == 0) commit(s, b, series, &st);
     free(series);
     return rc;
 }
@@ -205,12 +285,17 @@ int store_ingest(store_t *s, const char *tenant, const void *rec, size_t len, co
         return hr_fail(err, HR_EIO, "no space left on device: %llu bytes free in the data directory, this upload needs %zu "
                        "plus %llu of reserve; writes resume when space returns", (unsigned long long)avail, len,
                        (unsigned long long)INGEST_SPACE_RESERVE);
-    /* Series first: a refused series (limit, I/O) must keep the upload out of the WAL. */
+    /* Series first: a refused series (limit, I/O) must keep the upload out of the WAL.
+     * An upload refused after them (out of memory, the WAL) leaves its series known
+     * without data, as retention leaves series: lists with a time range skip them. */
     uint32_t *series = resolve_series(s, tenant, b, err);
     if (!series) return -1;
+    /* Staged, logged, committed, all under `cut`, so no cut comes between. */
     pthread_rwlock_rdlock(&s->cut);
-    int rc = wal_append(s->wal, rec, len, err);
-    if (rc == 0) rc = apply_locked(s, tenant, b, series, err);
+    staged_t st;
+    int rc = stage(s, tenant, b, &st, err);
+    if (rc == 0 && (rc = wal_append(s->wal, rec, len, err)) != 0) unstage(s, &st);
+    else if (rc == 0) commit(s, b, series, &st);
     pthread_rwlock_unlock(&s->cut);
     free(series);
     return rc;
@@ -256,13 +341,41 @@ int store_write_block(store_t *s, const char *tenant, const segment_t *seg, bloc
     return 0;
 }
 
+/* What a cut needs after its catalog commit, allocated before it: once the catalog
+ * holds the blocks and the WAL has moved past their data, nothing may fail, or the
+ * heads would stay beside blocks holding the same profiles (a retry would write them
+ * again). 0, or -1 (OOM). */
+static int cut_prepare(store_t *s, block_t **fresh, segment_t ***empty) {
+    size_t full = 0;
+    *fresh = calloc(s->nheads ? s->nheads : 1, sizeof **fresh);
+    *empty = calloc(s->nheads ? s->nheads : 1, sizeof **empty); /* the written heads' successors */
+    if (!*fresh || !*empty) return -1;
+    for (size_t i = 0; i < s->nheads; i++) {
+        if (!s->heads[i].seg->nprofiles) continue;
+        if (!((*empty)[i] = segment_new())) return -1;
+        full++;
+    }
+    pthread_rwlock_wrlock(&s->data); /* only cuts add blocks, one at a time: the room stays */
+    int rc = VEC_RESERVE(s->blocks, s->blocks_cap, s->nblocks + full);
+    pthread_rwlock_unlock(&s->data);
+    return rc;
+}
+
+static void cut_unprepare(store_t *s, block_t *fresh, segment_t **empty) {
+    for (size_t i = 0; empty && i < s->nheads; i++) segment_free(empty[i]);
+    free(empty);
+    free(fresh);
+}
+
 int store_cut(store_t *s, hr_err_t *err) {
     pthread_rwlock_wrlock(&s->cut);
     /* No ingest is running now, so the heads are stable and readers may keep
      * reading them while the blocks are written. */
     size_t n = 0;
     block_meta_t *metas = calloc(s->nheads ? s->nheads : 1, sizeof *metas);
-    int rc = metas ? 0 : hr_fail(err, HR_ENOMEM, "out of memory");
+    block_t *fresh = NULL;
+    segment_t **empty = NULL;
+    int rc = metas && cut_prepare(s, &fresh, &empty) == 0 ? 0 : hr_fail(err, HR_ENOMEM, "out of memory");
     for (size_t i = 0; i < s->nheads && rc == 0; i++) {
         if (s->heads[i].seg->nprofiles == 0) continue;
         rc = store_write_block(s, s->heads[i].tenant, s->heads[i].seg, &metas[n], err); /* `cut` held: heads stable */
@@ -281,36 +394,29 @@ int store_cut(store_t *s, hr_err_t *err) {
         goto out;
     }
     /* The new blocks' footers are read before the swap (I/O outside the data lock);
-     * their partitions load on first use. */
-    block_t *fresh = calloc(n, sizeof *fresh);
-    for (size_t k = 0; fresh && k < n; k++) {
+     * their partitions load on first use, and a footer that fails to load now loads
+     * on the next scan. */
+    for (size_t k = 0; k < n; k++) {
         fresh[k].meta = metas[k];
-        bcache_attach(s, &fresh[k]);
+        bcache_attach(s, &fresh[k], NULL);
     }
     /* Swap: the written heads become blocks, atomically for readers. */
     pthread_rwlock_wrlock(&s->data);
     pthread_mutex_lock(&s->cache_mu);
-    if (fresh && VEC_RESERVE(s->blocks, s->blocks_cap, s->nblocks + n) == 0) {
-        for (size_t k = 0; k < n; k++) s->blocks[s->nblocks++] = fresh[k];
-        for (size_t i = 0; i < s->nheads; i++) {
-            if (s->heads[i].seg->nprofiles == 0) continue;
-            segment_free(s->heads[i].seg);
-            s->heads[i].seg = segment_new();
-            if (!s->heads[i].seg) rc = hr_fail(err, HR_ENOMEM, "out of memory");
-        }
-    } else {
-        /* The catalog has the blocks and the WAL moved on: a restart reads them. Until
-         * then the heads keep serving their data. */
-        for (size_t k = 0; fresh && k < n; k++) bcache_drop_locked(s, &fresh[k]);
-        rc = hr_fail(err, HR_ENOMEM, "out of memory");
+    for (size_t k = 0; k < n; k++) s->blocks[s->nblocks++] = fresh[k];
+    for (size_t i = 0; i < s->nheads; i++) {
+        if (!empty[i]) continue;
+        segment_free(s->heads[i].seg);
+        s->heads[i].seg = empty[i];
+        empty[i] = NULL;
     }
-    free(fresh);
     s->cuts++; /* under data, like every counter store_stats reads */
     pthread_mutex_unlock(&s->cache_mu);
     pthread_rwlock_unlock(&s->data);
     wal_remove_upto(s->wal, closed);
     log_info("head.cut", "blocks=%zu wal_checkpoint=%u", n, closed);
 out:
+    cut_unprepare(s, fresh, empty);
     free(metas);
     pthread_rwlock_unlock(&s->cut);
     return rc;
@@ -341,15 +447,17 @@ static int part_wanted(const block_part_t *p, const store_filter_t *f) {
 }
 
 /* Queues the block's wanted partitions into the batch (running it when full), or
- * hands fn the block's footer totals when they suffice. */
+ * hands fn the block's footer totals when they suffice. A bad block is skipped; one
+ * whose footer does not load for a passing reason fails the scan (err). */
 static int scan_block(store_t *s, size_t i, const store_filter_t *f, want_t *batch, size_t *nb, store_segment_fn fn,
-                      void *ctx) {
+                      void *ctx, hr_err_t *err) {
     block_t *b = &s->blocks[i];
     pthread_mutex_lock(&s->cache_mu); /* a footer that failed to load for a passing reason: retry */
-    if (!b->ix && !b->bad) bcache_attach(s, b);
+    if (!b->ix && !b->bad) bcache_attach(s, b, err);
     const block_index_t *ix = b->ix; /* set once, under cache_mu; stable while data is held */
+    int bad = b->bad;
     pthread_mutex_unlock(&s->cache_mu);
-    if (!ix) return 0;
+    if (!ix) return bad ? 0 : -1;
     if (f->totals_only && ix->totals) return fn(ctx, ix->totals); /* no partition decoded */
     int rc = 0;
     for (size_t p = 0; p < ix->nparts && rc == 0; p++) {
@@ -359,9 +467,9 @@ static int scan_block(store_t *s, size_t i, const store_filter_t *f, want_t *bat
          * series instead of every profile. */
         int view = f->merged_ok && bp->merged && bp->min_time >= f->from && bp->max_time <= f->until ? BLOCK_VIEW_MERGED
                                                                                                    : BLOCK_VIEW_ROWS;
-        batch[(*nb)++] = (want_t){s, i, p, view, NULL};
+        batch[(*nb)++] = (want_t){s, i, p, view, NULL, {0}};
         if (*nb == DECODE_BATCH) {
-            rc = bcache_run_batch(s, batch, *nb, fn, ctx);
+            rc = bcache_run_batch(s, batch, *nb, fn, ctx, err);
             *nb = 0;
         }
     }
@@ -369,16 +477,17 @@ static int scan_block(store_t *s, size_t i, const store_filter_t *f, want_t *bat
 }
 
 /* One scan; `data` held for reading. */
-static int scan_locked(store_t *s, const char *tenant, const store_filter_t *f, store_segment_fn fn, void *ctx) {
+static int scan_locked(store_t *s, const char *tenant, const store_filter_t *f, store_segment_fn fn, void *ctx,
+                       hr_err_t *err) {
     int rc = 0;
     want_t batch[DECODE_BATCH];
     size_t nb = 0;
     for (size_t i = 0; i < s->nblocks && rc == 0; i++) {
         const block_meta_t *m = &s->blocks[i].meta;
         if (strcmp(m->tenant, tenant) || m->max_time < f->from || m->min_time > f->until) continue;
-        rc = scan_block(s, i, f, batch, &nb, fn, ctx);
+        rc = scan_block(s, i, f, batch, &nb, fn, ctx, err);
     }
-    if (nb && rc == 0) rc = bcache_run_batch(s, batch, nb, fn, ctx); /* queued, not yet pinned */
+    if (nb && rc == 0) rc = bcache_run_batch(s, batch, nb, fn, ctx, err); /* queued, not yet pinned */
     for (size_t i = 0; i < s->nheads && rc == 0; i++) {
         const segment_t *seg = s->heads[i].seg;
         if (strcmp(s->heads[i].tenant, tenant) || !seg->nprofiles || seg->max_time < f->from ||
@@ -395,12 +504,11 @@ int store_scan(store_t *s, const char *tenant, const store_filter_t *f, store_se
 
 int store_scan_passes(store_t *s, const char *tenant, const store_filter_t *f, size_t n, store_pass_fn pass,
                       store_segment_fn fn, void *ctx, hr_err_t *err) {
-    (void)err;
     pthread_rwlock_rdlock(&s->data);
     int rc = 0;
     for (size_t k = 0; k < n && rc == 0; k++) {
         if (pass) pass(ctx, k);
-        rc = scan_locked(s, tenant, &f[k], fn, ctx);
+        rc = scan_locked(s, tenant, &f[k], fn, ctx, err);
     }
     pthread_rwlock_unlock(&s->data);
     return rc;

@@ -98,8 +98,10 @@ typedef struct {
  * and of each block overlapping the range either its footer totals (totals_only: a
  * segment of rows without samples) or each partition holding a wanted series. A
  * segment may also hold rows the filter does not want; fn checks rows itself.
- * Segments are borrowed for the duration of the call. A block that fails to load
- * is logged and skipped. fn returning -1 stops the scan. */
+ * Segments are borrowed for the duration of the call. A corrupt or missing block is
+ * logged and skipped from then on; a block that fails to load for a passing reason
+ * (out of memory, an I/O error) fails the scan: -1 with err filled, since an answer
+ * without it would be wrong. fn returning -1 stops the scan (-1, err untouched). */
 typedef int (*store_segment_fn)(void *ctx, const segment_t *seg);
 int store_scan(store_t *s, const char *tenant, const store_filter_t *f, store_segment_fn fn, void *ctx, hr_err_t *err);
 

@@ -23,6 +23,9 @@ typedef struct {
     char tenant[128];
     segment_t *seg;
     int64_t opened_ns; /* wall clock of the head's first ingest */
+    /* Room in seg promised to ingests between their stage and their commit (store.c):
+     * seg always has room for these beyond what it holds. */
+    size_t staged_profiles, staged_samples, staged_spans;
 } head_t;
 
 #define DECODE_BATCH 8 /* partitions pinned at once by a scan */
@@ -74,17 +77,21 @@ int store_write_block(store_t *s, const char *tenant, const segment_t *seg, bloc
 
 /* Reads a block's footer (its partitions and totals). A corrupt or missing block is
  * marked bad, logged, and skipped by queries from then on; a passing failure (out of
- * memory or descriptors, an I/O error) leaves it unattached, for a scan to retry.
- * cache_mu held, or the block not yet visible to other threads. */
-void bcache_attach(store_t *s, block_t *b);
+ * memory or descriptors, an I/O error) leaves it unattached, for a scan to retry, and
+ * fills err (when not NULL). cache_mu held, or the block not yet visible to other
+ * threads. */
+void bcache_attach(store_t *s, block_t *b, hr_err_t *err);
 /* Frees a block's index and cached partitions. cache_mu held (or no other thread). */
 void bcache_drop_locked(store_t *s, block_t *b);
 /* Frees least-recently used decoded partitions that no scan holds, down to the
  * budget. cache_mu held. */
 void bcache_evict_locked(store_t *s);
 /* Pins a view of partition p of block i, decoding it on first use (no lock held
- * meanwhile); NULL if it cannot be read (the block is then marked bad). */
-segment_t *bcache_pin(store_t *s, size_t i, size_t p, int view);
+ * meanwhile). NULL with err filled if it cannot be read: a corrupt or missing block
+ * is then marked bad (err HR_EUNPROC or HR_ENOTFOUND: skip it); a passing failure
+ * (HR_ENOMEM, HR_EIO) marks nothing, and the caller fails rather than answer without
+ * the partition. */
+segment_t *bcache_pin(store_t *s, size_t i, size_t p, int view, hr_err_t *err);
 void bcache_unpin(store_t *s, size_t i, size_t p, int view);
 
 /* A partition view a scan wants, in scan order. */
@@ -92,12 +99,15 @@ typedef struct {
     store_t *s;
     size_t block, part;
     int view;
-    segment_t *seg; /* pinned, or NULL (unreadable) */
+    segment_t *seg; /* pinned, or NULL (unreadable: err says why) */
+    hr_err_t err;
 } want_t;
 
 /* Pins the batch (decoding uncached partitions on up to s->decode_threads threads,
- * the caller's among them), hands fn the partitions in order, and unpins them.
- * Returns fn's first -1, else 0. `data` held for reading. */
-int bcache_run_batch(store_t *s, want_t *w, size_t n, store_segment_fn fn, void *ctx);
+ * the caller's among them), hands fn the partitions in order, and unpins them,
+ * skipping those of bad blocks. Returns fn's first -1, or -1 with err filled when a
+ * partition failed to load for a passing reason (bcache_pin), else 0. `data` held
+ * for reading. */
+int bcache_run_batch(store_t *s, want_t *w, size_t n, store_segment_fn fn, void *ctx, hr_err_t *err);
 
 #endif

@@ -6,6 +6,7 @@
  * location. */
 #include "storage/symtab.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -197,17 +198,30 @@ static uint32_t intern_fixed(symtab_t *t, idset_t *set, void *arr, size_t *n, si
 }
 
 uint32_t symtab_function(symtab_t *t, const sym_function_t *f) {
+    /* An id out of range (SYM_NONE from a failed intern passed on) would be encoded
+     * into a block and read past the string table by fingerprints and renderers. */
+    assert(f->name < t->nstrings && f->system_name < t->nstrings && f->filename < t->nstrings);
     return intern_fixed(t, &t->set_functions, &t->functions, &t->nfunctions, &t->functions_cap, sizeof *f, f,
                         hash_function(f), eq_function);
 }
 
 uint32_t symtab_mapping(symtab_t *t, const sym_mapping_t *m) {
+    assert(m->filename < t->nstrings && m->build_id < t->nstrings);
     return intern_fixed(t, &t->set_mappings, &t->mappings, &t->nmappings, &t->mappings_cap, sizeof *m, m,
                         hash_mapping(m), eq_mapping);
 }
 
+#ifndef NDEBUG
+static int lines_valid(const symtab_t *t, const sym_line_t *lines, uint32_t nlines) {
+    for (uint32_t i = 0; i < nlines; i++)
+        if (lines[i].function >= t->nfunctions) return 0;
+    return 1;
+}
+#endif
+
 uint32_t symtab_location(symtab_t *t, uint32_t mapping, uint64_t address,
                          const sym_line_t *lines, uint32_t nlines) {
+    assert(mapping < t->nmappings && lines_valid(t, lines, nlines));
     if (t->unindexed && index_sets(t)) return SYM_NONE;
     loc_key_t k = {mapping, address, lines, nlines};
     uint64_t h = hash_location(&k);
@@ -226,6 +240,10 @@ uint32_t symtab_location(symtab_t *t, uint32_t mapping, uint64_t address,
 }
 
 uint32_t symtab_stack(symtab_t *t, uint32_t parent, uint32_t location) {
+    /* The trie's order: a parent exists before its children, so its id is smaller
+     * (encoding writes id - parent, fingerprints read the parent's first), and every
+     * node but the empty stack has a location. */
+    assert(parent < t->nstacks && location != 0 && location < t->nlocations);
     sym_stack_t k = {parent, location};
     return intern_fixed(t, &t->set_stacks, &t->stacks, &t->nstacks, &t->stacks_cap, sizeof k, &k, hash_stack(&k),
                         eq_stack);
@@ -262,6 +280,8 @@ static sym_fp_t fp_string(const symtab_t *t, uint32_t i) {
 static sym_fp_t fp_function(const symtab_t *t, uint32_t i) {
     const sym_function_t *f = &t->functions[i];
     const sym_fp_t *s = t->fp[SYM_FP_STRINGS];
+    assert(f->name < t->nfp[SYM_FP_STRINGS] && f->system_name < t->nfp[SYM_FP_STRINGS] &&
+           f->filename < t->nfp[SYM_FP_STRINGS]);
     sym_fp_t h = fp_of(fp_of(fp_of((sym_fp_t){1, 2}, s[f->name]), s[f->system_name]), s[f->filename]);
     return fp_num(h, (uint64_t)f->start_line);
 }
@@ -269,16 +289,19 @@ static sym_fp_t fp_function(const symtab_t *t, uint32_t i) {
 static sym_fp_t fp_mapping(const symtab_t *t, uint32_t i) {
     const sym_mapping_t *m = &t->mappings[i];
     const sym_fp_t *s = t->fp[SYM_FP_STRINGS];
+    assert(m->filename < t->nfp[SYM_FP_STRINGS] && m->build_id < t->nfp[SYM_FP_STRINGS]);
     sym_fp_t h = fp_num(fp_num(fp_num((sym_fp_t){3, 4}, m->start), m->limit), m->offset);
     return fp_of(fp_of(h, s[m->filename]), s[m->build_id]);
 }
 
 static sym_fp_t fp_location(const symtab_t *t, uint32_t i) {
     const sym_location_t *l = &t->locations[i];
+    assert(l->mapping < t->nfp[SYM_FP_MAPPINGS]);
     sym_fp_t h = fp_num(fp_of((sym_fp_t){5, 6}, t->fp[SYM_FP_MAPPINGS][l->mapping]), l->address);
     h = fp_num(h, l->nlines);
     for (uint32_t j = 0; j < l->nlines; j++) {
         const sym_line_t *ln = &t->lines[l->first_line + j];
+        assert(ln->function < t->nfp[SYM_FP_FUNCTIONS]);
         h = fp_num(fp_of(h, t->fp[SYM_FP_FUNCTIONS][ln->function]), (uint64_t)ln->line);
     }
     return h;
@@ -286,6 +309,7 @@ static sym_fp_t fp_location(const symtab_t *t, uint32_t i) {
 
 static sym_fp_t fp_stack(const symtab_t *t, uint32_t i) {
     const sym_stack_t *s = &t->stacks[i];
+    assert(s->parent < i && s->location < t->nfp[SYM_FP_LOCATIONS]); /* the parent's is computed first */
     return fp_of(fp_of((sym_fp_t){7, 8}, t->fp[SYM_FP_STACKS][s->parent]), t->fp[SYM_FP_LOCATIONS][s->location]);
 }
 
@@ -297,6 +321,7 @@ int symtab_fingerprint(symtab_t *t) {
                                                                   fp_stack};
     const size_t n[5] = {t->nstrings, t->nfunctions, t->nmappings, t->nlocations, t->nstacks};
     for (int k = 0; k < 5; k++) {
+        assert(t->nfp[k] <= n[k]); /* tables only grow: a fingerprint past the end names nothing */
         int first = t->fp_cap[k] == 0; /* a decoded table's size is final: no doubling slack */
         if ((first ? vec_reserve_exact : vec_reserve)(&t->fp[k], &t->fp_cap[k], n[k], sizeof(sym_fp_t))) return -1;
         if (t->nfp[k] == 0 && n[k]) t->fp[k][t->nfp[k]++] = (sym_fp_t){(uint64_t)k + 11, (uint64_t)k + 13};
@@ -390,6 +415,7 @@ done:
 }
 
 uint32_t symtab_import_stack(symtab_t *dst, symtab_remap_t *m, uint32_t src_stack) {
+    assert(src_stack < m->src->nstacks);
     /* Walk up to the nearest already-imported ancestor, then intern downwards:
      * iterative, because real stacks can be thousands of frames deep. */
     uint32_t path[64], *p = path;
@@ -458,6 +484,7 @@ void symtab_encode(const symtab_t *t, buf_t *out) {
     /* A node's parent always precedes it, so (id - parent) is small and positive. */
     buf_put_uvarint(out, t->nstacks - 1);
     for (size_t i = 1; i < t->nstacks; i++) {
+        assert(t->stacks[i].parent < i);
         buf_put_uvarint(out, i - t->stacks[i].parent);
         buf_put_uvarint(out, t->stacks[i].location);
     }

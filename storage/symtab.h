@@ -20,6 +20,7 @@
 #ifndef HEARTH_SYMTAB_H
 #define HEARTH_SYMTAB_H
 
+#include <assert.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -99,6 +100,7 @@ uint32_t symtab_stack(symtab_t *t, uint32_t parent, uint32_t location);
 
 /* Borrowed NUL-terminated string for id (valid while t lives). */
 static inline const char *symtab_str(const symtab_t *t, uint32_t id) {
+    assert(id < t->nstrings);
     return t->sdata + t->soff[id];
 }
 

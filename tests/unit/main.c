@@ -1,34 +1,9 @@
 /* main.c - runs every unit test; argv[1] is the shared testdata directory. */
 #include <stdlib.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "tests/unit/unit.h"
 
 unit_t U;
-
-unsigned char *unit_read(const char *rel, size_t *n) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", U.testdata, rel);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "missing test file %s\n", path);
-        exit(2);
-    }
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *d = malloc((size_t)len + 1);
-    if (!d || fread(d, 1, (size_t)len, f) != (size_t)len) exit(2);
-    fclose(f);
-    *n = (size_t)len;
-    return d;
-}
-
-void unit_tmpdir(const char *name, char *out, size_t n) {
-    snprintf(out, n, "%s/%s", U.tmpdir, name);
-    mkdir(out, 0755);
-}
 
 int main(int argc, char **argv) {
     U.testdata = argc > 1 ? argv[1] : "../shared/testdata";
@@ -45,10 +20,5 @@ int main(int argc, char **argv) {
     }
     UNIT_TESTS(RUN)
 #undef RUN
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", U.tmpdir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", U.tmpdir);
-    fprintf(stderr, "%d checks passed, %d failed\n", U.passed, U.failed);
-    printf("unit: %d passed, %d failed\n", tests_ok, tests_bad);
-    return U.failed ? 1 : 0;
+    return unit_finish("unit", tests_ok, tests_bad);
 }

@@ -49,6 +49,11 @@ extern unit_t U;
 unsigned char *unit_read(const char *rel, size_t *n);
 /* A fresh empty directory under U.tmpdir. */
 void unit_tmpdir(const char *name, char *out, size_t n);
+/* Removes a directory and everything in it. */
+void unit_rmtree(const char *dir);
+/* Removes U.tmpdir, reports the checks and, last, "suite: N passed, N failed" (tests
+ * or paths); returns the exit code (1 when any check failed). */
+int unit_finish(const char *suite, int ok, int bad);
 
 /* The test functions, one per behaviour. */
 #define UNIT_TESTS(X)                                                                \

@@ -1,0 +1,24 @@
+/* inject.h - making the Nth allocation of Hearth's own code fail.
+ *
+ * The allocation-failure test binary is linked with
+ * -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=strdup,--wrap=strndup, so
+ * every such call made by Hearth's objects (storage, ingest, query, common: the code
+ * whose out-of-memory branches are under test) goes through inject.c, while the
+ * libraries' own allocations (SQLite, zstd, zlib, protobuf-c, jansson, libc) do not:
+ * they are not Hearth's branches to test. Free is not wrapped, so a pointer from a
+ * wrapped allocation still goes back to the real allocator (ASan's, in this build).
+ *
+ * The counter is atomic: a scan decodes block partitions on several threads, so the
+ * Nth allocation is then the Nth in whatever order the threads made them. */
+#ifndef HEARTH_OOM_INJECT_H
+#define HEARTH_OOM_INJECT_H
+
+/* From now on count allocations, and make the nth fail (n 0: none fails). Only that
+ * one fails: the next succeeds again, as when memory comes back. */
+void oom_arm(long n);
+/* Stops counting and failing; returns how many allocations were made since oom_arm. */
+long oom_disarm(void);
+/* 1 when the allocation oom_arm named has failed since. */
+int oom_fired(void);
+
+#endif

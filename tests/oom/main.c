@@ -1,0 +1,476 @@
+/* main.c - allocation-failure injection over ingest, cut, compaction and query,
+ * SQLite's way.
+ *
+ * For each path below and N = 1, 2, 3, ... the Nth allocation Hearth's own code
+ * makes during the operation fails (inject.h), until the operation completes
+ * without reaching the Nth. Each time:
+ *   - nothing crashes (the binary is built with ASan and UBSan, asserts on);
+ *   - the operation returns its documented error, -1 with HR_ENOMEM, or copes and
+ *     answers exactly what a run without failures answers;
+ *   - the store still holds exactly what it held before: the same answers, also
+ *     after closing and reopening it (WAL replay);
+ *   - a retry succeeds and answers what a run without failures answers;
+ *   - nothing leaks (LeakSanitizer, checked after each path).
+ * A path with more allocations than STEPS is stepped through in a stride, and says
+ * so. argv[1] is the shared testdata directory; argv[2], when given, runs only the
+ * paths whose names contain it. Ends with "N passed, N failed" (paths). */
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/lsan_interface.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ingest/request.h"
+#include "query/catalog.h"
+#include "query/merge.h"
+#include "query/render.h"
+#include "query/selector.h"
+#include "query/tree.h"
+#include "storage/store.h"
+#include "tests/oom/inject.h"
+#include "tests/unit/unit.h"
+
+unit_t U;
+
+#define S 1000000000LL
+#define T0 (1699920000LL + 3600) /* 2023-11-14 01:00 UTC: every upload within one day, so they compact */
+#define STEPS 1500               /* at most this many N per path; more allocations are strided */
+
+/* ---- the data: real profiles, uploaded as the server uploads them ---- */
+
+typedef struct {
+    const char *file, *name;
+    ingest_format_t format;
+    int64_t at_s;
+    unsigned char *body;
+    size_t len;
+} upload_t;
+
+static upload_t UPLOADS[] = {
+    {"pprof/go-runtime-cpu-01.pb.gz", "web{env=prod}", INGEST_PPROF, T0, NULL, 0},
+    {"pprof/go-runtime-cpu-00.pb.gz", "api{env=prod}", INGEST_PPROF, T0 + 60, NULL, 0},
+    {"pprof/go-runtime-heap.pb.gz", "api{env=prod}", INGEST_PPROF, T0 + 120, NULL, 0},
+};
+
+static ingest_request_t request_of(const upload_t *u) {
+    return (ingest_request_t){.tenant = "anonymous", .name = u->name, .format = u->format, .has_from = 1,
+                              .from_ns = u->at_s * S, .received_ns = u->at_s * S, .sample_rate = 100,
+                              .body = u->body, .body_len = u->len};
+}
+
+static const ingest_limits_t LIMITS = {64 << 20, 0, 64, NULL, 2048};
+
+/* Decodes and stores one upload, logged in the WAL as the server logs it. */
+static int upload(store_t *s, const upload_t *u, hr_err_t *err) {
+    ingest_request_t r = request_of(u);
+    buf_t rec;
+    buf_init(&rec);
+    ingest_request_encode(&r, &rec);
+    batch_t b;
+    int rc = rec.oom || batch_init(&b) ? hr_fail(err, HR_ENOMEM, "out of memory") : 0;
+    if (rc == 0) {
+        rc = ingest_to_batch(&r, &LIMITS, &b, err);
+        if (rc == 0) rc = store_ingest(s, r.tenant, rec.data, rec.len, &b, err);
+        batch_destroy(&b);
+    }
+    buf_free(&rec);
+    return rc;
+}
+
+/* WAL replay, as server/main.c does it. */
+static int replay_one(void *ctx, const uint8_t *p, size_t n) {
+    store_t *s = ctx;
+    ingest_request_t r;
+    hr_err_t err = {0};
+    batch_t b;
+    if (ingest_request_decode(p, n, &r, &err) || batch_init(&b)) return -1;
+    int rc = ingest_to_batch(&r, &LIMITS, &b, &err);
+    if (rc == 0) rc = store_apply(s, r.tenant, &b, &err);
+    batch_destroy(&b);
+    return rc;
+}
+
+/* ---- the store under test ---- */
+
+typedef struct {
+    char dir[512];
+    store_config_t cfg;
+    store_t *s;
+    /* what an operation made, for its answer; freed by release() */
+    merge_result_t m;
+    buf_t out;
+    merge_result_t base; /* a merge the render paths start from, made when the store is built */
+} subject_t;
+
+static store_t *open_store(subject_t *x) {
+    hr_err_t err = {0};
+    wal_scan_t ws;
+    store_t *s = store_open(&x->cfg, &err);
+    if (s && store_replay(s, replay_one, s, &ws, &err)) {
+        store_close(s);
+        s = NULL;
+    }
+    if (!s) fprintf(stderr, "oom: cannot open %s: %s\n", x->dir, err.msg);
+    return s;
+}
+
+static void subject_init(subject_t *x, const char *name) {
+    static int seq;
+    char rel[64];
+    snprintf(rel, sizeof rel, "%s-%d", name, seq++);
+    memset(x, 0, sizeof *x);
+    unit_tmpdir(rel, x->dir, sizeof x->dir);
+    /* A cache of 0 bytes: every query decodes the partitions it reads, under test too. */
+    x->cfg = (store_config_t){x->dir, WAL_FSYNC_NONE, 64 << 20, 3600 * S, 3, 0, 0, 2, 64 << 20};
+    x->s = open_store(x);
+    buf_init(&x->out);
+}
+
+static void subject_reopen(subject_t *x) {
+    store_close(x->s);
+    x->s = open_store(x);
+}
+
+static void subject_destroy(subject_t *x) {
+    merge_result_destroy(&x->base);
+    store_close(x->s);
+    unit_rmtree(x->dir);
+}
+
+static void must(int ok, const char *what) {
+    if (ok) return;
+    fprintf(stderr, "oom: setting up failed: %s\n", what);
+    exit(2);
+}
+
+/* What the store holds, as queries see it: per profile type the merged stacks
+ * (folded) and the profile list. Ranged, so the types are those with a profile: an
+ * ingest that fails after creating its series leaves them known without data, as
+ * retention leaves series (store.h). */
+static void store_answer(store_t *s, buf_t *out) {
+    hr_err_t err = {0};
+    catalog_query_t q = {"anonymous", NULL, 1, 0, (T0 + 86400) * S, 0};
+    catalog_types_t types = {0};
+    must(catalog_profile_types(s, &q, 1, &types, &err) == 0, err.msg);
+    for (size_t i = 0; i < types.n; i++) {
+        selector_t sel;
+        must(selector_parse(types.v[i].id, &sel, &err) == 0, err.msg);
+        merge_query_t mq = {.tenant = "anonymous", .sel = &sel, .from = 0, .until = (T0 + 86400) * S, .want_stacks = 1};
+        merge_result_t m;
+        tree_t t = {0};
+        must(merge_run(s, &mq, &m, &err) == 0 && tree_build(&t, &m, &err) == 0, err.msg);
+        buf_printf(out, "%s: %llu profiles, total %.0f\n", types.v[i].id, (unsigned long long)m.profiles, m.total);
+        must(render_folded(&t, out) == 0, "render_folded");
+        catalog_query_t pq = {"anonymous", &sel, 0, 0, (T0 + 86400) * S, 0};
+        catalog_profile_t *list;
+        size_t n;
+        must(catalog_profiles(s, &pq, &list, &n, &err) == 0, err.msg);
+        for (size_t k = 0; k < n; k++)
+            buf_printf(out, "profile %u@%lld: %lld\n", list[k].series, (long long)list[k].time_ns, (long long)list[k].total);
+        free(list);
+        tree_destroy(&t);
+        merge_result_destroy(&m);
+        selector_destroy(&sel);
+    }
+    free(types.v);
+    must(!out->oom, "store_answer");
+    buf_putc(out, 0);
+}
+
+/* ---- the paths ---- */
+
+typedef struct {
+    const char *name;
+    int changes_store;                 /* a fresh store for every N; the store's answers are compared */
+    void (*build)(subject_t *x);       /* fills the store the operation starts from */
+    int (*op)(subject_t *x, hr_err_t *err); /* 0, or -1 with err */
+    void (*answer)(subject_t *x, buf_t *out); /* what the operation answered; NULL: only the store counts */
+} path_t;
+
+static void build_one(subject_t *x) {
+    hr_err_t err = {0};
+    must(upload(x->s, &UPLOADS[0], &err) == 0, err.msg);
+}
+
+/* Two blocks and a head: web, then api's cpu, cut apart; api's heap in the head. */
+static void build_blocks_and_head(subject_t *x) {
+    hr_err_t err = {0};
+    for (size_t i = 0; i < 3; i++) {
+        must(upload(x->s, &UPLOADS[i], &err) == 0, err.msg);
+        if (i < 2) must(store_cut(x->s, &err) == 0, err.msg);
+    }
+}
+
+/* Three blocks, due for compaction. */
+static void build_three_blocks(subject_t *x) {
+    hr_err_t err = {0};
+    for (size_t i = 0; i < 3; i++) must(upload(x->s, &UPLOADS[i], &err) == 0 && store_cut(x->s, &err) == 0, err.msg);
+}
+
+/* A head holding every upload, over one block. */
+static void build_for_cut(subject_t *x) {
+    hr_err_t err = {0};
+    must(upload(x->s, &UPLOADS[0], &err) == 0 && store_cut(x->s, &err) == 0, err.msg);
+    for (size_t i = 1; i < 3; i++) must(upload(x->s, &UPLOADS[i], &err) == 0, err.msg);
+}
+
+static int op_ingest_cpu(subject_t *x, hr_err_t *err) { return upload(x->s, &UPLOADS[1], err); }
+static int op_ingest_heap(subject_t *x, hr_err_t *err) { return upload(x->s, &UPLOADS[2], err); }
+static int op_cut(subject_t *x, hr_err_t *err) { return store_cut(x->s, err); }
+
+static int op_compact(subject_t *x, hr_err_t *err) {
+    int rc = store_compact(x->s, err);
+    if (rc == 0) return hr_fail(err, HR_OK, "store_compact did not compact a due run"), -1;
+    return rc == 1 ? 0 : -1;
+}
+
+/* Discovery: series selection, label values, types and the profile list. */
+static int op_catalog(subject_t *x, hr_err_t *err) {
+    selector_t sel; /* destroyed also after a failure (selector.h) */
+    if (selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds{env=\"prod\"}", &sel, err))
+        return selector_destroy(&sel), -1;
+    catalog_query_t q = {"anonymous", &sel, 1, 0, (T0 + 86400) * S, 0};
+    catalog_strings_t vals = {0};
+    catalog_types_t types = {0};
+    catalog_profile_t *list = NULL;
+    size_t n = 0;
+    int rc = catalog_label_values(x->s, &q, 1, "service_name", &vals, err);
+    if (rc == 0) rc = catalog_profile_types(x->s, &q, 1, &types, err);
+    if (rc == 0) rc = catalog_profiles(x->s, &q, &list, &n, err);
+    for (size_t i = 0; rc == 0 && i < vals.n; i++) buf_printf(&x->out, "service_name=%s\n", vals.v[i]);
+    for (size_t i = 0; rc == 0 && i < types.n; i++) buf_printf(&x->out, "type %s\n", types.v[i].id);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        buf_printf(&x->out, "profile %u@%lld: %lld\n", list[i].series, (long long)list[i].time_ns, (long long)list[i].total);
+    if (rc == 0 && x->out.oom) rc = hr_fail(err, HR_ENOMEM, "out of memory"); /* buf.c is Hearth's too */
+    free(vals.v);
+    free(types.v);
+    free(list);
+    selector_destroy(&sel);
+    return rc;
+}
+
+static int merge_type(subject_t *x, const char *type, hr_err_t *err) {
+    selector_t sel;
+    if (selector_parse(type, &sel, err)) return selector_destroy(&sel), -1;
+    merge_query_t q = {.tenant = "anonymous", .sel = &sel, .from = T0 * S, .until = (T0 + 3600) * S,
+                       .step = 30 * S, .want_stacks = 1};
+    int rc = merge_run(x->s, &q, &x->m, err);
+    selector_destroy(&sel);
+    return rc;
+}
+
+static int op_merge_cpu(subject_t *x, hr_err_t *err) {
+    return merge_type(x, "process_cpu:cpu:nanoseconds:cpu:nanoseconds", err);
+}
+
+/* A gauge: averaged per series, so the merge counts profiles first. */
+static int op_merge_heap(subject_t *x, hr_err_t *err) {
+    return merge_type(x, "memory:inuse_space:bytes:space:bytes", err);
+}
+
+/* The merge, its timeline and its stacks. */
+static void answer_merge(subject_t *x, buf_t *out) {
+    const merge_result_t *m = &x->m;
+    buf_printf(out, "%llu profiles, total %.0f, %lld..%lld\n", (unsigned long long)m->profiles, m->total,
+               (long long)m->first_ns, (long long)m->end_ns);
+    for (size_t i = 0; i < m->nbuckets; i++) buf_printf(out, "%.3f ", m->timeline[i]);
+    tree_t t = {0};
+    hr_err_t err = {0};
+    must(tree_build(&t, &x->m, &err) == 0 && render_folded(&t, out) == 0, "answer_merge");
+    tree_destroy(&t);
+}
+
+/* The store of the query paths, and the cpu merge the renderers read. */
+static void build_for_render(subject_t *x) {
+    build_blocks_and_head(x);
+    hr_err_t err = {0};
+    must(op_merge_cpu(x, &err) == 0, err.msg);
+    x->base = x->m;
+    memset(&x->m, 0, sizeof x->m);
+}
+
+static int render_as(subject_t *x, const char *format, render_kind_t kind, hr_err_t *err) {
+    render_args_t a = {&x->base, kind == RENDER_DIFF ? &x->base : NULL, RENDER_DEFAULT_MAX_NODES, 0};
+    return query_render(render_find(format, kind), &a, &x->out, err);
+}
+
+static int op_flamegraph(subject_t *x, hr_err_t *err) { return render_as(x, "flamegraph", RENDER_MERGE, err); }
+static int op_pprof(subject_t *x, hr_err_t *err) { return render_as(x, "pprof", RENDER_MERGE, err); }
+static int op_top(subject_t *x, hr_err_t *err) { return render_as(x, "top", RENDER_MERGE, err); }
+static int op_diff(subject_t *x, hr_err_t *err) { return render_as(x, "diff", RENDER_DIFF, err); }
+
+static void answer_out(subject_t *x, buf_t *out) { buf_append(out, x->out.data, x->out.len); }
+
+static const path_t PATHS[] = {
+    {"ingest pprof cpu", 1, build_one, op_ingest_cpu, NULL},
+    {"ingest pprof heap", 1, build_one, op_ingest_heap, NULL},
+    {"cut", 1, build_for_cut, op_cut, NULL},
+    {"compact", 1, build_three_blocks, op_compact, NULL},
+    {"catalog", 0, build_blocks_and_head, op_catalog, answer_out},
+    {"merge cpu", 0, build_blocks_and_head, op_merge_cpu, answer_merge},
+    {"merge heap (gauge)", 0, build_blocks_and_head, op_merge_heap, answer_merge},
+    {"render flamegraph", 0, build_for_render, op_flamegraph, answer_out},
+    {"render pprof", 0, build_for_render, op_pprof, answer_out},
+    {"render top", 0, build_for_render, op_top, answer_out},
+    {"render diff", 0, build_for_render, op_diff, answer_out},
+};
+
+/* ---- the runner ---- */
+
+static const char *cur_path;
+static long cur_n;
+
+static void say_where(void) {
+    if (cur_path) fprintf(stderr, "oom: died in path `%s` with allocation %ld failing\n", cur_path, cur_n);
+}
+
+static void on_abort(int sig) {
+    say_where();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+/* Frees what one run of the operation made. */
+static void release(subject_t *x) {
+    merge_result_destroy(&x->m);
+    buf_free(&x->out);
+    buf_init(&x->out);
+}
+
+/* What the operation answered, and (changes_store) what the store holds after it. */
+typedef struct {
+    buf_t answer, store;
+} outcome_t;
+
+static void outcome_of(const path_t *p, subject_t *x, outcome_t *o) {
+    buf_init(&o->answer);
+    buf_init(&o->store);
+    if (p->answer) p->answer(x, &o->answer);
+    buf_putc(&o->answer, 0);
+    if (p->changes_store) store_answer(x->s, &o->store);
+}
+
+static void outcome_free(outcome_t *o) {
+    buf_free(&o->answer);
+    buf_free(&o->store);
+}
+
+/* 1 when x (after a successful run) answers as want; reports the first difference. */
+static int same_outcome(const path_t *p, subject_t *x, const outcome_t *want, const char *when) {
+    outcome_t got;
+    outcome_of(p, x, &got);
+    int same = !strcmp((char *)got.answer.data, (char *)want->answer.data) &&
+               (!p->changes_store || !strcmp((char *)got.store.data, (char *)want->store.data));
+    if (!same) fprintf(stderr, "oom: %s, allocation %ld: the answer differs %s\n", p->name, cur_n, when);
+    outcome_free(&got);
+    return same;
+}
+
+/* The store's answers equal want (a store that failed an operation holds what it held). */
+static int same_store(const path_t *p, subject_t *x, const buf_t *want, const char *when) {
+    if (!p->changes_store) return 1;
+    buf_t got;
+    buf_init(&got);
+    store_answer(x->s, &got);
+    int same = !strcmp((char *)got.data, (char *)want->data);
+    if (!same) fprintf(stderr, "oom: %s, allocation %ld: the store's answers changed %s\n", p->name, cur_n, when);
+    buf_free(&got);
+    return same;
+}
+
+/* One N: the operation with its Nth allocation failing, then the checks. Returns 1
+ * when the Nth allocation was reached. */
+static int run_once(const path_t *p, subject_t *x, long n, const buf_t *before, const outcome_t *ref) {
+    hr_err_t err = {0};
+    cur_n = n;
+    oom_arm(n);
+    int rc = p->op(x, &err);
+    oom_disarm();
+    int fired = oom_fired();
+    if (!fired || rc == 0) { /* not reached, or coped with: the answer is the reference's */
+        CHECK(rc == 0);
+        CHECK(same_outcome(p, x, ref, fired ? "after coping with the failure" : "without a failure"));
+        release(x);
+        return fired;
+    }
+    if (err.code != HR_ENOMEM)
+        fprintf(stderr, "oom: %s, allocation %ld: code %d (%s), want HR_ENOMEM\n", p->name, n, err.code, err.msg);
+    CHECK_INT(err.code, HR_ENOMEM);
+    release(x);
+    CHECK(same_store(p, x, before, "after the failure"));
+    if (p->changes_store) {
+        subject_reopen(x);
+        CHECK(x->s != NULL && same_store(p, x, before, "after the failure and a reopen"));
+    }
+    err = (hr_err_t){0};
+    CHECK(x->s != NULL && p->op(x, &err) == 0); /* the retry */
+    CHECK(same_outcome(p, x, ref, "on the retry"));
+    release(x);
+    if (p->changes_store) {
+        subject_reopen(x);
+        CHECK(x->s != NULL && same_store(p, x, &ref->store, "after the retry and a reopen"));
+    }
+    return 1;
+}
+
+static void run_path(const path_t *p) {
+    cur_path = p->name;
+    cur_n = 0;
+    double t0 = (double)clock() / CLOCKS_PER_SEC;
+    subject_t x;
+    subject_init(&x, "ref");
+    must(x.s != NULL, "store_open");
+    p->build(&x);
+    buf_t before;
+    buf_init(&before);
+    if (p->changes_store) store_answer(x.s, &before);
+    hr_err_t err = {0};
+    oom_arm(0);
+    int rc = p->op(&x, &err);
+    long total = oom_disarm();
+    must(rc == 0, err.msg[0] ? err.msg : p->name);
+    outcome_t ref;
+    outcome_of(p, &x, &ref);
+    release(&x);
+    long stride = total > STEPS ? (total + STEPS - 1) / STEPS : 1, runs = 0;
+    int failed = U.failed;
+    for (long n = 1;; n += stride, runs++) {
+        if (p->changes_store) { /* a fresh store in the state the reference started from */
+            subject_destroy(&x);
+            subject_init(&x, "n");
+            must(x.s != NULL, "store_open");
+            p->build(&x);
+        }
+        if (!run_once(p, &x, n, &before, &ref) || U.failed - failed > 20) break;
+    }
+    subject_destroy(&x);
+    buf_free(&before);
+    outcome_free(&ref);
+    cur_path = NULL;
+    CHECK(__lsan_do_recoverable_leak_check() == 0);
+    fprintf(stderr, "%s %s: %ld allocations, %ld failed in turn%s (%.1f s)\n", U.failed == failed ? "ok  " : "FAIL",
+            p->name, total, runs, stride > 1 ? " (strided)" : "", (double)clock() / CLOCKS_PER_SEC - t0);
+    if (stride > 1) fprintf(stderr, "     every %ld-th allocation of %ld\n", stride, total);
+}
+
+int main(int argc, char **argv) {
+    U.testdata = argc > 1 ? argv[1] : "../shared/testdata";
+    const char *only = argc > 2 ? argv[2] : NULL;
+    /* In memory when the machine has it: a store syncs every block and catalog commit. */
+    snprintf(U.tmpdir, sizeof U.tmpdir, "%s/hearth-oom-XXXXXX", access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
+    if (!mkdtemp(U.tmpdir)) return 2;
+    signal(SIGABRT, on_abort);
+    __asan_set_death_callback(say_where);
+    for (size_t i = 0; i < sizeof UPLOADS / sizeof *UPLOADS; i++) UPLOADS[i].body = unit_read(UPLOADS[i].file, &UPLOADS[i].len);
+    int ok = 0, bad = 0;
+    for (size_t i = 0; i < sizeof PATHS / sizeof *PATHS; i++) {
+        if (only && !strstr(PATHS[i].name, only)) continue;
+        int before = U.failed;
+        run_path(&PATHS[i]);
+        if (U.failed == before) ok++;
+        else bad++;
+    }
+    for (size_t i = 0; i < sizeof UPLOADS / sizeof *UPLOADS; i++) free(UPLOADS[i].body);
+    return unit_finish("oom", ok, bad);
+}
