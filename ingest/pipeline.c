@@ -50,6 +50,7 @@ typedef struct {
     const ingest_limits_t *lim;
     size_t records;
     int64_t started, last_report; /* seconds */
+    hr_err_t stop;                /* why the replay stopped */
 } replay_t;
 
 static int replay_record(void *ctx, const uint8_t *p, size_t n) {
@@ -60,11 +61,18 @@ static int replay_record(void *ctx, const uint8_t *p, size_t n) {
         rp->last_report = now;
     }
     hr_err_t err = {0};
-    return ingest_replay_one(rp->store, rp->lim, p, n, &err);
+    if (ingest_replay_one(rp->store, rp->lim, p, n, &err) == 0) return 0;
+    /* A bad record is skipped; out of memory is not the record's fault, and skipping
+     * it would lose it at the next cut: stop, and the next start replays it. */
+    if (err.code != HR_ENOMEM) return -1;
+    rp->stop = err;
+    return WAL_REPLAY_STOP;
 }
 
 int ingest_replay_wal(store_t *s, const ingest_limits_t *lim, wal_scan_t *ws, hr_err_t *err) {
     int64_t t0 = time(NULL);
-    replay_t rp = {s, lim, 0, t0, t0};
-    return store_replay(s, replay_record, &rp, ws, err);
+    replay_t rp = {s, lim, 0, t0, t0, {0}};
+    int rc = store_replay(s, replay_record, &rp, ws, err);
+    if (rc && rp.stop.code) *err = rp.stop;
+    return rc;
 }

@@ -125,18 +125,24 @@ typedef struct {
     void *ctx;
     wal_scan_t *st;
     const char *path;
-    int log; /* replay logs corruption; verification only counts it */
+    int log;     /* replay logs corruption; verification only counts it */
+    int stopped; /* fn returned WAL_REPLAY_STOP */
 } scan_t;
 
 static void deliver(scan_t *sc, const uint8_t *p, size_t len) {
-    if (sc->fn && sc->fn(sc->ctx, p, len) != 0) sc->st->skipped++;
+    int rc = sc->fn ? sc->fn(sc->ctx, p, len) : 0;
+    if (rc == WAL_REPLAY_STOP) {
+        sc->stopped = 1;
+        return;
+    }
+    if (rc != 0) sc->st->skipped++;
     sc->st->records++;
 }
 
 /* The framing before the magic: stops at the first bad record, whatever follows. */
 static size_t scan_v1(scan_t *sc, const uint8_t *d, size_t n) {
     size_t off = 0;
-    while (n - off >= 8) {
+    while (n - off >= 8 && !sc->stopped) {
         uint32_t len = get_u32(d + off), crc = get_u32(d + off + 4);
         if (len > MAX_RECORD || n - off - 8 < len) break;
         if ((uint32_t)crc32(0, d + off + 8, len) != crc) break;
@@ -148,7 +154,7 @@ static size_t scan_v1(scan_t *sc, const uint8_t *d, size_t n) {
 
 static size_t scan_v2(scan_t *sc, const uint8_t *d, size_t n) {
     size_t off = 0;
-    while (off < n) {
+    while (off < n && !sc->stopped) {
         size_t f = frame_at(d, n, off);
         if (f) {
             deliver(sc, d + off + FRAME_HDR, f - FRAME_HDR);
@@ -184,10 +190,12 @@ static int scan_segment(scan_t *sc, off_t *valid, int *v1, hr_err_t *err) {
     if (fs_read_file(sc->path, (size_t)64 << 30, &data, &n, err)) return -1;
     *v1 = old_framing(data, n);
     size_t end = *v1 ? scan_v1(sc, data, n) : scan_v2(sc, data, n);
+    free(data);
+    if (sc->stopped) /* what follows is unread, not torn: keep it */
+        return hr_fail(err, HR_ENOMEM, "WAL replay stopped in %s: a record could not be applied", sc->path);
     sc->st->torn_bytes += n - end;
     sc->st->segments++;
     *valid = (off_t)end;
-    free(data);
     return 0;
 }
 
@@ -219,7 +227,7 @@ int wal_replay(wal_t *w, uint32_t after, wal_replay_fn fn, void *ctx, wal_scan_t
         if (segs[i] <= after) continue;
         char path[3200];
         seg_path(w, segs[i], path, sizeof path);
-        scan_t sc = {fn, ctx, st, path, 1};
+        scan_t sc = {fn, ctx, st, path, 1, 0};
         off_t valid;
         if (scan_segment(&sc, &valid, &last_v1, err)) {
             free(segs);
@@ -338,7 +346,7 @@ int wal_verify(const char *dir, wal_scan_t *st, hr_err_t *err) {
     for (size_t i = 0; i < n; i++) {
         char path[3200];
         seg_path(&w, segs[i], path, sizeof path);
-        scan_t sc = {NULL, NULL, st, path, 0};
+        scan_t sc = {NULL, NULL, st, path, 0, 0};
         off_t valid;
         int v1;
         if (scan_segment(&sc, &valid, &v1, err)) {

@@ -45,7 +45,11 @@ typedef struct {
 /* Feeds fn every intact record of the segments numbered above `after`, in order,
  * then opens the newest segment for appending (a fresh one when the newest has the
  * old framing). Must precede any append. A record fn rejects (returns -1) is counted
- * in st->skipped and replay goes on; corruption is logged, counted and skipped. */
+ * in st->skipped and replay goes on; corruption is logged, counted and skipped. fn
+ * returns WAL_REPLAY_STOP for a passing failure (out of memory): the replay stops
+ * there, truncates nothing and returns -1, so the record is replayed on the next
+ * start instead of being lost. */
+#define WAL_REPLAY_STOP (-2)
 typedef int (*wal_replay_fn)(void *ctx, const uint8_t *payload, size_t len);
 int wal_replay(wal_t *w, uint32_t after, wal_replay_fn fn, void *ctx, wal_scan_t *st, hr_err_t *err);
 

@@ -387,6 +387,38 @@ void test_wal_replay(void) {
     wal_close(w);
 }
 
+/* A callback that cannot apply a record for a passing reason stops the replay: nothing
+ * is truncated or skipped, and the next replay delivers every record. */
+static int stop_at_two(void *ctx, const uint8_t *p, size_t n) {
+    wal_seen_t *seen = ctx;
+    if (n == 3 && !memcmp(p, "two", 3)) return WAL_REPLAY_STOP;
+    return collect_record(seen, p, n);
+}
+
+void test_wal_replay_stop(void) {
+    char dir[512];
+    unit_tmpdir("walstop", dir, sizeof dir);
+    hr_err_t err = {0};
+    wal_t *w = wal_open(dir, WAL_FSYNC_ALWAYS, &err);
+    wal_scan_t ws;
+    wal_seen_t seen = {0};
+    CHECK(wal_replay(w, 0, collect_record, &seen, &ws, &err) == 0);
+    CHECK(wal_append(w, "one", 3, &err) == 0 && wal_append(w, "two", 3, &err) == 0);
+    CHECK(wal_append(w, "three", 5, &err) == 0);
+    wal_close(w);
+    w = wal_open(dir, WAL_FSYNC_ALWAYS, &err);
+    CHECK(wal_replay(w, 0, stop_at_two, &seen, &ws, &err) == -1 && err.code == HR_ENOMEM);
+    CHECK_INT(ws.records, 1);
+    CHECK_INT(ws.skipped, 0);
+    wal_close(w);
+    w = wal_open(dir, WAL_FSYNC_ALWAYS, &err);
+    memset(&seen, 0, sizeof seen);
+    CHECK(wal_replay(w, 0, collect_record, &seen, &ws, &err) == 0);
+    CHECK_INT(ws.records, 3);
+    CHECK_STR(seen.seen[2], "three");
+    wal_close(w);
+}
+
 void test_wal_torn_tail(void) {
     char dir[512], path[600];
     unit_tmpdir("wal2", dir, sizeof dir);

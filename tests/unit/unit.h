@@ -60,7 +60,7 @@ int unit_finish(const char *suite, int ok, int bad);
     X(test_varint_roundtrip) X(test_timeparse) X(test_jsonw)                         \
     X(test_symtab_dedup) X(test_symtab_roundtrip) X(test_symtab_fingerprints) X(test_symtab_import)              \
     X(test_block_roundtrip) X(test_block_corruption) X(test_block_empty_stack_and_verify) X(test_block_span_samples) X(test_block_partitions) X(test_wal_replay)              \
-    X(test_wal_torn_tail) X(test_wal_corrupt_middle) X(test_store_cut_and_reopen) X(test_retention) X(test_compact_segments) X(test_store_compaction)             \
+    X(test_wal_replay_stop) X(test_wal_torn_tail) X(test_wal_corrupt_middle) X(test_store_cut_and_reopen) X(test_retention) X(test_compact_segments) X(test_store_compaction)             \
     X(test_appname) X(test_folded) X(test_pprof_census_and_budget) X(test_pprof_totals) X(test_pprof_twice_no_new_symbols) \
     X(test_pprof_negative) X(test_pprof_labels_split_series) X(test_request_roundtrip) \
     X(test_selector) X(test_selector_string_escapes) X(test_short_type_names) X(test_selector_regex) X(test_catalog_unlocked_and_deadline)    \
