@@ -195,6 +195,17 @@ fuzz-regress: test-deps
 	  echo "fuzz regressions: $$t ok ($$(ls tests/fuzz/regress/$$t | wc -l) inputs)"; \
 	done
 
+# C sources under clang-format's rules (.clang-format); `make fmt` rewrites them,
+# `make fmt-check` (run by .ci/run) fails on any file that differs.
+FMT_SRC = $(wildcard main.c wire/*.[ch] common/*.[ch] common/*.cc storage/*.[ch] query/*.[ch] server/*.[ch] \
+            ingest/*.[ch] cli/*.[ch] tests/unit/*.[ch] tests/fuzz/*.c tests/oom/*.[ch])
+.PHONY: fmt-check
+fmt:
+	clang-format -i $(FMT_SRC)
+fmt-check:
+	@command -v clang-format >/dev/null || deploy/install-deps.sh test
+	clang-format --dry-run --Werror $(FMT_SRC)
+
 clean:
 	rm -rf build hearth hearth-asan
 

@@ -28,7 +28,8 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (strcmp(cmd, "serve") && strncmp(cmd, "-", 1)) {
-        fprintf(stderr, "hearth: unknown command `%s`: use serve, push, query, check or version (hearth --help)\n", cmd);
+        fprintf(stderr, "hearth: unknown command `%s`: use serve, push, query, check or version (hearth --help)\n",
+                cmd);
         return 2;
     }
     return serve_main(argc, argv);

@@ -5,8 +5,8 @@
 
 #include "cli/cli.h"
 
-int cli_parse(int argc, char **argv, const cli_opt_t *opts, size_t nopts, const char **pos, size_t maxpos,
-              size_t *npos, const char *usage) {
+int cli_parse(int argc, char **argv, const cli_opt_t *opts, size_t nopts, const char **pos, size_t maxpos, size_t *npos,
+              const char *usage) {
     *npos = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];

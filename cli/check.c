@@ -21,15 +21,14 @@
 #include "storage/index.h"
 #include "storage/wal.h"
 
-static const char USAGE[] =
-    "Usage: hearth check DATA_DIR [--quarantine]\n\n"
-    "Verifies block checksums, the block catalog and the WAL of a data directory.\n"
-    "Exits 0 when everything is sound, 1 when problems remain.\n\n"
-    "Flags:\n"
-    "  --quarantine   move unreadable blocks to DATA_DIR/quarantine/ and drop them from the\n"
-    "                 catalog (stop the server first)\n\n"
-    "Example:\n"
-    "  hearth check /var/lib/hearth --quarantine\n";
+static const char USAGE[] = "Usage: hearth check DATA_DIR [--quarantine]\n\n"
+                            "Verifies block checksums, the block catalog and the WAL of a data directory.\n"
+                            "Exits 0 when everything is sound, 1 when problems remain.\n\n"
+                            "Flags:\n"
+                            "  --quarantine   move unreadable blocks to DATA_DIR/quarantine/ and drop them from the\n"
+                            "                 catalog (stop the server first)\n\n"
+                            "Example:\n"
+                            "  hearth check /var/lib/hearth --quarantine\n";
 
 static int quarantine(const char *dir, index_t *ix, const block_meta_t *b) {
     char qdir[4096], from[4096], to[4200];
@@ -38,7 +37,8 @@ static int quarantine(const char *dir, index_t *ix, const block_meta_t *b) {
     if (fs_mkdirs(qdir, &err)) return fprintf(stderr, "  cannot create %s: %s\n", qdir, err.msg), -1;
     snprintf(from, sizeof from, "%s/%s", dir, b->path);
     snprintf(to, sizeof to, "%s/%s-%08lld.blk", qdir, b->tenant, (long long)b->id);
-    if (rename(from, to) != 0 && errno != ENOENT) return fprintf(stderr, "  cannot move %s: %s\n", from, strerror(errno)), -1;
+    if (rename(from, to) != 0 && errno != ENOENT)
+        return fprintf(stderr, "  cannot move %s: %s\n", from, strerror(errno)), -1;
     if (index_remove_blocks(ix, &b->id, 1, &err)) return fprintf(stderr, "  %s\n", err.msg), -1;
     printf("  quarantined to %s\n", to);
     return 0;
@@ -88,7 +88,8 @@ static int check_orphans(const char *dir, const block_meta_t *b, size_t n) {
             int known = 0;
             for (size_t i = 0; i < n && !known; i++) known = !strcmp(b[i].path, rel);
             if (!known) {
-                printf("note: %s is not in the catalog (left by an interrupted cut; the server deletes it at start)\n", rel);
+                printf("note: %s is not in the catalog (left by an interrupted cut; the server deletes it at start)\n",
+                       rel);
                 orphans++;
             }
         }
@@ -137,7 +138,8 @@ int cli_check(int argc, char **argv) {
     snprintf(path, sizeof path, "%s/wal", dir);
     if (wal_verify(path, &ws, &err) == 0) {
         printf("wal: %zu segments, %zu intact records%s\n", ws.segments, ws.records,
-               ws.torn_bytes ? " and a torn tail (a crash mid-write; replay drops it, nothing acknowledged is lost)" : "");
+               ws.torn_bytes ? " and a torn tail (a crash mid-write; replay drops it, nothing acknowledged is lost)"
+                             : "");
         if (ws.corrupt) {
             printf("BAD wal: %zu damaged regions (%llu bytes) between intact records; replay skips them and "
                    "keeps every intact record, but what they held is lost\n",
@@ -151,7 +153,6 @@ int cli_check(int argc, char **argv) {
     free(blocks);
     index_close(ix);
     if (lock >= 0) close(lock);
-    printf("%s\n", problems ? "problems found: run with --quarantine (server stopped) to set bad blocks aside"
-                            : "ok");
+    printf("%s\n", problems ? "problems found: run with --quarantine (server stopped) to set bad blocks aside" : "ok");
     return problems ? 1 : 0;
 }

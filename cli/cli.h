@@ -25,8 +25,8 @@ typedef struct {
 } cli_opt_t;
 
 /* Returns 0, 1 if --help was asked for (usage printed), or 2 after an error. */
-int cli_parse(int argc, char **argv, const cli_opt_t *opts, size_t nopts, const char **pos, size_t maxpos,
-              size_t *npos, const char *usage);
+int cli_parse(int argc, char **argv, const cli_opt_t *opts, size_t nopts, const char **pos, size_t maxpos, size_t *npos,
+              const char *usage);
 
 /* The server from --server, else HEARTH_SERVER, else the default. */
 const char *cli_server(const char *flag);

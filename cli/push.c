@@ -32,7 +32,7 @@ static const char USAGE[] =
 
 int cli_push(int argc, char **argv) {
     const char *name = NULL, *server = NULL, *format = NULL, *from = NULL, *until = NULL, *rate = NULL, *spy = NULL;
-    cli_opt_t opts[] = {{"name", &name, 0},   {"server", &server, 0}, {"format", &format, 0}, {"from", &from, 0},
+    cli_opt_t opts[] = {{"name", &name, 0},   {"server", &server, 0},    {"format", &format, 0}, {"from", &from, 0},
                         {"until", &until, 0}, {"sample-rate", &rate, 0}, {"spy-name", &spy, 0}};
     const char *files[4096];
     size_t nfiles;
@@ -54,8 +54,8 @@ int cli_push(int argc, char **argv) {
             continue;
         }
         const char *f = format ? format : ingest_sniff(data, n)->name; /* as the server would */
-        const char *kv[] = {"name", name, "format", f, "from", from, "until", until,
-                            "sampleRate", rate, "spyName", spy, NULL};
+        const char *kv[] = {"name", name,         "format", f,         "from", from, "until",
+                            until,  "sampleRate", rate,     "spyName", spy,    NULL};
         char *url = client_url(cli_server(server), "/ingest", kv);
         client_resp_t r;
         if (client_http("POST", url, data, n, "application/octet-stream", 300, &r)) {

@@ -59,8 +59,9 @@ static int print_top(const buf_t *body, FILE *out) {
     const char *unit = json_string_value(json_object_get(doc, "unit"));
     char t[32];
     human(t, sizeof t, total, unit ? unit : "");
-    fprintf(out, "Type: %s\nTotal: %s in %lld profiles (%s)\n", json_string_value(json_object_get(doc, "profileType")), t,
-            json_integer_value(json_object_get(doc, "profiles")), json_string_value(json_object_get(doc, "aggregation")));
+    fprintf(out, "Type: %s\nTotal: %s in %lld profiles (%s)\n", json_string_value(json_object_get(doc, "profileType")),
+            t, json_integer_value(json_object_get(doc, "profiles")),
+            json_string_value(json_object_get(doc, "aggregation")));
     if (!json_array_size(fns)) {
         fprintf(out, "No samples in the range: widen --from/--until or check the selector (hearth query --types).\n");
         json_decref(doc);
@@ -99,7 +100,8 @@ static int print_types(const char *server) {
     json_t *doc = json_loadb((const char *)r.body.data, r.body.len, 0, NULL);
     size_t i;
     json_t *t;
-    json_array_foreach(json_object_get(doc, "profileTypes"), i, t) printf("%s\n", json_string_value(json_object_get(t, "id")));
+    json_array_foreach(json_object_get(doc, "profileTypes"), i, t)
+        printf("%s\n", json_string_value(json_object_get(t, "id")));
     json_decref(doc);
     buf_free(&r.body);
     return 0;
@@ -131,8 +133,9 @@ int cli_query(int argc, char **argv) {
         fprintf(stderr, "hearth query: pprof output is binary; write it to a file with -o FILE\n");
         return 2;
     }
-    const char *kv[] = {"query", pos[0], "from", from, "until", until, "format", wire,
-                        "limit", strcmp(wire, "top") ? NULL : limit, NULL};
+    const char *kv[] = {"query", pos[0],   "from", from,    "until",
+                        until,   "format", wire,   "limit", strcmp(wire, "top") ? NULL : limit,
+                        NULL};
     char *url = client_url(cli_server(server), "/api/v1/query", kv);
     client_resp_t r;
     rc = client_http("GET", url, NULL, 0, NULL, 300, &r);

@@ -60,9 +60,7 @@ void buf_put_uvarint(buf_t *b, uint64_t v) {
     b->data[b->len++] = (uint8_t)v;
 }
 
-void buf_put_svarint(buf_t *b, int64_t v) {
-    buf_put_uvarint(b, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63));
-}
+void buf_put_svarint(buf_t *b, int64_t v) { buf_put_uvarint(b, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63)); }
 
 void buf_put_u32le(buf_t *b, uint32_t v) {
     uint8_t x[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};

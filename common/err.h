@@ -15,12 +15,12 @@ extern "C" { /* common/regex.cc is C++ */
 
 typedef enum {
     HR_OK = 0,
-    HR_EINVAL,   /* malformed request or parameter (HTTP 400) */
-    HR_EUNPROC,  /* well-formed request whose payload cannot be decoded (422) */
-    HR_ETOOBIG,  /* over a configured size limit (413) */
-    HR_ENOTFOUND,/* no such resource (404) */
-    HR_EIO,      /* storage failure: disk full, I/O error (503) */
-    HR_ENOMEM,   /* allocation failed (500) */
+    HR_EINVAL,    /* malformed request or parameter (HTTP 400) */
+    HR_EUNPROC,   /* well-formed request whose payload cannot be decoded (422) */
+    HR_ETOOBIG,   /* over a configured size limit (413) */
+    HR_ENOTFOUND, /* no such resource (404) */
+    HR_EIO,       /* storage failure: disk full, I/O error (503) */
+    HR_ENOMEM,    /* allocation failed (500) */
     HR_EINTERNAL, /* a bug or broken invariant (500) */
     HR_ELIMIT,    /* a configured limit or rate refused the request (429) */
     HR_ETIMEOUT   /* the work ran past its deadline, e.g. --query-timeout (504) */
@@ -33,8 +33,7 @@ typedef struct {
 
 /* Fills err (if not NULL) with code and a printf-formatted message; returns -1 so a
  * caller can write `return hr_fail(err, HR_EINVAL, "bad %s", x);`. */
-int hr_fail(hr_err_t *err, hr_code_t code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+int hr_fail(hr_err_t *err, hr_code_t code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* The HTTP status that corresponds to a code, and back (for counting replies). */
 int hr_http_status(hr_code_t code);

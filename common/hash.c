@@ -30,8 +30,7 @@ void idset_free(idset_t *s) {
 
 static inline uint64_t nonzero(uint64_t h) { return h ? h : 1; }
 
-uint32_t idset_find(const idset_t *s, uint64_t hash, const void *key, idset_eq_fn eq,
-                    const void *ctx) {
+uint32_t idset_find(const idset_t *s, uint64_t hash, const void *key, idset_eq_fn eq, const void *ctx) {
     if (!s->cap) return UINT32_MAX;
     hash = nonzero(hash);
     size_t mask = s->cap - 1;

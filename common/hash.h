@@ -30,8 +30,7 @@ typedef struct {
 void idset_init(idset_t *s);
 void idset_free(idset_t *s);
 /* Looks up key; returns its id, or UINT32_MAX if absent. */
-uint32_t idset_find(const idset_t *s, uint64_t hash, const void *key, idset_eq_fn eq,
-                    const void *ctx);
+uint32_t idset_find(const idset_t *s, uint64_t hash, const void *key, idset_eq_fn eq, const void *ctx);
 /* Adds id under hash (the caller has checked it is absent). Returns 0 or -1 (OOM). */
 int idset_add(idset_t *s, uint64_t hash, uint32_t id);
 /* Makes room for n entries in all, so adding them does not rehash. 0 or -1 (OOM). */

@@ -14,8 +14,7 @@ void log_set_json(int json);
 /* Parses "debug", "info", "warn" or "error"; returns -1 for anything else. */
 int log_parse_level(const char *s, log_level_t *out);
 /* msg is a short event name; fmt adds logfmt key=value pairs. */
-void log_event(log_level_t level, const char *msg, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+void log_event(log_level_t level, const char *msg, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 #define log_info(msg, ...) log_event(LOG_INFO, msg, __VA_ARGS__)
 #define log_warn(msg, ...) log_event(LOG_WARN, msg, __VA_ARGS__)

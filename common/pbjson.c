@@ -14,14 +14,16 @@
 
 /* ---- field access ---- */
 
-static void *member(const ProtobufCMessage *m, const ProtobufCFieldDescriptor *f) {
-    return (char *)m + f->offset;
-}
+static void *member(const ProtobufCMessage *m, const ProtobufCFieldDescriptor *f) { return (char *)m + f->offset; }
 
 static size_t elem_size(ProtobufCType t) {
     switch (t) {
-    case PROTOBUF_C_TYPE_INT32: case PROTOBUF_C_TYPE_SINT32: case PROTOBUF_C_TYPE_SFIXED32:
-    case PROTOBUF_C_TYPE_UINT32: case PROTOBUF_C_TYPE_FIXED32: case PROTOBUF_C_TYPE_ENUM: return 4;
+    case PROTOBUF_C_TYPE_INT32:
+    case PROTOBUF_C_TYPE_SINT32:
+    case PROTOBUF_C_TYPE_SFIXED32:
+    case PROTOBUF_C_TYPE_UINT32:
+    case PROTOBUF_C_TYPE_FIXED32:
+    case PROTOBUF_C_TYPE_ENUM: return 4;
     case PROTOBUF_C_TYPE_FLOAT: return sizeof(float);
     case PROTOBUF_C_TYPE_BOOL: return sizeof(protobuf_c_boolean);
     case PROTOBUF_C_TYPE_STRING: return sizeof(char *);
@@ -36,7 +38,10 @@ static void json_name(const char *name, char *out, size_t cap) {
     size_t k = 0;
     int up = 0;
     for (const char *p = name; *p && k + 1 < cap; p++) {
-        if (*p == '_') { up = 1; continue; }
+        if (*p == '_') {
+            up = 1;
+            continue;
+        }
         out[k++] = up && *p >= 'a' && *p <= 'z' ? (char)(*p - 32) : *p;
         up = 0;
     }
@@ -49,13 +54,18 @@ static int encode_msg(const ProtobufCMessage *m, buf_t *out);
 
 static void encode_value(const ProtobufCFieldDescriptor *f, const void *p, buf_t *out) {
     switch (f->type) {
-    case PROTOBUF_C_TYPE_INT32: case PROTOBUF_C_TYPE_SINT32: case PROTOBUF_C_TYPE_SFIXED32:
-        buf_printf(out, "%" PRId32, *(const int32_t *)p); break;
-    case PROTOBUF_C_TYPE_UINT32: case PROTOBUF_C_TYPE_FIXED32: buf_printf(out, "%" PRIu32, *(const uint32_t *)p); break;
-    case PROTOBUF_C_TYPE_INT64: case PROTOBUF_C_TYPE_SINT64: case PROTOBUF_C_TYPE_SFIXED64:
-        buf_printf(out, "\"%" PRId64 "\"", *(const int64_t *)p); break;
-    case PROTOBUF_C_TYPE_UINT64: case PROTOBUF_C_TYPE_FIXED64: buf_printf(out, "\"%" PRIu64 "\"", *(const uint64_t *)p); break;
-    case PROTOBUF_C_TYPE_FLOAT: case PROTOBUF_C_TYPE_DOUBLE: {
+    case PROTOBUF_C_TYPE_INT32:
+    case PROTOBUF_C_TYPE_SINT32:
+    case PROTOBUF_C_TYPE_SFIXED32: buf_printf(out, "%" PRId32, *(const int32_t *)p); break;
+    case PROTOBUF_C_TYPE_UINT32:
+    case PROTOBUF_C_TYPE_FIXED32: buf_printf(out, "%" PRIu32, *(const uint32_t *)p); break;
+    case PROTOBUF_C_TYPE_INT64:
+    case PROTOBUF_C_TYPE_SINT64:
+    case PROTOBUF_C_TYPE_SFIXED64: buf_printf(out, "\"%" PRId64 "\"", *(const int64_t *)p); break;
+    case PROTOBUF_C_TYPE_UINT64:
+    case PROTOBUF_C_TYPE_FIXED64: buf_printf(out, "\"%" PRIu64 "\"", *(const uint64_t *)p); break;
+    case PROTOBUF_C_TYPE_FLOAT:
+    case PROTOBUF_C_TYPE_DOUBLE: {
         double d = f->type == PROTOBUF_C_TYPE_FLOAT ? *(const float *)p : *(const double *)p;
         if (isnan(d)) buf_printf(out, "\"NaN\"");
         else if (isinf(d)) buf_printf(out, d > 0 ? "\"Infinity\"" : "\"-Infinity\"");
@@ -82,7 +92,8 @@ static void encode_value(const ProtobufCFieldDescriptor *f, const void *p, buf_t
 }
 
 static int is_set(const ProtobufCMessage *m, const ProtobufCFieldDescriptor *f) {
-    if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) return *(const uint32_t *)((const char *)m + f->quantifier_offset) == f->id;
+    if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF)
+        return *(const uint32_t *)((const char *)m + f->quantifier_offset) == f->id;
     if (f->type == PROTOBUF_C_TYPE_MESSAGE) return *(ProtobufCMessage *const *)member(m, f) != NULL;
     if (f->label == PROTOBUF_C_LABEL_OPTIONAL && f->quantifier_offset && f->type != PROTOBUF_C_TYPE_STRING)
         return *(const protobuf_c_boolean *)((const char *)m + f->quantifier_offset);
@@ -150,17 +161,24 @@ static int get_int(json_t *v, int64_t *out) {
 static int decode_value(dctx_t *c, const ProtobufCFieldDescriptor *f, json_t *v, void *p) {
     int64_t n;
     switch (f->type) {
-    case PROTOBUF_C_TYPE_INT32: case PROTOBUF_C_TYPE_SINT32: case PROTOBUF_C_TYPE_SFIXED32:
-    case PROTOBUF_C_TYPE_UINT32: case PROTOBUF_C_TYPE_FIXED32:
+    case PROTOBUF_C_TYPE_INT32:
+    case PROTOBUF_C_TYPE_SINT32:
+    case PROTOBUF_C_TYPE_SFIXED32:
+    case PROTOBUF_C_TYPE_UINT32:
+    case PROTOBUF_C_TYPE_FIXED32:
         if (get_int(v, &n) || n < INT32_MIN || n > UINT32_MAX) return -1;
         *(int32_t *)p = (int32_t)n;
         return 0;
-    case PROTOBUF_C_TYPE_INT64: case PROTOBUF_C_TYPE_SINT64: case PROTOBUF_C_TYPE_SFIXED64:
-    case PROTOBUF_C_TYPE_UINT64: case PROTOBUF_C_TYPE_FIXED64:
+    case PROTOBUF_C_TYPE_INT64:
+    case PROTOBUF_C_TYPE_SINT64:
+    case PROTOBUF_C_TYPE_SFIXED64:
+    case PROTOBUF_C_TYPE_UINT64:
+    case PROTOBUF_C_TYPE_FIXED64:
         if (get_int(v, &n)) return -1;
         *(int64_t *)p = n;
         return 0;
-    case PROTOBUF_C_TYPE_FLOAT: case PROTOBUF_C_TYPE_DOUBLE: {
+    case PROTOBUF_C_TYPE_FLOAT:
+    case PROTOBUF_C_TYPE_DOUBLE: {
         double d;
         if (json_is_number(v)) d = json_number_value(v);
         else if (json_is_string(v) && !strcmp(json_string_value(v), "NaN")) d = NAN;
@@ -181,7 +199,8 @@ static int decode_value(dctx_t *c, const ProtobufCFieldDescriptor *f, json_t *v,
         return 0;
     case PROTOBUF_C_TYPE_ENUM: {
         if (json_is_string(v)) {
-            const ProtobufCEnumValue *e = protobuf_c_enum_descriptor_get_value_by_name(f->descriptor, json_string_value(v));
+            const ProtobufCEnumValue *e =
+                protobuf_c_enum_descriptor_get_value_by_name(f->descriptor, json_string_value(v));
             if (!e) return -1;
             *(int *)p = e->value;
             return 0;

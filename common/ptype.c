@@ -38,8 +38,8 @@ void ptype_name(const char *const *types, size_t n, char *out, size_t len) {
 
 int ptype_split(const char *id, ptype_parts_t *p) {
     char *fields[5] = {p->name, p->sample_type, p->sample_unit, p->period_type, p->period_unit};
-    size_t caps[5] = {sizeof p->name, sizeof p->sample_type, sizeof p->sample_unit,
-                      sizeof p->period_type, sizeof p->period_unit};
+    size_t caps[5] = {sizeof p->name, sizeof p->sample_type, sizeof p->sample_unit, sizeof p->period_type,
+                      sizeof p->period_unit};
     const char *s = id;
     for (int i = 0; i < 5; i++) {
         const char *e = strchr(s, ':');
@@ -122,13 +122,25 @@ static const struct {
     {"block_duration", "delay", "nanoseconds", {"block", NULL}, "block:delay:nanoseconds:block:count"},
     {"lock_count", "contentions", "count", {"mutex", "block"}, "mutex:contentions:count:mutex:count"},
     {"lock_duration", "delay", "nanoseconds", {"mutex", "block"}, "mutex:delay:nanoseconds:mutex:count"},
-    {"alloc_in_new_tlab_objects", "alloc_in_new_tlab_objects", "count", {"memory", NULL},
+    {"alloc_in_new_tlab_objects",
+     "alloc_in_new_tlab_objects",
+     "count",
+     {"memory", NULL},
      "memory:alloc_in_new_tlab_objects:count:space:bytes"},
-    {"alloc_in_new_tlab_bytes", "alloc_in_new_tlab_bytes", "bytes", {"memory", NULL},
+    {"alloc_in_new_tlab_bytes",
+     "alloc_in_new_tlab_bytes",
+     "bytes",
+     {"memory", NULL},
      "memory:alloc_in_new_tlab_bytes:bytes:space:bytes"},
-    {"alloc_outside_tlab_objects", "alloc_outside_tlab_objects", "count", {"memory", NULL},
+    {"alloc_outside_tlab_objects",
+     "alloc_outside_tlab_objects",
+     "count",
+     {"memory", NULL},
      "memory:alloc_outside_tlab_objects:count:space:bytes"},
-    {"alloc_outside_tlab_bytes", "alloc_outside_tlab_bytes", "bytes", {"memory", NULL},
+    {"alloc_outside_tlab_bytes",
+     "alloc_outside_tlab_bytes",
+     "bytes",
+     {"memory", NULL},
      "memory:alloc_outside_tlab_bytes:bytes:space:bytes"},
     {"live", "live", "count", {"memory", NULL}, NULL},
     {"exceptions", "samples", "count", {"exceptions", NULL}, NULL},
@@ -137,7 +149,8 @@ static const struct {
 
 const char *ptype_short_default(const char *short_name) {
     for (size_t i = 0; i < NSHORT; i++)
-        if (!strcmp(SHORT_NAMES[i].short_name, short_name)) return SHORT_NAMES[i].fallback ? SHORT_NAMES[i].fallback : "";
+        if (!strcmp(SHORT_NAMES[i].short_name, short_name))
+            return SHORT_NAMES[i].fallback ? SHORT_NAMES[i].fallback : "";
     return NULL;
 }
 

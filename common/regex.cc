@@ -26,8 +26,7 @@ static const char *hint(const re2::RE2 &re) {
         return re.error_arg().size() == 2 && re.error_arg()[1] >= '0' && re.error_arg()[1] <= '9'
                    ? " (backreferences are not supported: RE2/Go syntax, as in Prometheus)"
                    : "";
-    default:
-        return "";
+    default: return "";
     }
 }
 

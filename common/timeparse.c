@@ -19,9 +19,8 @@ int64_t time_now_ns(void) {
 static const struct {
     const char *name;
     int64_t ns;
-} UNITS[] = {{"ns", 1},           {"us", 1000},          {"\xc2\xb5s", 1000},        {"ms", 1000000},
-             {"s", NS},           {"m", 60 * NS},        {"h", 3600 * NS},         {"d", 86400 * NS},
-             {"w", 7 * 86400 * NS}, {"y", 365 * 86400 * NS}};
+} UNITS[] = {{"ns", 1},      {"us", 1000},     {"\xc2\xb5s", 1000}, {"ms", 1000000},       {"s", NS},
+             {"m", 60 * NS}, {"h", 3600 * NS}, {"d", 86400 * NS},   {"w", 7 * 86400 * NS}, {"y", 365 * 86400 * NS}};
 
 /* Reads a unit at *p (the longest that matches), advancing past it; 0 if none. */
 static int64_t read_unit(const char **p) {
@@ -75,8 +74,8 @@ static int parse_digits(const char *s, int64_t *out) {
 static int parse_rfc3339(const char *s, int64_t *out) {
     struct tm tm = {0};
     int consumed = 0;
-    if (sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
-               &tm.tm_min, &tm.tm_sec, &consumed) != 6)
+    if (sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
+               &tm.tm_sec, &consumed) != 6)
         return -1;
     tm.tm_year -= 1900;
     tm.tm_mon -= 1;

@@ -4,9 +4,7 @@
 #include <ctype.h>
 #include <string.h>
 
-static int app_char(char c) {
-    return isalnum((unsigned char)c) || c == '_' || c == '.' || c == '-' || c == '/';
-}
+static int app_char(char c) { return isalnum((unsigned char)c) || c == '_' || c == '.' || c == '-' || c == '/'; }
 
 /* Copies [b, e) trimmed into out; returns its length or -1 if it does not fit. */
 static long trimmed(const char *b, const char *e, char *out, size_t n) {
@@ -23,11 +21,14 @@ int appname_parse(const char *s, char *app, size_t applen, labels_t *out, hr_err
     if (!utf8_valid(s, strlen(s))) return hr_fail(err, HR_EINVAL, "name is not valid UTF-8");
     const char *brace = strchr(s, '{');
     const char *end = brace ? brace : s + strlen(s);
-    if (trimmed(s, end, app, applen) <= 0) return hr_fail(err, HR_EINVAL, "empty or too long application name in `%s`", s);
+    if (trimmed(s, end, app, applen) <= 0)
+        return hr_fail(err, HR_EINVAL, "empty or too long application name in `%s`", s);
     for (const char *p = app; *p; p++)
         if (!app_char(*p))
-            return hr_fail(err, HR_EINVAL, "application name `%s` has an invalid character '%c' "
-                                           "(allowed: letters, digits, _ . - /)", app, *p);
+            return hr_fail(err, HR_EINVAL,
+                           "application name `%s` has an invalid character '%c' "
+                           "(allowed: letters, digits, _ . - /)",
+                           app, *p);
     if (!brace) return 0;
     const char *close = strchr(brace, '}');
     if (!close || close[1]) return hr_fail(err, HR_EINVAL, "name `%s`: labels must be one {...} group at the end", s);

@@ -15,7 +15,7 @@
 #include "common/err.h"
 
 typedef struct {
-    size_t cap;          /* bytes; 0 = unlimited */
+    size_t cap; /* bytes; 0 = unlimited */
     atomic_size_t used;
 } mem_budget_t;
 

@@ -51,7 +51,8 @@ int delta_subtract(batch_t *cur, const uint8_t *cumulative, const batch_t *prev,
     for (size_t i = 0; i < cur->n && rc == 0; i++) {
         if (!cumulative[i]) continue;
         const batch_profile_t *p = find(prev, &cur->p[i]);
-        if (p && delta_one(&cur->p[i], p, cur->sym, &m)) rc = hr_fail(err, HR_ENOMEM, "out of memory computing a delta");
+        if (p && delta_one(&cur->p[i], p, cur->sym, &m))
+            rc = hr_fail(err, HR_ENOMEM, "out of memory computing a delta");
     }
     symtab_remap_destroy(&m);
     return rc;

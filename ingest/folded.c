@@ -31,8 +31,7 @@ static int parse_value(const char *s, size_t n, int64_t *v) {
     return 0;
 }
 
-int folded_decode(const char *text, size_t n, int lines, int64_t scale, batch_t *b, batch_profile_t *p,
-                  hr_err_t *err) {
+int folded_decode(const char *text, size_t n, int lines, int64_t scale, batch_t *b, batch_profile_t *p, hr_err_t *err) {
     if (!utf8_valid(text, n)) return hr_fail(err, HR_EUNPROC, "folded input is not valid UTF-8");
     const char *s = text, *end = text + n;
     size_t lineno = 0;
@@ -82,8 +81,10 @@ static int folded_type(const char *suffix, int64_t rate, char *out, size_t n, in
     *scale = 1;
     const char *type = ptype_from_suffix(suffix);
     if (!type)
-        return hr_fail(err, HR_EINVAL, "unknown profile type `%s` (the name's last .suffix; use cpu, wall, "
-                                       "alloc_space, inuse_space, ... or upload pprof)", suffix);
+        return hr_fail(err, HR_EINVAL,
+                       "unknown profile type `%s` (the name's last .suffix; use cpu, wall, "
+                       "alloc_space, inuse_space, ... or upload pprof)",
+                       suffix);
     int cpu = !strcmp(suffix, "cpu") || !strcmp(suffix, "itimer");
     if (cpu || !strcmp(suffix, "wall")) {
         if (rate > 0) *scale = 1000000000LL / rate;
@@ -93,10 +94,11 @@ static int folded_type(const char *suffix, int64_t rate, char *out, size_t n, in
     return 0;
 }
 
-static int ingest_text(const ingest_request_t *r, const ingest_limits_t *lim, int lines, batch_t *b,
-                       ingest_series_t *s, hr_err_t *err) {
+static int ingest_text(const ingest_request_t *r, const ingest_limits_t *lim, int lines, batch_t *b, ingest_series_t *s,
+                       hr_err_t *err) {
     if (ingest_series_parse(r, s, err)) return -1;
-    if (r->labels) return hr_fail(err, HR_EINVAL, "a folded upload is named by `name` (app.type{k=v}), not a label set");
+    if (r->labels)
+        return hr_fail(err, HR_EINVAL, "a folded upload is named by `name` (app.type{k=v}), not a label set");
     char *dot = strrchr(s->app, '.');
     const char *suffix = dot ? dot + 1 : "cpu";
     if (dot) *dot = 0;

@@ -16,8 +16,7 @@
 
 /* Adds every line's stack to profile p, with values multiplied by scale. lines=1
  * reads Pyroscope's `lines` format (no values). */
-int folded_decode(const char *text, size_t n, int lines, int64_t scale, batch_t *b, batch_profile_t *p,
-                  hr_err_t *err);
+int folded_decode(const char *text, size_t n, int lines, int64_t scale, batch_t *b, batch_profile_t *p, hr_err_t *err);
 
 /* The ingest formats (format.h) `folded` and `lines`. The name's last .suffix is
  * the profile type, as Pyroscope maps it (cpu when there is none): cpu, itimer and

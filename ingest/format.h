@@ -48,7 +48,7 @@ typedef struct {
     ingest_format_t code; /* 0 for a name Pyroscope knows that Hearth does not read */
     const char *name;     /* for people: `hearth push` passes it as format= */
     const char *aliases;  /* the `/ingest?format=` values, space-separated; NULL: not named there */
-    int needs_body; /* an empty body holds no profile: refused (HR_EUNPROC) before decoding */
+    int needs_body;       /* an empty body holds no profile: refused (HR_EUNPROC) before decoding */
     ingest_sniff_t (*sniff)(const ingest_peek_t *pk); /* NULL: never guessed from the bytes */
     ingest_decode_fn decode;                          /* NULL when not read (code 0) */
 } ingest_format_desc_t;

@@ -129,9 +129,9 @@ static int kind_of(const char *name) {
     static const struct {
         const char *name;
         int kind;
-    } prims[] = {{"boolean", K_BYTE}, {"byte", K_BYTE},     {"char", K_VARINT},   {"short", K_VARINT},
-                 {"int", K_VARINT},   {"long", K_VARINT},   {"float", K_FLOAT},   {"double", K_DOUBLE},
-                 {"java.lang.String", K_STRING}};
+    } prims[] = {{"boolean", K_BYTE}, {"byte", K_BYTE},     {"char", K_VARINT},
+                 {"short", K_VARINT}, {"int", K_VARINT},    {"long", K_VARINT},
+                 {"float", K_FLOAT},  {"double", K_DOUBLE}, {"java.lang.String", K_STRING}};
     for (size_t i = 0; i < sizeof prims / sizeof *prims; i++)
         if (!strcmp(prims[i].name, name)) return prims[i].kind;
     return K_STRUCT;
@@ -529,7 +529,18 @@ static uint32_t stack_of(stacks_t *s, uint64_t idx) {
 
 /* ---- events ---- */
 
-enum { P_CPU, P_TLAB_OBJ, P_TLAB_BYTES, P_OUT_OBJ, P_OUT_BYTES, P_LOCK_COUNT, P_LOCK_NS, P_PARK_COUNT, P_PARK_NS, P_COUNT };
+enum {
+    P_CPU,
+    P_TLAB_OBJ,
+    P_TLAB_BYTES,
+    P_OUT_OBJ,
+    P_OUT_BYTES,
+    P_LOCK_COUNT,
+    P_LOCK_NS,
+    P_PARK_COUNT,
+    P_PARK_NS,
+    P_COUNT
+};
 
 /* As Pyroscope's JFR converter names them: a thread entering a contended monitor is
  * a mutex contention, a parked thread (LockSupport.park: j.u.c locks, queues) is
@@ -551,8 +562,8 @@ typedef struct {
     batch_t *b;
     batch_profile_t *prof[P_COUNT]; /* created on first use */
     int64_t time_ns, duration_ns;
-    int64_t interval_ns;   /* of jdk.ExecutionSample; 0 until a setting says */
-    uint64_t *cpu_stacks;  /* JFR stack index per CPU sample, valued once the interval is known */
+    int64_t interval_ns;  /* of jdk.ExecutionSample; 0 until a setting says */
+    uint64_t *cpu_stacks; /* JFR stack index per CPU sample, valued once the interval is known */
     size_t ncpu, cpu_cap;
     size_t samples;
 } conv_t;
@@ -562,7 +573,8 @@ static int add(conv_t *c, stacks_t *s, int which, uint64_t stack_idx, int64_t va
     uint32_t st = stack_of(s, stack_idx);
     if (st == SYM_NONE) return hr_fail(err, HR_ENOMEM, "out of memory");
     if (!st) return 0; /* an event without a stack trace */
-    if (!c->prof[which] && !(c->prof[which] = batch_profile(c->b, TYPES[which], c->o->base, c->time_ns, c->duration_ns)))
+    if (!c->prof[which] &&
+        !(c->prof[which] = batch_profile(c->b, TYPES[which], c->o->base, c->time_ns, c->duration_ns)))
         return hr_fail(err, HR_ENOMEM, "out of memory");
     if (c->o->max_samples && ++c->samples > c->o->max_samples)
         return hr_fail(err, HR_ETOOBIG, "the recording has more than %zu samples (--max-samples)", c->o->max_samples);
@@ -578,7 +590,11 @@ static int64_t parse_interval(str_t v) {
     char *end;
     double x = strtod(tmp, &end);
     while (*end == ' ') end++;
-    double mul = !*end || !strcmp(end, "ns") ? 1 : !strcmp(end, "us") ? 1e3 : !strcmp(end, "ms") ? 1e6 : !strcmp(end, "s") ? 1e9 : 0;
+    double mul = !*end || !strcmp(end, "ns") ? 1
+                 : !strcmp(end, "us")        ? 1e3
+                 : !strcmp(end, "ms")        ? 1e6
+                 : !strcmp(end, "s")         ? 1e9
+                                             : 0;
     return x > 0 && x * mul < 1e15 ? (int64_t)(x * mul) : 0;
 }
 
@@ -615,7 +631,8 @@ static int read_events(const uint8_t *chunk, size_t size, int64_t tps, const met
             if (VEC_RESERVE(c->cpu_stacks, c->cpu_cap, c->ncpu + 1)) return hr_fail(err, HR_ENOMEM, "out of memory");
             c->cpu_stacks[c->ncpu++] = v[W_STACK].i;
         } else if (ci == ec->tlab) {
-            rc = add(c, s, P_TLAB_OBJ, v[W_STACK].i, 1, err) || add(c, s, P_TLAB_BYTES, v[W_STACK].i, (int64_t)v[W_TLAB].i, err);
+            rc = add(c, s, P_TLAB_OBJ, v[W_STACK].i, 1, err) ||
+                 add(c, s, P_TLAB_BYTES, v[W_STACK].i, (int64_t)v[W_TLAB].i, err);
         } else if (ci == ec->outside) {
             rc = add(c, s, P_OUT_OBJ, v[W_STACK].i, 1, err) ||
                  add(c, s, P_OUT_BYTES, v[W_STACK].i, (int64_t)v[W_ALLOC].i, err);
@@ -653,9 +670,12 @@ static int read_chunk(const uint8_t *chunk, size_t size, conv_t *c, hr_err_t *er
         if (!err->code) hr_fail(err, HR_EUNPROC, "invalid JFR: unreadable constant pool");
         goto out;
     }
-    event_classes_t ec = {class_named(&m, "jdk.ExecutionSample"), class_named(&m, "jdk.ObjectAllocationInNewTLAB"),
-                          class_named(&m, "jdk.ObjectAllocationOutsideTLAB"), class_named(&m, "jdk.JavaMonitorEnter"),
-                          class_named(&m, "jdk.ThreadPark"), class_named(&m, "jdk.ActiveSetting")};
+    event_classes_t ec = {class_named(&m, "jdk.ExecutionSample"),
+                          class_named(&m, "jdk.ObjectAllocationInNewTLAB"),
+                          class_named(&m, "jdk.ObjectAllocationOutsideTLAB"),
+                          class_named(&m, "jdk.JavaMonitorEnter"),
+                          class_named(&m, "jdk.ThreadPark"),
+                          class_named(&m, "jdk.ActiveSetting")};
     stacks_t s = {.b = c->b, .p = &p};
     buf_init(&s.name);
     c->ncpu = 0;
@@ -690,8 +710,8 @@ int jfr_decode(const uint8_t *body, size_t n, const jfr_opts_t *o, batch_t *b, h
         }
         int64_t size = be64(ch + 8);
         if (size < HEADER_BYTES || (uint64_t)size > n - off) {
-            rc = hr_fail(err, HR_EUNPROC, "invalid JFR: chunk %zu claims %lld bytes, %zu are there", chunks, (long long)size,
-                         n - off);
+            rc = hr_fail(err, HR_EUNPROC, "invalid JFR: chunk %zu claims %lld bytes, %zu are there", chunks,
+                         (long long)size, n - off);
             break;
         }
         if (!c.time_ns) c.time_ns = be64(ch + 32);

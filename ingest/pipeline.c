@@ -15,13 +15,13 @@ int ingest_submit(store_t *s, const ingest_limits_t *lim, const ingest_request_t
     int rc = ingest_to_batch(r, lim, &b, err); /* decoded whole before anything is logged */
     if (rc == 0) {
         ingest_request_encode(r, &rec);
-        rc = rec.oom ? hr_fail(err, HR_ENOMEM, "out of memory") : store_ingest(s, r->tenant, rec.data, rec.len, &b, err);
+        rc =
+            rec.oom ? hr_fail(err, HR_ENOMEM, "out of memory") : store_ingest(s, r->tenant, rec.data, rec.len, &b, err);
     }
     if (rc == 0)
         *st = (ingest_stats_t){b.n, batch_samples(&b), b.dropped_negative_gauge, b.unindexed_span_keys,
                                b.unindexed_high_cardinality_keys};
-    else if (err->code == HR_EIO)
-        log_error("ingest.storage_failed", "err=\"%s\"", err->msg);
+    else if (err->code == HR_EIO) log_error("ingest.storage_failed", "err=\"%s\"", err->msg);
     buf_free(&rec);
     batch_destroy(&b);
     return rc;

@@ -34,8 +34,7 @@ typedef struct {
  * or -1 with err: HR_EINVAL/HR_EUNPROC/HR_ETOOBIG for the upload (nothing was
  * logged), HR_ELIMIT (the series limit), HR_EIO when the WAL or head could not take
  * it (logged as ingest.storage_failed), HR_ENOMEM. */
-int ingest_submit(store_t *s, const ingest_limits_t *lim, const ingest_request_t *r, ingest_stats_t *st,
-                  hr_err_t *err);
+int ingest_submit(store_t *s, const ingest_limits_t *lim, const ingest_request_t *r, ingest_stats_t *st, hr_err_t *err);
 
 /* Replays one WAL record (rec, n bytes: any version ingest_request_decode reads)
  * into the head. lim is live ingest's, without the decode budget and the label size

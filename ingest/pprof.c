@@ -26,8 +26,8 @@ static int cmp_idpos(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static int idmap_build(idmap_t *m, size_t n, uint64_t (*id_of)(const void *, size_t), const void *arr,
-                       const char *what, hr_err_t *err) {
+static int idmap_build(idmap_t *m, size_t n, uint64_t (*id_of)(const void *, size_t), const void *arr, const char *what,
+                       hr_err_t *err) {
     memset(m, 0, sizeof *m);
     for (size_t i = 0; i < n; i++)
         if (id_of(arr, i) > m->max) m->max = id_of(arr, i);
@@ -86,8 +86,8 @@ typedef struct {
     const pb_profile_t *p;
     batch_t *b;
     idmap_t locs, fns, maps;
-    uint32_t *str_ids;  /* pprof string index -> batch symtab id, 0 = not yet (except "") */
-    uint32_t *loc_ids;  /* pprof location position -> batch location id, 0 = not yet */
+    uint32_t *str_ids;   /* pprof string index -> batch symtab id, 0 = not yet (except "") */
+    uint32_t *loc_ids;   /* pprof location position -> batch location id, 0 = not yet */
     uint8_t *off_series; /* pprof string index of a label key -> 1: not a series label */
     hr_err_t *err;
 } ctx_t;
@@ -264,7 +264,8 @@ static int plan_label_keys(ctx_t *c) {
     for (size_t i = 0; i < p->n_sample; i++)
         for (size_t k = 0; k < p->sample[i]->n_label; k++) {
             const Perftools__Profiles__Label *l = p->sample[i]->label[k];
-            if (str_ok(c, l->key) && str_ok(c, l->str) && l->str) pairs[n++] = (uint64_t)l->key << 32 | (uint64_t)l->str;
+            if (str_ok(c, l->key) && str_ok(c, l->str) && l->str)
+                pairs[n++] = (uint64_t)l->key << 32 | (uint64_t)l->str;
         }
     qsort(pairs, n, sizeof *pairs, cmp_u64);
     for (size_t i = 0; i < n;) {
@@ -312,8 +313,8 @@ static int add_samples(ctx_t *c, const pprof_opts_t *o, char (*ids)[512], int64_
     for (size_t si = 0; si < p->n_sample; si++) {
         const Perftools__Profiles__Sample *s = p->sample[si];
         if (s->n_value != nt)
-            return hr_fail(c->err, HR_EUNPROC, "invalid pprof: sample %zu has %zu values for %zu sample types",
-                           si, s->n_value, nt);
+            return hr_fail(c->err, HR_EUNPROC, "invalid pprof: sample %zu has %zu values for %zu sample types", si,
+                           s->n_value, nt);
         uint32_t stack = sample_stack(c, s);
         if (stack == SYM_NONE) {
             if (c->err && c->err->code == HR_OK) hr_fail(c->err, HR_ENOMEM, "out of memory");
@@ -335,7 +336,8 @@ static int add_samples(ctx_t *c, const pprof_opts_t *o, char (*ids)[512], int64_
         uint64_t span = sample_span(c, s);
         for (size_t i = 0; i < nt; i++) {
             batch_profile_t *bp = batch_profile(c->b, ids[i], labels, t, d);
-            if (!bp || (span ? batch_span_sample(bp, stack, s->value[i], span) : batch_sample(bp, stack, s->value[i]))) {
+            if (!bp ||
+                (span ? batch_span_sample(bp, stack, s->value[i], span) : batch_sample(bp, stack, s->value[i]))) {
                 labels_destroy(&own);
                 return hr_fail(c->err, HR_ENOMEM, "out of memory");
             }
@@ -355,7 +357,7 @@ static int decode_profile(const pb_profile_t *p, const pprof_opts_t *o, batch_t 
     for (size_t i = 0; i < p->n_string_table; i++)
         if (!utf8_valid(p->string_table[i], strlen(p->string_table[i])))
             return hr_fail(err, HR_EUNPROC, "invalid pprof: string %zu is not valid UTF-8", i);
-    char (*ids)[512] = calloc(p->n_sample_type, 512);
+    char(*ids)[512] = calloc(p->n_sample_type, 512);
     ctx_t c = {.p = p, .b = b, .err = err};
     c.str_ids = calloc(p->n_string_table, sizeof *c.str_ids);
     c.loc_ids = calloc(p->n_location ? p->n_location : 1, sizeof *c.loc_ids);
@@ -365,8 +367,7 @@ static int decode_profile(const pb_profile_t *p, const pprof_opts_t *o, batch_t 
         hr_fail(err, HR_ENOMEM, "out of memory");
         goto out;
     }
-    if (profile_types(p, o, ids, err) ||
-        idmap_build(&c.locs, p->n_location, loc_id, p->location, "location", err) ||
+    if (profile_types(p, o, ids, err) || idmap_build(&c.locs, p->n_location, loc_id, p->location, "location", err) ||
         idmap_build(&c.fns, p->n_function, fn_id, p->function, "function", err) ||
         idmap_build(&c.maps, p->n_mapping, map_id, p->mapping, "mapping", err))
         goto out;
@@ -412,8 +413,9 @@ int pprof_decode(const uint8_t *body, size_t n, const pprof_opts_t *o, batch_t *
     pb_profile_t *p = perftools__profiles__profile__unpack(NULL, rawlen, data);
     free(raw);
     int rc = p ? decode_profile(p, o, b, err)
-               : hr_fail(err, HR_EUNPROC, "not a pprof profile: the body does not parse as profile.proto "
-                                          "(gzipped or plain protobuf expected)");
+               : hr_fail(err, HR_EUNPROC,
+                         "not a pprof profile: the body does not parse as profile.proto "
+                         "(gzipped or plain protobuf expected)");
     if (p) perftools__profiles__profile__free_unpacked(p, NULL);
     budget_give(o->budget, c.bytes);
     return rc;

@@ -36,15 +36,15 @@ typedef struct {
 } pprof_display_t;
 
 typedef struct {
-    const labels_t *base;   /* series labels every sample gets */
-    int64_t time_ns;        /* 0: take time_nanos (or now) */
-    int64_t duration_ns;    /* 0: take duration_nanos */
+    const labels_t *base; /* series labels every sample gets */
+    int64_t time_ns;      /* 0: take time_nanos (or now) */
+    int64_t duration_ns;  /* 0: take duration_nanos */
     int64_t now_ns;
     size_t max_decompressed;
-    size_t max_samples;     /* 0 = unlimited */
+    size_t max_samples; /* 0 = unlimited */
     const pprof_display_t *display;
     size_t ndisplay;
-    const char *name; /* the profile name (__name__ of a push), NULL: Pyroscope's rules */
+    const char *name;     /* the profile name (__name__ of a push), NULL: Pyroscope's rules */
     mem_budget_t *budget; /* decode memory shared across requests; NULL = unbounded */
 } pprof_opts_t;
 

@@ -93,17 +93,18 @@ static int profile_field(pprof_census_t *c, uint32_t field, uint32_t wt, buf_rea
 int pprof_census(const uint8_t *p, size_t n, pprof_census_t *c, hr_err_t *err) {
     memset(c, 0, sizeof *c);
     if (walk(p, n, c, profile_field))
-        return hr_fail(err, HR_EUNPROC, "not a pprof profile: the body does not parse as profile.proto "
-                                        "(gzipped or plain protobuf expected)");
+        return hr_fail(err, HR_EUNPROC,
+                       "not a pprof profile: the body does not parse as profile.proto "
+                       "(gzipped or plain protobuf expected)");
     /* Per element: its struct, the pointer to it, and an allocation's overhead (16 B);
      * the batch then holds a stack id and a value per sample value. */
     enum { OVH = 16 + sizeof(void *) };
-    c->bytes = c->samples * (sizeof(Perftools__Profiles__Sample) + OVH + 2 * 16) +
-               (c->location_ids + c->values) * 8 + c->labels * (sizeof(Perftools__Profiles__Label) + OVH) +
+    c->bytes = c->samples * (sizeof(Perftools__Profiles__Sample) + OVH + 2 * 16) + (c->location_ids + c->values) * 8 +
+               c->labels * (sizeof(Perftools__Profiles__Label) + OVH) +
                c->locations * (sizeof(Perftools__Profiles__Location) + OVH + 16) +
                c->lines * (sizeof(Perftools__Profiles__Line) + OVH) +
                c->functions * (sizeof(Perftools__Profiles__Function) + OVH) +
-               c->mappings * (sizeof(Perftools__Profiles__Mapping) + OVH) +
-               c->strings * (OVH + 1) + c->string_bytes + c->values * 16 + n;
+               c->mappings * (sizeof(Perftools__Profiles__Mapping) + OVH) + c->strings * (OVH + 1) + c->string_bytes +
+               c->values * 16 + n;
     return 0;
 }

@@ -17,8 +17,12 @@ static int finish_labels(labels_t *l, const ingest_limits_t *lim, hr_err_t *err)
 
 static int add_sample(const labels_t *l, const char *name, const uint8_t *raw, size_t n, const ingest_limits_t *lim,
                       int64_t now, batch_t *b, hr_err_t *err) {
-    pprof_opts_t o = {.base = l, .now_ns = now, .max_decompressed = lim->max_decompressed,
-                      .max_samples = lim->max_samples, .name = name[0] ? name : NULL, .budget = lim->decode_budget};
+    pprof_opts_t o = {.base = l,
+                      .now_ns = now,
+                      .max_decompressed = lim->max_decompressed,
+                      .max_samples = lim->max_samples,
+                      .name = name[0] ? name : NULL,
+                      .budget = lim->decode_budget};
     return pprof_decode(raw, n, &o, b, err);
 }
 
@@ -36,7 +40,8 @@ static int decode_binary(const uint8_t *body, size_t n, const ingest_limits_t *l
             rc = ingest_label_add(&l, name, sizeof name, s->labels[j]->name, s->labels[j]->value, err);
         if (rc == 0) rc = finish_labels(&l, lim, err);
         for (size_t j = 0; j < s->n_samples && rc == 0; j++)
-            rc = add_sample(&l, name, s->samples[j]->raw_profile.data, s->samples[j]->raw_profile.len, lim, now, b, err);
+            rc =
+                add_sample(&l, name, s->samples[j]->raw_profile.data, s->samples[j]->raw_profile.len, lim, now, b, err);
         labels_destroy(&l);
     }
     push__v1__push_request__free_unpacked(req, NULL);
@@ -54,7 +59,7 @@ static int json_series(json_t *s, int parca, const ingest_limits_t *lim, int64_t
     json_array_foreach(pairs, i, v) {
         if (rc) break;
         rc = ingest_label_add(&l, name, sizeof name, json_string_value(json_object_get(v, "name")),
-                       json_string_value(json_object_get(v, "value")), err);
+                              json_string_value(json_object_get(v, "value")), err);
     }
     if (rc == 0 && parca && !name[0])
         rc = hr_fail(err, HR_EINVAL, "writeraw: every series needs a __name__ label (e.g. process_cpu)");
@@ -97,8 +102,8 @@ static int decode_json(const uint8_t *body, size_t n, int parca, const ingest_li
     return rc;
 }
 
-int push_decode(const uint8_t *body, size_t n, push_encoding_t enc, const ingest_limits_t *lim, int64_t now,
-                batch_t *b, hr_err_t *err) {
+int push_decode(const uint8_t *body, size_t n, push_encoding_t enc, const ingest_limits_t *lim, int64_t now, batch_t *b,
+                hr_err_t *err) {
     if (enc == PUSH_PROTO) return decode_binary(body, n, lim, now, b, err);
     return decode_json(body, n, enc == PUSH_PARCA_JSON, lim, now, b, err);
 }

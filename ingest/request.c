@@ -50,7 +50,8 @@ static int packed_labels_valid(const char *p, size_t n) {
     size_t off = 0;
     const char *k, *v;
     int rc;
-    while ((rc = next_label(p, n, &off, &k, &v)) == 1) {}
+    while ((rc = next_label(p, n, &off, &k, &v)) == 1) {
+    }
     return rc == 0;
 }
 
@@ -160,7 +161,8 @@ int ingest_check_labels(const labels_t *l, const ingest_limits_t *lim, hr_err_t 
             return hr_fail(err, HR_EINVAL, "label name `%.40s...` is %zu bytes, over the limit of %d", l->v[k].name, nn,
                            LABEL_NAME_MAX);
         if (vn > lim->max_label_value_bytes)
-            return hr_fail(err, HR_EINVAL, "label %s has a %zu-byte value, over the limit of %zu (--max-label-value-bytes)",
+            return hr_fail(err, HR_EINVAL,
+                           "label %s has a %zu-byte value, over the limit of %zu (--max-label-value-bytes)",
                            l->v[k].name, vn, lim->max_label_value_bytes);
     }
     return 0;
@@ -207,7 +209,8 @@ static int check_values(const batch_t *b, hr_err_t *err) {
         for (size_t k = 0; k < b->p[i].n; k++) {
             int64_t v = b->p[i].values[k];
             if (v == INT64_MIN || __builtin_add_overflow(sum, v < 0 ? -v : v, &sum))
-                return hr_fail(err, HR_EUNPROC, "sample values of %s add up past the 64-bit range", b->p[i].profile_type);
+                return hr_fail(err, HR_EUNPROC, "sample values of %s add up past the 64-bit range",
+                               b->p[i].profile_type);
         }
     }
     return 0;

@@ -33,7 +33,7 @@ typedef enum {
 
 typedef struct {
     const char *tenant;
-    const char *name;               /* app.name{k=v} */
+    const char *name; /* app.name{k=v} */
     ingest_format_t format;
     const char *spy_name;           /* NULL when absent */
     const char *sample_type_config; /* JSON, NULL when absent */
@@ -53,10 +53,10 @@ typedef struct {
 } ingest_request_t;
 
 typedef struct {
-    size_t max_decompressed; /* gunzipped pprof bytes */
-    size_t max_samples;      /* per profile, 0 = unlimited */
-    size_t max_labels;       /* per series */
-    mem_budget_t *decode_budget; /* shared by concurrent decodes; NULL = unbounded (WAL replay) */
+    size_t max_decompressed;      /* gunzipped pprof bytes */
+    size_t max_samples;           /* per profile, 0 = unlimited */
+    size_t max_labels;            /* per series */
+    mem_budget_t *decode_budget;  /* shared by concurrent decodes; NULL = unbounded (WAL replay) */
     size_t max_label_value_bytes; /* 0 = unchecked (WAL replay); names are then also held to LABEL_NAME_MAX */
 } ingest_limits_t;
 

@@ -183,7 +183,8 @@ int catalog_profiles(store_t *st, const catalog_query_t *q, catalog_profile_t **
     if (l.len) qsort(l.v, l.len, sizeof *l.v, newest_first);
     size_t w = 0; /* fold same series + same instant (a profile split over segments) */
     for (size_t i = 0; i < l.len; i++) {
-        if (w && l.v[w - 1].series == l.v[i].series && l.v[w - 1].time_ns == l.v[i].time_ns) l.v[w - 1].total += l.v[i].total;
+        if (w && l.v[w - 1].series == l.v[i].series && l.v[w - 1].time_ns == l.v[i].time_ns)
+            l.v[w - 1].total += l.v[i].total;
         else l.v[w++] = l.v[i];
     }
     *out = l.v, *n = w;
@@ -493,10 +494,13 @@ int catalog_resolve_type(store_t *st, const catalog_query_t *q, selector_t *sel,
         buf_t b;
         buf_init(&b);
         list_types(&b, t.v, t.n);
-        rc = t.n ? hr_fail(err, HR_EINVAL, "the query names no profile type; its series have: %s (query app.NAME, "
-                                           "or a type id)", b.oom ? "?" : (char *)b.data)
-                 : hr_fail(err, HR_EINVAL, "the query must name a profile type, e.g. "
-                                           "process_cpu:cpu:nanoseconds:cpu:nanoseconds{service_name=\"api\"}");
+        rc = t.n ? hr_fail(err, HR_EINVAL,
+                           "the query names no profile type; its series have: %s (query app.NAME, "
+                           "or a type id)",
+                           b.oom ? "?" : (char *)b.data)
+                 : hr_fail(err, HR_EINVAL,
+                           "the query must name a profile type, e.g. "
+                           "process_cpu:cpu:nanoseconds:cpu:nanoseconds{service_name=\"api\"}");
         buf_free(&b);
     }
     free(t.v);

@@ -30,7 +30,7 @@ typedef struct {
     const selector_t *sel; /* NULL: every series */
     int ranged;            /* only series with a profile in [from, until] (ns, inclusive) */
     int64_t from, until;
-    int64_t deadline_ns;   /* wall clock (time_now_ns); past it HR_ETIMEOUT; 0 = none */
+    int64_t deadline_ns; /* wall clock (time_now_ns); past it HR_ETIMEOUT; 0 = none */
 } catalog_query_t;
 
 /* Called for each selected series, with no lock held. */

@@ -161,7 +161,8 @@ static int emit(const dbuild_t *b, const dtrim_t *t, demit_t *e) {
             int64_t x = i == 0 ? 0 : e->next_x[side][dep];
             e->next_x[side][dep] = x + tot;
             e->next_x[side][dep + 1] = x + self;
-            buf_printf(lv, "%lld,%lld,%lld,", (long long)(x - e->level_end[side][dep]), (long long)tot, (long long)self);
+            buf_printf(lv, "%lld,%lld,%lld,", (long long)(x - e->level_end[side][dep]), (long long)tot,
+                       (long long)self);
             e->level_end[side][dep] = x + tot;
             if (self > e->max_self) e->max_self = self;
         }
@@ -185,8 +186,9 @@ static void write_doc(const dbuild_t *b, const demit_t *e, const merge_result_t 
         buf_append(out, e->levels[d].data, e->levels[d].len);
         buf_putc(out, ']');
     }
-    buf_printf(out, "],\"numTicks\":%lld,\"maxSelf\":%lld,\"leftTicks\":%lld,\"rightTicks\":%lld},\"metadata\":",
-               lt + rt, (long long)e->max_self, lt, rt);
+    buf_printf(out,
+               "],\"numTicks\":%lld,\"maxSelf\":%lld,\"leftTicks\":%lld,\"rightTicks\":%lld},\"metadata\":", lt + rt,
+               (long long)e->max_self, lt, rt);
     render_metadata(lm, "double", out);
     buf_printf(out, ",\"leftTicks\":%lld,\"rightTicks\":%lld,\"timeline\":null}", lt, rt);
 }

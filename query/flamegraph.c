@@ -157,7 +157,8 @@ static void render_timeline(const merge_result_t *r, buf_t *out) {
         return;
     }
     buf_printf(out, "{\"startTime\":%lld,\"samples\":[", (long long)(r->tl_start / 1000000000));
-    for (size_t i = 0; i < r->nbuckets; i++) buf_printf(out, "%s%lld", i ? "," : "", (long long)llround(r->timeline[i]));
+    for (size_t i = 0; i < r->nbuckets; i++)
+        buf_printf(out, "%s%lld", i ? "," : "", (long long)llround(r->timeline[i]));
     buf_printf(out, "],\"durationDelta\":%lld,\"watermarks\":null}", (long long)(r->tl_step / 1000000000));
 }
 
@@ -198,5 +199,6 @@ void render_timeseries(const merge_result_t *r, buf_t *out) {
     for (size_t i = 0; i < r->nbuckets; i++)
         buf_printf(out, "%s{\"timestamp\":%lld,\"value\":%lld}", i ? "," : "",
                    (long long)((r->tl_start + (int64_t)i * r->tl_step) / 1000000), (long long)llround(r->timeline[i]));
-    buf_printf(out, "],\"total\":%lld,\"profiles\":%llu}", (long long)llround(r->total), (unsigned long long)r->profiles);
+    buf_printf(out, "],\"total\":%lld,\"profiles\":%llu}", (long long)llround(r->total),
+               (unsigned long long)r->profiles);
 }

@@ -60,7 +60,7 @@ typedef struct {
     struct fp_slot {
         sym_fp_t fp;
         uint32_t out; /* 0: empty (stack 0, the empty stack, is never stored) */
-    } *slots;
+    } * slots;
     size_t cap, len;
 } fpmap_t;
 
@@ -140,20 +140,17 @@ static int row_selected(const scan_ctx_t *c, const seg_profile_t *p) {
 }
 
 /* 1 when totals come from the samples: a call site or spans keep only some of them. */
-static int samples_filtered(const merge_query_t *q) {
-    return q->call_site || (q->only && q->only->nspans);
-}
+static int samples_filtered(const merge_query_t *q) { return q->call_site || (q->only && q->only->nspans); }
 
-static size_t bucket_of(const scan_ctx_t *c, int64_t t) {
-    return (size_t)((t - c->r->tl_start) / c->r->tl_step);
-}
+static size_t bucket_of(const scan_ctx_t *c, int64_t t) { return (size_t)((t - c->r->tl_start) / c->r->tl_step); }
 
 static int count_segment(scan_ctx_t *c, const segment_t *seg) {
     for (size_t i = 0; i < seg->nprofiles; i++) {
         const seg_profile_t *p = &seg->profiles[i];
         if (!row_selected(c, p)) continue;
         uint32_t *a = countmap_slot(&c->per_series, p->series);
-        uint32_t *b = c->r->nbuckets ? countmap_slot(&c->per_bucket, (uint64_t)p->series << 24 | bucket_of(c, p->time_ns)) : NULL;
+        uint32_t *b =
+            c->r->nbuckets ? countmap_slot(&c->per_bucket, (uint64_t)p->series << 24 | bucket_of(c, p->time_ns)) : NULL;
         if (!a || (c->r->nbuckets && !b)) return -1;
         (*a)++;
         if (b) (*b)++;
@@ -226,7 +223,8 @@ static int64_t kept_samples(const scan_ctx_t *c, const segment_t *seg, const seg
         uint32_t st = sp ? sp->stack : seg->stacks[p->first + j];
         int64_t v = sp ? sp->value : seg->values[p->first + j];
         assert(st < seg->sym->nstacks); /* acc and keep have one entry per stack */
-        if ((keep && !keep[st]) || (sp && !bsearch(&sp->span, o->spans, o->nspans, sizeof *o->spans, cmp_u64))) continue;
+        if ((keep && !keep[st]) || (sp && !bsearch(&sp->span, o->spans, o->nspans, sizeof *o->spans, cmp_u64)))
+            continue;
         sum += v;
         if (acc) acc[st] += (double)v * w;
     }
@@ -275,7 +273,8 @@ static int merge_rows(scan_ctx_t *c, const segment_t *seg, const uint8_t *keep, 
         }
         int sum = stacks_pass(c);
         *touched |= sum;
-        int64_t total = sum || samples_filtered(c->q) ? kept_samples(c, seg, p, keep, sum ? c->acc : NULL, w) : p->total;
+        int64_t total =
+            sum || samples_filtered(c->q) ? kept_samples(c, seg, p, keep, sum ? c->acc : NULL, w) : p->total;
         if (c->pass == PASS_TOTALS && add_totals(c, p, total, w)) return -1;
     }
     return 0;
@@ -327,8 +326,9 @@ static void only_listed_series(scan_ctx_t *c, const merge_only_t *o) {
 static int init_result(const merge_query_t *q, merge_result_t *r, hr_err_t *err) {
     memset(r, 0, sizeof *r);
     if (!q->sel->profile_type)
-        return hr_fail(err, HR_EINVAL, "the query must name a profile type, e.g. "
-                                       "process_cpu:cpu:nanoseconds:cpu:nanoseconds{service_name=\"api\"}");
+        return hr_fail(err, HR_EINVAL,
+                       "the query must name a profile type, e.g. "
+                       "process_cpu:cpu:nanoseconds:cpu:nanoseconds{service_name=\"api\"}");
     snprintf(r->type_id, sizeof r->type_id, "%s", q->sel->profile_type);
     if (ptype_split(r->type_id, &r->type)) return hr_fail(err, HR_EINVAL, "bad profile type %s", r->type_id);
     r->gauge = ptype_is_gauge(&r->type);
@@ -367,7 +367,8 @@ int merge_run(store_t *st, const merge_query_t *q, merge_result_t *r, hr_err_t *
     for (size_t i = 0; rc == 0 && c.in_bucket && i < r->nbuckets; i++)
         if (c.in_bucket[i]) r->timeline[i] /= c.in_bucket[i];
     free(c.in_bucket);
-    if (rc && c.timeout) hr_fail(err, HR_ETIMEOUT, "the query ran past --query-timeout; narrow the time range or the selection");
+    if (rc && c.timeout)
+        hr_fail(err, HR_ETIMEOUT, "the query ran past --query-timeout; narrow the time range or the selection");
     else if (rc && c.oom) hr_fail(err, HR_ENOMEM, "out of memory during merge");
     free(c.bits);
     free(c.acc);

@@ -33,7 +33,7 @@ typedef struct {
 typedef struct {
     const profile_ref_t *profiles; /* sorted by (series, time); nprofiles 0 = every profile */
     size_t nprofiles;
-    const uint64_t *spans;         /* sorted span ids; nspans 0 = every sample. With spans,
+    const uint64_t *spans; /* sorted span ids; nspans 0 = every sample. With spans,
                                     * only span samples count (segment.h): the stacks, the
                                     * totals and the timeline are those of the spans */
     size_t nspans;
@@ -47,12 +47,12 @@ void span_ids_sort(uint64_t *v, size_t n);
 
 typedef struct {
     const char *tenant;
-    const selector_t *sel; /* must name a profile type */
-    int64_t from, until;   /* ns, inclusive */
-    int64_t step;          /* timeline bucket width in ns; 0 = no timeline */
-    int want_stacks;       /* 0 = totals and timeline only */
-    const merge_only_t *only; /* NULL: everything the selector and range select */
-    int64_t deadline_ns;   /* wall clock (time_now_ns); past it the merge stops with HR_ETIMEOUT; 0 = none */
+    const selector_t *sel;       /* must name a profile type */
+    int64_t from, until;         /* ns, inclusive */
+    int64_t step;                /* timeline bucket width in ns; 0 = no timeline */
+    int want_stacks;             /* 0 = totals and timeline only */
+    const merge_only_t *only;    /* NULL: everything the selector and range select */
+    int64_t deadline_ns;         /* wall clock (time_now_ns); past it the merge stops with HR_ETIMEOUT; 0 = none */
     const callsite_t *call_site; /* NULL: every stack; else only stacks with this root-first
                                   * prefix count, in the stacks, the totals and the timeline */
     int average_timeline;        /* each timeline point is the mean of the profiles in its

@@ -147,6 +147,4 @@ static int pack_profile(const merge_result_t *r, int gzip, buf_t *out, hr_err_t 
 
 int render_pprof(const merge_result_t *r, buf_t *out, hr_err_t *err) { return pack_profile(r, 1, out, err); }
 
-int render_pprof_raw(const merge_result_t *r, buf_t *out, hr_err_t *err) {
-    return pack_profile(r, 0, out, err);
-}
+int render_pprof_raw(const merge_result_t *r, buf_t *out, hr_err_t *err) { return pack_profile(r, 0, out, err); }

@@ -68,15 +68,18 @@ static void sb_rune(strbuf_t *b, uint32_t c) {
 }
 
 static int digit_value(char c, int base) {
-    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : 99;
+    int d = c >= '0' && c <= '9'   ? c - '0'
+            : c >= 'a' && c <= 'f' ? c - 'a' + 10
+            : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                   : 99;
     return d < base ? d : -1;
 }
 
 /* The single-character escapes, as in Go. */
 static const struct {
     char esc, out;
-} SIMPLE_ESCAPES[] = {{'a', '\a'}, {'b', '\b'}, {'f', '\f'}, {'n', '\n'}, {'r', '\r'},
-                      {'t', '\t'}, {'v', '\v'}, {'\\', '\\'}};
+} SIMPLE_ESCAPES[] = {{'a', '\a'}, {'b', '\b'}, {'f', '\f'}, {'n', '\n'},
+                      {'r', '\r'}, {'t', '\t'}, {'v', '\v'}, {'\\', '\\'}};
 
 /* Numeric escapes: the letter, how many digits follow, their base, and whether
  * the value is a byte (\x, octal: a raw byte, as Go) or a code point (\u, \U). */
@@ -96,8 +99,9 @@ static int read_escape(lexer_t *l, char q, strbuf_t *b) {
     if (c < '0' || c > '7') {
         size_t i = 0, n = sizeof NUMERIC_ESCAPES / sizeof *NUMERIC_ESCAPES;
         while (i < n && NUMERIC_ESCAPES[i].esc != c) i++;
-        if (i == n) return fail_at(l, "unknown escape sequence (PromQL strings know \\a \\b \\f \\n \\r \\t \\v "
-                                      "\\\\ \\xNN \\NNN \\uNNNN \\UNNNNNNNN and the quote; write a regex's \\d as \\\\d)");
+        if (i == n)
+            return fail_at(l, "unknown escape sequence (PromQL strings know \\a \\b \\f \\n \\r \\t \\v "
+                              "\\\\ \\xNN \\NNN \\uNNNN \\UNNNNNNNN and the quote; write a regex's \\d as \\\\d)");
         digits = NUMERIC_ESCAPES[i].digits, base = NUMERIC_ESCAPES[i].base, is_rune = NUMERIC_ESCAPES[i].is_rune;
         l->p++;
     }
@@ -204,10 +208,12 @@ static int legacy_type(selector_t *sel, const char *name, hr_err_t *err) {
     const char *dot = strrchr(name, '.');
     const char *type = dot ? ptype_short_default(dot + 1) : NULL;
     if (!type)
-        return hr_fail(err, HR_EINVAL, "unknown profile type `%s`: use a type id such as "
-                                       "process_cpu:cpu:nanoseconds:cpu:nanoseconds, or app.cpu (short names: cpu, "
-                                       "wall, itimer, alloc_objects, alloc_space, inuse_objects, inuse_space, heap, "
-                                       "goroutines, mutex_count, mutex_duration, block_count, block_duration)", name);
+        return hr_fail(err, HR_EINVAL,
+                       "unknown profile type `%s`: use a type id such as "
+                       "process_cpu:cpu:nanoseconds:cpu:nanoseconds, or app.cpu (short names: cpu, "
+                       "wall, itimer, alloc_objects, alloc_space, inuse_objects, inuse_space, heap, "
+                       "goroutines, mutex_count, mutex_duration, block_count, block_duration)",
+                       name);
     if (!(sel->short_type = strdup(dot + 1)) || (*type && !(sel->profile_type = strdup(type))))
         return hr_fail(err, HR_ENOMEM, "out of memory");
     return add_matcher(sel, strdup("service_name"), strndup(name, (size_t)(dot - name)), MATCH_EQ, err);
@@ -226,8 +232,11 @@ int selector_parse(const char *s, selector_t *sel, hr_err_t *err) {
         ptype_parts_t parts;
         int rc = 0;
         if (strchr(t, ':')) {
-            if (ptype_split(t, &parts)) rc = hr_fail(err, HR_EINVAL, "bad profile type `%s`: want "
-                                                     "name:sample_type:sample_unit:period_type:period_unit", t);
+            if (ptype_split(t, &parts))
+                rc = hr_fail(err, HR_EINVAL,
+                             "bad profile type `%s`: want "
+                             "name:sample_type:sample_unit:period_type:period_unit",
+                             t);
             else sel->profile_type = t, t = NULL;
         } else {
             rc = legacy_type(sel, t, err);

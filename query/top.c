@@ -132,8 +132,10 @@ int render_dataframe(const tree_t *t, const merge_result_t *r, buf_t *out) {
     const char *unit = !strcmp(r->type.sample_unit, "nanoseconds") ? "ns"
                        : !strcmp(r->type.sample_unit, "bytes")     ? "bytes"
                                                                    : "short";
-    buf_printf(out, "{\"name\":\"response\",\"meta\":{\"preferredVisualization\":\"flamegraph\"},\"unit\":\"%s\","
-                    "\"profileType\":", unit);
+    buf_printf(out,
+               "{\"name\":\"response\",\"meta\":{\"preferredVisualization\":\"flamegraph\"},\"unit\":\"%s\","
+               "\"profileType\":",
+               unit);
     jsonw_str(out, r->type_id);
     buf_printf(out, ",\"fields\":{\"level\":[");
     buf_append(out, f.level.data, f.level.len);

@@ -96,7 +96,7 @@ int tree_build(tree_t *t, merge_result_t *r, hr_err_t *err) {
     t->len = 1;
     frame[0] = 0;
     t->n[0].self = r->nself ? llround(r->self[0]) : 0; /* the empty stack: value at the root itself */
-    size_t nstacks = r->sym->nstacks; /* stacks never grow here; strings may */
+    size_t nstacks = r->sym->nstacks;                  /* stacks never grow here; strings may */
     for (size_t s = 1; s < nstacks; s++) {
         /* A stack's parent has a smaller id, so its frame node is already known. */
         const sym_stack_t st = r->sym->stacks[s];

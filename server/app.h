@@ -28,12 +28,12 @@ typedef struct app {
     mem_budget_t decode_budget; /* limits.decode_budget points here */
     atomic_int ready;
     _Atomic(scraper_t *) scraper; /* NULL without --scrape-config; set after WAL replay while HTTP already serves */
-    atomic_int ingests, queries; /* in flight, for the concurrency limits */
+    atomic_int ingests, queries;  /* in flight, for the concurrency limits */
     struct rate_bucket {
         char tenant[129];
         double tokens; /* bytes; may go negative: a large upload is let through, then paid for */
         int64_t last_ns;
-    } *buckets;
+    } * buckets;
     size_t nbuckets, buckets_cap;
     pthread_mutex_t buckets_mu;
     auth_t *auth; /* NULL without --auth-file; swapped on SIGHUP under auth_lock */

@@ -41,7 +41,8 @@ static int parse_line(char *line, cred_t *c, hr_err_t *err, const char *path, in
         return hr_fail(err, HR_EINVAL, "%s:%d: want `bearer|basic SECRET TENANT ROLE`", path, lineno);
     memset(c, 0, sizeof *c);
     if (!strcmp(kind, "basic")) c->basic = 1;
-    else if (strcmp(kind, "bearer")) return hr_fail(err, HR_EINVAL, "%s:%d: kind must be bearer or basic", path, lineno);
+    else if (strcmp(kind, "bearer"))
+        return hr_fail(err, HR_EINVAL, "%s:%d: kind must be bearer or basic", path, lineno);
     if (c->basic && !strchr(secret, ':'))
         return hr_fail(err, HR_EINVAL, "%s:%d: basic credentials are USER:PASSWORD", path, lineno);
     if (!tenant_id_valid(tenant)) return hr_fail(err, HR_EINVAL, "%s:%d: bad tenant id", path, lineno);

@@ -27,34 +27,57 @@ static const opt_t OPTS[] = {
     {"web-dir", "", "directory of the web UI files (default: web/ beside the binary)", T_STR, O(web_dir)},
     {"tls-cert", "", "PEM certificate (chain) to serve HTTPS; needs --tls-key", T_STR, O(tls_cert)},
     {"tls-key", "", "PEM private key for --tls-cert", T_STR, O(tls_key)},
-    {"auth-file", "", "bearer/basic credentials bound to tenants and roles; SIGHUP reloads (see README: Authentication)", T_STR, O(auth_file)},
+    {"auth-file", "",
+     "bearer/basic credentials bound to tenants and roles; SIGHUP reloads (see README: Authentication)", T_STR,
+     O(auth_file)},
     {"scrape-config", "", "JSON file of targets to pull profiles from (see README: Scraping)", T_STR, O(scrape_config)},
-    {"wal-fsync", "always", "always: fsync the WAL before acknowledging an ingest; none: leave it to the OS", T_FSYNC, O(wal_fsync)},
+    {"wal-fsync", "always", "always: fsync the WAL before acknowledging an ingest; none: leave it to the OS", T_FSYNC,
+     O(wal_fsync)},
     {"max-body-bytes", "16MiB", "largest accepted request body", T_SIZE, O(max_body_bytes)},
-    {"max-inflight-body-bytes", "256MiB", "request-body bytes held by all uploads in progress together; past it 503 (at least max-body-bytes; 0 = no cap)", T_SIZE, O(max_inflight_body_bytes)},
-    {"max-decompressed-bytes", "128MiB", "largest accepted profile after gunzip (gzip-bomb guard)", T_SIZE, O(max_decompressed_bytes)},
+    {"max-inflight-body-bytes", "256MiB",
+     "request-body bytes held by all uploads in progress together; past it 503 (at least max-body-bytes; 0 = no cap)",
+     T_SIZE, O(max_inflight_body_bytes)},
+    {"max-decompressed-bytes", "128MiB", "largest accepted profile after gunzip (gzip-bomb guard)", T_SIZE,
+     O(max_decompressed_bytes)},
     {"max-samples", "2000000", "most samples accepted in one profile", T_SIZE, O(max_samples)},
-    {"max-decode-memory", "1GiB", "memory all concurrent profile decodes may hold together (estimated before decoding); past it 429; 0 = unbounded", T_SIZE, O(max_decode_memory)},
+    {"max-decode-memory", "1GiB",
+     "memory all concurrent profile decodes may hold together (estimated before decoding); past it 429; 0 = unbounded",
+     T_SIZE, O(max_decode_memory)},
     {"max-labels", "64", "most labels on one series", T_SIZE, O(max_labels)},
-    {"max-label-value-bytes", "2048", "longest accepted label value (names: 1024 bytes)", T_SIZE, O(max_label_value_bytes)},
-    {"max-series-per-tenant", "100000", "new series past this many per tenant are refused (429); 0 = no cap", T_SIZE, O(max_series_per_tenant)},
-    {"max-concurrent-ingests", "64", "ingest requests processed at once; more get 429", T_INT, O(max_concurrent_ingests)},
-    {"max-concurrent-queries", "16", "query requests processed at once; more get 429", T_INT, O(max_concurrent_queries)},
-    {"ingest-rate-limit", "0", "request-body bytes per second per tenant (e.g. 50MiB); 0 = unlimited", T_SIZE, O(ingest_rate_bytes)},
+    {"max-label-value-bytes", "2048", "longest accepted label value (names: 1024 bytes)", T_SIZE,
+     O(max_label_value_bytes)},
+    {"max-series-per-tenant", "100000", "new series past this many per tenant are refused (429); 0 = no cap", T_SIZE,
+     O(max_series_per_tenant)},
+    {"max-concurrent-ingests", "64", "ingest requests processed at once; more get 429", T_INT,
+     O(max_concurrent_ingests)},
+    {"max-concurrent-queries", "16", "query requests processed at once; more get 429", T_INT,
+     O(max_concurrent_queries)},
+    {"ingest-rate-limit", "0", "request-body bytes per second per tenant (e.g. 50MiB); 0 = unlimited", T_SIZE,
+     O(ingest_rate_bytes)},
     {"head-max-bytes", "256MiB", "cut the in-memory head into a block past this size", T_SIZE, O(head_max_bytes)},
     {"block-duration", "1h", "cut the head into a block when it is older than this", T_DURATION, O(block_duration_ns)},
-    {"retention", "0", "delete blocks whose newest profile is older than this, e.g. 7d (0 keeps everything)", T_DURATION0, O(retention_ns)},
-    {"compact-min-blocks", "4", "merge runs of at least this many small adjacent blocks of a tenant in the background; 0 = no compaction", T_SIZE, O(compact_min_blocks)},
-    {"compact-max-bytes", "64MiB", "largest block compaction makes; blocks over half of it are left alone", T_SIZE, O(compact_max_bytes)},
+    {"retention", "0", "delete blocks whose newest profile is older than this, e.g. 7d (0 keeps everything)",
+     T_DURATION0, O(retention_ns)},
+    {"compact-min-blocks", "4",
+     "merge runs of at least this many small adjacent blocks of a tenant in the background; 0 = no compaction", T_SIZE,
+     O(compact_min_blocks)},
+    {"compact-max-bytes", "64MiB", "largest block compaction makes; blocks over half of it are left alone", T_SIZE,
+     O(compact_max_bytes)},
     {"block-cache-bytes", "1GiB", "decoded blocks kept in memory for queries", T_SIZE, O(block_cache_bytes)},
     {"zstd-level", "3", "zstd compression level of blocks (1-19)", T_INT, O(zstd_level)},
     {"max-connections", "1024", "concurrent HTTP connections", T_INT, O(max_connections)},
-    {"max-connections-per-ip", "64", "concurrent HTTP connections from one client address (0 = no cap; raise it behind a proxy)", T_INT0, O(max_connections_per_ip)},
-    {"idle-timeout", "120s", "close a connection that sends nothing for this long (slow clients)", T_DURATION, O(idle_timeout_ns)},
-    {"request-read-timeout", "30s", "a request (headers and body) must fully arrive within this, however slowly it trickles; 0 = no limit", T_DURATION0, O(request_read_timeout_ns)},
+    {"max-connections-per-ip", "64",
+     "concurrent HTTP connections from one client address (0 = no cap; raise it behind a proxy)", T_INT0,
+     O(max_connections_per_ip)},
+    {"idle-timeout", "120s", "close a connection that sends nothing for this long (slow clients)", T_DURATION,
+     O(idle_timeout_ns)},
+    {"request-read-timeout", "30s",
+     "a request (headers and body) must fully arrive within this, however slowly it trickles; 0 = no limit",
+     T_DURATION0, O(request_read_timeout_ns)},
     {"query-timeout", "60s", "a merge running longer stops with 504; 0 = no limit", T_DURATION0, O(query_timeout_ns)},
     {"log-level", "info", "debug, info, warn or error", T_LEVEL, O(log_level)},
-    {"multitenancy", "false", "true: every request names its tenant in X-Scope-OrgID; false: one tenant, anonymous", T_BOOL, O(multitenancy)},
+    {"multitenancy", "false", "true: every request names its tenant in X-Scope-OrgID; false: one tenant, anonymous",
+     T_BOOL, O(multitenancy)},
     {"log-format", "logfmt", "logfmt or json: one line per event either way", T_LOGFMT, O(log_json)},
 };
 #define NOPTS (sizeof OPTS / sizeof *OPTS)
@@ -125,8 +148,7 @@ bad:
     if ((o->type == T_DURATION || o->type == T_DURATION0) && *v && v[strspn(v, "0123456789.")] == 0)
         fprintf(err, "hearth: --%s `%s`: a duration needs a unit, e.g. %s7d, 90m, 1h30m or 30s\n", o->name, v,
                 o->type == T_DURATION0 ? "0 (off), " : "");
-    else
-        fprintf(err, "hearth: invalid value `%s` for --%s (%s)\n", v, o->name, o->help);
+    else fprintf(err, "hearth: invalid value `%s` for --%s (%s)\n", v, o->name, o->help);
     return -1;
 }
 
@@ -145,17 +167,16 @@ static void env_name(const opt_t *o, char *out, size_t n) {
 }
 
 void config_usage(FILE *out) {
-    fprintf(out,
-            "Usage: hearth [serve] [flags]\n"
-            "       hearth push FILE... --name NAME   upload profiles to a server\n"
-            "       hearth query SELECTOR             merge and print (a top table by default)\n"
-            "       hearth check DATA_DIR             verify blocks, catalog and WAL\n"
-            "       hearth version\n"
-            "Each command has --help with examples.\n\n"
-            "serve (the default) runs the Hearth server. Agents push pprof or folded stacks to /ingest\n"
-            "(Pyroscope's protocol); the REST API and the web UI query them.\n\n"
-            "Flags (each also read from the environment variable shown, or from the\n"
-            "config file key of the same name):\n");
+    fprintf(out, "Usage: hearth [serve] [flags]\n"
+                 "       hearth push FILE... --name NAME   upload profiles to a server\n"
+                 "       hearth query SELECTOR             merge and print (a top table by default)\n"
+                 "       hearth check DATA_DIR             verify blocks, catalog and WAL\n"
+                 "       hearth version\n"
+                 "Each command has --help with examples.\n\n"
+                 "serve (the default) runs the Hearth server. Agents push pprof or folded stacks to /ingest\n"
+                 "(Pyroscope's protocol); the REST API and the web UI query them.\n\n"
+                 "Flags (each also read from the environment variable shown, or from the\n"
+                 "config file key of the same name):\n");
     for (size_t i = 0; i < NOPTS; i++) {
         char env[64];
         env_name(&OPTS[i], env, sizeof env);
@@ -165,10 +186,12 @@ void config_usage(FILE *out) {
     fprintf(out, "  --%-24s read settings from FILE (`key = value` lines); env HEARTH_CONFIG\n", "config FILE");
     fprintf(out, "  --%-24s print every setting with its value and source, then exit\n", "print-config");
     fprintf(out, "  --%-24s print the HTTP route table (method, path, role, limiter), then exit\n", "print-routes");
-    fprintf(out, "  --%-24s show this help\n\nExamples:\n"
-                 "  hearth serve --listen 0.0.0.0:4040 --data-dir /var/lib/hearth\n"
-                 "  HEARTH_WAL_FSYNC=none hearth serve --config /etc/hearth/hearth.conf\n"
-                 "  hearth serve --print-config > hearth.conf\n", "help");
+    fprintf(out,
+            "  --%-24s show this help\n\nExamples:\n"
+            "  hearth serve --listen 0.0.0.0:4040 --data-dir /var/lib/hearth\n"
+            "  HEARTH_WAL_FSYNC=none hearth serve --config /etc/hearth/hearth.conf\n"
+            "  hearth serve --print-config > hearth.conf\n",
+            "help");
 }
 
 static const opt_t *find_opt(const char *name, size_t n, size_t *index) {
@@ -286,8 +309,9 @@ int config_load(config_t *c, int argc, char **argv, FILE *err) {
             fprintf(err, "hearth: unknown flag `%s` (see hearth --help)\n", a);
             return -1;
         }
-        if (o->type == T_BOOL && !eq && (i + 1 >= argc || strncmp(argv[i + 1], "--", 2) == 0 ||
-                                         (strcmp(argv[i + 1], "true") && strcmp(argv[i + 1], "false")))) {
+        if (o->type == T_BOOL && !eq &&
+            (i + 1 >= argc || strncmp(argv[i + 1], "--", 2) == 0 ||
+             (strcmp(argv[i + 1], "true") && strcmp(argv[i + 1], "false")))) {
             if (apply(c, idx, "true", "flag", err)) return -1; /* a bare --multitenancy */
             continue;
         }

@@ -23,11 +23,16 @@ int connect_codec(const http_req_t *req, connect_codec_t *codec, http_resp_t *re
 
 static const char *connect_code(int status) {
     switch (status) {
-    case 400: case 415: case 422: return "invalid_argument";
+    case 400:
+    case 415:
+    case 422: return "invalid_argument";
     case 401: return "unauthenticated";
     case 403: return "permission_denied";
-    case 404: case 405: case 501: return "unimplemented";
-    case 413: case 429: return "resource_exhausted";
+    case 404:
+    case 405:
+    case 501: return "unimplemented";
+    case 413:
+    case 429: return "resource_exhausted";
     case 503: return "unavailable";
     case 504: return "deadline_exceeded";
     default: return "internal";

@@ -149,9 +149,7 @@ void deadline_request_begins(deadline_watch_t *w, deadline_conn_t *c) {
     pthread_mutex_unlock(&w->mu);
 }
 
-void deadline_request_arrived(deadline_watch_t *w, deadline_conn_t *c) {
-    set_state(w, c, CONN_HANDLING, 0);
-}
+void deadline_request_arrived(deadline_watch_t *w, deadline_conn_t *c) { set_state(w, c, CONN_HANDLING, 0); }
 
 void deadline_request_done(deadline_watch_t *w, deadline_conn_t *c) {
     if (!c) return; /* no watch (--request-read-timeout 0): w is NULL too */
@@ -161,10 +159,8 @@ void deadline_request_done(deadline_watch_t *w, deadline_conn_t *c) {
 void deadline_close(deadline_watch_t *w, deadline_conn_t *c) {
     if (!c) return;
     pthread_mutex_lock(&w->mu);
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        w->head = c->next;
+    if (c->prev) c->prev->next = c->next;
+    else w->head = c->next;
     if (c->next) c->next->prev = c->prev;
     pthread_mutex_unlock(&w->mu);
     free(c);

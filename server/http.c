@@ -463,9 +463,8 @@ static struct MHD_Daemon *start_daemon(struct http_server *s, const struct socka
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG;
     if (cert) flags |= MHD_USE_TLS;
     /* Certificate options only with TLS: MHD warns about them otherwise. */
-    struct MHD_OptionItem tls[] = {{MHD_OPTION_HTTPS_MEM_CERT, 0, cert},
-                                   {MHD_OPTION_HTTPS_MEM_KEY, 0, key},
-                                   {MHD_OPTION_END, 0, NULL}};
+    struct MHD_OptionItem tls[] = {
+        {MHD_OPTION_HTTPS_MEM_CERT, 0, cert}, {MHD_OPTION_HTTPS_MEM_KEY, 0, key}, {MHD_OPTION_END, 0, NULL}};
     struct MHD_OptionItem none[] = {{MHD_OPTION_END, 0, NULL}};
     /* No MHD_OPTION_LISTENING_ADDRESS_REUSE: SO_REUSEPORT would let a second server
      * bind the same port and silently take half the connections. MHD still sets
@@ -513,7 +512,8 @@ http_server_t *http_start(const http_config_t *cfg, const http_router_t *router,
     if (!s->d) {
         deadline_stop(s->deadlines);
         free(s);
-        hr_fail(err, HR_EIO, "cannot listen on %s: the address is in use (another server?), or the TLS certificate/key is invalid",
+        hr_fail(err, HR_EIO,
+                "cannot listen on %s: the address is in use (another server?), or the TLS certificate/key is invalid",
                 cfg->listen);
         return NULL;
     }

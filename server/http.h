@@ -44,8 +44,8 @@ typedef struct {
 typedef struct http_req {
     void *conn; /* struct MHD_Connection * */
     const char *method, *url;
-    buf_t body;         /* the raw body; empty for multipart (see fields) */
-    size_t received;    /* body bytes received, for limits and metrics */
+    buf_t body;      /* the raw body; empty for multipart (see fields) */
+    size_t received; /* body bytes received, for limits and metrics */
     int body_too_big;
     int multipart;
     void *pp; /* struct MHD_PostProcessor * */
@@ -53,9 +53,9 @@ typedef struct http_req {
     size_t nfields;
     size_t field_bytes;
     int64_t start_ns;
-    char tenant[129];   /* resolved by the router (X-Scope-OrgID or "anonymous") */
-    const void *route;  /* the router's: set by admit, read by handle and release */
-    int slot;           /* the router's: what admit holds, for release */
+    char tenant[129];  /* resolved by the router (X-Scope-OrgID or "anonymous") */
+    const void *route; /* the router's: set by admit, read by handle and release */
+    int slot;          /* the router's: what admit holds, for release */
 } http_req_t;
 
 typedef struct {
@@ -63,8 +63,8 @@ typedef struct {
     const char *content_type;
     const char *content_encoding; /* NULL for none */
     const char *content_disposition;
-    const char *allow; /* the Allow header of a 405; NULL for none */
-    char reason[200];  /* an error answer's message, for the request log */
+    const char *allow;  /* the Allow header of a 405; NULL for none */
+    char reason[200];   /* an error answer's message, for the request log */
     const char *tenant; /* for the request log; set by handlers that resolve one */
     buf_t body;
 } http_resp_t;

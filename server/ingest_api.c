@@ -78,7 +78,8 @@ void api_ingest(app_t *a, http_req_t *req, http_resp_t *resp) {
     if (!atomic_load(&a->ready)) return http_error(resp, 503, "starting up: WAL replay in progress");
     if (req->body_too_big) {
         metrics_ingest_error(&a->metrics, HR_ETOOBIG);
-        return http_error(resp, 413, "request body exceeds the limit of %zu bytes (--max-body-bytes)", a->cfg.max_body_bytes);
+        return http_error(resp, 413, "request body exceeds the limit of %zu bytes (--max-body-bytes)",
+                          a->cfg.max_body_bytes);
     }
     ingest_request_t r = {.tenant = req->tenant, .name = http_arg(req, "name"), .spy_name = http_arg(req, "spyName")};
     r.received_ns = time_now_ns();

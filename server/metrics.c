@@ -9,12 +9,11 @@
 
 #include "server/version.h"
 
-static const double BOUNDS[METRICS_NBUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-                                                0.1,   0.25,   0.5,   1,    2.5,   10};
+static const double BOUNDS[METRICS_NBUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10};
 static const char *REASONS[HR_ELIMIT + 1] = {"ok",      "bad_request",   "unprocessable", "too_large", "not_found",
                                              "storage", "out_of_memory", "internal",      "limited"};
 static const char *LIMITS[LIMIT_COUNT] = {"max_series_per_tenant", "max_concurrent_ingests", "max_concurrent_queries",
-                                          "ingest_rate", "query_timeout", "max_inflight_body_bytes",
+                                          "ingest_rate",           "query_timeout",          "max_inflight_body_bytes",
                                           "request_read_timeout"};
 
 static const char *DROPS[DROP_COUNT] = {"negative_gauge"};
@@ -67,7 +66,8 @@ static void render_process(buf_t *o) {
          * command name (field 2) may hold spaces, so skip past its closing ')'. */
         char line[1024];
         const char *p = fgets(line, sizeof line, f) ? strrchr(line, ')') : NULL;
-        if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d %*d %*d %*d %*d %llu %llu %lld",
+        if (p && sscanf(p + 2,
+                        "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d %*d %*d %*d %*d %llu %llu %lld",
                         &utime, &stime, &start, &vsize, &rss) != 5)
             utime = stime = start = vsize = 0, rss = 0;
         fclose(f);
@@ -86,7 +86,8 @@ static void render_process(buf_t *o) {
     getrlimit(RLIMIT_NOFILE, &rl);
     family(o, "process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.");
     buf_printf(o, "process_cpu_seconds_total %.2f\n", (double)(utime + stime) / (double)tick);
-    scalar(o, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", (unsigned long long)(rss * page));
+    scalar(o, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.",
+           (unsigned long long)(rss * page));
     scalar(o, "process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.", vsize);
     scalar(o, "process_open_fds", "gauge", "Number of open file descriptors.", fds - 1 /* opendir's own */);
     scalar(o, "process_max_fds", "gauge", "Maximum number of open file descriptors.", (unsigned long long)rl.rlim_cur);
@@ -111,7 +112,8 @@ static void render_ingest(const metrics_t *m, buf_t *o) {
                    (unsigned long long)m->unindexed_keys[i]);
     family(o, "hearth_ingest_errors_total", "counter", "Rejected ingests by reason.");
     for (int i = 1; i <= HR_ELIMIT; i++)
-        buf_printf(o, "hearth_ingest_errors_total{reason=\"%s\"} %llu\n", REASONS[i], (unsigned long long)m->ingest_errors[i]);
+        buf_printf(o, "hearth_ingest_errors_total{reason=\"%s\"} %llu\n", REASONS[i],
+                   (unsigned long long)m->ingest_errors[i]);
     family(o, "hearth_limit_refusals_total", "counter", "Requests refused by a limit.");
     for (int i = 0; i < LIMIT_COUNT; i++)
         buf_printf(o, "hearth_limit_refusals_total{limit=\"%s\"} %llu\n", LIMITS[i], (unsigned long long)m->refused[i]);
@@ -137,13 +139,15 @@ static void render_storage(const metrics_t *m, const store_stats_t *s, buf_t *o)
     scalar(o, "hearth_head_profiles", "gauge", "Profiles in the in-memory heads.", s->head_profiles);
     scalar(o, "hearth_head_samples", "gauge", "Samples in the in-memory heads.", s->head_samples);
     family(o, "hearth_head_symbols", "gauge", "Deduplicated symbols in the heads, by table.");
-    buf_printf(o, "hearth_head_symbols{table=\"strings\"} %zu\nhearth_head_symbols{table=\"functions\"} %zu\n"
-                  "hearth_head_symbols{table=\"locations\"} %zu\nhearth_head_symbols{table=\"stacks\"} %zu\n",
+    buf_printf(o,
+               "hearth_head_symbols{table=\"strings\"} %zu\nhearth_head_symbols{table=\"functions\"} %zu\n"
+               "hearth_head_symbols{table=\"locations\"} %zu\nhearth_head_symbols{table=\"stacks\"} %zu\n",
                s->head_strings, s->head_functions, s->head_locations, s->head_stacks);
     scalar(o, "hearth_blocks", "gauge", "Blocks in the catalog.", s->blocks);
     scalar(o, "hearth_block_bytes", "gauge", "Bytes of the blocks in the catalog.", s->block_bytes);
     scalar(o, "hearth_blocks_corrupt", "gauge", "Blocks that failed to load (skipped by queries).", s->blocks_corrupt);
-    scalar(o, "hearth_block_partitions_cached", "gauge", "Decoded block partitions held in the cache.", s->parts_cached);
+    scalar(o, "hearth_block_partitions_cached", "gauge", "Decoded block partitions held in the cache.",
+           s->parts_cached);
     scalar(o, "hearth_block_cache_bytes", "gauge", "Bytes of decoded block partitions held (--block-cache-bytes).",
            s->cached_bytes);
     scalar(o, "hearth_head_cuts_total", "counter", "Heads cut into blocks.", s->cuts);
@@ -153,7 +157,8 @@ static void render_storage(const metrics_t *m, const store_stats_t *s, buf_t *o)
     scalar(o, "hearth_series", "gauge", "Series in the index.", s->series);
     scalar(o, "hearth_wal_segment_bytes", "gauge", "Bytes in the current WAL segment.", s->wal_bytes);
     scalar(o, "hearth_wal_replayed_records_total", "counter", "WAL records replayed at start.", m->wal_replayed);
-    scalar(o, "hearth_wal_replay_skipped_total", "counter", "WAL records replay could not apply.", m->wal_replay_skipped);
+    scalar(o, "hearth_wal_replay_skipped_total", "counter", "WAL records replay could not apply.",
+           m->wal_replay_skipped);
     scalar(o, "hearth_wal_corrupt_records_total", "counter",
            "Damaged WAL regions skipped at start between intact records (run hearth check).", m->wal_corrupt);
 }

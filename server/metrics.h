@@ -21,8 +21,8 @@ typedef enum {
     LIMIT_QUERY_CONCURRENCY,
     LIMIT_INGEST_RATE,
     LIMIT_QUERY_TIMEOUT,
-    LIMIT_INFLIGHT_BODY,  /* --max-inflight-body-bytes: requests refused */
-    LIMIT_READ_TIMEOUT,   /* --request-read-timeout: connections shut */
+    LIMIT_INFLIGHT_BODY, /* --max-inflight-body-bytes: requests refused */
+    LIMIT_READ_TIMEOUT,  /* --request-read-timeout: connections shut */
     LIMIT_COUNT
 } metrics_limit_t;
 
@@ -34,13 +34,13 @@ typedef enum { UNINDEXED_SPAN, UNINDEXED_HIGH_CARDINALITY, UNINDEXED_COUNT } met
 typedef struct {
     atomic_ullong ingest_requests, ingest_profiles, ingest_bytes, ingest_samples;
     atomic_ullong ingest_errors[HR_ELIMIT + 1]; /* by error code */
-    atomic_ullong refused[LIMIT_COUNT]; /* by metrics_limit_t */
-    atomic_ullong ingest_too_big;                  /* bodies over --max-body-bytes */
+    atomic_ullong refused[LIMIT_COUNT];         /* by metrics_limit_t */
+    atomic_ullong ingest_too_big;               /* bodies over --max-body-bytes */
     atomic_ullong queries, query_errors;
     atomic_ullong query_buckets[METRICS_NBUCKETS + 1]; /* last = +Inf */
     atomic_ullong query_sum_us;
     atomic_ullong wal_replayed, wal_replay_skipped, wal_corrupt;
-    atomic_ullong dropped_samples[DROP_COUNT]; /* by metrics_drop_t */
+    atomic_ullong dropped_samples[DROP_COUNT];     /* by metrics_drop_t */
     atomic_ullong unindexed_keys[UNINDEXED_COUNT]; /* by metrics_unindexed_t, per upload */
 } metrics_t;
 

@@ -19,8 +19,12 @@ static void push_body(app_t *a, http_req_t *req, http_resp_t *resp, ingest_forma
         metrics_ingest_error(&a->metrics, HR_ETOOBIG);
         return connect_error(resp, 413, "request body exceeds --max-body-bytes");
     }
-    ingest_request_t r = {.tenant = req->tenant, .name = "", .format = f, .received_ns = time_now_ns(),
-                          .body = req->body.data, .body_len = req->body.len};
+    ingest_request_t r = {.tenant = req->tenant,
+                          .name = "",
+                          .format = f,
+                          .received_ns = time_now_ns(),
+                          .body = req->body.data,
+                          .body_len = req->body.len};
     hr_err_t err = {0};
     if (app_submit(a, &r, req->received, &err) == 0) {
         if (f != INGEST_PUSH_PROTO) http_reply_text(resp, 200, "application/json", "{}");
@@ -32,7 +36,8 @@ static void push_body(app_t *a, http_req_t *req, http_resp_t *resp, ingest_forma
 
 void api_push(app_t *a, http_req_t *req, http_resp_t *resp) {
     connect_codec_t c;
-    if (connect_codec(req, &c, resp) == 0) push_body(a, req, resp, c == CONNECT_PROTO ? INGEST_PUSH_PROTO : INGEST_PUSH_JSON);
+    if (connect_codec(req, &c, resp) == 0)
+        push_body(a, req, resp, c == CONNECT_PROTO ? INGEST_PUSH_PROTO : INGEST_PUSH_JSON);
 }
 
 void api_parca_writeraw(app_t *a, http_req_t *req, http_resp_t *resp) {

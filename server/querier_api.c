@@ -188,8 +188,8 @@ static ProtobufCMessage *profile_types(qctx_t *c, const ProtobufCMessage *in) {
     catalog_types_t t = {0};
     if (!r) return oom(c);
     querier__v1__profile_types_response__init(r);
-    int rc = discovery_begin(c, NULL, 0, q->start, q->end, &d) ||
-             catalog_profile_types(c->a->store, d.q, d.nq, &t, &c->err);
+    int rc =
+        discovery_begin(c, NULL, 0, q->start, q->end, &d) || catalog_profile_types(c->a->store, d.q, d.nq, &t, &c->err);
     if (rc == 0) r->n_profile_types = t.n;
     if (rc == 0 && !(r->profile_types = repeated(c, t.n, fill_type, &t))) rc = -1, oom(c);
     free(t.v);
@@ -232,7 +232,8 @@ static ProtobufCMessage *series(qctx_t *c, const ProtobufCMessage *in) {
 /* profile_typeID + label_selector as one selector. 0 or -1 (c->err set). */
 static int request_selector(qctx_t *c, const char *type, const char *labels, selector_t *sel) {
     memset(sel, 0, sizeof *sel);
-    if (!type || !*type) return fail(c, 400, "`profileTypeID` is required, e.g. process_cpu:cpu:nanoseconds:cpu:nanoseconds"), -1;
+    if (!type || !*type)
+        return fail(c, 400, "`profileTypeID` is required, e.g. process_cpu:cpu:nanoseconds:cpu:nanoseconds"), -1;
     if (labels && *labels && labels[strspn(labels, " ")] != '{')
         return fail(c, 400, "`labelSelector` must look like {service_name=\"api\"}"), -1;
     size_t n = strlen(type) + (labels ? strlen(labels) : 0) + 1;
@@ -252,8 +253,10 @@ static int profile_ids(qctx_t *c, char **ids, size_t n, merge_only_t *o) {
     if (!v) return oom(c), -1;
     for (size_t i = 0; i < n; i++)
         if (profile_ref_parse(ids[i], &v[i]))
-            return fail(c, 400, "bad `profile_id_selector` entry: Hearth's profile ids are SERIES-TIME_NS, as "
-                                "/api/v1/profiles lists them"), -1;
+            return fail(c, 400,
+                        "bad `profile_id_selector` entry: Hearth's profile ids are SERIES-TIME_NS, as "
+                        "/api/v1/profiles lists them"),
+                   -1;
     profile_refs_sort(v, n);
     o->profiles = v, o->nprofiles = n;
     return 0;
@@ -269,8 +272,7 @@ static int merge_options(qctx_t *c, const Querier__V1__StackTraceSelector *st, c
     *o = (merge_only_t){0};
     if (npids && profile_ids(c, pids, npids, o)) return -1;
     if (!st) return 0;
-    if (st->go_pgo)
-        return fail(c, 501, "`stack_trace_selector.go_pgo` is not supported; use call_site"), -1;
+    if (st->go_pgo) return fail(c, 501, "`stack_trace_selector.go_pgo` is not supported; use call_site"), -1;
     const char **names = arena_alloc(c->arena, (st->n_call_site + 1) * sizeof *names);
     if (!names) return oom(c), -1;
     for (size_t i = 0; i < st->n_call_site; i++) {
@@ -293,8 +295,15 @@ static int run_merge(qctx_t *c, const char *type, const char *labels, int64_t st
         selector_destroy(&sel);
         return -1;
     }
-    merge_query_t mq = {.tenant = c->tenant, .sel = &sel, .from = *from, .until = *until, .step = step,
-                        .want_stacks = want_stacks, .only = only, .deadline_ns = c->deadline_ns, .call_site = cs};
+    merge_query_t mq = {.tenant = c->tenant,
+                        .sel = &sel,
+                        .from = *from,
+                        .until = *until,
+                        .step = step,
+                        .want_stacks = want_stacks,
+                        .only = only,
+                        .deadline_ns = c->deadline_ns,
+                        .call_site = cs};
     int rc = merge_run(c->a->store, &mq, m, &c->err);
     selector_destroy(&sel);
     return rc;
@@ -363,10 +372,11 @@ static ProtobufCMessage *select_merge_stacktraces(qctx_t *c, const ProtobufCMess
     callsite_t cs;
     int use_cs;
     merge_only_t only;
-    if (merge_options(c, q->stack_trace_selector, q->profile_id_selector, q->n_profile_id_selector, &cs, &use_cs, &only))
+    if (merge_options(c, q->stack_trace_selector, q->profile_id_selector, q->n_profile_id_selector, &cs, &use_cs,
+                      &only))
         return NULL;
-    fg_query_t f = {q->profile_typeid, q->label_selector, q->start, q->end, q->max_nodes, q->format,
-                    use_cs ? &cs : NULL, &only};
+    fg_query_t f = {q->profile_typeid, q->label_selector,   q->start, q->end, q->max_nodes,
+                    q->format,         use_cs ? &cs : NULL, &only};
     return merged_flamegraph(c, &f);
 }
 
@@ -375,7 +385,8 @@ static ProtobufCMessage *select_merge_profile(qctx_t *c, const ProtobufCMessage 
     callsite_t cs;
     int use_cs;
     merge_only_t only;
-    if (merge_options(c, q->stack_trace_selector, q->profile_id_selector, q->n_profile_id_selector, &cs, &use_cs, &only))
+    if (merge_options(c, q->stack_trace_selector, q->profile_id_selector, q->n_profile_id_selector, &cs, &use_cs,
+                      &only))
         return NULL;
     merge_result_t m;
     int64_t from, until;
@@ -445,16 +456,23 @@ static Querier__V1__Series *group_series(qctx_t *c, const Querier__V1__SelectSer
     selector_t sel = {0};
     int64_t from, until;
     Querier__V1__Series *s = NULL;
-    if (ms_range(c, q->start, q->end, HOUR_NS, &from, &until) || request_selector(c, q->profile_typeid, q->label_selector, &sel)) {
+    if (ms_range(c, q->start, q->end, HOUR_NS, &from, &until) ||
+        request_selector(c, q->profile_typeid, q->label_selector, &sel)) {
         selector_destroy(&sel);
         return NULL;
     }
     int rc = 0;
     for (size_t i = 0; i < q->n_group_by && !rc; i++) rc = selector_add_eq(&sel, q->group_by[i], vals[i], &c->err);
-    merge_query_t mq = {.tenant = c->tenant, .sel = &sel, .from = from, .until = until, .step = step,
-                        .deadline_ns = c->deadline_ns, .call_site = cs,
-                        .average_timeline = q->aggregation ==
-                                            QUERIER__V1__TIME_SERIES_AGGREGATION_TYPE__TIME_SERIES_AGGREGATION_TYPE_AVERAGE};
+    merge_query_t mq = {.tenant = c->tenant,
+                        .sel = &sel,
+                        .from = from,
+                        .until = until,
+                        .step = step,
+                        .deadline_ns = c->deadline_ns,
+                        .call_site = cs,
+                        .average_timeline =
+                            q->aggregation ==
+                            QUERIER__V1__TIME_SERIES_AGGREGATION_TYPE__TIME_SERIES_AGGREGATION_TYPE_AVERAGE};
     merge_result_t m = {0};
     if (rc == 0 && merge_run(c->a->store, &mq, &m, &c->err) == 0 &&
         !(s = series_msg(c, q->group_by, vals, q->n_group_by, &m, total)))
@@ -474,7 +492,8 @@ static ProtobufCMessage *select_series(qctx_t *c, const ProtobufCMessage *in) {
     int use_cs;
     merge_only_t only;
     if (merge_options(c, q->stack_trace_selector, NULL, 0, &cs, &use_cs, &only)) return NULL;
-    if (ms_range(c, q->start, q->end, HOUR_NS, &from, &until) || request_selector(c, q->profile_typeid, q->label_selector, &sel)) {
+    if (ms_range(c, q->start, q->end, HOUR_NS, &from, &until) ||
+        request_selector(c, q->profile_typeid, q->label_selector, &sel)) {
         selector_destroy(&sel);
         return NULL;
     }
@@ -558,8 +577,9 @@ void api_querier(app_t *a, http_req_t *req, http_resp_t *resp) {
     if (in) {
         ProtobufCMessage *out = METHODS[i].fn(&c, in);
         if (out) connect_reply(resp, codec, out);
-        else connect_error(resp, c.status ? c.status : hr_http_status(c.err.code ? c.err.code : HR_ENOMEM),
-                           c.err.code ? c.err.msg : "out of memory");
+        else
+            connect_error(resp, c.status ? c.status : hr_http_status(c.err.code ? c.err.code : HR_ENOMEM),
+                          c.err.code ? c.err.msg : "out of memory");
         metrics_query(&a->metrics, (double)(time_now_ns() - t0) / 1e9, out == NULL);
     }
     arena_free(c.arena);

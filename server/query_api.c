@@ -46,8 +46,11 @@ static int parse_selector(app_t *a, http_req_t *req, const char *key, int need_t
     hr_err_t err = {0};
     memset(sel, 0, sizeof *sel); /* callers destroy it on every path */
     if (need_type && (!q || !*q))
-        return http_error(resp, 400, "missing `%s`, e.g. %s=process_cpu:cpu:nanoseconds:cpu:nanoseconds{service_name=\"api\"}"
-                                     " or %s=api.cpu", key, key, key), -1;
+        return http_error(resp, 400,
+                          "missing `%s`, e.g. %s=process_cpu:cpu:nanoseconds:cpu:nanoseconds{service_name=\"api\"}"
+                          " or %s=api.cpu",
+                          key, key, key),
+               -1;
     catalog_query_t cq = {req->tenant, sel, 0, 0, 0, app_query_deadline(a, req)};
     if (selector_parse(q, sel, &err) || catalog_resolve_type(a->store, &cq, sel, need_type, &err))
         return http_error_from(resp, &err), -1;
@@ -80,9 +83,14 @@ static void reply_buf(http_resp_t *resp, const char *ctype, buf_t *b) {
 /* The merge renderer rd needs: stacks and a timeline of step as its row says. */
 static merge_query_t merge_for(const renderer_t *rd, app_t *a, http_req_t *req, const selector_t *sel, const range_t *r,
                                int64_t step, const merge_only_t *only) {
-    return (merge_query_t){.tenant = req->tenant, .sel = sel, .from = r->from, .until = r->until,
-                           .step = rd->needs & RENDER_TIMELINE ? step : 0, .want_stacks = (rd->needs & RENDER_STACKS) != 0,
-                           .only = only, .deadline_ns = app_query_deadline(a, req)};
+    return (merge_query_t){.tenant = req->tenant,
+                           .sel = sel,
+                           .from = r->from,
+                           .until = r->until,
+                           .step = rd->needs & RENDER_TIMELINE ? step : 0,
+                           .want_stacks = (rd->needs & RENDER_STACKS) != 0,
+                           .only = only,
+                           .deadline_ns = app_query_deadline(a, req)};
 }
 
 /* Replies with what query_render wrote into out (rc 0), or with the error that stopped
@@ -144,9 +152,10 @@ void api_query(app_t *a, http_req_t *req, http_resp_t *resp) {
     long long max_nodes = num_arg(req, "max_nodes", RENDER_DEFAULT_MAX_NODES);
     if (max_nodes < 0) return http_error(resp, 400, "`max_nodes` must be a non-negative integer");
     /* Refused here, before the merge, as /api/v1/profiles refuses it: never read as "all". */
-    if (num_arg(req, "limit", 0) < 0) return http_error(resp, 400, "`limit` must be a non-negative integer (0 = all rows)");
-    if (parse_selector(a, req, "query", 1, &sel, resp) == 0 && parse_range(req, "from", "until", HOUR_NS, &r, resp) == 0 &&
-        (pid = parse_profile_id(req, &ref, &r, resp)) >= 0)
+    if (num_arg(req, "limit", 0) < 0)
+        return http_error(resp, 400, "`limit` must be a non-negative integer (0 = all rows)");
+    if (parse_selector(a, req, "query", 1, &sel, resp) == 0 &&
+        parse_range(req, "from", "until", HOUR_NS, &r, resp) == 0 && (pid = parse_profile_id(req, &ref, &r, resp)) >= 0)
         run_merge(a, req, resp, &sel, &r, format && *format ? format : "flamegraph", max_nodes, pid ? NULL : &one);
     selector_destroy(&sel);
 }
@@ -221,7 +230,8 @@ void api_pyroscope_render(app_t *a, http_req_t *req, http_resp_t *resp) {
     selector_t sel;
     range_t r;
     const char *format = http_arg(req, "format");
-    if (format && strcmp(format, "json")) return http_error(resp, 400, "format `%s` is not supported (use json)", format);
+    if (format && strcmp(format, "json"))
+        return http_error(resp, 400, "format `%s` is not supported (use json)", format);
     long long max_nodes = num_arg(req, "maxNodes", num_arg(req, "max-nodes", RENDER_DEFAULT_MAX_NODES));
     if (max_nodes < 0) return http_error(resp, 400, "`maxNodes` must be a non-negative integer");
     /* Pyroscope 0.x clients (Grafana's old plugin) send the application as `name`. */
@@ -276,7 +286,8 @@ static void reply_json(http_resp_t *resp, json_t *doc) {
 
 static void add_series(void *ctx, const series_t *s) {
     json_t *labels = json_object();
-    for (size_t i = 0; i < s->labels.n; i++) json_object_set_new(labels, s->labels.v[i].name, json_string(s->labels.v[i].value));
+    for (size_t i = 0; i < s->labels.n; i++)
+        json_object_set_new(labels, s->labels.v[i].name, json_string(s->labels.v[i].value));
     json_array_append_new(ctx, json_pack("{s:s,s:o}", "profileType", s->profile_type, "labels", labels));
 }
 
@@ -306,7 +317,9 @@ void api_series(app_t *a, http_req_t *req, http_resp_t *resp) {
     selector_destroy(&sel);
 }
 
-static int cmp_str_ptr(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+static int cmp_str_ptr(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
 
 /* A JSON array of the object's keys, sorted. */
 static json_t *sorted_keys(json_t *obj) {
@@ -344,9 +357,9 @@ static json_t *json_types(const catalog_types_t *t) {
     json_t *arr = json_array();
     for (size_t i = 0; i < t->n; i++) {
         const ptype_parts_t *p = &t->v[i].parts;
-        json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "id", t->v[i].id, "name", p->name, "sampleType",
-                              p->sample_type, "sampleUnit", p->sample_unit, "periodType", p->period_type, "periodUnit",
-                              p->period_unit);
+        json_t *o =
+            json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "id", t->v[i].id, "name", p->name, "sampleType", p->sample_type,
+                      "sampleUnit", p->sample_unit, "periodType", p->period_type, "periodUnit", p->period_unit);
         json_array_append_new(arr, o);
     }
     return arr;
@@ -410,7 +423,8 @@ void api_pyroscope_labels(app_t *a, http_req_t *req, http_resp_t *resp) {
 static void add_labels_by_id(void *ctx, const series_t *s) {
     char id[16];
     json_t *labels = json_object();
-    for (size_t i = 0; i < s->labels.n; i++) json_object_set_new(labels, s->labels.v[i].name, json_string(s->labels.v[i].value));
+    for (size_t i = 0; i < s->labels.n; i++)
+        json_object_set_new(labels, s->labels.v[i].name, json_string(s->labels.v[i].value));
     snprintf(id, sizeof id, "%u", s->id);
     json_object_set_new(ctx, id, labels);
 }
@@ -459,9 +473,9 @@ static json_t *profiles_json(const catalog_profile_t *p, size_t n, size_t shown,
             snprintf(id, sizeof id, "%u-%lld", p[i].series, (long long)p[i].time_ns);
             snprintf(sid, sizeof sid, "%u", p[i].series);
             json_t *l = json_object_get(labels, sid);
-            json_t *row = json_pack("{s:s,s:I,s:I,s:O,s:I}", "id", id, "timestamp", (json_int_t)(p[i].time_ns / 1000000),
-                                    "series", (json_int_t)p[i].series, "labels", l ? l : json_null(), "total",
-                                    (json_int_t)p[i].total);
+            json_t *row = json_pack("{s:s,s:I,s:I,s:O,s:I}", "id", id, "timestamp",
+                                    (json_int_t)(p[i].time_ns / 1000000), "series", (json_int_t)p[i].series, "labels",
+                                    l ? l : json_null(), "total", (json_int_t)p[i].total);
             if (split && json_array_size(split)) json_object_set(row, "splitBy", split);
             json_array_append_new(arr, row);
         }
@@ -483,7 +497,8 @@ void api_profiles(app_t *a, http_req_t *req, http_resp_t *resp) {
     json_t *labels = json_object();
     catalog_query_t q = {req->tenant, &sel, 0, r.from, r.until, app_query_deadline(a, req)};
     catalog_query_t all_time = {req->tenant, &sel, 0, 0, 0, q.deadline_ns};
-    if (catalog_profiles(a->store, &q, &p, &n, &err) || catalog_series(a->store, &all_time, add_labels_by_id, labels, &err)) {
+    if (catalog_profiles(a->store, &q, &p, &n, &err) ||
+        catalog_series(a->store, &all_time, add_labels_by_id, labels, &err)) {
         free(p); /* NULL when catalog_profiles failed; listed when the deadline passed after it */
         json_decref(labels);
         selector_destroy(&sel);

@@ -278,7 +278,8 @@ void app_handle(void *app, http_req_t *req, http_resp_t *resp) {
     if (rt->limiter == LIM_INGEST && !rate_allows(a, req->tenant, req->received)) {
         metrics_refused(&a->metrics, LIMIT_INGEST_RATE);
         metrics_ingest_error(&a->metrics, HR_ELIMIT);
-        return (void)refuse(rt, resp, 429, "tenant %s is over its ingest rate (--ingest-rate-limit %zu bytes/s); retry later",
+        return (void)refuse(rt, resp, 429,
+                            "tenant %s is over its ingest rate (--ingest-rate-limit %zu bytes/s); retry later",
                             req->tenant, a->cfg.ingest_rate_bytes);
     }
     rt->fn(a, req, resp);

@@ -24,9 +24,9 @@
 #include "server/app.h"
 #include "wire/client.h"
 
-#define SCRAPE_MAX_JOBS 1024        /* (target, profile) pairs, one thread each */
-#define SCRAPE_STACK (1u << 20)     /* per job thread: a fetch, then the ingest path */
-#define SCRAPE_SLACK_S 15           /* timeout past the profile's own duration */
+#define SCRAPE_MAX_JOBS 1024    /* (target, profile) pairs, one thread each */
+#define SCRAPE_STACK (1u << 20) /* per job thread: a fetch, then the ingest path */
+#define SCRAPE_SLACK_S 15       /* timeout past the profile's own duration */
 
 /* What each of Go's net/http/pprof profiles is, and how it is stored. Go's
  * block and mutex profiles have the same sample types (contentions/count,
@@ -108,8 +108,10 @@ static int profile_path(json_t *p, int cpu_seconds, job_t *j, hr_err_t *err) {
     const char *n = json_string_value(p);
     if (!n) return hr_fail(err, HR_EINVAL, "scrape config: profiles are names or {name, path} objects");
     if (!(j->kind = kind_named(n)))
-        return hr_fail(err, HR_EINVAL, "scrape config: unknown profile `%s` (cpu, heap, allocs, mutex, block, goroutine, "
-                                       "or {\"name\", \"path\"})", n);
+        return hr_fail(err, HR_EINVAL,
+                       "scrape config: unknown profile `%s` (cpu, heap, allocs, mutex, block, goroutine, "
+                       "or {\"name\", \"path\"})",
+                       n);
     snprintf(j->name, sizeof j->name, "%s", n);
     snprintf(j->path, sizeof j->path, j->kind->path, cpu_seconds);
     return 0;
@@ -128,8 +130,9 @@ static int parse_labels(json_t *t, target_t *out, hr_err_t *err) {
     json_t *v;
     json_object_foreach(json_object_get(t, "labels"), k, v) {
         if (!json_is_string(v) || !label_name_valid(k))
-            return hr_fail(err, HR_EINVAL, "scrape config: target %s: label `%s` must be a valid name with a string value",
-                           out->job, k);
+            return hr_fail(err, HR_EINVAL,
+                           "scrape config: target %s: label `%s` must be a valid name with a string value", out->job,
+                           k);
         labels_set(&out->labels, k, json_string_value(v));
     }
     labels_set(&out->labels, "job", out->job);
@@ -182,7 +185,8 @@ static int parse_target(json_t *t, int64_t interval, int cpu_seconds, target_t *
     snprintf(out->job, sizeof out->job, "%s", job);
     const char *tenant = json_string_value(json_object_get(t, "tenant"));
     if (tenant && !tenant_id_valid(tenant))
-        return hr_fail(err, HR_EINVAL, "scrape config: target %s: bad tenant `%s` (1-128 of A-Z a-z 0-9 - _ .)", job, tenant);
+        return hr_fail(err, HR_EINVAL, "scrape config: target %s: bad tenant `%s` (1-128 of A-Z a-z 0-9 - _ .)", job,
+                       tenant);
     snprintf(out->tenant, sizeof out->tenant, "%s", tenant ? tenant : APP_TENANT);
     snprintf(out->url, sizeof out->url, "%s", url);
     const char *host = strstr(url, "://");
@@ -210,8 +214,13 @@ static void warn_long_profiles(const target_t *t, int cpu_seconds) {
  * path as uploads; the WAL record is the pprof with those labels. */
 static int store_profile(const job_t *j, const uint8_t *pprof, size_t n, hr_err_t *err) {
     const target_t *t = j->target;
-    ingest_request_t r = {.tenant = t->tenant, .name = "", .format = INGEST_PPROF, .received_ns = time_now_ns(),
-                          .body = pprof, .body_len = n, .labels = (const char *)j->labels.data,
+    ingest_request_t r = {.tenant = t->tenant,
+                          .name = "",
+                          .format = INGEST_PPROF,
+                          .received_ns = time_now_ns(),
+                          .body = pprof,
+                          .body_len = n,
+                          .labels = (const char *)j->labels.data,
                           .labels_len = j->labels.len};
     return app_submit(t->owner->app, &r, n, err);
 }
@@ -241,8 +250,7 @@ static void scrape_one(job_t *j) {
     char why[512] = "";
     if (client_get_bounded(url, t->timeout_s, s->app->cfg.max_body_bytes, &s->stop, &r))
         snprintf(why, sizeof why, "%s", r.error);
-    else if (store_kept(j, &r.body, &err))
-        snprintf(why, sizeof why, "storing: %s", err.msg);
+    else if (store_kept(j, &r.body, &err)) snprintf(why, sizeof why, "storing: %s", err.msg);
     buf_free(&r.body);
     if (atomic_load(&s->stop)) return; /* a cancelled fetch says nothing about the target */
     pthread_mutex_lock(&s->mu);
@@ -263,7 +271,8 @@ static void scrape_one(job_t *j) {
 static int wait_until(scraper_t *s, int64_t at_ns) {
     struct timespec ts = {(time_t)(at_ns / 1000000000), (long)(at_ns % 1000000000)};
     pthread_mutex_lock(&s->mu);
-    while (!atomic_load(&s->stop) && pthread_cond_timedwait(&s->cv, &s->mu, &ts) == 0) {}
+    while (!atomic_load(&s->stop) && pthread_cond_timedwait(&s->cv, &s->mu, &ts) == 0) {
+    }
     pthread_mutex_unlock(&s->mu);
     return atomic_load(&s->stop);
 }
@@ -300,7 +309,8 @@ static int parse_config(json_t *doc, scraper_t *s, hr_err_t *err) {
     if (cpu_seconds < 1 || cpu_seconds > 3600)
         return hr_fail(err, HR_EINVAL, "scrape config: cpu_seconds must be an integer from 1 to 3600");
     if (parse_duration(json_object_get(doc, "interval"), 15000000000LL, &interval, "interval", err)) return -1;
-    if (!(s->targets = calloc(json_array_size(targets), sizeof *s->targets))) return hr_fail(err, HR_ENOMEM, "out of memory");
+    if (!(s->targets = calloc(json_array_size(targets), sizeof *s->targets)))
+        return hr_fail(err, HR_ENOMEM, "out of memory");
     size_t jobs = 0;
     for (size_t i = 0; i < json_array_size(targets); i++) {
         s->targets[i].owner = s;
@@ -321,7 +331,8 @@ static int start_jobs(scraper_t *s, hr_err_t *err) {
     for (size_t i = 0; i < s->ntargets && rc == 0; i++)
         for (size_t k = 0; k < s->targets[i].njobs && rc == 0; k++) {
             job_t *j = &s->targets[i].jobs[k];
-            if (pthread_create(&j->thread, &attr, job_main, j)) rc = hr_fail(err, HR_ENOMEM, "cannot start a scrape thread");
+            if (pthread_create(&j->thread, &attr, job_main, j))
+                rc = hr_fail(err, HR_ENOMEM, "cannot start a scrape thread");
             else j->started = 1;
         }
     pthread_attr_destroy(&attr);
@@ -403,8 +414,10 @@ void scraper_targets_json(scraper_t *s, buf_t *out) {
                 jsonw_str(out, t->labels.v[l].value);
             }
             buf_printf(out, "},\"health\":\"%s\",\"lastScrape\":%lld,\"lastDurationSeconds\":%.3f,\"lastError\":",
-                       !j->scrapes ? "unknown" : j->up ? "up" : "down", (long long)(j->last_ns / 1000000000),
-                       (double)j->duration_ns / 1e9);
+                       !j->scrapes ? "unknown"
+                       : j->up     ? "up"
+                                   : "down",
+                       (long long)(j->last_ns / 1000000000), (double)j->duration_ns / 1e9);
             jsonw_str(out, j->error);
             buf_printf(out, ",\"scrapes\":%llu,\"failures\":%llu}", j->scrapes, j->failures);
         }

@@ -41,7 +41,8 @@ static void *cutter_main(void *arg) {
         if (store_apply_retention(c->app->store, time_now_ns(), &err) < 0)
             log_error("retention.failed", "err=\"%s\"", err.msg);
         int rc = 0;
-        while (!c->stop && (rc = store_compact(c->app->store, &err)) == 1) {}
+        while (!c->stop && (rc = store_compact(c->app->store, &err)) == 1) {
+        }
         if (rc < 0) log_error("compaction.failed", "err=\"%s\"", err.msg);
         pthread_mutex_lock(&c->mu);
     }
@@ -79,12 +80,12 @@ static void default_web_dir(config_t *cfg, const char *argv0) {
 }
 
 static int serve(app_t *a) {
-    store_config_t sc = {a->cfg.data_dir,   a->cfg.wal_fsync,         a->cfg.head_max_bytes, a->cfg.block_duration_ns,
-                         a->cfg.zstd_level, a->cfg.block_cache_bytes, a->cfg.retention_ns,
-                         a->cfg.compact_min_blocks, a->cfg.compact_max_bytes};
+    store_config_t sc = {a->cfg.data_dir,          a->cfg.wal_fsync,          a->cfg.head_max_bytes,
+                         a->cfg.block_duration_ns, a->cfg.zstd_level,         a->cfg.block_cache_bytes,
+                         a->cfg.retention_ns,      a->cfg.compact_min_blocks, a->cfg.compact_max_bytes};
     a->decode_budget.cap = a->cfg.max_decode_memory;
-    a->limits = (ingest_limits_t){a->cfg.max_decompressed_bytes, a->cfg.max_samples, a->cfg.max_labels, &a->decode_budget,
-                                  a->cfg.max_label_value_bytes};
+    a->limits = (ingest_limits_t){a->cfg.max_decompressed_bytes, a->cfg.max_samples, a->cfg.max_labels,
+                                  &a->decode_budget, a->cfg.max_label_value_bytes};
     pthread_mutex_init(&a->buckets_mu, NULL);
     hr_err_t err = {0};
     if (!(a->store = store_open(&sc, &err))) {
@@ -125,8 +126,8 @@ static int serve(app_t *a) {
         store_close(a->store);
         return 1;
     }
-    log_info("server.listening", "addr=%s tls=%s data_dir=%s version=%s", a->cfg.listen, a->cfg.tls_cert[0] ? "on" : "off",
-             a->cfg.data_dir, HEARTH_VERSION);
+    log_info("server.listening", "addr=%s tls=%s data_dir=%s version=%s", a->cfg.listen,
+             a->cfg.tls_cert[0] ? "on" : "off", a->cfg.data_dir, HEARTH_VERSION);
     wal_scan_t ws;
     int64_t t0 = time(NULL);
     if (ingest_replay_wal(a->store, &a->limits, &ws, &err)) {
@@ -139,8 +140,10 @@ static int serve(app_t *a) {
     a->metrics.wal_replay_skipped = ws.skipped;
     a->metrics.wal_corrupt = ws.corrupt;
     if (ws.corrupt)
-        log_error("wal.corruption", "damaged_regions=%zu bytes=%llu (skipped; the records around them were replayed; "
-                  "run hearth check)", ws.corrupt, (unsigned long long)ws.corrupt_bytes);
+        log_error("wal.corruption",
+                  "damaged_regions=%zu bytes=%llu (skipped; the records around them were replayed; "
+                  "run hearth check)",
+                  ws.corrupt, (unsigned long long)ws.corrupt_bytes);
     log_info("wal.replayed", "records=%zu skipped=%zu corrupt=%zu seconds=%lld", ws.records, ws.skipped, ws.corrupt,
              (long long)(time(NULL) - t0));
     if (a->cfg.scrape_config[0]) { /* before ready: /ready then implies /api/v1/targets lists them */

@@ -29,8 +29,8 @@ static int same(const batch_profile_t *p, const char *ptype, const labels_t *l, 
     return p->time_ns == t && !strcmp(p->profile_type, ptype) && labels_equal(&p->labels, l);
 }
 
-batch_profile_t *batch_profile(batch_t *b, const char *ptype, const labels_t *labels,
-                               int64_t time_ns, int64_t duration_ns) {
+batch_profile_t *batch_profile(batch_t *b, const char *ptype, const labels_t *labels, int64_t time_ns,
+                               int64_t duration_ns) {
     if (b->last < b->n && same(&b->p[b->last], ptype, labels, time_ns)) return &b->p[b->last];
     for (size_t i = 0; i < b->n; i++)
         if (same(&b->p[i], ptype, labels, time_ns)) {

@@ -29,16 +29,16 @@ typedef struct {
     symtab_t *sym;
     batch_profile_t *p;
     size_t n, cap;
-    size_t last; /* batch_profile's lookup hint */
-    size_t dropped_negative_gauge; /* samples ingest_to_batch left out (request.h) */
+    size_t last;                                                 /* batch_profile's lookup hint */
+    size_t dropped_negative_gauge;                               /* samples ingest_to_batch left out (request.h) */
     size_t unindexed_span_keys, unindexed_high_cardinality_keys; /* pprof label keys kept off series (pprof.h) */
 } batch_t;
 
 int batch_init(batch_t *b); /* 0 or -1 (OOM) */
 void batch_destroy(batch_t *b);
 /* Returns the profile for (type, labels, time), adding it if new; NULL on OOM. */
-batch_profile_t *batch_profile(batch_t *b, const char *profile_type, const labels_t *labels,
-                               int64_t time_ns, int64_t duration_ns);
+batch_profile_t *batch_profile(batch_t *b, const char *profile_type, const labels_t *labels, int64_t time_ns,
+                               int64_t duration_ns);
 int batch_sample(batch_profile_t *p, uint32_t stack, int64_t value);
 /* A sample that carried span id `span` (not 0): added as batch_sample adds it, and
  * kept as a span sample too (segment.h). 0 or -1 (OOM). */

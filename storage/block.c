@@ -18,11 +18,17 @@
 #include "storage/fsutil.h"
 
 enum {
-    SEC_META = 1, SEC_SYMBOLS = 2, SEC_PROFILES = 3, SEC_SAMPLES = 4, NSECTIONS = 4,
-    SEC_FOOTER = 5, SEC_MPROFILES = 6, SEC_MSAMPLES = 7, /* version 2: pre-merged rows */
-    SEC_SPANS = 8                                         /* version 2: span samples, when any */
+    SEC_META = 1,
+    SEC_SYMBOLS = 2,
+    SEC_PROFILES = 3,
+    SEC_SAMPLES = 4,
+    NSECTIONS = 4,
+    SEC_FOOTER = 5,
+    SEC_MPROFILES = 6,
+    SEC_MSAMPLES = 7, /* version 2: pre-merged rows */
+    SEC_SPANS = 8     /* version 2: span samples, when any */
 };
-enum { PART_MERGED = 1, PART_SPANS = 2 }; /* footer partition flags */
+enum { PART_MERGED = 1, PART_SPANS = 2 };                               /* footer partition flags */
 static const char MAGIC[8] = {'H', 'R', 'T', 'H', 'B', 'L', 'K', '1'};  /* version 1 */
 static const char MAGIC2[8] = {'H', 'R', 'T', 'H', 'B', 'L', 'K', '2'}; /* version 2 */
 static const char TAIL_MAGIC[4] = {'H', 'R', 'T', '2'};
@@ -87,7 +93,7 @@ static void encode_samples(const segment_t *s, const uint32_t *order, size_t n, 
     for (size_t i = 0; i < n; i++) {
         const seg_profile_t *p = &s->profiles[order[i]];
         assert(segment_row_valid(s, order[i])); /* its stack and span deltas (encode_spans) are positive */
-        uint32_t prev = 0; /* stacks are sorted within a profile */
+        uint32_t prev = 0;                      /* stacks are sorted within a profile */
         for (uint32_t j = 0; j < p->nsamples; j++) {
             buf_put_uvarint(b, s->stacks[p->first + j] - prev);
             prev = s->stacks[p->first + j];
@@ -160,7 +166,8 @@ static segment_t *premerge(const segment_t *p, const uint32_t *order, hr_err_t *
         int64_t mag = 0;
         for (; b < p->nprofiles && p->profiles[order[b]].series == series; b++) {
             const seg_profile_t *r = &p->profiles[order[b]];
-            if (VEC_RESERVE(stacks, cap, n + r->nsamples + 1) || VEC_RESERVE(values, vcap, n + r->nsamples + 1)) rc = -1;
+            if (VEC_RESERVE(stacks, cap, n + r->nsamples + 1) || VEC_RESERVE(values, vcap, n + r->nsamples + 1))
+                rc = -1;
             for (uint32_t j = 0; j < r->nsamples && rc == 0; j++, n++) {
                 stacks[n] = p->stacks[r->first + j];
                 values[n] = p->values[r->first + j];
@@ -420,8 +427,7 @@ static int get_section(buf_reader_t *r, uint32_t want, uint8_t **raw, size_t *ra
     return 0;
 }
 
-static int decode_rows(segment_t *s, const uint8_t *p, size_t n, uint64_t np, int64_t min_t,
-                       hr_err_t *err) {
+static int decode_rows(segment_t *s, const uint8_t *p, size_t n, uint64_t np, int64_t min_t, hr_err_t *err) {
     if (np > n / 4) return hr_fail(err, HR_EUNPROC, "block: profile count exceeds data"); /* 4 columns a row */
     s->profiles = calloc(np ? np : 1, sizeof *s->profiles);
     if (!s->profiles) return hr_fail(err, HR_ENOMEM, "out of memory");
@@ -606,11 +612,13 @@ static segment_t *decode_part(const uint8_t *p, size_t n, const block_part_t *bp
     size_t spanlen = 0;
     if (rc == 0 && bp->spans)
         rc = merged ? skip_section(&r, SEC_SPANS, err) : get_section(&r, SEC_SPANS, &spans, &spanlen, err);
-    if (rc == 0 && buf_reader_left(&r)) rc = hr_fail(err, HR_EUNPROC, "block: partition `%s` has trailing bytes", bp->key);
+    if (rc == 0 && buf_reader_left(&r))
+        rc = hr_fail(err, HR_EUNPROC, "block: partition `%s` has trailing bytes", bp->key);
     if (rc == 0 && !(s->sym = symtab_decode(raw[0], rawlen[0], err))) rc = -1;
     size_t rows = merged ? bp->nseries : bp->nprofiles, k = merged ? 3 : 1;
     if (rc == 0) rc = decode_rows(s, raw[k], rawlen[k], rows, bp->min_time, err);
-    if (rc == 0 && !merged && s->nsamples != bp->nsamples) rc = hr_fail(err, HR_EUNPROC, "block: sample count mismatch");
+    if (rc == 0 && !merged && s->nsamples != bp->nsamples)
+        rc = hr_fail(err, HR_EUNPROC, "block: sample count mismatch");
     if (rc == 0) rc = decode_samples(s, raw[k + 1], rawlen[k + 1], err);
     if (rc == 0 && spans) rc = decode_spans(s, spans, spanlen, err);
     free(spans);
@@ -781,7 +789,8 @@ static segment_t *decode_v2(const uint8_t *p, size_t n, hr_err_t *err) {
         const block_part_t *bp = &ix->parts[i];
         if (!(parts[i] = decode_part(p + bp->off, (size_t)bp->len, bp, BLOCK_VIEW_ROWS, err))) rc = -1;
         /* The whole block (hearth check, compaction) is verified whole: pre-merged rows too. */
-        segment_t *m = rc == 0 && bp->merged ? decode_part(p + bp->off, (size_t)bp->len, bp, BLOCK_VIEW_MERGED, err) : NULL;
+        segment_t *m =
+            rc == 0 && bp->merged ? decode_part(p + bp->off, (size_t)bp->len, bp, BLOCK_VIEW_MERGED, err) : NULL;
         if (rc == 0 && bp->merged && (!m || !merged_matches(parts[i], m)))
             rc = m ? hr_fail(err, HR_EUNPROC, "block: pre-merged rows of partition `%s` do not match", bp->key) : -1;
         segment_free(m);
@@ -797,9 +806,9 @@ segment_t *block_decode(const uint8_t *p, size_t n, hr_err_t *err) {
     int v = header_version(p, n);
     if (v == 2) return decode_v2(p, n, err);
     if (v != 1) {
-        hr_fail(err, HR_EUNPROC, n >= 8 && (!memcmp(p, MAGIC, 8) || !memcmp(p, MAGIC2, 8))
-                                     ? "block: unsupported version"
-                                     : "block: not a Hearth block (bad magic)");
+        hr_fail(err, HR_EUNPROC,
+                n >= 8 && (!memcmp(p, MAGIC, 8) || !memcmp(p, MAGIC2, 8)) ? "block: unsupported version"
+                                                                          : "block: not a Hearth block (bad magic)");
         return NULL;
     }
     buf_reader_t r;
@@ -826,8 +835,9 @@ static int cmp_row_t(const void *a, const void *b) {
 static void rows_of(const segment_t *seg, row_t *v, size_t *n, int totals_only) {
     for (size_t i = 0; i < seg->nprofiles; i++) {
         const seg_profile_t *p = &seg->profiles[i];
-        v[(*n)++] = (row_t){p->series, totals_only ? 0 : p->nsamples, totals_only ? 0 : p->nspans, 0, p->time_ns,
-                            p->duration_ns, p->total};
+        v[(*n)++] = (row_t){
+            p->series, totals_only ? 0 : p->nsamples, totals_only ? 0 : p->nspans, 0, p->time_ns, p->duration_ns,
+            p->total};
     }
 }
 
@@ -847,7 +857,8 @@ static int image_matches(const segment_t *s, const uint8_t *img, size_t n, hr_er
         ok = p && nb + p->nprofiles <= cap;
         if (ok) rows_of(p, b, &nb, 0);
         for (size_t k = 0; ok && k < p->nprofiles; k++) ok = block_part_has(bp, p->profiles[k].series);
-        segment_t *m = ok && bp->merged ? decode_part(img + bp->off, (size_t)bp->len, bp, BLOCK_VIEW_MERGED, err) : NULL;
+        segment_t *m =
+            ok && bp->merged ? decode_part(img + bp->off, (size_t)bp->len, bp, BLOCK_VIEW_MERGED, err) : NULL;
         if (ok && bp->merged) ok = m && merged_matches(p, m);
         segment_free(m);
         segment_free(p);
@@ -934,12 +945,15 @@ static block_index_t *index_v1(uint64_t size, hr_err_t *err) {
 
 block_index_t *block_index_read(const char *path, hr_err_t *err) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return hr_fail(err, errno == ENOENT ? HR_ENOTFOUND : HR_EIO, "open %s: %s", path, strerror(errno)), NULL;
+    if (fd < 0)
+        return hr_fail(err, errno == ENOENT ? HR_ENOTFOUND : HR_EIO, "open %s: %s", path, strerror(errno)), NULL;
     struct stat st;
     block_index_t *ix = NULL;
     uint8_t head[HEADER_BYTES], tail[TAIL_BYTES];
     uint64_t size = fstat(fd, &st) == 0 ? (uint64_t)st.st_size : 0, foff;
-    int v = size >= HEADER_BYTES && pread(fd, head, HEADER_BYTES, 0) == HEADER_BYTES ? header_version(head, HEADER_BYTES) : 0;
+    int v = size >= HEADER_BYTES && pread(fd, head, HEADER_BYTES, 0) == HEADER_BYTES
+                ? header_version(head, HEADER_BYTES)
+                : 0;
     if (v == 1) ix = index_v1(size, err);
     else if (v != 2 || size < HEADER_BYTES + TAIL_BYTES)
         hr_fail(err, HR_EUNPROC, "block %s: not a Hearth block (bad magic or version)", path);

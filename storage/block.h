@@ -45,9 +45,9 @@ int block_write(const char *path, const segment_t *s, block_key_fn key, void *kc
 
 typedef struct {
     char *key;
-    uint64_t off, len;          /* its sections' byte range in the file */
-    int merged;                 /* pre-merged rows present (BLOCK_VIEW_MERGED) */
-    int spans;                  /* span samples present (in the rows view; segment.h) */
+    uint64_t off, len; /* its sections' byte range in the file */
+    int merged;        /* pre-merged rows present (BLOCK_VIEW_MERGED) */
+    int spans;         /* span samples present (in the rows view; segment.h) */
     size_t nprofiles, nsamples;
     int64_t min_time, max_time; /* INT64_MAX/INT64_MIN when empty */
     uint32_t *series;           /* ascending; NULL: every series (a version-1 block) */

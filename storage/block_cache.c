@@ -36,7 +36,6 @@ void bcache_drop_locked(store_t *s, block_t *b) {
     b->ix = NULL;
 }
 
-
 void bcache_evict_locked(store_t *s) {
     while (s->cached_bytes > s->cfg.block_cache_bytes) {
         part_cache_t *victim = NULL;

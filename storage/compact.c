@@ -27,8 +27,9 @@ static int copy_segment(segment_t *out, const segment_t *in, uint32_t **stacks, 
             if (id == SYM_NONE) rc = hr_fail(err, HR_ENOMEM, "out of memory interning symbols");
             (*stacks)[k] = id;
         }
-        if (rc == 0 && (segment_add(out, p->series, p->time_ns, p->duration_ns, *stacks, in->values + p->first, p->nsamples) ||
-                        segment_import_spans(out, &m, in->spans + p->span_first, p->nspans)))
+        if (rc == 0 &&
+            (segment_add(out, p->series, p->time_ns, p->duration_ns, *stacks, in->values + p->first, p->nsamples) ||
+             segment_import_spans(out, &m, in->spans + p->span_first, p->nspans)))
             rc = hr_fail(err, HR_ENOMEM, "out of memory");
     }
     symtab_remap_destroy(&m);
@@ -54,14 +55,14 @@ segment_t *compact_segments(const segment_t *const *in, size_t n, hr_err_t *err)
 
 typedef struct {
     char tenant[128]; /* copied while planning: s->blocks may move (a cut appends) once data is released */
-    size_t *idx;  /* positions in s->blocks (stable: only compaction and retention remove, under `compact`) */
+    size_t *idx;      /* positions in s->blocks (stable: only compaction and retention remove, under `compact`) */
     int64_t *ids;
     size_t n;
     int64_t bytes;
     segment_t **segs; /* every partition of the run's blocks, pinned */
     struct pin {
         size_t block, part;
-    } *pins;
+    } * pins;
     size_t nsegs;
 } run_t;
 
@@ -97,7 +98,8 @@ static int plan_run(store_t *s, run_t *r) {
         int64_t bytes = 0;
         for (size_t k = 0; k <= n && !found; k++) {
             const block_t *b = k < n ? &s->blocks[order[k]] : NULL;
-            int fits = b && !b->bad && b->meta.bytes < small && bytes + b->meta.bytes <= (int64_t)s->cfg.compact_max_bytes &&
+            int fits = b && !b->bad && b->meta.bytes < small &&
+                       bytes + b->meta.bytes <= (int64_t)s->cfg.compact_max_bytes &&
                        (k == start || same_day(&s->blocks[order[start]].meta, &b->meta));
             if (fits) {
                 bytes += b->meta.bytes;
@@ -203,7 +205,7 @@ int store_compact(store_t *s, hr_err_t *err) {
     block_t merged = {0};
     block_meta_t meta;
     /* Allocated before the catalog swaps the run out: after that nothing may fail. */
-    char (*paths)[4096] = rc == 1 ? malloc(r.n * sizeof *paths) : NULL;
+    char(*paths)[4096] = rc == 1 ? malloc(r.n * sizeof *paths) : NULL;
     if (rc == 1 && !paths) rc = hr_fail(err, HR_ENOMEM, "out of memory");
     if (rc == 1 && compact_run(s, &r, &meta, err)) rc = -1;
     if (rc == 1 && index_replace_blocks(s->index, &meta, r.ids, r.n, err)) {
@@ -231,8 +233,9 @@ int store_compact(store_t *s, hr_err_t *err) {
     for (int i = 0; i < np; i++) unlink(paths[i]); /* after the catalog: crash-safe */
     free(paths);
     if (rc == 1) {
-        log_info("compaction.done", "tenant=%s blocks_in=%zu bytes_in=%lld bytes_out=%lld profiles=%lld duration_ms=%.1f",
-                 meta.tenant, r.n, (long long)r.bytes, (long long)meta.bytes, (long long)meta.profiles,
+        log_info("compaction.done",
+                 "tenant=%s blocks_in=%zu bytes_in=%lld bytes_out=%lld profiles=%lld duration_ms=%.1f", meta.tenant,
+                 r.n, (long long)r.bytes, (long long)meta.bytes, (long long)meta.profiles,
                  (double)(store_now_ns() - t0) / 1e6);
     }
     pthread_mutex_unlock(&s->compact);

@@ -18,12 +18,10 @@ int fs_mkdirs(const char *path, hr_err_t *err) {
     for (char *p = tmp + 1; *p; p++) {
         if (*p != '/') continue;
         *p = 0;
-        if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
-            return hr_fail(err, HR_EIO, "mkdir %s: %s", tmp, strerror(errno));
+        if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return hr_fail(err, HR_EIO, "mkdir %s: %s", tmp, strerror(errno));
         *p = '/';
     }
-    if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
-        return hr_fail(err, HR_EIO, "mkdir %s: %s", tmp, strerror(errno));
+    if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return hr_fail(err, HR_EIO, "mkdir %s: %s", tmp, strerror(errno));
     return 0;
 }
 
@@ -113,8 +111,9 @@ int fs_lock_dir(const char *dir, hr_err_t *err) {
         close(fd);
         if (e == EWOULDBLOCK) {
             pid[n > 0 ? strcspn(pid, "\n") : 0] = 0;
-            return hr_fail(err, HR_EIO, "%s is in use by another hearth process (pid %s); stop it or use another data dir",
-                           dir, pid[0] ? pid : "unknown");
+            return hr_fail(err, HR_EIO,
+                           "%s is in use by another hearth process (pid %s); stop it or use another data dir", dir,
+                           pid[0] ? pid : "unknown");
         }
         return hr_fail(err, HR_EIO, "cannot lock %s: %s", path, strerror(e));
     }
@@ -122,7 +121,8 @@ int fs_lock_dir(const char *dir, hr_err_t *err) {
     int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
     /* The pid is only a hint for the error above; failing to write it (a full disk)
      * must not stop a server that holds the lock. */
-    if (ftruncate(fd, 0) == 0 && pwrite(fd, pid, (size_t)n, 0) < 0) {}
+    if (ftruncate(fd, 0) == 0 && pwrite(fd, pid, (size_t)n, 0) < 0) {
+    }
     return fd;
 }
 

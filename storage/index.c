@@ -25,22 +25,21 @@ struct index {
     struct tenant_count {
         char tenant[129];
         size_t n;
-    } *counts; /* series per tenant */
+    } * counts; /* series per tenant */
     size_t ncounts, counts_cap;
 };
 
-static const char *SCHEMA =
-    "PRAGMA journal_mode=WAL;"
-    "PRAGMA synchronous=FULL;"
-    "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
-    "CREATE TABLE IF NOT EXISTS series(id INTEGER PRIMARY KEY, tenant TEXT NOT NULL,"
-    "  profile_type TEXT NOT NULL, labels TEXT NOT NULL);"
-    "CREATE TABLE IF NOT EXISTS series_labels(series_id INTEGER NOT NULL, name TEXT NOT NULL,"
-    "  value TEXT NOT NULL, PRIMARY KEY(series_id, name));"
-    "CREATE INDEX IF NOT EXISTS series_labels_by_value ON series_labels(name, value);"
-    "CREATE TABLE IF NOT EXISTS blocks(id INTEGER PRIMARY KEY, tenant TEXT NOT NULL,"
-    "  path TEXT NOT NULL, min_time INTEGER NOT NULL, max_time INTEGER NOT NULL,"
-    "  profiles INTEGER NOT NULL, samples INTEGER NOT NULL, bytes INTEGER NOT NULL);";
+static const char *SCHEMA = "PRAGMA journal_mode=WAL;"
+                            "PRAGMA synchronous=FULL;"
+                            "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+                            "CREATE TABLE IF NOT EXISTS series(id INTEGER PRIMARY KEY, tenant TEXT NOT NULL,"
+                            "  profile_type TEXT NOT NULL, labels TEXT NOT NULL);"
+                            "CREATE TABLE IF NOT EXISTS series_labels(series_id INTEGER NOT NULL, name TEXT NOT NULL,"
+                            "  value TEXT NOT NULL, PRIMARY KEY(series_id, name));"
+                            "CREATE INDEX IF NOT EXISTS series_labels_by_value ON series_labels(name, value);"
+                            "CREATE TABLE IF NOT EXISTS blocks(id INTEGER PRIMARY KEY, tenant TEXT NOT NULL,"
+                            "  path TEXT NOT NULL, min_time INTEGER NOT NULL, max_time INTEGER NOT NULL,"
+                            "  profiles INTEGER NOT NULL, samples INTEGER NOT NULL, bytes INTEGER NOT NULL);";
 
 typedef struct {
     const char *tenant, *ptype;
@@ -61,11 +60,9 @@ static int key_eq(const void *ctx, uint32_t id, const void *key) {
     const index_t *ix = ctx;
     const series_key_t *k = key;
     const series_t *s = ix->series[id];
-    if (strcmp(s->tenant, k->tenant) || strcmp(s->profile_type, k->ptype) || s->labels.n != k->labels->n)
-        return 0;
+    if (strcmp(s->tenant, k->tenant) || strcmp(s->profile_type, k->ptype) || s->labels.n != k->labels->n) return 0;
     for (size_t i = 0; i < s->labels.n; i++)
-        if (strcmp(s->labels.v[i].name, k->labels->v[i].name) ||
-            strcmp(s->labels.v[i].value, k->labels->v[i].value))
+        if (strcmp(s->labels.v[i].name, k->labels->v[i].name) || strcmp(s->labels.v[i].value, k->labels->v[i].value))
             return 0;
     return 1;
 }
@@ -120,8 +117,7 @@ static void mirror_publish(index_t *ix, series_t *s) {
 }
 
 /* Adds a series to the in-memory mirror (not to SQLite). */
-static int mirror_add(index_t *ix, uint32_t id, const char *tenant, const char *ptype,
-                      const labels_t *labels) {
+static int mirror_add(index_t *ix, uint32_t id, const char *tenant, const char *ptype, const labels_t *labels) {
     series_t *s = mirror_prepare(ix, id, tenant, ptype, labels);
     if (!s) return -1;
     mirror_publish(ix, s);
@@ -147,12 +143,11 @@ static int load_meta(index_t *ix, hr_err_t *err) {
     }
     sqlite3_finalize(st);
     if (version > INDEX_SCHEMA_VERSION)
-        return hr_fail(err, HR_EIO, "index: schema version %d is newer than this binary (%d)",
-                       version, INDEX_SCHEMA_VERSION);
+        return hr_fail(err, HR_EIO, "index: schema version %d is newer than this binary (%d)", version,
+                       INDEX_SCHEMA_VERSION);
     /* Written only when it changes: a start must not need to write (a full disk). */
     char sql[128];
-    snprintf(sql, sizeof sql, "INSERT OR REPLACE INTO meta VALUES('schema_version','%d')",
-             INDEX_SCHEMA_VERSION);
+    snprintf(sql, sizeof sql, "INSERT OR REPLACE INTO meta VALUES('schema_version','%d')", INDEX_SCHEMA_VERSION);
     if (version != INDEX_SCHEMA_VERSION && !ix->readonly && sqlite3_exec(ix->db, sql, NULL, NULL, NULL) != SQLITE_OK)
         return sql_fail(ix, err, "meta");
     if (sqlite3_prepare_v2(ix->db, "SELECT COALESCE(MAX(id),0)+1 FROM blocks", -1, &st, NULL) != SQLITE_OK)
@@ -180,8 +175,8 @@ static int labels_from_json(const char *text, labels_t *out) {
 
 static int load_series(index_t *ix, hr_err_t *err) {
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(ix->db, "SELECT id, tenant, profile_type, labels FROM series ORDER BY id",
-                           -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(ix->db, "SELECT id, tenant, profile_type, labels FROM series ORDER BY id", -1, &st, NULL) !=
+        SQLITE_OK)
         return sql_fail(ix, err, "series");
     int rc = 0;
     while (rc == 0 && sqlite3_step(st) == SQLITE_ROW) {
@@ -189,8 +184,7 @@ static int load_series(index_t *ix, hr_err_t *err) {
         labels_init(&l);
         uint32_t id = (uint32_t)sqlite3_column_int64(st, 0);
         if (labels_from_json((const char *)sqlite3_column_text(st, 3), &l) ||
-            mirror_add(ix, id, (const char *)sqlite3_column_text(st, 1),
-                       (const char *)sqlite3_column_text(st, 2), &l))
+            mirror_add(ix, id, (const char *)sqlite3_column_text(st, 1), (const char *)sqlite3_column_text(st, 2), &l))
             rc = hr_fail(err, HR_EIO, "index: series %u is unreadable", id);
         labels_destroy(&l);
     }
@@ -298,8 +292,8 @@ static int insert_series(sqlite3 *db, const void *ctx) {
     return each_row(db, "INSERT INTO series_labels VALUES(?,?,?)", r->l->n, bind_label, r);
 }
 
-static int persist_series(index_t *ix, uint32_t id, const char *tenant, const char *ptype,
-                          const labels_t *l, hr_err_t *err) {
+static int persist_series(index_t *ix, uint32_t id, const char *tenant, const char *ptype, const labels_t *l,
+                          hr_err_t *err) {
     json_t *o = json_object();
     for (size_t i = 0; i < l->n; i++) json_object_set_new(o, l->v[i].name, json_string(l->v[i].value));
     char *text = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
@@ -322,8 +316,8 @@ static size_t tenant_series(index_t *ix, const char *tenant) {
     return n ? *n : 0;
 }
 
-int index_series(index_t *ix, const char *tenant, const char *ptype, const labels_t *labels,
-                 uint32_t *id, hr_err_t *err) {
+int index_series(index_t *ix, const char *tenant, const char *ptype, const labels_t *labels, uint32_t *id,
+                 hr_err_t *err) {
     series_key_t k = {tenant, ptype, labels};
     uint64_t h = key_hash(tenant, ptype, labels);
     pthread_mutex_lock(&ix->mu);
@@ -378,8 +372,10 @@ int index_blocks(index_t *ix, block_meta_t **out, size_t *n, hr_err_t *err) {
     *n = 0;
     size_t cap = 0;
     int rc = 0;
-    if (sqlite3_prepare_v2(ix->db, "SELECT id, tenant, path, min_time, max_time, profiles, samples,"
-                           " bytes FROM blocks ORDER BY id", -1, &st, NULL) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(ix->db,
+                           "SELECT id, tenant, path, min_time, max_time, profiles, samples,"
+                           " bytes FROM blocks ORDER BY id",
+                           -1, &st, NULL) != SQLITE_OK) {
         rc = sql_fail(ix, err, "blocks");
         goto out;
     }

@@ -45,8 +45,8 @@ void index_close(index_t *ix);
 
 /* Finds the series (tenant, profile type, labels) or creates it, committed to SQLite
  * before returning. *id receives its id. */
-int index_series(index_t *ix, const char *tenant, const char *profile_type, const labels_t *labels,
-                 uint32_t *id, hr_err_t *err);
+int index_series(index_t *ix, const char *tenant, const char *profile_type, const labels_t *labels, uint32_t *id,
+                 hr_err_t *err);
 /* Caps how many series one tenant may have; index_series then fails with HR_ELIMIT
  * for a new series past it (existing series keep working). 0 = no cap. */
 void index_set_series_limit(index_t *ix, size_t max_per_tenant);
@@ -69,8 +69,7 @@ size_t index_series_total(index_t *ix);
 int index_blocks(index_t *ix, block_meta_t **out, size_t *n, hr_err_t *err);
 int64_t index_next_block_id(index_t *ix);
 /* Registers blocks and moves the WAL checkpoint to wal_segment in one transaction. */
-int index_commit_blocks(index_t *ix, const block_meta_t *b, size_t n, uint32_t wal_segment,
-                        hr_err_t *err);
+int index_commit_blocks(index_t *ix, const block_meta_t *b, size_t n, uint32_t wal_segment, hr_err_t *err);
 uint32_t index_wal_checkpoint(index_t *ix);
 /* Compaction: registers the merged block and drops the n blocks it replaces in one
  * transaction, so the catalog names either the old blocks or the new one. */

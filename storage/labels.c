@@ -84,8 +84,8 @@ int label_name_valid(const char *s) {
     if (!*s) return 0;
     if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || *s == '_')) return 0;
     for (s++; *s; s++)
-        if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') ||
-              *s == '_' || *s == '.'))
+        if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '_' ||
+              *s == '.'))
             return 0;
     return 1;
 }
@@ -96,18 +96,27 @@ int utf8_valid(const char *str, size_t n) {
         uint8_t c = *s;
         size_t len;
         uint32_t cp;
-        if (c < 0x80) { s++; continue; }
-        if ((c & 0xe0) == 0xc0) { len = 2; cp = c & 0x1f; }
-        else if ((c & 0xf0) == 0xe0) { len = 3; cp = c & 0x0f; }
-        else if ((c & 0xf8) == 0xf0) { len = 4; cp = c & 0x07; }
-        else return 0;
+        if (c < 0x80) {
+            s++;
+            continue;
+        }
+        if ((c & 0xe0) == 0xc0) {
+            len = 2;
+            cp = c & 0x1f;
+        } else if ((c & 0xf0) == 0xe0) {
+            len = 3;
+            cp = c & 0x0f;
+        } else if ((c & 0xf8) == 0xf0) {
+            len = 4;
+            cp = c & 0x07;
+        } else return 0;
         if ((size_t)(e - s) < len) return 0;
         for (size_t i = 1; i < len; i++) {
             if ((s[i] & 0xc0) != 0x80) return 0;
             cp = (cp << 6) | (s[i] & 0x3f);
         }
-        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-            cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10ffff ||
+            (cp >= 0xd800 && cp <= 0xdfff))
             return 0;
         s += len;
     }

@@ -32,7 +32,7 @@ int labels_equal(const labels_t *a, const labels_t *b);
 void labels_key(const labels_t *l, buf_t *out);
 
 /* Validation shared by every ingest path. */
-int label_name_valid(const char *s);   /* [A-Za-z_][A-Za-z0-9_.]* */
+int label_name_valid(const char *s); /* [A-Za-z_][A-Za-z0-9_.]* */
 int utf8_valid(const char *s, size_t n);
 /* Tenant ids name directories: 1-128 of [A-Za-z0-9_.-], not starting with '.'. */
 int tenant_id_valid(const char *s);

@@ -21,7 +21,7 @@ int store_apply_retention(store_t *s, int64_t now, hr_err_t *err) {
         if (s->blocks[i].meta.max_time < cutoff) ids[n++] = s->blocks[i].meta.id;
     if (rc == 0 && n) rc = index_remove_blocks(s->index, ids, n, err);
     if (rc == 0 && n) {
-        char (*paths)[4096] = malloc(n * sizeof *paths);
+        char(*paths)[4096] = malloc(n * sizeof *paths);
         size_t np = 0;
         pthread_rwlock_wrlock(&s->data);
         pthread_mutex_lock(&s->cache_mu);

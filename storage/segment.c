@@ -62,8 +62,8 @@ int segment_reserve(segment_t *s, size_t profiles, size_t samples, size_t spans)
     return 0;
 }
 
-int segment_add_folded(segment_t *s, uint32_t series, int64_t time_ns, int64_t duration_ns,
-                       const stack_value_t *p, size_t k) {
+int segment_add_folded(segment_t *s, uint32_t series, int64_t time_ns, int64_t duration_ns, const stack_value_t *p,
+                       size_t k) {
     if (segment_reserve(s, 1, k, 0)) return -1;
     seg_profile_t *row = &s->profiles[s->nprofiles++];
     *row = (seg_profile_t){series, (uint32_t)k, time_ns, duration_ns, s->nsamples, 0, 0, s->nspans};
@@ -79,8 +79,8 @@ int segment_add_folded(segment_t *s, uint32_t series, int64_t time_ns, int64_t d
     return 0;
 }
 
-int segment_add(segment_t *s, uint32_t series, int64_t time_ns, int64_t duration_ns,
-                const uint32_t *stacks, const int64_t *values, size_t n) {
+int segment_add(segment_t *s, uint32_t series, int64_t time_ns, int64_t duration_ns, const uint32_t *stacks,
+                const int64_t *values, size_t n) {
     stack_value_t *p = malloc((n ? n : 1) * sizeof *p);
     if (!p) return -1;
     for (size_t i = 0; i < n; i++) p[i] = (stack_value_t){stacks[i], values[i]};

@@ -23,8 +23,8 @@ typedef struct {
     uint32_t series;
     uint32_t nsamples;
     int64_t time_ns, duration_ns;
-    uint64_t first; /* index of the profile's first sample */
-    int64_t total;  /* sum of its values, kept for time series */
+    uint64_t first;      /* index of the profile's first sample */
+    int64_t total;       /* sum of its values, kept for time series */
     uint32_t nspans;     /* span samples */
     uint64_t span_first; /* index of its first span sample */
 } seg_profile_t;
@@ -65,14 +65,14 @@ void segment_free(segment_t *s);
 /* Appends one profile. stacks/values (n of them, ids valid in s->sym, in any order,
  * repeats allowed) are copied, sorted and summed per stack; zero sums are dropped.
  * Returns 0, or -1 on OOM (the segment is unchanged). */
-int segment_add(segment_t *s, uint32_t series, int64_t time_ns, int64_t duration_ns,
-                const uint32_t *stacks, const int64_t *values, size_t n);
+int segment_add(segment_t *s, uint32_t series, int64_t time_ns, int64_t duration_ns, const uint32_t *stacks,
+                const int64_t *values, size_t n);
 
 /* segment_add for samples already folded (stack_values_fold: sorted by stack, no
  * repeats, no zero values), copied as they are. 0, or -1 on OOM (the segment is
  * unchanged); it allocates nothing when segment_reserve made room for it. */
-int segment_add_folded(segment_t *s, uint32_t series, int64_t time_ns, int64_t duration_ns,
-                       const stack_value_t *p, size_t n);
+int segment_add_folded(segment_t *s, uint32_t series, int64_t time_ns, int64_t duration_ns, const stack_value_t *p,
+                       size_t n);
 
 /* Makes room for `profiles` more rows, `samples` more samples and `spans` more span
  * samples, so that adding that much with segment_add_folded and segment_add_spans

@@ -166,8 +166,9 @@ static int stage_profile(staged_t *st, size_t i, const batch_profile_t *p, symta
     st->at[i + 1] = st->at[i] + stack_values_fold(sv, p->n);
     span_sample_t *sp = st->spans + st->span_at[i];
     for (size_t j = 0; j < p->nspans; j++)
-        if ((sp[j] = (span_sample_t){p->spans[j].span, symtab_import_stack(sym, m, p->spans[j].stack),
-                                     p->spans[j].value}).stack == SYM_NONE)
+        if ((sp[j] =
+                 (span_sample_t){p->spans[j].span, symtab_import_stack(sym, m, p->spans[j].stack), p->spans[j].value})
+                .stack == SYM_NONE)
             return -1;
     st->span_at[i + 1] = st->span_at[i] + span_samples_fold(sp, p->nspans);
     return 0;
@@ -275,16 +276,16 @@ int store_apply(store_t *s, const char *tenant, const batch_t *b, hr_err_t *err)
  * SQLite's journal pages) besides its WAL record. */
 #define INGEST_SPACE_RESERVE ((uint64_t)128 << 10)
 
-int store_ingest(store_t *s, const char *tenant, const void *rec, size_t len, const batch_t *b,
-                 hr_err_t *err) {
+int store_ingest(store_t *s, const char *tenant, const void *rec, size_t len, const batch_t *b, hr_err_t *err) {
     /* Refused before anything is written: on a full disk an upload that created its
      * series and then failed in the WAL would leave series without data behind. While
      * the disk stays full the store is read-only; ingest resumes when space returns. */
     uint64_t avail = fs_free_bytes(s->dir);
     if (avail < len + INGEST_SPACE_RESERVE)
-        return hr_fail(err, HR_EIO, "no space left on device: %llu bytes free in the data directory, this upload needs %zu "
-                       "plus %llu of reserve; writes resume when space returns", (unsigned long long)avail, len,
-                       (unsigned long long)INGEST_SPACE_RESERVE);
+        return hr_fail(err, HR_EIO,
+                       "no space left on device: %llu bytes free in the data directory, this upload needs %zu "
+                       "plus %llu of reserve; writes resume when space returns",
+                       (unsigned long long)avail, len, (unsigned long long)INGEST_SPACE_RESERVE);
     /* Series first: a refused series (limit, I/O) must keep the upload out of the WAL.
      * An upload refused after them (out of memory, the WAL) leaves its series known
      * without data, as retention leaves series: lists with a time range skip them. */
@@ -429,8 +430,7 @@ int store_maybe_cut(store_t *s, hr_err_t *err) {
     for (size_t i = 0; i < s->nheads && !due; i++) {
         const segment_t *seg = s->heads[i].seg;
         if (!seg->nprofiles) continue;
-        due = segment_bytes(seg) > s->cfg.head_max_bytes ||
-              now - s->heads[i].opened_ns > s->cfg.block_duration_ns;
+        due = segment_bytes(seg) > s->cfg.head_max_bytes || now - s->heads[i].opened_ns > s->cfg.block_duration_ns;
     }
     pthread_rwlock_unlock(&s->data);
     if (!due) return 0;
@@ -466,7 +466,7 @@ static int scan_block(store_t *s, size_t i, const store_filter_t *f, want_t *bat
         /* A range covering the whole partition takes its pre-merged rows: one per
          * series instead of every profile. */
         int view = f->merged_ok && bp->merged && bp->min_time >= f->from && bp->max_time <= f->until ? BLOCK_VIEW_MERGED
-                                                                                                   : BLOCK_VIEW_ROWS;
+                                                                                                     : BLOCK_VIEW_ROWS;
         batch[(*nb)++] = (want_t){s, i, p, view, NULL, {0}};
         if (*nb == DECODE_BATCH) {
             rc = bcache_run_batch(s, batch, *nb, fn, ctx, err);

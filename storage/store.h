@@ -35,13 +35,13 @@
 typedef struct {
     const char *data_dir;
     wal_fsync_t fsync;
-    size_t head_max_bytes;       /* cut when a tenant's head exceeds this */
-    int64_t block_duration_ns;   /* ... or when the head is older than this */
+    size_t head_max_bytes;     /* cut when a tenant's head exceeds this */
+    int64_t block_duration_ns; /* ... or when the head is older than this */
     int zstd_level;
-    size_t block_cache_bytes;    /* decoded blocks kept in memory */
-    int64_t retention_ns;        /* delete blocks whose newest profile is older; 0 = keep all */
-    size_t compact_min_blocks;   /* merge a run of at least this many small blocks; 0 = never */
-    size_t compact_max_bytes;    /* ... into one block of at most this many bytes */
+    size_t block_cache_bytes;  /* decoded blocks kept in memory */
+    int64_t retention_ns;      /* delete blocks whose newest profile is older; 0 = keep all */
+    size_t compact_min_blocks; /* merge a run of at least this many small blocks; 0 = never */
+    size_t compact_max_bytes;  /* ... into one block of at most this many bytes */
 } store_config_t;
 
 typedef struct store store_t;
@@ -55,8 +55,7 @@ void store_close(store_t *s);
 int store_replay(store_t *s, wal_replay_fn fn, void *ctx, wal_scan_t *st, hr_err_t *err);
 
 /* Durably logs rec, then applies batch to tenant's head. */
-int store_ingest(store_t *s, const char *tenant, const void *rec, size_t len, const batch_t *b,
-                 hr_err_t *err);
+int store_ingest(store_t *s, const char *tenant, const void *rec, size_t len, const batch_t *b, hr_err_t *err);
 /* Applies a batch to the head without logging it (WAL replay). */
 int store_apply(store_t *s, const char *tenant, const batch_t *b, hr_err_t *err);
 

@@ -29,7 +29,7 @@ typedef struct {
 } head_t;
 
 #define DECODE_BATCH 8 /* partitions pinned at once by a scan */
-#define DECODE_MAX 4    /* threads a scan decodes them on, at most */
+#define DECODE_MAX 4   /* threads a scan decodes them on, at most */
 
 /* One decoded partition of a block, cached under --block-cache-bytes. */
 typedef struct {

@@ -33,23 +33,22 @@ static int eq_string(const void *ctx, uint32_t id, const void *key) {
 static int eq_function(const void *ctx, uint32_t id, const void *key) {
     const symtab_t *t = ctx;
     const sym_function_t *a = &t->functions[id], *b = key;
-    return a->name == b->name && a->system_name == b->system_name &&
-           a->filename == b->filename && a->start_line == b->start_line;
+    return a->name == b->name && a->system_name == b->system_name && a->filename == b->filename &&
+           a->start_line == b->start_line;
 }
 
 static int eq_mapping(const void *ctx, uint32_t id, const void *key) {
     const symtab_t *t = ctx;
     const sym_mapping_t *a = &t->mappings[id], *b = key;
-    return a->start == b->start && a->limit == b->limit && a->offset == b->offset &&
-           a->filename == b->filename && a->build_id == b->build_id;
+    return a->start == b->start && a->limit == b->limit && a->offset == b->offset && a->filename == b->filename &&
+           a->build_id == b->build_id;
 }
 
 static int eq_location(const void *ctx, uint32_t id, const void *key) {
     const symtab_t *t = ctx;
     const sym_location_t *a = &t->locations[id];
     const loc_key_t *k = key;
-    if (a->mapping != k->mapping || a->address != k->address || a->nlines != k->nlines)
-        return 0;
+    if (a->mapping != k->mapping || a->address != k->address || a->nlines != k->nlines) return 0;
     if (k->nlines == 0) return 1; /* lines may still be NULL */
     const sym_line_t *la = t->lines + a->first_line;
     for (uint32_t i = 0; i < k->nlines; i++)
@@ -92,8 +91,7 @@ symtab_t *symtab_new(void) {
     /* The reserved entries are appended without entering the sets, except the
      * empty string, which callers legitimately intern. */
     if (symtab_string(t, "", 0) != 0 || VEC_RESERVE(t->functions, t->functions_cap, 1) ||
-        VEC_RESERVE(t->mappings, t->mappings_cap, 1) ||
-        VEC_RESERVE(t->locations, t->locations_cap, 1) ||
+        VEC_RESERVE(t->mappings, t->mappings_cap, 1) || VEC_RESERVE(t->locations, t->locations_cap, 1) ||
         VEC_RESERVE(t->stacks, t->stacks_cap, 1)) {
         symtab_free(t);
         return NULL;
@@ -161,8 +159,7 @@ uint32_t symtab_string(symtab_t *t, const char *s, size_t n) {
     uint32_t id = idset_find(&t->set_strings, h, &k, eq_string, t);
     if (id != UINT32_MAX) return id;
     size_t cap = t->strings_cap;
-    if (t->nstrings >= UINT32_MAX - 1 ||
-        vec_reserve(&t->sdata, &t->sdata_cap, t->sdata_len + n + 1, 1) ||
+    if (t->nstrings >= UINT32_MAX - 1 || vec_reserve(&t->sdata, &t->sdata_cap, t->sdata_len + n + 1, 1) ||
         VEC_RESERVE(t->soff, cap, t->nstrings + 1))
         return SYM_NONE;
     if (cap != t->strings_cap) { /* slen grows in step with soff */
@@ -219,8 +216,7 @@ static int lines_valid(const symtab_t *t, const sym_line_t *lines, uint32_t nlin
 }
 #endif
 
-uint32_t symtab_location(symtab_t *t, uint32_t mapping, uint64_t address,
-                         const sym_line_t *lines, uint32_t nlines) {
+uint32_t symtab_location(symtab_t *t, uint32_t mapping, uint64_t address, const sym_line_t *lines, uint32_t nlines) {
     assert(mapping < t->nmappings && lines_valid(t, lines, nlines));
     if (t->unindexed && index_sets(t)) return SYM_NONE;
     loc_key_t k = {mapping, address, lines, nlines};
@@ -321,7 +317,7 @@ int symtab_fingerprint(symtab_t *t) {
                                                                   fp_stack};
     const size_t n[5] = {t->nstrings, t->nfunctions, t->nmappings, t->nlocations, t->nstacks};
     for (int k = 0; k < 5; k++) {
-        assert(t->nfp[k] <= n[k]); /* tables only grow: a fingerprint past the end names nothing */
+        assert(t->nfp[k] <= n[k]);     /* tables only grow: a fingerprint past the end names nothing */
         int first = t->fp_cap[k] == 0; /* a decoded table's size is final: no doubling slack */
         if ((first ? vec_reserve_exact : vec_reserve)(&t->fp[k], &t->fp_cap[k], n[k], sizeof(sym_fp_t))) return -1;
         if (t->nfp[k] == 0 && n[k]) t->fp[k][t->nfp[k]++] = (sym_fp_t){(uint64_t)k + 11, (uint64_t)k + 13};
@@ -335,11 +331,11 @@ size_t symtab_bytes(const symtab_t *t) {
     size_t fp = 0;
     for (int k = 0; k < 5; k++) fp += t->fp_cap[k] * sizeof(sym_fp_t);
     return fp + t->sdata_cap + t->strings_cap * 8 + t->functions_cap * sizeof(sym_function_t) +
-           t->mappings_cap * sizeof(sym_mapping_t) +
-           t->locations_cap * sizeof(sym_location_t) + t->lines_cap * sizeof(sym_line_t) +
-           t->stacks_cap * sizeof(sym_stack_t) +
-           (t->set_strings.cap + t->set_functions.cap + t->set_mappings.cap +
-            t->set_locations.cap + t->set_stacks.cap) * 12;
+           t->mappings_cap * sizeof(sym_mapping_t) + t->locations_cap * sizeof(sym_location_t) +
+           t->lines_cap * sizeof(sym_line_t) + t->stacks_cap * sizeof(sym_stack_t) +
+           (t->set_strings.cap + t->set_functions.cap + t->set_mappings.cap + t->set_locations.cap +
+            t->set_stacks.cap) *
+               12;
 }
 
 /* ---- copying between symtabs ---- */
@@ -369,8 +365,7 @@ void symtab_remap_destroy(symtab_remap_t *m) {
 
 static uint32_t import_string(symtab_t *dst, symtab_remap_t *m, uint32_t id) {
     if (id == 0) return 0;
-    if (!m->strings[id])
-        m->strings[id] = symtab_string(dst, symtab_str(m->src, id), m->src->slen[id]);
+    if (!m->strings[id]) m->strings[id] = symtab_string(dst, symtab_str(m->src, id), m->src->slen[id]);
     return m->strings[id];
 }
 
@@ -380,8 +375,7 @@ static uint32_t import_function(symtab_t *dst, symtab_remap_t *m, uint32_t id) {
     const sym_function_t *f = &m->src->functions[id];
     sym_function_t g = {import_string(dst, m, f->name), import_string(dst, m, f->system_name),
                         import_string(dst, m, f->filename), f->start_line};
-    if (g.name == SYM_NONE || g.system_name == SYM_NONE || g.filename == SYM_NONE)
-        return SYM_NONE;
+    if (g.name == SYM_NONE || g.system_name == SYM_NONE || g.filename == SYM_NONE) return SYM_NONE;
     return m->functions[id] = symtab_function(dst, &g);
 }
 
@@ -407,8 +401,7 @@ static uint32_t import_location(symtab_t *dst, symtab_remap_t *m, uint32_t id) {
         lines[i] = (sym_line_t){import_function(dst, m, s->function), s->line};
         if (lines[i].function == SYM_NONE) goto done;
     }
-    if (mapping != SYM_NONE)
-        out = m->locations[id] = symtab_location(dst, mapping, l->address, lines, l->nlines);
+    if (mapping != SYM_NONE) out = m->locations[id] = symtab_location(dst, mapping, l->address, lines, l->nlines);
 done:
     if (lines != small) free(lines);
     return out;
@@ -516,13 +509,16 @@ static int reserve_table(symtab_t *t, int k, uint64_t n) {
  * then sized for it (reserve_table). */
 static int decode_count(symtab_t *t, int k, buf_reader_t *r, uint64_t *n, hr_err_t *err, const char *what) {
     *n = buf_get_uvarint(r);
-    if (r->bad || *n > buf_reader_left(r))
-        return hr_fail(err, HR_EUNPROC, "symbol table: bad %s count", what);
+    if (r->bad || *n > buf_reader_left(r)) return hr_fail(err, HR_EUNPROC, "symbol table: bad %s count", what);
     if (reserve_table(t, k, *n)) return hr_fail(err, HR_ENOMEM, "out of memory");
     return 0;
 }
 
-#define BAD(...) do { hr_fail(err, HR_EUNPROC, "symbol table: " __VA_ARGS__); goto fail; } while (0)
+#define BAD(...)                                                                                                       \
+    do {                                                                                                               \
+        hr_fail(err, HR_EUNPROC, "symbol table: " __VA_ARGS__);                                                        \
+        goto fail;                                                                                                     \
+    } while (0)
 
 /* Entries are appended as they come, with their references checked, and no sets
  * built: a block's symtab is only read (its entries were interned once when written;
@@ -605,8 +601,7 @@ symtab_t *symtab_decode(const uint8_t *p, size_t len, hr_err_t *err) {
     for (uint64_t i = 1; i <= n; i++) {
         uint64_t d = buf_get_uvarint(&r);
         uint64_t loc = buf_get_uvarint(&r);
-        if (r.bad || d == 0 || d > i || loc == 0 || loc >= t->nlocations)
-            BAD("bad stack %llu", (unsigned long long)i);
+        if (r.bad || d == 0 || d > i || loc == 0 || loc >= t->nlocations) BAD("bad stack %llu", (unsigned long long)i);
         t->stacks[t->nstacks++] = (sym_stack_t){(uint32_t)(i - d), (uint32_t)loc};
     }
     if (buf_reader_left(&r)) BAD("%zu trailing bytes", buf_reader_left(&r));

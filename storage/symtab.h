@@ -94,8 +94,7 @@ void symtab_free(symtab_t *t);
 uint32_t symtab_string(symtab_t *t, const char *s, size_t n);
 uint32_t symtab_function(symtab_t *t, const sym_function_t *f);
 uint32_t symtab_mapping(symtab_t *t, const sym_mapping_t *m);
-uint32_t symtab_location(symtab_t *t, uint32_t mapping, uint64_t address,
-                         const sym_line_t *lines, uint32_t nlines);
+uint32_t symtab_location(symtab_t *t, uint32_t mapping, uint64_t address, const sym_line_t *lines, uint32_t nlines);
 uint32_t symtab_stack(symtab_t *t, uint32_t parent, uint32_t location);
 
 /* Borrowed NUL-terminated string for id (valid while t lives). */

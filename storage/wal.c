@@ -272,7 +272,8 @@ int wal_append(wal_t *w, const void *payload, size_t len, hr_err_t *err) {
             if (k <= 0) {
                 int e = errno;
                 /* Leave no partial record behind: later appends must stay readable. */
-                if (ftruncate(w->fd, start) != 0) { /* replay's torn-tail check still covers it */ }
+                if (ftruncate(w->fd, start) != 0) { /* replay's torn-tail check still covers it */
+                }
                 pthread_mutex_unlock(&w->mu);
                 return hr_fail(err, HR_EIO, "WAL write: %s", strerror(k < 0 ? e : ENOSPC));
             }

@@ -34,12 +34,12 @@ void wal_close(wal_t *w);
 
 /* What a replay or a verification found. */
 typedef struct {
-    size_t segments;         /* segment files read */
-    size_t records;          /* intact records */
-    size_t skipped;          /* ... of them rejected by the replay callback */
-    size_t corrupt;          /* damaged regions skipped between intact records */
-    uint64_t corrupt_bytes;  /* bytes in those regions */
-    uint64_t torn_bytes;     /* bytes of torn tails (a replay truncates them) */
+    size_t segments;        /* segment files read */
+    size_t records;         /* intact records */
+    size_t skipped;         /* ... of them rejected by the replay callback */
+    size_t corrupt;         /* damaged regions skipped between intact records */
+    uint64_t corrupt_bytes; /* bytes in those regions */
+    uint64_t torn_bytes;    /* bytes of torn tails (a replay truncates them) */
 } wal_scan_t;
 
 /* Feeds fn every intact record of the segments numbered above `after`, in order,

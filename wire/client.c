@@ -9,9 +9,9 @@
 
 typedef struct {
     buf_t *body;
-    size_t max;             /* 0 = unbounded */
+    size_t max;               /* 0 = unbounded */
     const atomic_int *cancel; /* NULL = never */
-    int over;               /* the body passed max */
+    int over;                 /* the body passed max */
 } sink_t;
 
 static size_t on_data(char *p, size_t size, size_t n, void *ctx) {
@@ -35,8 +35,9 @@ static void server_error(client_resp_t *out) {
     json_t *doc = json_loadb((const char *)out->body.data, out->body.len, 0, NULL);
     const char *msg = json_string_value(json_object_get(doc, "error"));
     if (msg) snprintf(out->error, sizeof out->error, "HTTP %ld: %s", out->status, msg);
-    else snprintf(out->error, sizeof out->error, "HTTP %ld: %.*s", out->status, (int)(out->body.len > 300 ? 300 : out->body.len),
-                  out->body.data ? (const char *)out->body.data : "");
+    else
+        snprintf(out->error, sizeof out->error, "HTTP %ld: %.*s", out->status,
+                 (int)(out->body.len > 300 ? 300 : out->body.len), out->body.data ? (const char *)out->body.data : "");
     json_decref(doc);
 }
 
@@ -88,7 +89,8 @@ static int perform(const char *method, const char *url, const void *body, size_t
         return -1;
     }
     if (rc != CURLE_OK) {
-        snprintf(out->error, sizeof out->error, "cannot reach %s: %s", url, errbuf[0] ? errbuf : curl_easy_strerror(rc));
+        snprintf(out->error, sizeof out->error, "cannot reach %s: %s", url,
+                 errbuf[0] ? errbuf : curl_easy_strerror(rc));
         return -1;
     }
     if (out->status < 200 || out->status > 299) {

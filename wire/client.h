@@ -13,7 +13,7 @@
 #include "common/buf.h"
 
 typedef struct {
-    long status;     /* HTTP status, 0 when the request never got an answer */
+    long status; /* HTTP status, 0 when the request never got an answer */
     buf_t body;
     char error[512]; /* transport error, or the server's {"error": ...} message */
 } client_resp_t;

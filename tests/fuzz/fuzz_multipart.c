@@ -50,8 +50,12 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     char listen[32];
     snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
     hr_err_t err = {0};
-    http_config_t cfg = {.listen = listen, .max_conns = 64, .idle_timeout_s = 5, .read_timeout_ns = 5000000000,
-                         .max_body = 1 << 20, .max_inflight_body = 64 << 20};
+    http_config_t cfg = {.listen = listen,
+                         .max_conns = 64,
+                         .idle_timeout_s = 5,
+                         .read_timeout_ns = 5000000000,
+                         .max_body = 1 << 20,
+                         .max_inflight_body = 64 << 20};
     http_router_t router = {admit, handler, release, NULL};
     return http_start(&cfg, &router, &err) ? 0 : 1;
 }
@@ -60,7 +64,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
     const uint8_t *nl = memchr(data, '\n', n < 80 ? n : 80);
     size_t blen = nl ? (size_t)(nl - data) : 0;
     char boundary[80];
-    for (size_t i = 0; i < blen; i++) boundary[i] = data[i] >= 0x21 && data[i] < 0x7f && data[i] != ';' ? (char)data[i] : 'x';
+    for (size_t i = 0; i < blen; i++)
+        boundary[i] = data[i] >= 0x21 && data[i] < 0x7f && data[i] != ';' ? (char)data[i] : 'x';
     boundary[blen] = 0;
     const uint8_t *body = nl ? nl + 1 : data;
     size_t bn = n - (size_t)(body - data);
@@ -70,15 +75,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
                       "Content-Length: %zu\r\nConnection: close\r\n\r\n",
                       blen ? boundary : "B", bn);
     int s = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in sa = {
+        .sin_family = AF_INET, .sin_port = htons((uint16_t)port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     if (s < 0 || connect(s, (struct sockaddr *)&sa, sizeof sa)) {
         if (s >= 0) close(s);
         return 0;
     }
     if (send(s, head, (size_t)hn, MSG_NOSIGNAL) == hn && (bn == 0 || send(s, body, bn, MSG_NOSIGNAL) >= 0)) {
         char buf[4096];
-        while (recv(s, buf, sizeof buf, 0) > 0) {}
+        while (recv(s, buf, sizeof buf, 0) > 0) {
+        }
     }
     close(s);
     return 0;

@@ -54,9 +54,15 @@ static upload_t UPLOADS[] = {
 };
 
 static ingest_request_t request_of(const upload_t *u) {
-    return (ingest_request_t){.tenant = "anonymous", .name = u->name, .format = u->format, .has_from = 1,
-                              .from_ns = u->at_s * S, .received_ns = u->at_s * S, .sample_rate = 100,
-                              .body = u->body, .body_len = u->len};
+    return (ingest_request_t){.tenant = "anonymous",
+                              .name = u->name,
+                              .format = u->format,
+                              .has_from = 1,
+                              .from_ns = u->at_s * S,
+                              .received_ns = u->at_s * S,
+                              .sample_rate = 100,
+                              .body = u->body,
+                              .body_len = u->len};
 }
 
 static const ingest_limits_t LIMITS = {64 << 20, 0, 64, NULL, 2048};
@@ -167,7 +173,8 @@ static void store_answer(store_t *s, buf_t *out) {
         size_t n;
         must(catalog_profiles(s, &pq, &list, &n, &err) == 0, err.msg);
         for (size_t k = 0; k < n; k++)
-            buf_printf(out, "profile %u@%lld: %lld\n", list[k].series, (long long)list[k].time_ns, (long long)list[k].total);
+            buf_printf(out, "profile %u@%lld: %lld\n", list[k].series, (long long)list[k].time_ns,
+                       (long long)list[k].total);
         free(list);
         tree_destroy(&t);
         merge_result_destroy(&m);
@@ -182,9 +189,9 @@ static void store_answer(store_t *s, buf_t *out) {
 
 typedef struct {
     const char *name;
-    int changes_store;                 /* a fresh store for every N; the store's answers are compared */
-    void (*build)(subject_t *x);       /* fills the store the operation starts from */
-    int (*op)(subject_t *x, hr_err_t *err); /* 0, or -1 with err */
+    int changes_store;                        /* a fresh store for every N; the store's answers are compared */
+    void (*build)(subject_t *x);              /* fills the store the operation starts from */
+    int (*op)(subject_t *x, hr_err_t *err);   /* 0, or -1 with err */
     void (*answer)(subject_t *x, buf_t *out); /* what the operation answered; NULL: only the store counts */
 } path_t;
 
@@ -241,7 +248,8 @@ static int op_catalog(subject_t *x, hr_err_t *err) {
     for (size_t i = 0; rc == 0 && i < vals.n; i++) buf_printf(&x->out, "service_name=%s\n", vals.v[i]);
     for (size_t i = 0; rc == 0 && i < types.n; i++) buf_printf(&x->out, "type %s\n", types.v[i].id);
     for (size_t i = 0; rc == 0 && i < n; i++)
-        buf_printf(&x->out, "profile %u@%lld: %lld\n", list[i].series, (long long)list[i].time_ns, (long long)list[i].total);
+        buf_printf(&x->out, "profile %u@%lld: %lld\n", list[i].series, (long long)list[i].time_ns,
+                   (long long)list[i].total);
     if (rc == 0 && x->out.oom) rc = hr_fail(err, HR_ENOMEM, "out of memory"); /* buf.c is Hearth's too */
     free(vals.v);
     free(types.v);
@@ -253,8 +261,8 @@ static int op_catalog(subject_t *x, hr_err_t *err) {
 static int merge_type(subject_t *x, const char *type, hr_err_t *err) {
     selector_t sel;
     if (selector_parse(type, &sel, err)) return selector_destroy(&sel), -1;
-    merge_query_t q = {.tenant = "anonymous", .sel = &sel, .from = T0 * S, .until = (T0 + 3600) * S,
-                       .step = 30 * S, .want_stacks = 1};
+    merge_query_t q = {
+        .tenant = "anonymous", .sel = &sel, .from = T0 * S, .until = (T0 + 3600) * S, .step = 30 * S, .want_stacks = 1};
     int rc = merge_run(x->s, &q, &x->m, err);
     selector_destroy(&sel);
     return rc;
@@ -462,7 +470,8 @@ int main(int argc, char **argv) {
     if (!mkdtemp(U.tmpdir)) return 2;
     signal(SIGABRT, on_abort);
     __asan_set_death_callback(say_where);
-    for (size_t i = 0; i < sizeof UPLOADS / sizeof *UPLOADS; i++) UPLOADS[i].body = unit_read(UPLOADS[i].file, &UPLOADS[i].len);
+    for (size_t i = 0; i < sizeof UPLOADS / sizeof *UPLOADS; i++)
+        UPLOADS[i].body = unit_read(UPLOADS[i].file, &UPLOADS[i].len);
     int ok = 0, bad = 0;
     for (size_t i = 0; i < sizeof PATHS / sizeof *PATHS; i++) {
         if (only && !strstr(PATHS[i].name, only)) continue;

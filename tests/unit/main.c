@@ -10,13 +10,13 @@ int main(int argc, char **argv) {
     snprintf(U.tmpdir, sizeof U.tmpdir, "/tmp/hearth-unit-XXXXXX");
     if (!mkdtemp(U.tmpdir)) return 2;
     int tests_ok = 0, tests_bad = 0;
-#define RUN(name)                                                                    \
-    {                                                                                \
-        int before = U.failed;                                                       \
-        name();                                                                      \
-        fprintf(stderr, "%s %s\n", U.failed == before ? "ok  " : "FAIL", #name);      \
-        if (U.failed == before) tests_ok++;                                          \
-        else tests_bad++;                                                            \
+#define RUN(name)                                                                                                      \
+    {                                                                                                                  \
+        int before = U.failed;                                                                                         \
+        name();                                                                                                        \
+        fprintf(stderr, "%s %s\n", U.failed == before ? "ok  " : "FAIL", #name);                                       \
+        if (U.failed == before) tests_ok++;                                                                            \
+        else tests_bad++;                                                                                              \
     }
     UNIT_TESTS(RUN)
 #undef RUN

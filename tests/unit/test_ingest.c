@@ -198,10 +198,13 @@ void test_pprof_twice_no_new_symbols(void) {
 }
 
 void test_pprof_negative(void) {
-    static const char *bad[] = {"corpus/synthetic__empty.pb", "corpus/synthetic__empty.pb.gz",
-                                "corpus/synthetic__truncated.pb.gz", "corpus/pprof__profile__testdata__cppbench.cpu.legacy",
-                                "corpus/flamegraph__test__results__perf-java-stacks-01-collapsed-pid.txt",
-                                "corpus/jfrparser__parser__testdata__cortex-dev-01__kafka-0__cpu_lock0_alloc0__0.jfr.gz"};
+    static const char *bad[] = {
+        "corpus/synthetic__empty.pb",
+        "corpus/synthetic__empty.pb.gz",
+        "corpus/synthetic__truncated.pb.gz",
+        "corpus/pprof__profile__testdata__cppbench.cpu.legacy",
+        "corpus/flamegraph__test__results__perf-java-stacks-01-collapsed-pid.txt",
+        "corpus/jfrparser__parser__testdata__cortex-dev-01__kafka-0__cpu_lock0_alloc0__0.jfr.gz"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         batch_t b;
         batch_init(&b);
@@ -236,9 +239,18 @@ void test_pprof_labels_split_series(void) {
 }
 
 void test_request_roundtrip(void) {
-    ingest_request_t r = {.tenant = "anonymous", .name = "app.cpu{a=b}", .format = INGEST_FOLDED, .spy_name = NULL,
-                          .sample_type_config = "{}", .has_from = 1, .from_ns = 5, .until_ns = -3, .received_ns = 9,
-                          .sample_rate = 100, .body = (const uint8_t *)"a;b 1", .body_len = 5};
+    ingest_request_t r = {.tenant = "anonymous",
+                          .name = "app.cpu{a=b}",
+                          .format = INGEST_FOLDED,
+                          .spy_name = NULL,
+                          .sample_type_config = "{}",
+                          .has_from = 1,
+                          .from_ns = 5,
+                          .until_ns = -3,
+                          .received_ns = 9,
+                          .sample_rate = 100,
+                          .body = (const uint8_t *)"a;b 1",
+                          .body_len = 5};
     buf_t b;
     buf_init(&b);
     ingest_request_encode(&r, &b);
@@ -271,7 +283,8 @@ void test_request_roundtrip(void) {
     buf_free(&b);
 }
 
-static batch_profile_t *delta_profile(batch_t *b, const char *type, const char *const *leaf, const int64_t *v, size_t n) {
+static batch_profile_t *delta_profile(batch_t *b, const char *type, const char *const *leaf, const int64_t *v,
+                                      size_t n) {
     labels_t l;
     labels_init(&l);
     labels_set(&l, "service_name", "svc");
@@ -281,7 +294,8 @@ static batch_profile_t *delta_profile(batch_t *b, const char *type, const char *
         sym_function_t f = {s, s, s, 0};
         sym_line_t line = {symtab_function(b->sym, &f), 1};
         sym_mapping_t m = {0, 0, 0, s, 0};
-        batch_sample(p, symtab_stack(b->sym, 0, symtab_location(b->sym, symtab_mapping(b->sym, &m), 0, &line, 1)), v[i]);
+        batch_sample(p, symtab_stack(b->sym, 0, symtab_location(b->sym, symtab_mapping(b->sym, &m), 0, &line, 1)),
+                     v[i]);
     }
     labels_destroy(&l);
     return p;
@@ -348,8 +362,8 @@ void test_pbjson(void) {
     hr_err_t err = {0};
     const char *in = "{\"profileTypeID\":\"a:b:c:d:e\",\"label_selector\":\"{x=\\\"1\\\"}\",\"start\":\"5\",\"end\":7,"
                      "\"maxNodes\":\"9\",\"format\":\"PROFILE_FORMAT_TREE\",\"stackTraceSelector\":{\"x\":1}}";
-    Querier__V1__SelectMergeStacktracesRequest *q = (void *)pbjson_decode(
-        &querier__v1__select_merge_stacktraces_request__descriptor, in, strlen(in), ar, &err);
+    Querier__V1__SelectMergeStacktracesRequest *q =
+        (void *)pbjson_decode(&querier__v1__select_merge_stacktraces_request__descriptor, in, strlen(in), ar, &err);
     CHECK(q != NULL);
     if (q) {
         CHECK_STR(q->profile_typeid, "a:b:c:d:e");
@@ -360,7 +374,8 @@ void test_pbjson(void) {
         CHECK_INT(q->format, QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_TREE);
     }
     const char *bad = "{\"start\":\"soon\"}";
-    CHECK(pbjson_decode(&querier__v1__select_merge_stacktraces_request__descriptor, bad, strlen(bad), ar, &err) == NULL);
+    CHECK(pbjson_decode(&querier__v1__select_merge_stacktraces_request__descriptor, bad, strlen(bad), ar, &err) ==
+          NULL);
     CHECK(err.code == HR_EINVAL && strstr(err.msg, "start"));
     err = (hr_err_t){0};
     CHECK(pbjson_decode(&querier__v1__select_merge_stacktraces_request__descriptor, "[1]", 3, ar, &err) == NULL);
@@ -389,7 +404,8 @@ void test_pbjson(void) {
     /* ...and back. */
     Querier__V1__SelectMergeStacktracesResponse *back = (void *)pbjson_decode(
         &querier__v1__select_merge_stacktraces_response__descriptor, (char *)b.data, b.len - 1, ar, &err);
-    CHECK(back && back->flamegraph && back->flamegraph->n_levels == 1 && back->flamegraph->levels[0]->values[2] == 1LL << 40);
+    CHECK(back && back->flamegraph && back->flamegraph->n_levels == 1 &&
+          back->flamegraph->levels[0]->values[2] == 1LL << 40);
     CHECK(back && back->tree.len == 5 && !memcmp(back->tree.data, "hello", 5));
     CHECK(back && back->flamegraph && !strcmp(back->flamegraph->names[1], "a\"b"));
     buf_free(&b);
@@ -434,8 +450,12 @@ void test_block_types(void) {
     size_t n, len;
     unsigned char *blk = unit_read("pprof/go-runtime-block.pb.gz", &n);
     uint8_t *named = push_body("block", blk, n, &len);
-    ingest_request_t r = {.tenant = "anonymous", .name = "", .format = INGEST_PUSH_PROTO, .received_ns = 1,
-                          .body = named, .body_len = len};
+    ingest_request_t r = {.tenant = "anonymous",
+                          .name = "",
+                          .format = INGEST_PUSH_PROTO,
+                          .received_ns = 1,
+                          .body = named,
+                          .body_len = len};
     CHECK_INT(request_total(&r, "block:contentions:count:contentions:count", NULL), 413);
     CHECK_INT(request_total(&r, "block:delay:nanoseconds:contentions:count", NULL), 1220163243);
     CHECK_INT(request_total(&r, "mutex:contentions:count:contentions:count", NULL), 0);
@@ -444,13 +464,19 @@ void test_block_types(void) {
     r.body = unnamed, r.body_len = len;
     CHECK_INT(request_total(&r, "mutex:contentions:count:contentions:count", NULL), 413);
     free(unnamed);
-    ingest_request_t ing = {.tenant = "anonymous", .name = "app", .format = INGEST_PPROF, .received_ns = 1, .body = blk,
-                            .body_len = n, .sample_type_config = "{\"contentions\":{\"display-name\":\"block_count\"},"
-                                                                  "\"delay\":{\"display-name\":\"block_duration\"}}"};
+    ingest_request_t ing = {.tenant = "anonymous",
+                            .name = "app",
+                            .format = INGEST_PPROF,
+                            .received_ns = 1,
+                            .body = blk,
+                            .body_len = n,
+                            .sample_type_config = "{\"contentions\":{\"display-name\":\"block_count\"},"
+                                                  "\"delay\":{\"display-name\":\"block_duration\"}}"};
     CHECK_INT(request_total(&ing, "block:delay:nanoseconds:contentions:count", NULL), 1220163243);
     free(blk);
 
-    unsigned char *jfr = unit_read("corpus/jfrparser__parser__testdata__cortex-dev-01__kafka-0__cpu_lock0_alloc0__0.jfr.gz", &n);
+    unsigned char *jfr =
+        unit_read("corpus/jfrparser__parser__testdata__cortex-dev-01__kafka-0__cpu_lock0_alloc0__0.jfr.gz", &n);
     labels_t l;
     labels_init(&l);
     jfr_opts_t o = {.base = &l, .max_decompressed = 64 << 20};
@@ -475,8 +501,12 @@ void test_pprof_keep_types(void) {
     buf_init(&out);
     hr_err_t err = {0};
     CHECK(pprof_keep_types(d, n, 64 << 20, keep, 2, &out, &err) == 0);
-    ingest_request_t r = {.tenant = "anonymous", .name = "app", .format = INGEST_PPROF, .received_ns = 1,
-                          .body = out.data, .body_len = out.len};
+    ingest_request_t r = {.tenant = "anonymous",
+                          .name = "app",
+                          .format = INGEST_PPROF,
+                          .received_ns = 1,
+                          .body = out.data,
+                          .body_len = out.len};
     CHECK_INT(request_total(&r, "memory:alloc_objects:count:space:bytes", NULL), 64655759);
     CHECK_INT(request_total(&r, "memory:alloc_space:bytes:space:bytes", NULL), 3839968850LL);
     CHECK_INT(request_total(&r, "memory:inuse_space:bytes:space:bytes", NULL), 0);
@@ -489,7 +519,8 @@ void test_pprof_keep_types(void) {
     const char *none[] = {"samples"};
     size_t before = out.len;
     CHECK(pprof_keep_types(d, n, 64 << 20, none, 1, &out, &err) == -1 && err.code == HR_EUNPROC);
-    CHECK(pprof_keep_types((const uint8_t *)"\xff\xff", 2, 64 << 20, keep, 2, &out, &err) == -1 && err.code == HR_EUNPROC);
+    CHECK(pprof_keep_types((const uint8_t *)"\xff\xff", 2, 64 << 20, keep, 2, &out, &err) == -1 &&
+          err.code == HR_EUNPROC);
     CHECK(pprof_keep_types(d, n, 1024, keep, 2, &out, &err) == -1 && err.code == HR_ETOOBIG);
     CHECK_INT(out.len, before);
     buf_free(&out);
@@ -499,7 +530,8 @@ void test_pprof_keep_types(void) {
 /* A pprof with inuse_space/bytes and alloc_space/bytes, one function per sample. */
 static uint8_t *heap_pprof(const int64_t (*values)[2], size_t n, size_t *len) {
     char *strings[16] = {"", "inuse_space", "alloc_space", "bytes", "f0", "f1", "f2", "f3"};
-    Perftools__Profiles__ValueType vt[2] = {PERFTOOLS__PROFILES__VALUE_TYPE__INIT, PERFTOOLS__PROFILES__VALUE_TYPE__INIT};
+    Perftools__Profiles__ValueType vt[2] = {PERFTOOLS__PROFILES__VALUE_TYPE__INIT,
+                                            PERFTOOLS__PROFILES__VALUE_TYPE__INIT};
     Perftools__Profiles__ValueType *vtp[2] = {&vt[0], &vt[1]};
     vt[0].type = 1, vt[0].unit = 3, vt[1].type = 2, vt[1].unit = 3;
     Perftools__Profiles__Sample s[4], *sp[4];
@@ -533,8 +565,8 @@ void test_negative_gauges_dropped(void) {
     const int64_t values[][2] = {{100, 50}, {-40, 30}, {-5, 7}, {20, 0}};
     size_t len, dropped = 0;
     uint8_t *pp = heap_pprof(values, 4, &len);
-    ingest_request_t r = {.tenant = "anonymous", .name = "app", .format = INGEST_PPROF, .received_ns = 1, .body = pp,
-                          .body_len = len};
+    ingest_request_t r = {
+        .tenant = "anonymous", .name = "app", .format = INGEST_PPROF, .received_ns = 1, .body = pp, .body_len = len};
     CHECK_INT(request_total(&r, "memory:inuse_space:bytes:inuse_space:bytes", &dropped), 120);
     CHECK_INT(dropped, 2);
     CHECK_INT(request_total(&r, "memory:alloc_space:bytes:alloc_space:bytes", NULL), 87);
@@ -567,8 +599,14 @@ void test_request_labels(void) {
     unsigned char *blk = unit_read("pprof/go-runtime-block.pb.gz", &n);
     buf_t packed;
     pack_pairs((const char *const[]){"service_name", "t", "__name__", "block", NULL}, &packed);
-    ingest_request_t labelled = {.tenant = "anonymous", .name = "", .format = INGEST_PPROF, .received_ns = 1,
-                                 .body = blk, .body_len = n, .labels = (char *)packed.data, .labels_len = packed.len};
+    ingest_request_t labelled = {.tenant = "anonymous",
+                                 .name = "",
+                                 .format = INGEST_PPROF,
+                                 .received_ns = 1,
+                                 .body = blk,
+                                 .body_len = n,
+                                 .labels = (char *)packed.data,
+                                 .labels_len = packed.len};
     ingest_request_t push = labelled; /* the same pprof, pushed with the same labels (push_body) */
     uint8_t *pushed = push_body("block", blk, n, &len);
     push.format = INGEST_PUSH_PROTO, push.body = pushed, push.body_len = len, push.labels = NULL;
@@ -617,9 +655,15 @@ void test_request_labels(void) {
     CHECK(request_batch(&labelled, &b) == -1);
     batch_destroy(&b);
     /* Folded text takes its series from `name` only. */
-    ingest_request_t folded = {.tenant = "anonymous", .name = "app.cpu", .format = INGEST_FOLDED, .received_ns = 1,
-                               .sample_rate = 100, .body = (const uint8_t *)"a;b 1", .body_len = 5,
-                               .labels = (char *)p2.data, .labels_len = p2.len};
+    ingest_request_t folded = {.tenant = "anonymous",
+                               .name = "app.cpu",
+                               .format = INGEST_FOLDED,
+                               .received_ns = 1,
+                               .sample_rate = 100,
+                               .body = (const uint8_t *)"a;b 1",
+                               .body_len = 5,
+                               .labels = (char *)p2.data,
+                               .labels_len = p2.len};
     CHECK(request_batch(&folded, &b) == -1);
     batch_destroy(&b);
     buf_free(&p2);

@@ -32,9 +32,15 @@ static store_t *new_store(const char *name) {
 }
 
 static void put_folded(store_t *s, const char *name, const char *text, int64_t from_s, int64_t rate) {
-    ingest_request_t r = {.tenant = "anonymous", .name = name, .format = INGEST_FOLDED, .has_from = 1,
-                          .from_ns = from_s * S, .received_ns = from_s * S, .sample_rate = rate,
-                          .body = (const uint8_t *)text, .body_len = strlen(text)};
+    ingest_request_t r = {.tenant = "anonymous",
+                          .name = name,
+                          .format = INGEST_FOLDED,
+                          .has_from = 1,
+                          .from_ns = from_s * S,
+                          .received_ns = from_s * S,
+                          .sample_rate = rate,
+                          .body = (const uint8_t *)text,
+                          .body_len = strlen(text)};
     ingest_limits_t lim = {1 << 20, 0, 64, NULL, 2048};
     batch_t b;
     batch_init(&b);
@@ -45,7 +51,8 @@ static void put_folded(store_t *s, const char *name, const char *text, int64_t f
 }
 
 /* Merges sel over [from, until] seconds and renders format into a NUL-terminated string. */
-static char *render(store_t *s, const char *sel_text, int64_t from, int64_t until, const char *format, size_t max_nodes) {
+static char *render(store_t *s, const char *sel_text, int64_t from, int64_t until, const char *format,
+                    size_t max_nodes) {
     selector_t sel;
     hr_err_t err = {0};
     if (selector_parse(sel_text, &sel, &err)) {
@@ -83,7 +90,8 @@ void test_selector(void) {
     labels_set(&l, "service_name", "api");
     labels_set(&l, "env", "prod");
     const char *pt = "process_cpu:cpu:nanoseconds:cpu:nanoseconds";
-    CHECK(selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds{service_name=\"api\", env!=\"dev\"}", &s, &err) == 0);
+    CHECK(selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds{service_name=\"api\", env!=\"dev\"}", &s, &err) ==
+          0);
     CHECK(selector_matches(&s, pt, &l));
     CHECK(!selector_matches(&s, "memory:alloc_space:bytes:space:bytes", &l));
     selector_destroy(&s);
@@ -101,8 +109,8 @@ void test_selector(void) {
     selector_destroy(&s);
     CHECK(selector_parse("{env=~\"p(r|x)+o{1,2}d?\\\\+*\"}", &s, &err) == 0); /* ordinary repetition is fine */
     selector_destroy(&s);
-    static const char *bad[] = {"{env=\"prod}", "{=\"x\"}", "{env~\"x\"}", "{env=\"x\"", "{env=~\"(\"}",
-                                "a:b{}", "nosuffix{}", "{a=\"b\"} junk",
+    static const char *bad[] = {"{env=\"prod}", "{=\"x\"}", "{env~\"x\"}", "{env=\"x\"", "{env=~\"(\"}", "a:b{}",
+                                "nosuffix{}", "{a=\"b\"} junk",
                                 /* stacked repetitions: found by fuzz_selector when glibc's regcomp
                                  * exhausted memory on them; RE2 refuses them as Go does */
                                 "{env=~ reG++++++++++++++++++++++++++++++++~}", "{env=~\"a*+\"}",
@@ -118,7 +126,9 @@ void test_selector(void) {
 static int selects(const char *sel_text, const labels_t *l) {
     selector_t s;
     hr_err_t err = {0};
-    int rc = selector_parse(sel_text, &s, &err) ? -1 : selector_matches(&s, "process_cpu:cpu:nanoseconds:cpu:nanoseconds", l);
+    int rc = selector_parse(sel_text, &s, &err)
+                 ? -1
+                 : selector_matches(&s, "process_cpu:cpu:nanoseconds:cpu:nanoseconds", l);
     selector_destroy(&s);
     return rc;
 }
@@ -148,14 +158,14 @@ void test_selector_string_escapes(void) {
         {"{a=\"\\x41\\101\\u00e9\\U0001F600\"}", "AA\xc3\xa9\xf0\x9f\x98\x80"},
         {"{a=\"\\a\\b\\f\\r\\v\"}", "\a\b\f\r\v"},
         {"{a=\"\"}", ""},
-        {"{a=\"\\d+\"}", NULL},     /* PromQL: unknown escape sequence */
-        {"{a=\"\\'\"}", NULL},      /* the other quote is not an escape in "..." */
+        {"{a=\"\\d+\"}", NULL}, /* PromQL: unknown escape sequence */
+        {"{a=\"\\'\"}", NULL},  /* the other quote is not an escape in "..." */
         {"{a='\\\"'}", NULL},
-        {"{a=\"\\x4\"}", NULL},     /* too few digits */
-        {"{a=\"\\400\"}", NULL},    /* octal over 255 */
-        {"{a=\"\\uD800\"}", NULL},  /* a surrogate is not a code point */
+        {"{a=\"\\x4\"}", NULL},    /* too few digits */
+        {"{a=\"\\400\"}", NULL},   /* octal over 255 */
+        {"{a=\"\\uD800\"}", NULL}, /* a surrogate is not a code point */
         {"{a=\"\\U00110000\"}", NULL},
-        {"{a=\"x\ny\"}", NULL},     /* a raw newline ends nothing: unterminated */
+        {"{a=\"x\ny\"}", NULL}, /* a raw newline ends nothing: unterminated */
         {"{a=`abc}", NULL},
         {"{a=\"abc\\", NULL},
     };
@@ -421,7 +431,8 @@ static char *render_diff_of(store_t *s, const char *sel_text, int64_t lf, int64_
     selector_t sel;
     hr_err_t err = {0};
     CHECK(selector_parse(sel_text, &sel, &err) == 0);
-    merge_query_t lq = {.tenant = "anonymous", .sel = &sel, .from = lf * S, .until = lu * S, .want_stacks = 1}, rq = {.tenant = "anonymous", .sel = &sel, .from = rf * S, .until = ru * S, .want_stacks = 1};
+    merge_query_t lq = {.tenant = "anonymous", .sel = &sel, .from = lf * S, .until = lu * S, .want_stacks = 1},
+                  rq = {.tenant = "anonymous", .sel = &sel, .from = rf * S, .until = ru * S, .want_stacks = 1};
     merge_result_t lm, rm;
     tree_t lt = {0}, rt = {0};
     buf_t out;
@@ -496,8 +507,15 @@ void test_pprof_output(void) {
     store_t *s = new_store("pprofout");
     size_t n;
     unsigned char *d = unit_read("pprof/go-runtime-cpu-00.pb.gz", &n);
-    ingest_request_t r = {.tenant = "anonymous", .name = "svc", .format = INGEST_PPROF, .has_from = 1,
-                          .from_ns = 100 * S, .received_ns = 100 * S, .sample_rate = 100, .body = d, .body_len = n};
+    ingest_request_t r = {.tenant = "anonymous",
+                          .name = "svc",
+                          .format = INGEST_PPROF,
+                          .has_from = 1,
+                          .from_ns = 100 * S,
+                          .received_ns = 100 * S,
+                          .sample_rate = 100,
+                          .body = d,
+                          .body_len = n};
     ingest_limits_t lim = {64 << 20, 0, 64, NULL, 2048};
     batch_t b;
     batch_init(&b);
@@ -558,9 +576,9 @@ void test_render_table(void) {
     render_names(RENDER_MERGE, &out);
     buf_putc(&out, 0);
     /* Table order, the last after " or "; a row added later joins the list by itself. */
-    const char *names = (const char *)out.data, *or = strstr(names, " or ");
+    const char *names = (const char *)out.data, * or = strstr(names, " or ");
     CHECK(!strncmp(names, "flamegraph, top, folded, dataframe", 34) && strstr(names, "pprof") != NULL);
-    CHECK(or != NULL && !strstr(or, ", ") && !strstr(or + 1, " or ") && !strstr(names, "diff"));
+    CHECK(or != NULL && !strstr(or, ", ") && !strstr(or +1, " or ") && !strstr(names, "diff"));
     buf_free(&out);
 
     selector_t cpu, alloc;

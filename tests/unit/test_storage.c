@@ -88,8 +88,8 @@ void test_symtab_fingerprints(void) {
     CHECK(xa != ya && fx[xa].a == fy[ya].a && fx[xa].b == fy[ya].b);
     CHECK(fx[xb].a != fx[xa].a && fx[xb].b != fx[xa].b);
     CHECK(fx[x->stacks[xa].parent].a == fx[x->stacks[xb].parent].a); /* the shared prefix */
-    CHECK(fx[0].a == fy[0].a); /* the empty stack */
-    uint32_t yb = make_stack(y, b, 3); /* incremental: only the new entries */
+    CHECK(fx[0].a == fy[0].a);                                       /* the empty stack */
+    uint32_t yb = make_stack(y, b, 3);                               /* incremental: only the new entries */
     CHECK(symtab_fingerprint(y) == 0 && y->nfp[SYM_FP_STACKS] == y->nstacks);
     CHECK(y->fp[SYM_FP_STACKS][yb].a == fx[xb].a && y->fp[SYM_FP_STACKS][yb].b == fx[xb].b);
     buf_t e;
@@ -210,7 +210,7 @@ void test_block_span_samples(void) {
     segment_add(s, 1, 1000, 10, st, v, 3);
     span_sample_t sp[] = {{0xbeef, sa, 5}, {0xcafe, sb, 3}, {0xbeef, sa, 4}, {0, sa, 1}, {0xd00d, sb, 0}};
     CHECK(segment_add_spans(s, sp, 5) == 0);
-    CHECK_INT(s->profiles[0].nspans, 2); /* (sa, beef) summed to 9; span 0 and the zero sum dropped */
+    CHECK_INT(s->profiles[0].nspans, 2);   /* (sa, beef) summed to 9; span 0 and the zero sum dropped */
     segment_add(s, 2, 1100, 10, st, v, 1); /* a row without spans */
     uint64_t span;
     CHECK(span_id_parse("00000c0ffee00000", &span) == 0 && span == 0xc0ffee00000ULL);
@@ -642,8 +642,10 @@ void test_compact_segments(void) {
         CHECK_INT(m->sym->nstrings, b->sym->nstrings); /* a's symbols were all in b: stored once */
         CHECK_INT(m->sym->nstacks, b->sym->nstacks);
         for (size_t i = 0; i < m->nprofiles; i++) { /* every row kept, totals intact */
-            const seg_profile_t *p = &m->profiles[i], *q = i < a->nprofiles ? &a->profiles[i] : &b->profiles[i - a->nprofiles];
-            CHECK(p->series == q->series && p->time_ns == q->time_ns && p->total == q->total && p->nsamples == q->nsamples);
+            const seg_profile_t *p = &m->profiles[i],
+                                *q = i < a->nprofiles ? &a->profiles[i] : &b->profiles[i - a->nprofiles];
+            CHECK(p->series == q->series && p->time_ns == q->time_ns && p->total == q->total &&
+                  p->nsamples == q->nsamples);
         }
     }
     segment_free(m);

@@ -15,34 +15,34 @@ typedef struct {
 
 extern unit_t U;
 
-#define CHECK(c)                                                                     \
-    do {                                                                             \
-        if (c) U.passed++;                                                           \
-        else {                                                                       \
-            U.failed++;                                                              \
-            fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #c);             \
-        }                                                                            \
+#define CHECK(c)                                                                                                       \
+    do {                                                                                                               \
+        if (c) U.passed++;                                                                                             \
+        else {                                                                                                         \
+            U.failed++;                                                                                                \
+            fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #c);                                               \
+        }                                                                                                              \
     } while (0)
 
-#define CHECK_INT(a, b)                                                              \
-    do {                                                                             \
-        long long _a = (long long)(a), _b = (long long)(b);                          \
-        if (_a == _b) U.passed++;                                                    \
-        else {                                                                       \
-            U.failed++;                                                              \
-            fprintf(stderr, "FAIL %s:%d: %s == %lld, want %lld\n", __FILE__, __LINE__, #a, _a, _b); \
-        }                                                                            \
+#define CHECK_INT(a, b)                                                                                                \
+    do {                                                                                                               \
+        long long _a = (long long)(a), _b = (long long)(b);                                                            \
+        if (_a == _b) U.passed++;                                                                                      \
+        else {                                                                                                         \
+            U.failed++;                                                                                                \
+            fprintf(stderr, "FAIL %s:%d: %s == %lld, want %lld\n", __FILE__, __LINE__, #a, _a, _b);                    \
+        }                                                                                                              \
     } while (0)
 
-#define CHECK_STR(a, b)                                                              \
-    do {                                                                             \
-        const char *_a = (a), *_b = (b);                                             \
-        if (_a && _b && !strcmp(_a, _b)) U.passed++;                                 \
-        else {                                                                       \
-            U.failed++;                                                              \
-            fprintf(stderr, "FAIL %s:%d: %s == \"%s\", want \"%s\"\n", __FILE__, __LINE__, #a, \
-                    _a ? _a : "(null)", _b ? _b : "(null)");                         \
-        }                                                                            \
+#define CHECK_STR(a, b)                                                                                                \
+    do {                                                                                                               \
+        const char *_a = (a), *_b = (b);                                                                               \
+        if (_a && _b && !strcmp(_a, _b)) U.passed++;                                                                   \
+        else {                                                                                                         \
+            U.failed++;                                                                                                \
+            fprintf(stderr, "FAIL %s:%d: %s == \"%s\", want \"%s\"\n", __FILE__, __LINE__, #a, _a ? _a : "(null)",     \
+                    _b ? _b : "(null)");                                                                               \
+        }                                                                                                              \
     } while (0)
 
 /* Reads a test file under U.testdata into a malloc'd buffer (exits if missing). */
@@ -56,18 +56,57 @@ void unit_rmtree(const char *dir);
 int unit_finish(const char *suite, int ok, int bad);
 
 /* The test functions, one per behaviour. */
-#define UNIT_TESTS(X)                                                                \
-    X(test_varint_roundtrip) X(test_timeparse) X(test_jsonw)                         \
-    X(test_symtab_dedup) X(test_symtab_roundtrip) X(test_symtab_fingerprints) X(test_symtab_import)              \
-    X(test_block_roundtrip) X(test_block_corruption) X(test_block_empty_stack_and_verify) X(test_block_span_samples) X(test_block_partitions) X(test_wal_replay)              \
-    X(test_wal_replay_stop) X(test_wal_torn_tail) X(test_wal_corrupt_middle) X(test_store_cut_and_reopen) X(test_retention) X(test_compact_segments) X(test_store_compaction)             \
-    X(test_appname) X(test_folded) X(test_pprof_census_and_budget) X(test_pprof_totals) X(test_pprof_twice_no_new_symbols) \
-    X(test_pprof_negative) X(test_pprof_labels_split_series) X(test_request_roundtrip) \
-    X(test_selector) X(test_selector_string_escapes) X(test_short_type_names) X(test_selector_regex) X(test_catalog_unlocked_and_deadline)    \
-    X(test_flamebearer_layout) X(test_top_and_folded)                                \
-    X(test_max_nodes) X(test_diff_layout) X(test_gauge_average) X(test_pprof_output) X(test_base64) X(test_pbjson) X(test_delta) \
-    X(test_block_types) X(test_pprof_keep_types) X(test_negative_gauges_dropped)                  \
-    X(test_render_table) X(test_catalog_answers) X(test_request_labels)
+// clang-format off: one test per line
+#define UNIT_TESTS(X)                                                                                                  \
+    X(test_varint_roundtrip)                                                                                           \
+    X(test_timeparse)                                                                                                  \
+    X(test_jsonw)                                                                                                      \
+    X(test_symtab_dedup)                                                                                               \
+    X(test_symtab_roundtrip)                                                                                           \
+    X(test_symtab_fingerprints)                                                                                        \
+    X(test_symtab_import)                                                                                              \
+    X(test_block_roundtrip)                                                                                            \
+    X(test_block_corruption)                                                                                           \
+    X(test_block_empty_stack_and_verify)                                                                               \
+    X(test_block_span_samples)                                                                                         \
+    X(test_block_partitions)                                                                                           \
+    X(test_wal_replay)                                                                                                 \
+    X(test_wal_replay_stop)                                                                                            \
+    X(test_wal_torn_tail)                                                                                              \
+    X(test_wal_corrupt_middle)                                                                                         \
+    X(test_store_cut_and_reopen)                                                                                       \
+    X(test_retention)                                                                                                  \
+    X(test_compact_segments)                                                                                           \
+    X(test_store_compaction)                                                                                           \
+    X(test_appname)                                                                                                    \
+    X(test_folded)                                                                                                     \
+    X(test_pprof_census_and_budget)                                                                                    \
+    X(test_pprof_totals)                                                                                               \
+    X(test_pprof_twice_no_new_symbols)                                                                                 \
+    X(test_pprof_negative)                                                                                             \
+    X(test_pprof_labels_split_series)                                                                                  \
+    X(test_request_roundtrip)                                                                                          \
+    X(test_selector)                                                                                                   \
+    X(test_selector_string_escapes)                                                                                    \
+    X(test_short_type_names)                                                                                           \
+    X(test_selector_regex)                                                                                             \
+    X(test_catalog_unlocked_and_deadline)                                                                              \
+    X(test_flamebearer_layout)                                                                                         \
+    X(test_top_and_folded)                                                                                             \
+    X(test_max_nodes)                                                                                                  \
+    X(test_diff_layout)                                                                                                \
+    X(test_gauge_average)                                                                                              \
+    X(test_pprof_output)                                                                                               \
+    X(test_base64)                                                                                                     \
+    X(test_pbjson)                                                                                                     \
+    X(test_delta)                                                                                                      \
+    X(test_block_types)                                                                                                \
+    X(test_pprof_keep_types)                                                                                           \
+    X(test_negative_gauges_dropped)                                                                                    \
+    X(test_render_table)                                                                                               \
+    X(test_catalog_answers)                                                                                            \
+    X(test_request_labels)
+// clang-format on
 
 #define DECLARE(name) void name(void);
 UNIT_TESTS(DECLARE)
