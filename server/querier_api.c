@@ -262,15 +262,21 @@ static int profile_ids(qctx_t *c, char **ids, size_t n, merge_only_t *o) {
     return 0;
 }
 
+/* A request's merge options besides its selection. */
+typedef struct {
+    callsite_t cs;
+    const callsite_t *call_site; /* &cs, or NULL: no call-site filter */
+    merge_only_t only;           /* profile_id_selector's profiles */
+} merge_opts_t;
+
 /* The merge options a request may carry besides its selection: served, or refused
  * with a Connect error, never ignored (a merge that ignored them would answer a
- * different question). *cs is filled from stack_trace_selector.call_site (in the
- * arena); *use_cs says whether to filter; profile ids go to o. 0 or -1 (c->err set). */
+ * different question). The call site comes from stack_trace_selector.call_site (its
+ * names in the arena), the profiles from profile_id_selector. 0 or -1 (c->err set). */
 static int merge_options(qctx_t *c, const Querier__V1__StackTraceSelector *st, char **pids, size_t npids,
-                         callsite_t *cs, int *use_cs, merge_only_t *o) {
-    *use_cs = 0;
-    *o = (merge_only_t){0};
-    if (npids && profile_ids(c, pids, npids, o)) return -1;
+                         merge_opts_t *o) {
+    *o = (merge_opts_t){0};
+    if (npids && profile_ids(c, pids, npids, &o->only)) return -1;
     if (!st) return 0;
     if (st->go_pgo) return fail(c, 501, "`stack_trace_selector.go_pgo` is not supported; use call_site"), -1;
     const char **names = arena_alloc(c->arena, (st->n_call_site + 1) * sizeof *names);
@@ -280,10 +286,14 @@ static int merge_options(qctx_t *c, const Querier__V1__StackTraceSelector *st, c
             return fail(c, 400, "`stack_trace_selector.call_site` has a location without a name"), -1;
         names[i] = st->call_site[i]->name;
     }
-    *cs = (callsite_t){names, st->n_call_site};
-    *use_cs = st->n_call_site > 0; /* empty: "the filter is ignored", as upstream */
+    o->cs = (callsite_t){names, st->n_call_site};
+    o->call_site = st->n_call_site > 0 ? &o->cs : NULL; /* empty: "the filter is ignored", as upstream */
     return 0;
 }
+
+/* merge_options of a request with both selectors (SelectMergeStacktraces, SelectMergeProfile). */
+#define REQUEST_MERGE_OPTIONS(c, q, o)                                                                                 \
+    merge_options((c), (q)->stack_trace_selector, (q)->profile_id_selector, (q)->n_profile_id_selector, (o))
 
 /* Selects and merges; 0 or -1 (c->err set). The caller destroys m. */
 static int run_merge(qctx_t *c, const char *type, const char *labels, int64_t start, int64_t end, int64_t step,
@@ -369,32 +379,24 @@ static ProtobufCMessage *merged_flamegraph(qctx_t *c, const fg_query_t *q) {
 
 static ProtobufCMessage *select_merge_stacktraces(qctx_t *c, const ProtobufCMessage *in) {
     const Querier__V1__SelectMergeStacktracesRequest *q = (const void *)in;
-    callsite_t cs;
-    int use_cs;
-    merge_only_t only;
-    if (merge_options(c, q->stack_trace_selector, q->profile_id_selector, q->n_profile_id_selector, &cs, &use_cs,
-                      &only))
-        return NULL;
-    fg_query_t f = {q->profile_typeid, q->label_selector,   q->start, q->end, q->max_nodes,
-                    q->format,         use_cs ? &cs : NULL, &only};
+    merge_opts_t o;
+    if (REQUEST_MERGE_OPTIONS(c, q, &o)) return NULL;
+    fg_query_t f = {q->profile_typeid, q->label_selector, q->start,    q->end,
+                    q->max_nodes,      q->format,         o.call_site, &o.only};
     return merged_flamegraph(c, &f);
 }
 
 static ProtobufCMessage *select_merge_profile(qctx_t *c, const ProtobufCMessage *in) {
     const Querier__V1__SelectMergeProfileRequest *q = (const void *)in;
-    callsite_t cs;
-    int use_cs;
-    merge_only_t only;
-    if (merge_options(c, q->stack_trace_selector, q->profile_id_selector, q->n_profile_id_selector, &cs, &use_cs,
-                      &only))
-        return NULL;
+    merge_opts_t o;
+    if (REQUEST_MERGE_OPTIONS(c, q, &o)) return NULL;
     merge_result_t m;
     int64_t from, until;
     buf_t raw;
     buf_init(&raw);
     ProtobufCMessage *p = NULL;
-    if (run_merge(c, q->profile_typeid, q->label_selector, q->start, q->end, 0, 1, use_cs ? &cs : NULL, &only, &m,
-                  &from, &until) == 0 &&
+    if (run_merge(c, q->profile_typeid, q->label_selector, q->start, q->end, 0, 1, o.call_site, &o.only, &m, &from,
+                  &until) == 0 &&
         render_pprof_raw(&m, &raw, &c->err) == 0) {
         /* Unpacked into the arena so both codecs encode the same message. */
         ProtobufCAllocator al = arena_pb_allocator(c->arena);
@@ -488,10 +490,8 @@ static ProtobufCMessage *select_series(qctx_t *c, const ProtobufCMessage *in) {
     selector_t sel = {0};
     if (!(q->step >= 0) || q->step > 1e9) return fail(c, 400, "`step` must be a positive number of seconds");
     if (q->limit < 0) return fail(c, 400, "`limit` must not be negative");
-    callsite_t cs;
-    int use_cs;
-    merge_only_t only;
-    if (merge_options(c, q->stack_trace_selector, NULL, 0, &cs, &use_cs, &only)) return NULL;
+    merge_opts_t o;
+    if (merge_options(c, q->stack_trace_selector, NULL, 0, &o)) return NULL;
     if (ms_range(c, q->start, q->end, HOUR_NS, &from, &until) ||
         request_selector(c, q->profile_typeid, q->label_selector, &sel)) {
         selector_destroy(&sel);
@@ -508,7 +508,7 @@ static ProtobufCMessage *select_series(qctx_t *c, const ProtobufCMessage *in) {
     if (rc == 0 && (!rk || !r)) rc = -1, oom(c);
     for (size_t i = 0; i < g.n && rc == 0; i++) {
         rk[i].group = i;
-        if (!(rk[i].s = group_series(c, q, g.v + i * g.width, step, use_cs ? &cs : NULL, &rk[i].total))) rc = -1;
+        if (!(rk[i].s = group_series(c, q, g.v + i * g.width, step, o.call_site, &rk[i].total))) rc = -1;
     }
     free(g.v);
     size_t n = g.n;
