@@ -27,6 +27,7 @@ typedef struct app {
     ingest_limits_t limits;
     mem_budget_t decode_budget; /* limits.decode_budget points here */
     atomic_int ready;
+    atomic_int stopping;          /* set on SIGTERM/SIGINT: long admin loops end after their current step */
     _Atomic(scraper_t *) scraper; /* NULL without --scrape-config; set after WAL replay while HTTP already serves */
     atomic_int ingests, queries;  /* in flight, for the concurrency limits */
     struct rate_bucket {

@@ -23,12 +23,14 @@ static void health(app_t *a, http_req_t *req, http_resp_t *resp, int readiness) 
     http_reply_text(resp, 200, "text/plain; charset=utf-8", readiness ? "ready\n" : "ok\n");
 }
 
-/* Runs compaction until nothing is due (the background thread does the same). */
+/* Runs compaction until nothing is due (the background thread does the same), or
+ * until the server is stopping: a store of many services takes minutes, and shutdown
+ * must not wait for all of it (a run is atomic; the rest is done after the restart). */
 static void compact(app_t *a, http_req_t *req, http_resp_t *resp) {
     (void)req;
     hr_err_t err = {0};
-    int rc, runs = 0;
-    while ((rc = store_compact(a->store, &err)) == 1) runs++;
+    int rc = 0, runs = 0;
+    while (!atomic_load(&a->stopping) && (rc = store_compact(a->store, &err)) == 1) runs++;
     if (rc < 0) return http_error_from(resp, &err);
     buf_t b;
     buf_init(&b);

@@ -165,6 +165,7 @@ static int serve(app_t *a) {
     int sig;
     while (sigwait(&sigs, &sig) == 0 && sig == SIGHUP) reload_auth(a);
     log_info("server.stopping", "signal=%d", sig);
+    atomic_store(&a->stopping, 1);
     pthread_mutex_lock(&cut.mu);
     cut.stop = 1;
     pthread_cond_signal(&cut.cv);

@@ -81,10 +81,10 @@ class Server:
     def url(self, path):
         return f"http://127.0.0.1:{self.port}{path}"
 
-    def request(self, method, path, body=None, headers=None):
+    def request(self, method, path, body=None, headers=None, timeout=120):
         req = urllib.request.Request(self.url(path), data=body, method=method, headers=headers or {})
         try:
-            with urllib.request.urlopen(req, timeout=120) as r:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
                 return r.status, r.read(), dict(r.headers)
         except urllib.error.HTTPError as e:
             return e.code, e.read(), dict(e.headers)
