@@ -127,9 +127,30 @@ static int plan_run(store_t *s, run_t *r) {
     return 1;
 }
 
+/* Unpins the run's input partitions once they are merged, freeing those no scan
+ * holds: the blocks they belong to are about to be replaced, and writing the merged
+ * block (encoding, then decoding it again to verify) is the run's memory peak. Should
+ * the run fail, they load again on demand. */
+static void release_inputs(store_t *s, run_t *r) {
+    pthread_rwlock_rdlock(&s->data); /* a cut may move s->blocks meanwhile */
+    pthread_mutex_lock(&s->cache_mu);
+    for (size_t k = 0; k < r->nsegs; k++) {
+        part_cache_t *c = &s->blocks[r->pins[k].block].parts[2 * r->pins[k].part + BLOCK_VIEW_ROWS];
+        if (--c->refs == 0 && c->cached) {
+            s->cached_bytes -= segment_bytes(c->cached);
+            segment_free(c->cached);
+            c->cached = NULL;
+        }
+    }
+    r->nsegs = 0;
+    pthread_mutex_unlock(&s->cache_mu);
+    pthread_rwlock_unlock(&s->data);
+}
+
 /* Merges the planned blocks and writes the result; meta is filled. 0 or -1. */
 static int compact_run(store_t *s, run_t *r, block_meta_t *meta, hr_err_t *err) {
     segment_t *m = compact_segments((const segment_t *const *)r->segs, r->nsegs, err);
+    if (m) release_inputs(s, r);
     int rc = m ? store_write_block(s, r->tenant, m, meta, err) : -1;
     segment_free(m);
     return rc;
