@@ -82,7 +82,10 @@ static uint32_t *fpmap_slot(fpmap_t *m, sym_fp_t fp) {
     }
     size_t j = fp.a & (m->cap - 1);
     while (m->slots[j].out && (m->slots[j].fp.a != fp.a || m->slots[j].fp.b != fp.b)) j = (j + 1) & (m->cap - 1);
-    if (!m->slots[j].out) m->slots[j].fp = fp; /* the caller fills out, or leaves it empty */
+    if (!m->slots[j].out) { /* the caller fills out, or leaves it empty */
+        m->slots[j].fp = fp;
+        m->len++;
+    }
     return &m->slots[j].out;
 }
 
@@ -177,7 +180,6 @@ static uint32_t output_stack(scan_ctx_t *c, const symtab_t *sym, uint32_t s, sym
     if (s < sym->nfp[SYM_FP_STACKS]) { /* the head's newest stacks may not have one yet */
         if (!(slot = fpmap_slot(&c->copied, sym->fp[SYM_FP_STACKS][s]))) return SYM_NONE;
         if (*slot) return *slot;
-        c->copied.len++;
     }
     if (!*have_m && symtab_remap_init(m, sym)) return SYM_NONE;
     *have_m = 1;
