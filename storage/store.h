@@ -119,6 +119,7 @@ typedef struct {
     size_t head_strings, head_functions, head_locations, head_stacks; /* interned symbols */
     size_t blocks, block_bytes, blocks_corrupt;
     size_t parts_cached, cached_bytes; /* decoded block partitions held, and their bytes */
+    uint64_t part_loads;               /* partitions decoded into the cache (its misses) */
     size_t series;
     uint64_t wal_bytes;
     uint64_t cuts, retention_deleted;
