@@ -930,6 +930,8 @@ int block_writer_add(block_writer_t *w, const char *key, const segment_t *p, hr_
     return rc;
 }
 
+uint64_t block_writer_bytes(const block_writer_t *w) { return w->flushed + w->out.len; }
+
 /* 1 when a parsed footer entry says what the writer wrote. */
 static int same_part(const block_part_t *a, const block_part_t *b) {
     return !strcmp(a->key, b->key) && a->off == b->off && a->len == b->len && a->merged == b->merged &&

@@ -62,6 +62,8 @@ block_writer_t *block_writer_new(const char *path, int zstd_level, hr_err_t *err
  * guarantees it; each key is added once). An empty p adds nothing. 0, or -1 with
  * err; after a failure only block_writer_free may follow. */
 int block_writer_add(block_writer_t *w, const char *key, const segment_t *p, hr_err_t *err);
+/* Bytes of the block so far (its partitions). */
+uint64_t block_writer_bytes(const block_writer_t *w);
 /* Writes the footer and tail; a file writer then fsyncs and renames into place, an
  * in-memory one appends the image to *image. sum (optional) receives the counts. */
 int block_writer_commit(block_writer_t *w, block_summary_t *sum, buf_t *image, hr_err_t *err);

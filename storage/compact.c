@@ -64,7 +64,9 @@ typedef struct {
      * `compact` keeps out. */
     char (*files)[4096];
     const block_index_t **ix;
-    int legacy; /* a version-1 input: merged whole, as it has no partitions */
+    int legacy;        /* a version-1 input: merged whole, as it has no partitions */
+    block_meta_t *out; /* the blocks written, for the catalog */
+    size_t nout, out_cap;
 } run_t;
 
 static int cmp_block_time(const void *a, const void *b, void *ctx) {
@@ -80,7 +82,8 @@ static int same_day(const block_meta_t *a, const block_meta_t *b) {
     return a->max_time / day == d && b->min_time / day == d && b->max_time / day == d;
 }
 
-/* Picks the first due run (see store.h). data held shared. Returns 1 found, 0, -1 OOM. */
+/* Picks the first due run (see store.h). data held shared, cache_mu (for the
+ * footers' versions) held. Returns 1 found, 0, -1 OOM. */
 static int plan_run(store_t *s, run_t *r) {
     size_t *order = malloc((s->nblocks + 1) * sizeof *order);
     if (!order) return -1;
@@ -97,13 +100,18 @@ static int plan_run(store_t *s, run_t *r) {
         qsort_r(order, n, sizeof *order, cmp_block_time, s->blocks);
         size_t start = 0;
         int64_t bytes = 0;
+        int legacy = 0;
         for (size_t k = 0; k <= n && !found; k++) {
             const block_t *b = k < n ? &s->blocks[order[k]] : NULL;
+            int v1 = b && b->ix && b->ix->version == 1;
+            /* A run is written a service at a time into blocks of at most max bytes, so
+             * its input is not capped, unless it holds a version-1 block (merged whole). */
             int fits = b && !b->bad && b->meta.bytes < small &&
-                       bytes + b->meta.bytes <= (int64_t)s->cfg.compact_max_bytes &&
+                       (!(legacy || v1) || bytes + b->meta.bytes <= (int64_t)s->cfg.compact_max_bytes) &&
                        (k == start || same_day(&s->blocks[order[start]].meta, &b->meta));
             if (fits) {
                 bytes += b->meta.bytes;
+                legacy |= v1;
                 continue;
             }
             if (k - start >= s->cfg.compact_min_blocks) {
@@ -115,8 +123,8 @@ static int plan_run(store_t *s, run_t *r) {
                 break;
             }
             /* this block ends the run; a small one that overflowed starts the next */
-            start = k, bytes = 0;
-            if (b && !b->bad && b->meta.bytes < small) bytes = b->meta.bytes;
+            start = k, bytes = 0, legacy = 0;
+            if (b && !b->bad && b->meta.bytes < small) bytes = b->meta.bytes, legacy = v1;
             else start = k + 1;
         }
     }
@@ -221,45 +229,80 @@ static int merge_key(store_t *s, run_t *r, const char *key, block_writer_t *w, h
     return rc;
 }
 
-/* Writes the run's merged block one key (service) at a time. 1, 0, -1 as merge_key. */
-static int compact_streamed(store_t *s, run_t *r, block_meta_t *meta, hr_err_t *err) {
+/* Starts the run's next output block. 1 or -1. */
+static int open_output(store_t *s, run_t *r, block_writer_t **w, hr_err_t *err) {
     char full[4096];
-    if (store_new_block(s, r->tenant, meta, full, sizeof full, err)) return -1;
+    if (VEC_RESERVE(r->out, r->out_cap, r->nout + 1)) return hr_fail(err, HR_ENOMEM, "out of memory");
+    if (store_new_block(s, r->tenant, &r->out[r->nout], full, sizeof full, err)) return -1;
+    return (*w = block_writer_new(full, s->cfg.zstd_level, err)) ? 1 : -1;
+}
+
+/* Commits the output block being written and records it. 1 or -1. */
+static int close_output(run_t *r, block_writer_t **w, hr_err_t *err) {
+    block_summary_t sum;
+    int rc = block_writer_commit(*w, &sum, NULL, err);
+    block_writer_free(*w);
+    *w = NULL;
+    if (rc) return -1;
+    block_meta_t *m = &r->out[r->nout++];
+    m->min_time = sum.min_time, m->max_time = sum.max_time;
+    m->profiles = (int64_t)sum.profiles, m->samples = (int64_t)sum.samples;
+    m->bytes = (int64_t)sum.bytes;
+    return 1;
+}
+
+/* Writes the run merged, one key (service) at a time, starting a new block once one
+ * reaches --compact-max-bytes: a day of a fleet becomes a few blocks, each holding
+ * whole days of some services, so a query for one service reads one partition, and
+ * one symbol table, per day. 1, 0, -1 as merge_key. */
+static int compact_streamed(store_t *s, run_t *r, hr_err_t *err) {
     size_t nkeys = 0;
     const char **keys = run_keys(r, &nkeys);
-    block_writer_t *w = keys ? block_writer_new(full, s->cfg.zstd_level, err) : NULL;
-    int rc = w ? 1 : keys ? -1 : hr_fail(err, HR_ENOMEM, "out of memory");
-    for (size_t k = 0; k < nkeys && rc == 1; k++) rc = merge_key(s, r, keys[k], w, err);
-    block_summary_t sum;
-    if (rc == 1 && block_writer_commit(w, &sum, NULL, err)) rc = -1;
+    int rc = keys ? 1 : hr_fail(err, HR_ENOMEM, "out of memory");
+    block_writer_t *w = NULL;
+    for (size_t k = 0; k < nkeys && rc == 1; k++) {
+        if (!w) rc = open_output(s, r, &w, err);
+        if (rc == 1) rc = merge_key(s, r, keys[k], w, err);
+        if (rc == 1 && (k + 1 == nkeys || block_writer_bytes(w) >= s->cfg.compact_max_bytes))
+            rc = close_output(r, &w, err);
+    }
     block_writer_free(w);
     free(keys);
-    if (rc == 1) {
-        meta->min_time = sum.min_time, meta->max_time = sum.max_time;
-        meta->profiles = (int64_t)sum.profiles, meta->samples = (int64_t)sum.samples;
-        meta->bytes = (int64_t)sum.bytes;
-    }
     return rc;
 }
 
-/* A run with a version-1 block (one partition of everything) is merged whole. */
-static int compact_whole(store_t *s, run_t *r, block_meta_t *meta, hr_err_t *err) {
+/* A run with a version-1 block (one partition of everything) is merged whole, into
+ * one block (its run was planned under --compact-max-bytes). */
+static int compact_whole(store_t *s, run_t *r, hr_err_t *err) {
     size_t room = 0;
     for (size_t i = 0; i < r->n; i++) room += r->ix[i]->nparts;
     segment_t *m;
     int rc = merge_inputs(s, r, NULL, room, &m, err);
-    if (rc == 1 && store_write_block(s, r->tenant, m, meta, err)) rc = -1;
+    if (rc == 1 && VEC_RESERVE(r->out, r->out_cap, 1)) rc = hr_fail(err, HR_ENOMEM, "out of memory");
+    if (rc == 1 && store_write_block(s, r->tenant, m, &r->out[0], err)) rc = -1;
+    if (rc == 1) r->nout = 1;
     segment_free(m);
     return rc;
 }
 
-/* Merges the run and writes the result; meta is filled. 1, 0 (an input turned out
- * unreadable: nothing written), -1 with err. */
-static int compact_run(store_t *s, run_t *r, block_meta_t *meta, hr_err_t *err) {
-    return r->legacy ? compact_whole(s, r, meta, err) : compact_streamed(s, r, meta, err);
+/* Merges the run and writes the result into r->out. 1, 0 (an input turned out
+ * unreadable), -1 with err; on 0 or -1 the caller discards what was written. */
+static int compact_run(store_t *s, run_t *r, hr_err_t *err) {
+    return r->legacy ? compact_whole(s, r, err) : compact_streamed(s, r, err);
 }
 
-/* Replaces the run's blocks by the merged one in memory. data and cache_mu held. */
+/* Removes the run's output files (a run that failed, or lost the catalog swap). */
+static void discard_outputs(store_t *s, run_t *r) {
+    for (size_t i = 0; i < r->nout; i++) {
+        char full[4096];
+        snprintf(full, sizeof full, "%s/%s", s->dir, r->out[i].path);
+        unlink(full);
+    }
+    r->nout = 0;
+}
+
+/* Replaces the run's blocks by the merged ones in memory (the array has room for
+ * them). data and cache_mu held. */
 static int swap_in_locked(store_t *s, run_t *r, const block_t *merged, char (*paths)[4096]) {
     size_t k = 0, np = 0;
     for (size_t i = 0; i < s->nblocks; i++) {
@@ -273,8 +316,8 @@ static int swap_in_locked(store_t *s, run_t *r, const block_t *merged, char (*pa
         bcache_drop_locked(s, b);
         snprintf(paths[np++], sizeof *paths, "%s/%s", s->dir, b->meta.path);
     }
-    s->nblocks = k; /* n blocks out, one in: the array has room */
-    s->blocks[s->nblocks++] = *merged;
+    s->nblocks = k;
+    for (size_t i = 0; i < r->nout; i++) s->blocks[s->nblocks++] = merged[i];
     return (int)np;
 }
 
@@ -283,6 +326,16 @@ static void run_free(run_t *r) {
     free(r->ids);
     free(r->files);
     free(r->ix);
+    free(r->out);
+}
+
+/* Makes room in s->blocks for the run's outputs (before the catalog swap, after
+ * which nothing may fail). 1 or -1. */
+static int reserve_outputs(store_t *s, const run_t *r, hr_err_t *err) {
+    pthread_rwlock_wrlock(&s->data); /* the array may move */
+    int rc = VEC_RESERVE(s->blocks, s->blocks_cap, s->nblocks + r->nout);
+    pthread_rwlock_unlock(&s->data);
+    return rc ? hr_fail(err, HR_ENOMEM, "out of memory") : 1;
 }
 
 int store_compact(store_t *s, hr_err_t *err) {
@@ -291,31 +344,32 @@ int store_compact(store_t *s, hr_err_t *err) {
     run_t r = {0};
     pthread_mutex_lock(&s->compact);
     pthread_rwlock_rdlock(&s->data);
+    pthread_mutex_lock(&s->cache_mu);
     int rc = plan_run(s, &r);
+    pthread_mutex_unlock(&s->cache_mu);
     if (rc < 0) hr_fail(err, HR_ENOMEM, "out of memory planning compaction");
     if (rc == 1) rc = prepare_run(s, &r, err);
     pthread_rwlock_unlock(&s->data);
-    block_t merged = {0};
-    block_meta_t meta;
     /* Allocated before the catalog swaps the run out: after that nothing may fail. */
     char(*paths)[4096] = rc == 1 ? malloc(r.n * sizeof *paths) : NULL;
     if (rc == 1 && !paths) rc = hr_fail(err, HR_ENOMEM, "out of memory");
-    if (rc == 1) rc = compact_run(s, &r, &meta, err);
-    if (rc == 1 && index_replace_blocks(s->index, &meta, r.ids, r.n, err)) {
-        char full[4096];
-        snprintf(full, sizeof full, "%s/%s", s->dir, meta.path);
-        unlink(full);
-        rc = -1;
-    }
-    if (rc == 1) {
-        merged.meta = meta;
-        bcache_attach(s, &merged, NULL); /* its footer, outside the locks; a scan retries a passing failure */
+    if (rc == 1) rc = compact_run(s, &r, err);
+    block_t *merged = rc == 1 ? calloc(r.nout + 1, sizeof *merged) : NULL;
+    if (rc == 1 && !merged) rc = hr_fail(err, HR_ENOMEM, "out of memory");
+    if (rc == 1) rc = reserve_outputs(s, &r, err);
+    if (rc == 1 && index_replace_blocks(s->index, r.out, r.nout, r.ids, r.n, err)) rc = -1;
+    if (rc != 1) discard_outputs(s, &r);
+    int64_t bytes = 0, profiles = 0;
+    for (size_t i = 0; i < r.nout; i++) { /* footers outside the locks; a scan retries a passing failure */
+        merged[i].meta = r.out[i];
+        bcache_attach(s, &merged[i], NULL);
+        bytes += r.out[i].bytes, profiles += r.out[i].profiles;
     }
     int np = 0;
     pthread_rwlock_wrlock(&s->data);
     pthread_mutex_lock(&s->cache_mu);
     if (rc == 1) {
-        np = swap_in_locked(s, &r, &merged, paths);
+        np = swap_in_locked(s, &r, merged, paths);
         s->compactions++; /* under data: store_stats reads them under it */
         s->compacted_blocks += r.n;
     }
@@ -324,10 +378,11 @@ int store_compact(store_t *s, hr_err_t *err) {
     pthread_rwlock_unlock(&s->data);
     for (int i = 0; i < np; i++) unlink(paths[i]); /* after the catalog: crash-safe */
     free(paths);
+    free(merged);
     if (rc == 1) {
         log_info("compaction.done",
-                 "tenant=%s blocks_in=%zu bytes_in=%lld bytes_out=%lld profiles=%lld duration_ms=%.1f", meta.tenant,
-                 r.n, (long long)r.bytes, (long long)meta.bytes, (long long)meta.profiles,
+                 "tenant=%s blocks_in=%zu bytes_in=%lld blocks_out=%zu bytes_out=%lld profiles=%lld duration_ms=%.1f",
+                 r.tenant, r.n, (long long)r.bytes, r.nout, (long long)bytes, (long long)profiles,
                  (double)(store_now_ns() - t0) / 1e6);
     }
     pthread_mutex_unlock(&s->compact);

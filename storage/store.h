@@ -70,13 +70,15 @@ int store_maybe_cut(store_t *s, hr_err_t *err);
 int store_apply_retention(store_t *s, int64_t now_ns, hr_err_t *err);
 
 /* Compaction: finds the first run of compact_min_blocks or more time-adjacent blocks
- * of one tenant within one UTC day, each under compact_max_bytes / 2 and together
- * at most compact_max_bytes, merges them into one block (compact.h) and swaps it in: file
- * written and synced first, then one catalog transaction (new in, old out), then
- * the in-memory list under the data lock, then the old files unlinked. A crash at
- * any point leaves either the old blocks or the new one in the catalog, and the
- * other side as orphan files that store_open removes. Queries scan either the old
- * blocks or the new one, never both or neither. Ingest and cuts keep running
+ * of one tenant within one UTC day, each under compact_max_bytes / 2, merges them a
+ * partition key (service) at a time (compact.h) into blocks of about
+ * compact_max_bytes each (a block is closed once it reaches that size; a run with a
+ * version-1 block is capped at compact_max_bytes of input and written as one block),
+ * and swaps them in: files written and synced first, then one catalog transaction
+ * (new in, old out), then the in-memory list under the data lock, then the old files
+ * unlinked. A crash at any point leaves either the old blocks or the new ones in the
+ * catalog, and the other side as orphan files that store_open removes. Queries scan
+ * either the old blocks or the new ones, never both or neither. Ingest and cuts keep running
  * meanwhile. Returns 1 if it compacted a run, 0 if none was due, -1 on error. */
 int store_compact(store_t *s, hr_err_t *err);
 

@@ -142,3 +142,42 @@ def the_block_cache_keeps_its_budget_and_evicts_the_least_recently_used():
             ask(srv, k)
         assert metric(srv, "hearth_block_partition_loads_total") == 3
         assert metric(srv, "hearth_block_partitions_cached") == 0
+
+
+@test
+def compaction_writes_whole_services_into_blocks_of_the_size_cap():
+    body = open(os.path.join(ARGS.testdata, "pprof", "go-runtime-cpu-00.pb.gz"), "rb").read()
+    data = os.path.join(ARGS.tmp, "split-store")
+    svcs = [f"svc{k}" for k in range(6)]
+
+    def answers(srv):
+        out = {}
+        for k in svcs:
+            top = query(srv, CPU + '{service_name="%s"}' % k, limit=5)
+            out[k] = (top["total"], top["profiles"], [(f["name"], f["self"], f["total"]) for f in top["functions"]])
+        return out
+
+    with Server(data_dir=data, extra=["--compact-min-blocks", "0"]) as srv:  # six blocks, one service each
+        for k, svc in enumerate(svcs):
+            assert srv.ingest(body, name=svc, format="pprof", **{"from": T0 + k * 10})[0] == 200
+            assert srv.request("POST", "/api/v1/admin/flush")[0] == 200
+            if k == 0:
+                one = metric(srv, "hearth_block_bytes")
+        assert metric(srv, "hearth_blocks") == 6
+        before = answers(srv)
+    assert before["svc3"][0] == cpu_each(0)
+    cap = int(one * 2.5)  # each block is small (under cap / 2); three services fill a merged block
+    with Server(data_dir=data, extra=["--compact-min-blocks", "6", "--compact-max-bytes", str(cap)]) as srv:
+        srv.request("POST", "/api/v1/admin/compact")
+        assert metric(srv, "hearth_blocks") == 2 and metric(srv, "hearth_compacted_blocks_total") == 6
+        assert answers(srv) == before
+        log = open(os.path.join(srv.log_dir, "server.log")).read()
+        assert "blocks_in=6 " in log and "blocks_out=2 " in log, log[-2000:]
+    with Server(data_dir=data) as srv:  # the split blocks read back after a restart
+        # Each service lives in one block: its flame graph decodes one partition.
+        assert query(srv, CPU + '{service_name="svc4"}', limit=5)["total"] == before["svc4"][0]
+        assert metric(srv, "hearth_block_partition_loads_total") == 1
+        assert answers(srv) == before
+        assert metric(srv, "hearth_blocks") == 2
+    r = cli("check", data)
+    assert r.returncode == 0, r.stdout + r.stderr
