@@ -21,6 +21,7 @@
 #include "common/ptype.h"
 #include "query/callsite.h"
 #include "query/selector.h"
+#include "query/stackfilter.h"
 #include "storage/store.h"
 
 /* One stored profile: its series and time (as /api/v1/profiles lists them). */
@@ -58,6 +59,8 @@ typedef struct {
     int average_timeline;        /* each timeline point is the mean of the profiles in its
                                   * step, whatever the type (Grafana's aggregation AVERAGE),
                                   * instead of the type's own rule */
+    const stackfilter_t *filter; /* NULL: every sample; else pprof's focus/ignore/hide
+                                  * (stackfilter.h), in the stacks, totals and timeline */
 } merge_query_t;
 
 typedef struct {

@@ -97,6 +97,37 @@ async function singleView(page) {
   await page.click('#mode');
 }
 
+// pprof's -focus/-hide as the filter bar: the graph, the table and the URL follow them.
+async function stackFilters(page) {
+  await page.goto(`${BASE}/?${q({ query: E.query })}`);
+  await waitGraph(page);
+  await page.fill('#focus', E.filter.focus);
+  await page.press('#focus', 'Enter');
+  await page.fill('#hide', E.filter.hide);
+  await page.press('#hide', 'Enter');
+  await page.waitForFunction((t) => Number(document.querySelector('.flame-canvas').dataset.total) === t, E.filter.total,
+    { timeout: 20000 });
+  const url = new URL(page.url()).searchParams;
+  check(url.get('focus') === E.filter.focus && url.get('hide') === E.filter.hide, 'filters are in the URL');
+  await page.waitForFunction((n) => {
+    const td = document.querySelector('.top-table tbody tr:first-child td');
+    return td && td.textContent === n;
+  }, E.filter.top, { timeout: 20000 });
+  const names = await page.$$eval('.top-table tbody tr td:first-child', (tds) => tds.map((t) => t.textContent));
+  check(names.every((n) => E.filter.names.includes(n)) && !names.some((n) => n.startsWith('runtime.')),
+    `table shows only the filtered functions (${names.length})`);
+  await page.screenshot({ path: path.join(OUT, 'filters.png') });
+  await page.reload();
+  await waitGraph(page);
+  check((await page.inputValue('#focus')) === E.filter.focus, 'focus survives a reload from the URL');
+  await page.fill('#focus', '');
+  await page.press('#focus', 'Enter');
+  await page.fill('#hide', '');
+  await page.press('#hide', 'Enter');
+  await page.waitForFunction((t) => Number(document.querySelector('.flame-canvas').dataset.total) === t, E.total,
+    { timeout: 20000 });
+}
+
 async function autocomplete(page) {
   await page.fill('#selector', '');
   await page.click('#selector');
@@ -218,7 +249,7 @@ try {
   const page = await ctx.newPage();
   page.on('pageerror', (e) => errors.push(e.message));
   page.on('console', (m) => { if (m.type() === 'error' && !m.text().includes('status of 4')) errors.push(m.text()); });
-  for (const step of [singleView, autocomplete, chartDrag, diffView, profilesView, embed, states]) {
+  for (const step of [singleView, stackFilters, autocomplete, chartDrag, diffView, profilesView, embed, states]) {
     await step(page);
     check(errors.length === 0, `${step.name}: no page errors (${errors.join('; ')})`);
   }

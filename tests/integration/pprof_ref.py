@@ -61,10 +61,10 @@ def unlocated_totals(path, ntypes):
     return sums
 
 
-def pprof_top(path, sample_index, unit):
-    """{function: (flat, cum)} from `go tool pprof -top`, with raw integer values."""
+def pprof_top(path, sample_index, unit, *extra):
+    """{function: (flat, cum)} from `go tool pprof -top [extra]`, with raw integer values."""
     args = ["go", "tool", "pprof", "-top", "-nodecount=100000", "-nodefraction=0", "-edgefraction=0",
-            f"-sample_index={sample_index}"]
+            f"-sample_index={sample_index}", *extra]
     if unit in ("nanoseconds", "bytes"):
         args.append("-unit=" + ("ns" if unit == "nanoseconds" else "B"))
     out = subprocess.run(args + [path], capture_output=True, text=True, check=True).stdout

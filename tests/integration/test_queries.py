@@ -440,3 +440,41 @@ def negative_limits_are_refused_everywhere():
             st, body = srv.get(path, query=sel, limit="-5", **extra, **span)
             assert st == 400 and b"limit" in body, (path, st, body)
         assert len(srv.get_json("/api/v1/query", query=sel, format="top", limit="3", **span)["functions"]) == 3
+
+
+@test
+def focus_ignore_and_hide_match_go_tool_pprof():
+    """pprof's -focus/-ignore/-hide as query parameters: every function's flat and cum, and
+    the total, equal `go tool pprof -top` with the same flags on the same files."""
+    files = [os.path.join(ARGS.testdata, "pprof", f"go-runtime-cpu-0{i}.pb.gz") for i in range(3)]
+    cases = [
+        {"focus": "sort\\."},
+        {"ignore": "runtime\\."},
+        {"hide": "runtime\\.|^sort\\.StringSlice"},
+        {"focus": "json", "ignore": "Unmarshal|reflect"},
+        {"focus": "encoding/json", "hide": "json\\.\\(\\*decodeState\\)"},
+        {"focus": "sha256\\.go"},  # a file name, not a function
+        {"focus": "no-such-function"},
+    ]
+    with Server() as srv:
+        for i, f in enumerate(files):
+            assert srv.ingest(open(f, "rb").read(), name="svc", format="pprof", **{"from": T0 + i * 10})[0] == 200
+        merged = os.path.join(srv.data_dir, "ref.pb.gz")
+        subprocess.run(["go", "tool", "pprof", "-proto", "-output", merged] + files, check=True, capture_output=True)
+        sel = CPU + '{service_name="svc"}'
+        full = {f["name"]: (f["self"], f["total"]) for f in query(srv, sel, fmt="top")["functions"]}
+        for case in cases:
+            flags = [f"-{k}={v}" for k, v in case.items()]
+            want = pprof_top(merged, 1, "nanoseconds", *flags)
+            got = query(srv, sel, fmt="top", **case)
+            funcs = {f["name"]: (f["self"], f["total"]) for f in got["functions"]}
+            assert funcs == want, (case, sorted(set(funcs.items()) ^ set(want.items()))[:6])
+            assert funcs != full, case  # each case filters something
+            assert got["total"] == sum(flat for flat, _ in want.values()), case
+            # The time series agrees with the flame graph's total.
+            ts = srv.get_json("/api/v1/timeseries", query=sel, step="10s", **case,
+                              **{"from": T0 - 10, "until": T0 + 100})
+            assert sum(p["value"] for p in ts["points"]) == got["total"], case
+        assert query(srv, sel, fmt="top", focus="no-such-function")["total"] == 0
+        st, body = srv.get("/api/v1/query", query=sel, format="top", focus="a(", **{"from": T0 - 10, "until": T0 + 100})
+        assert st == 400 and b"focus" in body, body

@@ -65,6 +65,7 @@ def web_ui_in_headless_chromium():
         left = get_json("/api/v1/query", query=sel, format="top", **{"from": T0 - 10, "until": T0 + 25})
         right = get_json("/api/v1/query", query=sel, format="top", **{"from": T0 + 26, "until": T0 + 60})
         profiles = get_json("/api/v1/profiles", query=sel, **span)["profiles"]
+        focused = get_json("/api/v1/query", query=sel, format="top", focus="sort\\.", hide="^runtime\\.", **span)
         expect = {
             "tenant": tenant, "query": sel, "from": span["from"], "until": span["until"],
             "total": total, "totalText": js_value(total, "nanoseconds"),
@@ -76,6 +77,8 @@ def web_ui_in_headless_chromium():
             "diff": {"leftFrom": T0 - 10, "leftUntil": T0 + 25, "rightFrom": T0 + 26, "rightUntil": T0 + 60,
                      "left": left["total"], "right": right["total"], "leftText": js_value(left["total"], "nanoseconds")},
             "profiles": {"count": len(profiles), "firstTotal": profiles[0]["total"]},
+            "filter": {"focus": "sort\\.", "hide": "^runtime\\.", "total": focused["total"],
+                       "top": focused["functions"][0]["name"], "names": [f["name"] for f in focused["functions"]]},
         }
         out = os.path.join(here, "..", "out", "browser")  # kept: tests/out/ is not committed
         exp = os.path.join(ARGS.tmp, "browser-expect.json")

@@ -272,6 +272,29 @@ static int op_merge_cpu(subject_t *x, hr_err_t *err) {
     return merge_type(x, "process_cpu:cpu:nanoseconds:cpu:nanoseconds", err);
 }
 
+/* pprof's focus/ignore/hide: a keep mask per segment, then the frames rewritten. */
+static int op_merge_filtered(subject_t *x, hr_err_t *err) {
+    selector_t sel;
+    if (selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds", &sel, err)) return selector_destroy(&sel), -1;
+    hr_regex_t *focus = hr_regex_compile("main|runtime", err), *ignore = NULL, *hide = NULL;
+    if (focus) ignore = hr_regex_compile("no such function", err);
+    if (ignore) hide = hr_regex_compile("^runtime\\.", err);
+    stackfilter_t f = {focus, ignore, hide};
+    merge_query_t q = {.tenant = "anonymous",
+                       .sel = &sel,
+                       .from = T0 * S,
+                       .until = (T0 + 3600) * S,
+                       .step = 30 * S,
+                       .want_stacks = 1,
+                       .filter = &f};
+    int rc = hide ? merge_run(x->s, &q, &x->m, err) : -1;
+    hr_regex_free(focus);
+    hr_regex_free(ignore);
+    hr_regex_free(hide);
+    selector_destroy(&sel);
+    return rc;
+}
+
 /* A gauge: averaged per series, so the merge counts profiles first. */
 static int op_merge_heap(subject_t *x, hr_err_t *err) {
     return merge_type(x, "memory:inuse_space:bytes:space:bytes", err);
@@ -318,6 +341,7 @@ static const path_t PATHS[] = {
     {"catalog", 0, build_blocks_and_head, op_catalog, answer_out},
     {"merge cpu", 0, build_blocks_and_head, op_merge_cpu, answer_merge},
     {"merge heap (gauge)", 0, build_blocks_and_head, op_merge_heap, answer_merge},
+    {"merge cpu focus/ignore/hide", 0, build_blocks_and_head, op_merge_filtered, answer_merge},
     {"render flamegraph", 0, build_for_render, op_flamegraph, answer_out},
     {"render pprof", 0, build_for_render, op_pprof, answer_out},
     {"render top", 0, build_for_render, op_top, answer_out},

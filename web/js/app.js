@@ -18,7 +18,9 @@ const PRESETS = [['5m', 'Last 5 minutes'], ['15m', 'Last 15 minutes'], ['1h', 'L
 
 const URL_KEYS = { query: 'query', from: 'from', until: 'until', view: 'view', show: 'show', mode: 'mode',
   search: 'search', profile: 'profile', tenant: 'tenant', theme: 'theme', rightQuery: 'right_query',
-  leftFrom: 'left_from', leftUntil: 'left_until', rightFrom: 'right_from', rightUntil: 'right_until', cmp: 'cmp' };
+  leftFrom: 'left_from', leftUntil: 'left_until', rightFrom: 'right_from', rightUntil: 'right_until', cmp: 'cmp',
+  focus: 'focus', ignore: 'ignore', hide: 'hide' };
+const FILTERS = ['focus', 'ignore', 'hide']; // pprof's stack filters, sent with every merge
 // Values equal to these are left out of the URL, to keep links short.
 const DEFAULTS = { from: 'now-1h', until: 'now', view: EMBED ? 'flamegraph' : 'single', show: 'both', mode: 'icicle',
   leftFrom: 'now-2h', leftUntil: 'now-1h', rightFrom: 'now-1h', rightUntil: 'now', cmp: 'relative' };
@@ -139,6 +141,17 @@ class App {
       rightQuery: $('right-query').value.trim() }));
     $('download').addEventListener('click', (e) => { e.preventDefault(); this.downloadPprof(); });
     $('single-back').addEventListener('click', () => this.set({ profile: '' }));
+    for (const k of FILTERS) {
+      $(k).addEventListener('keydown', (e) => { if (e.key === 'Enter') this.set({ [k]: $(k).value.trim() }); });
+      $(k).addEventListener('change', () => this.set({ [k]: $(k).value.trim() }));
+    }
+  }
+
+  // The stack filters of the current state, as API parameters.
+  filters() {
+    const f = {};
+    for (const k of FILTERS) if (this.state[k]) f[k] = this.state[k];
+    return f;
   }
 
   selector() { return $('selector').value.trim(); }
@@ -174,6 +187,7 @@ class App {
     $('left-from').value = s.leftFrom; $('left-until').value = s.leftUntil;
     $('right-from').value = s.rightFrom; $('right-until').value = s.rightUntil;
     $('right-query').value = s.rightQuery;
+    for (const k of FILTERS) if (document.activeElement !== $(k)) $(k).value = s[k];
   }
 
   // ---- label autocomplete: names after `{` or `,`, values inside quotes ----
@@ -288,7 +302,7 @@ class App {
   range() { return { from: resolveTime(this.state.from), until: resolveTime(this.state.until) }; }
 
   async loadChart(query, from, until, bands) {
-    const ts = await this.api.timeseries(query, from, until);
+    const ts = await this.api.timeseries(query, from, until, this.filters());
     return () => {
       this.chart.setData(ts.points, sampleUnit(ts.profileType), { from: resolveTime(from), until: resolveTime(until) });
       this.chart.setBands(bands || []);
@@ -300,8 +314,8 @@ class App {
     const needGraph = !EMBED || s.view === 'flamegraph', needTable = !EMBED || s.view === 'table';
     const needChart = !EMBED || s.view === 'timeseries';
     const [fb, top, drawChart] = await Promise.all([
-      needGraph ? this.api.flamegraph(s.query, s.from, s.until, s.profile) : null,
-      needTable ? this.api.top(s.query, s.from, s.until, s.profile) : null,
+      needGraph ? this.api.flamegraph(s.query, s.from, s.until, s.profile, this.filters()) : null,
+      needTable ? this.api.top(s.query, s.from, s.until, s.profile, this.filters()) : null,
       needChart ? this.loadChart(s.query, s.from, s.until) : null]);
     if (seq !== this.loadSeq) return;
     if (drawChart) drawChart();
@@ -326,7 +340,7 @@ class App {
     const from = String(Math.min(lf, rf)), until = String(Math.max(lu, ru));
     const [doc, drawChart] = await Promise.all([
       this.api.diff({ left_query: s.query, right_query: rq, left_from: s.leftFrom, left_until: s.leftUntil,
-                      right_from: s.rightFrom, right_until: s.rightUntil }),
+                      right_from: s.rightFrom, right_until: s.rightUntil, ...this.filters() }),
       this.loadChart(s.query, from, until, [{ from: lf, until: lu, color: 'rgba(60,120,230,0.18)' },
                                             { from: rf, until: ru, color: 'rgba(230,120,40,0.22)' }])]);
     if (seq !== this.loadSeq) return;
@@ -376,7 +390,8 @@ class App {
   async downloadPprof(profile) {
     const s = this.state;
     try {
-      const resp = await fetch(this.api.pprofUrl(s.query, s.from, s.until, profile || s.profile), { headers: this.api.headers() });
+      const resp = await fetch(this.api.pprofUrl(s.query, s.from, s.until, profile || s.profile, this.filters()),
+                               { headers: this.api.headers() });
       if (!resp.ok) throw new ApiError((await resp.json().catch(() => ({}))).error || `HTTP ${resp.status}`, resp.status);
       const a = document.createElement('a');
       a.href = URL.createObjectURL(await resp.blob());
