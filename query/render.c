@@ -41,6 +41,13 @@ static int diff(const render_input_t *in, buf_t *out, hr_err_t *err) {
     return render_diff(in->tree, in->args->m, in->right_tree, in->args->max_nodes, out);
 }
 
+static int lines(const render_input_t *in, buf_t *out, hr_err_t *err) {
+    const char *f = in->args->function;
+    if (!f || !*f)
+        return hr_fail(err, HR_EINVAL, "format=lines needs `function`, a function name as the top table shows it");
+    return render_lines(in->args->m, f, out);
+}
+
 static int timeseries(const render_input_t *in, buf_t *out, hr_err_t *err) {
     (void)err;
     render_timeseries(in->args->m, out);
@@ -55,6 +62,7 @@ static const renderer_t RENDERERS[] = {
     {"dataframe", NULL, RENDER_MERGE, RENDER_STACKS | RENDER_TREE, JSON, NULL, dataframe},
     {"pprof", NULL, RENDER_MERGE, RENDER_STACKS, "application/octet-stream", "attachment; filename=\"profile.pb.gz\"",
      pprof},
+    {"lines", NULL, RENDER_MERGE, RENDER_STACKS, JSON, NULL, lines},
     {"diff", NULL, RENDER_DIFF, RENDER_STACKS | RENDER_TREE, JSON, NULL, diff},
     {"timeseries", NULL, RENDER_TOTALS, RENDER_TIMELINE, JSON, NULL, timeseries},
 };

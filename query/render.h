@@ -9,6 +9,7 @@
  *   dataframe:  the nested-set table Grafana's flame graph panel reads
  *   diff:       the "double" flamebearer of two merges
  *   pprof:      a gzipped profile.proto that go tool pprof opens
+ *   lines:      one function's self and total by source line (pprof -list's numbers)
  *   timeseries: totals per step
  *
  * The handlers reach them through one table (render.c): a row names the format,
@@ -48,6 +49,7 @@ typedef struct {
     merge_result_t *right; /* RENDER_DIFF only: the right side */
     size_t max_nodes;      /* flame graphs: 0 = no trimming */
     size_t limit;          /* top: rows, 0 = all */
+    const char *function;  /* lines: the function (a frame name); NULL for the others */
 } render_args_t;
 
 /* What a renderer reads: the caller's arguments and, when its row needs
@@ -114,6 +116,9 @@ int render_dataframe(const tree_t *t, const merge_result_t *r, buf_t *out);
 /* time_nanos and duration_nanos are the span of the merged profiles (r->first_ns,
  * r->end_ns), 0 for an empty merge. */
 int render_pprof(const merge_result_t *r, buf_t *out, hr_err_t *err);
+/* One function's rows by (file, line): {"function","lines":[{"file","line","self","total"}],
+ * "self","total","unit"}; an unknown function has no rows. 0 or -1 (OOM). */
+int render_lines(const merge_result_t *r, const char *function, buf_t *out);
 /* The same profile.proto, not gzipped (Connect's SelectMergeProfile reply). */
 int render_pprof_raw(const merge_result_t *r, buf_t *out, hr_err_t *err);
 void render_timeseries(const merge_result_t *r, buf_t *out);

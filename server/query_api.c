@@ -149,7 +149,7 @@ static void run_merge(app_t *a, http_req_t *req, http_resp_t *resp, const select
     if (parse_filter(req, &fa, resp)) return filter_destroy(&fa);
     merge_query_t q = merge_for(rd, a, req, sel, r, auto_step(r), only, &fa);
     merge_result_t m;
-    render_args_t args = {&m, NULL, (size_t)max_nodes, limit > 0 ? (size_t)limit : 0};
+    render_args_t args = {&m, NULL, (size_t)max_nodes, limit > 0 ? (size_t)limit : 0, http_arg(req, "function")};
     hr_err_t err = {0};
     buf_t out;
     buf_init(&out);
@@ -233,7 +233,7 @@ static void run_diff(app_t *a, http_req_t *req, http_resp_t *resp, const side_ke
         http_error(resp, 400, "`max_nodes` must be a non-negative integer");
     } else if (parse_filter(req, &fa, resp) == 0 && run_side(a, req, resp, rd, lk, shared_query, &fa, &l) == 0 &&
                run_side(a, req, resp, rd, rk, lq, &fa, &r) == 0) {
-        render_args_t args = {&l.m, &r.m, (size_t)max_nodes, 0};
+        render_args_t args = {&l.m, &r.m, (size_t)max_nodes, 0, NULL};
         hr_err_t err = {0};
         buf_t out;
         buf_init(&out);
@@ -302,7 +302,7 @@ void api_timeseries(app_t *a, http_req_t *req, http_resp_t *resp) {
     }
     merge_query_t q = merge_for(rd, a, req, &sel, &r, step, NULL, &fa);
     merge_result_t m;
-    render_args_t args = {&m, NULL, 0, 0};
+    render_args_t args = {&m, NULL, 0, 0, NULL};
     hr_err_t err = {0};
     buf_t out;
     buf_init(&out);

@@ -478,3 +478,36 @@ def focus_ignore_and_hide_match_go_tool_pprof():
         assert query(srv, sel, fmt="top", focus="no-such-function")["total"] == 0
         st, body = srv.get("/api/v1/query", query=sel, format="top", focus="a(", **{"from": T0 - 10, "until": T0 + 100})
         assert st == 400 and b"focus" in body, body
+
+
+@test
+def lines_of_a_function_match_go_tool_pprof_lines():
+    """format=lines: a function's flat and cum by source line equal `go tool pprof -lines -top`'s
+    rows of that function; its self and total equal -top's flat and cum."""
+    files = [os.path.join(ARGS.testdata, "pprof", f"go-runtime-cpu-0{i}.pb.gz") for i in range(3)]
+    with Server() as srv:
+        for i, f in enumerate(files):
+            assert srv.ingest(open(f, "rb").read(), name="svc", format="pprof", **{"from": T0 + i * 10})[0] == 200
+        merged = os.path.join(srv.data_dir, "ref.pb.gz")
+        subprocess.run(["go", "tool", "pprof", "-proto", "-output", merged] + files, check=True, capture_output=True)
+        by_line = pprof_top(merged, 1, "nanoseconds", "-lines")
+        by_func = pprof_top(merged, 1, "nanoseconds")
+        sel = CPU + '{service_name="svc"}'
+        for fn in ("sort.partition", "crypto/sha256.block", "main.sortWords", "runtime.mallocgc"):
+            got = query(srv, sel, fmt="lines", function=fn)
+            want = {}
+            for name, (flat, cum) in by_line.items():
+                func, _, where = name.rpartition(" ")
+                if func == fn:
+                    want[where] = (flat, cum)
+            rows = {f'{r["file"]}:{r["line"]}': (r["self"], r["total"]) for r in got["lines"]}
+            assert rows == want, (fn, sorted(set(rows.items()) ^ set(want.items()))[:6])
+            assert len(rows) > 1, fn  # a function of several lines
+            assert (got["self"], got["total"]) == by_func[fn], (fn, got["self"], got["total"], by_func[fn])
+        assert query(srv, sel, fmt="lines", function="no.such")["lines"] == []
+        st, body = srv.get("/api/v1/query", query=sel, format="lines", **{"from": T0 - 10, "until": T0 + 100})
+        assert st == 400 and b"function" in body, body
+        # With a focus, the lines are those of the kept samples.
+        got = query(srv, sel, fmt="lines", function="runtime.mallocgc", focus="json")
+        want = pprof_top(merged, 1, "nanoseconds", "-focus=json")
+        assert (got["self"], got["total"]) == want["runtime.mallocgc"]

@@ -588,7 +588,7 @@ void test_render_table(void) {
     merge_query_t q = {.tenant = "anonymous", .sel = &cpu, .from = 0, .until = 200 * S, .want_stacks = 1};
     merge_result_t m, m2;
     CHECK(merge_run(s, &q, &m, &err) == 0);
-    render_args_t args = {&m, NULL, 0, 0};
+    render_args_t args = {&m, NULL, 0, 0, NULL};
     buf_init(&out);
     CHECK(query_render(folded, &args, &out, &err) == 0);
     buf_putc(&out, 0);
