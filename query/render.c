@@ -41,11 +41,22 @@ static int diff(const render_input_t *in, buf_t *out, hr_err_t *err) {
     return render_diff(in->tree, in->args->m, in->right_tree, in->args->max_nodes, out);
 }
 
-static int lines(const render_input_t *in, buf_t *out, hr_err_t *err) {
+/* The function a one-function view names, or NULL with err set. */
+static const char *function_arg(const render_input_t *in, const char *format, hr_err_t *err) {
     const char *f = in->args->function;
-    if (!f || !*f)
-        return hr_fail(err, HR_EINVAL, "format=lines needs `function`, a function name as the top table shows it");
-    return render_lines(in->args->m, f, out);
+    if (f && *f) return f;
+    hr_fail(err, HR_EINVAL, "format=%s needs `function`, a function name as the top table shows it", format);
+    return NULL;
+}
+
+static int lines(const render_input_t *in, buf_t *out, hr_err_t *err) {
+    const char *f = function_arg(in, "lines", err);
+    return f ? render_lines(in->args->m, f, out) : -1;
+}
+
+static int sandwich(const render_input_t *in, buf_t *out, hr_err_t *err) {
+    const char *f = function_arg(in, "sandwich", err);
+    return f ? render_sandwich(in->args->m, f, in->args->max_nodes, out, err) : -1;
 }
 
 static int timeseries(const render_input_t *in, buf_t *out, hr_err_t *err) {
@@ -63,6 +74,7 @@ static const renderer_t RENDERERS[] = {
     {"pprof", NULL, RENDER_MERGE, RENDER_STACKS, "application/octet-stream", "attachment; filename=\"profile.pb.gz\"",
      pprof},
     {"lines", NULL, RENDER_MERGE, RENDER_STACKS, JSON, NULL, lines},
+    {"sandwich", NULL, RENDER_MERGE, RENDER_STACKS, JSON, NULL, sandwich},
     {"diff", NULL, RENDER_DIFF, RENDER_STACKS | RENDER_TREE, JSON, NULL, diff},
     {"timeseries", NULL, RENDER_TOTALS, RENDER_TIMELINE, JSON, NULL, timeseries},
 };

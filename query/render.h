@@ -10,6 +10,7 @@
  *   diff:       the "double" flamebearer of two merges
  *   pprof:      a gzipped profile.proto that go tool pprof opens
  *   lines:      one function's self and total by source line (pprof -list's numbers)
+ *   sandwich:   one function's callers and callees, two flame graphs (pprof -peek's numbers)
  *   timeseries: totals per step
  *
  * The handlers reach them through one table (render.c): a row names the format,
@@ -49,7 +50,7 @@ typedef struct {
     merge_result_t *right; /* RENDER_DIFF only: the right side */
     size_t max_nodes;      /* flame graphs: 0 = no trimming */
     size_t limit;          /* top: rows, 0 = all */
-    const char *function;  /* lines: the function (a frame name); NULL for the others */
+    const char *function;  /* lines, sandwich: the function (a frame name); NULL for the others */
 } render_args_t;
 
 /* What a renderer reads: the caller's arguments and, when its row needs
@@ -119,6 +120,10 @@ int render_pprof(const merge_result_t *r, buf_t *out, hr_err_t *err);
 /* One function's rows by (file, line): {"function","lines":[{"file","line","self","total"}],
  * "self","total","unit"}; an unknown function has no rows. 0 or -1 (OOM). */
 int render_lines(const merge_result_t *r, const char *function, buf_t *out);
+/* {"function","callers":FLAMEBEARER,"callees":FLAMEBEARER}: the function's callers
+ * (rooted at it, inverted) and callees, each sample counted once per side. r's
+ * symtab gains the names it lacked. 0 or -1 (err set, or OOM). */
+int render_sandwich(merge_result_t *r, const char *function, size_t max_nodes, buf_t *out, hr_err_t *err);
 /* The same profile.proto, not gzipped (Connect's SelectMergeProfile reply). */
 int render_pprof_raw(const merge_result_t *r, buf_t *out, hr_err_t *err);
 void render_timeseries(const merge_result_t *r, buf_t *out);

@@ -14,7 +14,7 @@ import urllib.parse
 from harness import (
     ARGS, CPU, T0, Server, connect_json, connect_proto, cpu_files, push, query, read_testdata, test,
     types_of)
-from pprof_ref import pprof_raw, pprof_top
+from pprof_ref import pprof_peek, pprof_raw, pprof_top
 from protowire import pb_decode, pb_encode_field, pb_field, pb_put_varint
 
 
@@ -511,3 +511,39 @@ def lines_of_a_function_match_go_tool_pprof_lines():
         got = query(srv, sel, fmt="lines", function="runtime.mallocgc", focus="json")
         want = pprof_top(merged, 1, "nanoseconds", "-focus=json")
         assert (got["self"], got["total"]) == want["runtime.mallocgc"]
+
+
+def first_level(doc):
+    """A sandwich side: {name: total} of the function's children (level 2, under the root
+    `total` and the function itself), and the function's (total, self)."""
+    fb = doc["flamebearer"]
+    names, lv = fb["names"], fb["levels"]
+    kids = {} if len(lv) < 3 else {names[lv[2][i + 3]]: lv[2][i + 1] for i in range(0, len(lv[2]), 4)}
+    return kids, (lv[1][1], lv[1][2]) if len(lv) > 1 else (0, 0)
+
+
+@test
+def sandwich_matches_go_tool_pprof_peek():
+    """format=sandwich: the function's callers and callees one level deep equal `go tool pprof
+    -peek`, and both roots total its cum, on functions that do not recurse."""
+    files = [os.path.join(ARGS.testdata, "pprof", f"go-runtime-cpu-0{i}.pb.gz") for i in range(3)]
+    with Server() as srv:
+        for i, f in enumerate(files):
+            assert srv.ingest(open(f, "rb").read(), name="svc", format="pprof", **{"from": T0 + i * 10})[0] == 200
+        merged = os.path.join(srv.data_dir, "ref.pb.gz")
+        subprocess.run(["go", "tool", "pprof", "-proto", "-output", merged] + files, check=True, capture_output=True)
+        sel = CPU + '{service_name="svc"}'
+        for fn in ("runtime.mallocgc", "sort.partition", "crypto/sha256.block", "encoding/json.Marshal"):
+            flat, cum, callers, callees = pprof_peek(merged, fn)
+            doc = query(srv, sel, fmt="sandwich", function=fn)
+            up, (up_total, _) = first_level(doc["callers"])
+            down, (down_total, down_self) = first_level(doc["callees"])
+            assert up == callers and down == callees, (fn, up, callers, down, callees)
+            assert up_total == cum and down_total == cum and down_self == flat, (fn, up_total, down_total, cum, flat)
+            assert callers, fn
+        # Recursion counts once: sort.pdqsort calls itself, and its roots still total its cum.
+        doc = query(srv, sel, fmt="sandwich", function="sort.pdqsort")
+        top = pprof_top(merged, 1, "nanoseconds")
+        assert first_level(doc["callers"])[1][0] == top["sort.pdqsort"][1]
+        assert first_level(doc["callees"])[1][0] == top["sort.pdqsort"][1]
+        assert query(srv, sel, fmt="sandwich", function="no.such")["callers"]["flamebearer"]["numTicks"] == 0
