@@ -16,7 +16,7 @@
 
 static int flamegraph(const render_input_t *in, buf_t *out, hr_err_t *err) {
     (void)err;
-    return render_flamegraph(in->tree, in->args->m, in->args->max_nodes, out);
+    return render_flamegraph(in->tree, in->args->m, in->args->max_nodes, in->args->groups, out);
 }
 
 static int top(const render_input_t *in, buf_t *out, hr_err_t *err) {
@@ -61,7 +61,7 @@ static int sandwich(const render_input_t *in, buf_t *out, hr_err_t *err) {
 
 static int timeseries(const render_input_t *in, buf_t *out, hr_err_t *err) {
     (void)err;
-    render_timeseries(in->args->m, out);
+    render_timeseries(in->args->m, in->args->groups, out);
     return out->oom ? -1 : 0;
 }
 

@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "common/buf.h"
+#include "query/groupby.h"
 #include "query/merge.h"
 #include "query/tree.h"
 
@@ -46,11 +47,12 @@ typedef enum {
 
 /* The caller's side of a render: its merges and options. */
 typedef struct {
-    merge_result_t *m;     /* the merge; for RENDER_DIFF the left side */
-    merge_result_t *right; /* RENDER_DIFF only: the right side */
-    size_t max_nodes;      /* flame graphs: 0 = no trimming */
-    size_t limit;          /* top: rows, 0 = all */
-    const char *function;  /* lines, sandwich: the function (a frame name); NULL for the others */
+    merge_result_t *m;       /* the merge; for RENDER_DIFF the left side */
+    merge_result_t *right;   /* RENDER_DIFF only: the right side */
+    size_t max_nodes;        /* flame graphs: 0 = no trimming */
+    size_t limit;            /* top: rows, 0 = all */
+    const char *function;    /* lines, sandwich: the function (a frame name); NULL for the others */
+    const grouped_t *groups; /* flamegraph, timeseries: per-group timelines to add; NULL: none */
 } render_args_t;
 
 /* What a renderer reads: the caller's arguments and, when its row needs
@@ -106,8 +108,9 @@ typedef struct {
 int flamebearer_build(const tree_t *t, size_t max_nodes, flamebearer_t *fb);
 void flamebearer_destroy(flamebearer_t *fb);
 
-/* Writes the flamebearer document. max_nodes 0 = no trimming. */
-int render_flamegraph(const tree_t *t, const merge_result_t *r, size_t max_nodes, buf_t *out);
+/* Writes the flamebearer document. max_nodes 0 = no trimming; groups (optional) fills
+ * Pyroscope's `groups` map (first label's value -> timeline). */
+int render_flamegraph(const tree_t *t, const merge_result_t *r, size_t max_nodes, const grouped_t *groups, buf_t *out);
 /* Writes {"functions":[{"name","self","total"}...],"total":N,"unit":U,...}. */
 int render_top(const tree_t *t, const merge_result_t *r, size_t limit, buf_t *out);
 int render_folded(const tree_t *t, buf_t *out);
@@ -126,7 +129,9 @@ int render_lines(const merge_result_t *r, const char *function, buf_t *out);
 int render_sandwich(merge_result_t *r, const char *function, size_t max_nodes, buf_t *out, hr_err_t *err);
 /* The same profile.proto, not gzipped (Connect's SelectMergeProfile reply). */
 int render_pprof_raw(const merge_result_t *r, buf_t *out, hr_err_t *err);
-void render_timeseries(const merge_result_t *r, buf_t *out);
+/* {"profileType",...,"points","total","profiles"}, plus "groups" and "other" when
+ * groups is given. */
+void render_timeseries(const merge_result_t *r, const grouped_t *groups, buf_t *out);
 
 /* Pyroscope's "double" flamebearer of two merges of the same profile type (see
  * diff.c); metadata comes from lm. */

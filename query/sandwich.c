@@ -113,7 +113,7 @@ static int side_init(merge_result_t *r, const merge_result_t *src) {
 static int render_side(merge_result_t *r, size_t max_nodes, buf_t *out, hr_err_t *err) {
     tree_t t;
     if (tree_build(&t, r, err)) return -1;
-    int rc = render_flamegraph(&t, r, max_nodes, out);
+    int rc = render_flamegraph(&t, r, max_nodes, NULL, out);
     tree_destroy(&t);
     return rc;
 }

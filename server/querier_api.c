@@ -21,6 +21,7 @@
 #include "common/ptype.h"
 #include "common/timeparse.h"
 #include "query/catalog.h"
+#include "query/groupby.h"
 #include "query/merge.h"
 #include "query/render.h"
 #include "query/tree.h"
@@ -439,51 +440,6 @@ static Querier__V1__Series *series_msg(qctx_t *c, char *const *names, const char
     return s;
 }
 
-typedef struct {
-    Querier__V1__Series *s;
-    double total;
-    size_t group; /* the group's place in the catalog's order, which breaks ties */
-} ranked_t;
-
-static int by_total_desc(const void *a, const void *b) {
-    const ranked_t *x = a, *y = b;
-    if (x->total != y->total) return (x->total < y->total) - (x->total > y->total);
-    return (x->group > y->group) - (x->group < y->group);
-}
-
-/* Merges one group (the selection narrowed to its values vals[0..n_group_by)) into a
- * series. */
-static Querier__V1__Series *group_series(qctx_t *c, const Querier__V1__SelectSeriesRequest *q, const char *const *vals,
-                                         int64_t step, const callsite_t *cs, double *total) {
-    selector_t sel = {0};
-    int64_t from, until;
-    Querier__V1__Series *s = NULL;
-    if (ms_range(c, q->start, q->end, HOUR_NS, &from, &until) ||
-        request_selector(c, q->profile_typeid, q->label_selector, &sel)) {
-        selector_destroy(&sel);
-        return NULL;
-    }
-    int rc = 0;
-    for (size_t i = 0; i < q->n_group_by && !rc; i++) rc = selector_add_eq(&sel, q->group_by[i], vals[i], &c->err);
-    merge_query_t mq = {.tenant = c->tenant,
-                        .sel = &sel,
-                        .from = from,
-                        .until = until,
-                        .step = step,
-                        .deadline_ns = c->deadline_ns,
-                        .call_site = cs,
-                        .average_timeline =
-                            q->aggregation ==
-                            QUERIER__V1__TIME_SERIES_AGGREGATION_TYPE__TIME_SERIES_AGGREGATION_TYPE_AVERAGE};
-    merge_result_t m = {0};
-    if (rc == 0 && merge_run(c->a->store, &mq, &m, &c->err) == 0 &&
-        !(s = series_msg(c, q->group_by, vals, q->n_group_by, &m, total)))
-        oom(c);
-    merge_result_destroy(&m);
-    selector_destroy(&sel);
-    return s;
-}
-
 static ProtobufCMessage *select_series(qctx_t *c, const ProtobufCMessage *in) {
     const Querier__V1__SelectSeriesRequest *q = (const void *)in;
     int64_t from, until;
@@ -499,27 +455,29 @@ static ProtobufCMessage *select_series(qctx_t *c, const ProtobufCMessage *in) {
     }
     int64_t step = q->step > 0 ? (int64_t)llround(q->step * 1e9) : 0;
     if (step <= 0) step = (until - from) / 1500 > 15000000000LL ? (until - from) / 1500 : 15000000000LL;
-    catalog_query_t cq = {c->tenant, &sel, 1, from, until, c->deadline_ns};
-    catalog_groups_t g = {0};
-    int rc = catalog_groups(c->a->store, &cq, 1, q->group_by, q->n_group_by, &g, &c->err);
+    merge_query_t mq = {.tenant = c->tenant,
+                        .sel = &sel,
+                        .from = from,
+                        .until = until,
+                        .step = step,
+                        .deadline_ns = c->deadline_ns,
+                        .call_site = o.call_site,
+                        .average_timeline =
+                            q->aggregation ==
+                            QUERIER__V1__TIME_SERIES_AGGREGATION_TYPE__TIME_SERIES_AGGREGATION_TYPE_AVERAGE};
+    grouped_t g;
+    int rc = groupby_run(c->a->store, &mq, &sel, q->group_by, q->n_group_by, (size_t)q->limit, &g, &c->err);
     selector_destroy(&sel);
-    ranked_t *rk = rc ? NULL : calloc(g.n + 1, sizeof *rk);
-    Querier__V1__SelectSeriesResponse *r = arena_alloc(c->arena, sizeof *r);
-    if (rc == 0 && (!rk || !r)) rc = -1, oom(c);
+    Querier__V1__SelectSeriesResponse *r = rc ? NULL : arena_alloc(c->arena, sizeof *r);
+    if (r) querier__v1__select_series_response__init(r);
+    if (rc == 0 && (!r || !(r->series = arena_alloc(c->arena, (g.n + 1) * sizeof *r->series)))) rc = -1, oom(c);
     for (size_t i = 0; i < g.n && rc == 0; i++) {
-        rk[i].group = i;
-        if (!(rk[i].s = group_series(c, q, g.v + i * g.width, step, o.call_site, &rk[i].total))) rc = -1;
+        double total;
+        Querier__V1__Series *s = series_msg(c, q->group_by, g.v[i].vals, q->n_group_by, &g.v[i].m, &total);
+        if (!s) rc = -1, oom(c);
+        else r->series[r->n_series++] = s;
     }
-    free(g.v);
-    size_t n = g.n;
-    if (rc == 0) {
-        qsort(rk, n, sizeof *rk, by_total_desc);
-        if (q->limit > 0 && (size_t)q->limit < n) n = (size_t)q->limit;
-        querier__v1__select_series_response__init(r);
-        if (!(r->series = arena_alloc(c->arena, (n + 1) * sizeof *r->series))) rc = -1, oom(c);
-        for (size_t i = 0; i < n && rc == 0; i++) r->series[r->n_series++] = rk[i].s;
-    }
-    free(rk);
+    grouped_destroy(&g);
     return rc ? NULL : &r->base;
 }
 

@@ -547,3 +547,40 @@ def sandwich_matches_go_tool_pprof_peek():
         assert first_level(doc["callers"])[1][0] == top["sort.pdqsort"][1]
         assert first_level(doc["callees"])[1][0] == top["sort.pdqsort"][1]
         assert query(srv, sel, fmt="sandwich", function="no.such")["callers"]["flamebearer"]["numTicks"] == 0
+
+
+@test
+def group_by_splits_timelines_by_label():
+    """/api/v1/timeseries?group_by= and /pyroscope/render?groupBy=: one timeline per value, each
+    equal to the query narrowed to that value; the largest `limit` kept, the rest as other."""
+    files = [os.path.join(ARGS.testdata, "pprof", f"go-runtime-cpu-0{i}.pb.gz") for i in range(6)]
+    with Server() as srv:
+        for i, f in enumerate(files):  # pods p0..p2, two profiles each; one upload without a pod
+            name = "svc{pod=p%d}" % (i % 3) if i < 5 else "svc"
+            assert srv.ingest(open(f, "rb").read(), name=name, format="pprof", **{"from": T0 + i * 10})[0] == 200
+        sel = CPU + '{service_name="svc"}'
+        span = {"from": T0 - 10, "until": T0 + 100, "step": "10s"}
+        whole = srv.get_json("/api/v1/timeseries", query=sel, **span)
+        doc = srv.get_json("/api/v1/timeseries", query=sel, group_by="pod", **span)
+        assert doc["points"] == whole["points"] and doc["total"] == whole["total"]
+        want = {}
+        for pod in ("p0", "p1", "p2", ""):
+            one = srv.get_json("/api/v1/timeseries", query=CPU + '{service_name="svc",pod="%s"}' % pod, **span)
+            want[pod] = (one["total"], one["points"])
+        got = {g["labels"].get("pod", ""): (g["total"], g["points"]) for g in doc["groups"]}
+        assert got == want, (sorted(got), sorted(want))
+        totals = [g["total"] for g in doc["groups"]]
+        assert totals == sorted(totals, reverse=True) and sum(totals) == whole["total"]
+        assert doc["other"] is None
+        top2 = srv.get_json("/api/v1/timeseries", query=sel, group_by="pod", limit=2, **span)
+        assert [g["total"] for g in top2["groups"]] == totals[:2]
+        assert top2["other"]["groups"] == 2 and top2["other"]["total"] == sum(totals[2:])
+        assert [p["value"] for p in top2["other"]["points"]] == [
+            sum(g["points"][k]["value"] for g in doc["groups"][2:]) for k in range(len(whole["points"]))]
+        # Pyroscope's render: `groups` maps each value to its timeline.
+        r = srv.get_json("/pyroscope/render", query=sel, groupBy="pod", **{"from": T0 - 10, "until": T0 + 100})
+        assert set(r["groups"]) == {"p0", "p1", "p2", ""}
+        assert {k: sum(v["samples"]) for k, v in r["groups"].items()} == {k: v[0] for k, v in want.items()}
+        assert srv.get_json("/pyroscope/render", query=sel, **{"from": T0 - 10, "until": T0 + 100})["groups"] is None
+        st, body = srv.get("/api/v1/timeseries", query=sel, group_by="pod", limit="-1", **span)
+        assert st == 400, body

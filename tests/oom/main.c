@@ -322,7 +322,8 @@ static void build_for_render(subject_t *x) {
 }
 
 static int render_as(subject_t *x, const char *format, render_kind_t kind, hr_err_t *err) {
-    render_args_t a = {&x->base, kind == RENDER_DIFF ? &x->base : NULL, RENDER_DEFAULT_MAX_NODES, 0, NULL};
+    render_args_t a = {
+        .m = &x->base, .right = kind == RENDER_DIFF ? &x->base : NULL, .max_nodes = RENDER_DEFAULT_MAX_NODES};
     return query_render(render_find(format, kind), &a, &x->out, err);
 }
 
