@@ -442,11 +442,25 @@ def negative_limits_are_refused_everywhere():
         assert len(srv.get_json("/api/v1/query", query=sel, format="top", limit="3", **span)["functions"]) == 3
 
 
+def cpu_paths(n):
+    return [os.path.join(ARGS.testdata, "pprof", f"go-runtime-cpu-0{i}.pb.gz") for i in range(n)]
+
+
+def three_cpu_profiles(srv, files):
+    """Pushes files as service `svc`, 10 s apart; returns go tool pprof's merge of them, the
+    reference the one-function views are checked against."""
+    for i, f in enumerate(files):
+        assert srv.ingest(open(f, "rb").read(), name="svc", format="pprof", **{"from": T0 + i * 10})[0] == 200
+    merged = os.path.join(srv.data_dir, "ref.pb.gz")
+    subprocess.run(["go", "tool", "pprof", "-proto", "-output", merged] + files, check=True, capture_output=True)
+    return merged
+
+
 @test
 def focus_ignore_and_hide_match_go_tool_pprof():
     """pprof's -focus/-ignore/-hide as query parameters: every function's flat and cum, and
     the total, equal `go tool pprof -top` with the same flags on the same files."""
-    files = [os.path.join(ARGS.testdata, "pprof", f"go-runtime-cpu-0{i}.pb.gz") for i in range(3)]
+    files = cpu_paths(3)
     cases = [
         {"focus": "sort\\."},
         {"ignore": "runtime\\."},
@@ -457,10 +471,7 @@ def focus_ignore_and_hide_match_go_tool_pprof():
         {"focus": "no-such-function"},
     ]
     with Server() as srv:
-        for i, f in enumerate(files):
-            assert srv.ingest(open(f, "rb").read(), name="svc", format="pprof", **{"from": T0 + i * 10})[0] == 200
-        merged = os.path.join(srv.data_dir, "ref.pb.gz")
-        subprocess.run(["go", "tool", "pprof", "-proto", "-output", merged] + files, check=True, capture_output=True)
+        merged = three_cpu_profiles(srv, files)
         sel = CPU + '{service_name="svc"}'
         full = {f["name"]: (f["self"], f["total"]) for f in query(srv, sel, fmt="top")["functions"]}
         for case in cases:
@@ -484,12 +495,9 @@ def focus_ignore_and_hide_match_go_tool_pprof():
 def lines_of_a_function_match_go_tool_pprof_lines():
     """format=lines: a function's flat and cum by source line equal `go tool pprof -lines -top`'s
     rows of that function; its self and total equal -top's flat and cum."""
-    files = [os.path.join(ARGS.testdata, "pprof", f"go-runtime-cpu-0{i}.pb.gz") for i in range(3)]
+    files = cpu_paths(3)
     with Server() as srv:
-        for i, f in enumerate(files):
-            assert srv.ingest(open(f, "rb").read(), name="svc", format="pprof", **{"from": T0 + i * 10})[0] == 200
-        merged = os.path.join(srv.data_dir, "ref.pb.gz")
-        subprocess.run(["go", "tool", "pprof", "-proto", "-output", merged] + files, check=True, capture_output=True)
+        merged = three_cpu_profiles(srv, files)
         by_line = pprof_top(merged, 1, "nanoseconds", "-lines")
         by_func = pprof_top(merged, 1, "nanoseconds")
         sel = CPU + '{service_name="svc"}'
@@ -526,12 +534,9 @@ def first_level(doc):
 def sandwich_matches_go_tool_pprof_peek():
     """format=sandwich: the function's callers and callees one level deep equal `go tool pprof
     -peek`, and both roots total its cum, on functions that do not recurse."""
-    files = [os.path.join(ARGS.testdata, "pprof", f"go-runtime-cpu-0{i}.pb.gz") for i in range(3)]
+    files = cpu_paths(3)
     with Server() as srv:
-        for i, f in enumerate(files):
-            assert srv.ingest(open(f, "rb").read(), name="svc", format="pprof", **{"from": T0 + i * 10})[0] == 200
-        merged = os.path.join(srv.data_dir, "ref.pb.gz")
-        subprocess.run(["go", "tool", "pprof", "-proto", "-output", merged] + files, check=True, capture_output=True)
+        merged = three_cpu_profiles(srv, files)
         sel = CPU + '{service_name="svc"}'
         for fn in ("runtime.mallocgc", "sort.partition", "crypto/sha256.block", "encoding/json.Marshal"):
             flat, cum, callers, callees = pprof_peek(merged, fn)
