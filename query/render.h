@@ -106,6 +106,10 @@ typedef struct {
 } flamebearer_t;
 
 int flamebearer_build(const tree_t *t, size_t max_nodes, flamebearer_t *fb);
+/* The diff of two trees as one flamebearer (diff.c): 7 numbers per node, [left x
+ * delta, left total, left self, right x delta, right total, right self, name index];
+ * total is the sum of both roots. Names are borrowed from the trees. 0 or -1 (OOM). */
+int diffbearer_build(const tree_t *left, const tree_t *right, size_t max_nodes, flamebearer_t *fb);
 void flamebearer_destroy(flamebearer_t *fb);
 
 /* Writes the flamebearer document. max_nodes 0 = no trimming; groups (optional) fills

@@ -519,6 +519,25 @@ int store_scan_passes(store_t *s, const char *tenant, const store_filter_t *f, s
     return rc;
 }
 
+int store_time_range(store_t *s, const char *tenant, int64_t *oldest, int64_t *newest) {
+    *oldest = INT64_MAX, *newest = INT64_MIN;
+    pthread_rwlock_rdlock(&s->data);
+    for (size_t i = 0; i < s->nblocks; i++) {
+        const block_meta_t *m = &s->blocks[i].meta;
+        if (strcmp(m->tenant, tenant) || !m->profiles) continue;
+        if (m->min_time < *oldest) *oldest = m->min_time;
+        if (m->max_time > *newest) *newest = m->max_time;
+    }
+    for (size_t i = 0; i < s->nheads; i++) {
+        const segment_t *h = s->heads[i].seg;
+        if (strcmp(s->heads[i].tenant, tenant) || !h->nprofiles) continue;
+        if (h->min_time < *oldest) *oldest = h->min_time;
+        if (h->max_time > *newest) *newest = h->max_time;
+    }
+    pthread_rwlock_unlock(&s->data);
+    return *oldest <= *newest;
+}
+
 void store_stats(store_t *s, store_stats_t *out) {
     memset(out, 0, sizeof *out);
     pthread_rwlock_rdlock(&s->data);

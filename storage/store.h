@@ -128,5 +128,8 @@ typedef struct {
     uint64_t compactions, compacted_blocks; /* runs done, blocks they replaced */
 } store_stats_t;
 void store_stats(store_t *s, store_stats_t *out);
+/* The time of tenant's oldest and newest stored profile (ns), from the block catalog
+ * and the head; returns 1, or 0 when the tenant has none. */
+int store_time_range(store_t *s, const char *tenant, int64_t *oldest, int64_t *newest);
 
 #endif
