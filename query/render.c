@@ -34,6 +34,11 @@ static int dataframe(const render_input_t *in, buf_t *out, hr_err_t *err) {
     return render_dataframe(in->tree, in->args->m, out);
 }
 
+static int svg(const render_input_t *in, buf_t *out, hr_err_t *err) {
+    (void)err;
+    return render_svg(in->tree, in->args->m, out);
+}
+
 static int pprof(const render_input_t *in, buf_t *out, hr_err_t *err) { return render_pprof(in->args->m, out, err); }
 
 static int diff(const render_input_t *in, buf_t *out, hr_err_t *err) {
@@ -73,6 +78,7 @@ static const renderer_t RENDERERS[] = {
     {"dataframe", NULL, RENDER_MERGE, RENDER_STACKS | RENDER_TREE, JSON, NULL, dataframe},
     {"pprof", NULL, RENDER_MERGE, RENDER_STACKS, "application/octet-stream", "attachment; filename=\"profile.pb.gz\"",
      pprof},
+    {"svg", NULL, RENDER_MERGE, RENDER_STACKS | RENDER_TREE, "image/svg+xml", NULL, svg},
     {"lines", NULL, RENDER_MERGE, RENDER_STACKS, JSON, NULL, lines},
     {"sandwich", NULL, RENDER_MERGE, RENDER_STACKS, JSON, NULL, sandwich},
     {"diff", NULL, RENDER_DIFF, RENDER_STACKS | RENDER_TREE, JSON, NULL, diff},

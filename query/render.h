@@ -11,6 +11,7 @@
  *   pprof:      a gzipped profile.proto that go tool pprof opens
  *   lines:      one function's self and total by source line (pprof -list's numbers)
  *   sandwich:   one function's callers and callees, two flame graphs (pprof -peek's numbers)
+ *   svg:        the flame graph as a self-contained SVG image
  *   timeseries: totals per step
  *
  * The handlers reach them through one table (render.c): a row names the format,
@@ -131,6 +132,9 @@ int render_lines(const merge_result_t *r, const char *function, buf_t *out);
  * (rooted at it, inverted) and callees, each sample counted once per side. r's
  * symtab gains the names it lacked. 0 or -1 (err set, or OOM). */
 int render_sandwich(merge_result_t *r, const char *function, size_t max_nodes, buf_t *out, hr_err_t *err);
+/* The flame graph as one SVG document (icicle, frames under half a pixel left out).
+ * 0 or -1 (OOM). */
+int render_svg(const tree_t *t, const merge_result_t *r, buf_t *out);
 /* The same profile.proto, not gzipped (Connect's SelectMergeProfile reply). */
 int render_pprof_raw(const merge_result_t *r, buf_t *out, hr_err_t *err);
 /* {"profileType",...,"points","total","profiles"}, plus "groups" and "other" when

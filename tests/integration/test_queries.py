@@ -589,3 +589,44 @@ def group_by_splits_timelines_by_label():
         assert srv.get_json("/pyroscope/render", query=sel, **{"from": T0 - 10, "until": T0 + 100})["groups"] is None
         st, body = srv.get("/api/v1/timeseries", query=sel, group_by="pod", limit="-1", **span)
         assert st == 400, body
+
+
+def flamebearer_nodes(fb):
+    """[(depth, name, total, x)] of every node of a flamebearer (x in value units)."""
+    out = []
+    for d, lv in enumerate(fb["levels"]):
+        x = 0
+        for i in range(0, len(lv), 4):
+            x += lv[i]
+            out.append((d, fb["names"][lv[i + 3]], lv[i + 1], x))
+            x += lv[i + 1]
+    return out
+
+
+@test
+def svg_export_draws_the_flame_graph():
+    """format=svg: a well-formed, self-contained SVG whose frames are the flame graph's nodes
+    (depth, name, value, position) down to half a pixel."""
+    import re as _re
+    import xml.etree.ElementTree as ET
+    with Server() as srv:
+        three_cpu_profiles(srv, cpu_paths(3))
+        sel = CPU + '{service_name="svc"}'
+        st, body, hdr = srv.request("GET", "/api/v1/query?" + urllib.parse.urlencode(
+            {"query": sel, "format": "svg", "from": T0 - 10, "until": T0 + 100}))
+        assert st == 200 and hdr.get("Content-Type", hdr.get("content-type", "")).startswith("image/svg+xml"), (st, hdr)
+        root = ET.fromstring(body)
+        assert root.tag.endswith("svg") and b"<script" not in body and b"href" not in body
+        ns = "{http://www.w3.org/2000/svg}"
+        fb = query(srv, sel, fmt="flamegraph", max_nodes=0)["flamebearer"]
+        total = fb["numTicks"]
+        scale = 1200.0 / total
+        got = set()
+        for g in root.iter(ns + "g"):
+            title, rect = g.find(ns + "title").text, g.find(ns + "rect")
+            m = _re.match(r"^(.*) \((\d+) nanoseconds, [\d.]+%\)$", title)
+            depth = (int(float(rect.get("y"))) - 24) // 16
+            got.add((depth, m.group(1), int(m.group(2)), round(float(rect.get("x")), 1)))
+        want = {(d, n, t, round(x * scale, 1)) for d, n, t, x in flamebearer_nodes(fb) if t * scale >= 0.5}
+        assert got == want, (len(got), len(want), sorted(got ^ want)[:5])
+        assert (0, "total", total, 0.0) in got
