@@ -128,6 +128,34 @@ async function stackFilters(page) {
     { timeout: 20000 });
 }
 
+// A first visit starts on the busiest service; types read as names; a table row opens the
+// function's callers, callees and lines; Esc closes it; `/` focuses the search.
+async function servicesAndFunctions(page) {
+  await page.goto(`${BASE}/?${new URLSearchParams({ tenant: E.tenant, from: E.from, until: E.until })}`);
+  await waitGraph(page);
+  check(new URL(page.url()).searchParams.get('query').includes('service_name="shop"'), 'starts on the busiest service');
+  check((await page.inputValue('#service')) === 'shop', 'the service picker shows it');
+  const opt = await page.$eval('#type', (s) => ({ text: s.selectedOptions[0].textContent, title: s.selectedOptions[0].title }));
+  check(opt.text === 'CPU' && opt.title.startsWith('process_cpu:cpu:'), `type shown by name: ${opt.text} (${opt.title})`);
+  await page.click('.top-table tbody tr:first-child');
+  await page.waitForSelector('#function-pane:not([hidden])');
+  await page.waitForFunction((n) => document.querySelector('#fn-name').textContent === n, E.fn.name);
+  await page.waitForFunction((e) => document.querySelectorAll('#fn-callers tbody tr').length === e.callers &&
+    document.querySelectorAll('#fn-callees tbody tr').length === e.callees &&
+    document.querySelectorAll('#fn-lines tbody tr').length === e.lines, E.fn, { timeout: 20000 });
+  check(new URL(page.url()).searchParams.get('fn') === E.fn.name, 'the function is in the URL');
+  await page.screenshot({ path: path.join(OUT, 'function.png'), fullPage: true });
+  await page.click('body', { position: { x: 5, y: 5 } });
+  await page.keyboard.press('Escape');
+  await page.waitForSelector('#function-pane', { state: 'hidden' });
+  check(!new URL(page.url()).searchParams.get('fn'), 'Esc closes the function pane');
+  await page.keyboard.press('/');
+  check(await page.evaluate(() => document.activeElement.id === 'search'), '/ focuses the search');
+  await page.selectOption('#service', '');
+  await waitGraph(page);
+  check(!new URL(page.url()).searchParams.get('query').includes('service_name'), 'All services drops the matcher');
+}
+
 async function autocomplete(page) {
   await page.fill('#selector', '');
   await page.click('#selector');
@@ -249,7 +277,7 @@ try {
   const page = await ctx.newPage();
   page.on('pageerror', (e) => errors.push(e.message));
   page.on('console', (m) => { if (m.type() === 'error' && !m.text().includes('status of 4')) errors.push(m.text()); });
-  for (const step of [singleView, stackFilters, autocomplete, chartDrag, diffView, profilesView, embed, states]) {
+  for (const step of [singleView, stackFilters, servicesAndFunctions, autocomplete, chartDrag, diffView, profilesView, embed, states]) {
     await step(page);
     check(errors.length === 0, `${step.name}: no page errors (${errors.join('; ')})`);
   }

@@ -56,6 +56,10 @@ export class Api {
   timeseries(query, from, until, filters) { return this.get('/api/v1/timeseries', { query, from, until, ...filters }); }
   profiles(query, from, until, limit) { return this.get('/api/v1/profiles', { query, from, until, limit }); }
   diff(p) { return this.get('/api/v1/diff', p); }
+  // format: 'sandwich' or 'lines', for one function.
+  functionView(format, query, from, until, fn, filters) {
+    return this.get('/api/v1/query', { query, from, until, format, function: fn, ...filters });
+  }
   pprofUrl(query, from, until, profile, filters) {
     return this.url('/api/v1/query', { query, from, until, profile, format: 'pprof', ...filters });
   }

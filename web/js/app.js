@@ -7,7 +7,7 @@ import { Api, ApiError } from './api.js';
 import { FlameGraph } from './flamegraph.js';
 import { TimeSeries } from './timeseries.js';
 import { TopTable } from './table.js';
-import { formatTime, formatValue, percent, sampleUnit } from './format.js';
+import { formatTime, formatValue, percent, sampleUnit, typeName } from './format.js';
 
 const $ = (id) => document.getElementById(id);
 const EMBED = location.pathname.replace(/\/+$/, '') === '/embed';
@@ -19,7 +19,7 @@ const PRESETS = [['5m', 'Last 5 minutes'], ['15m', 'Last 15 minutes'], ['1h', 'L
 const URL_KEYS = { query: 'query', from: 'from', until: 'until', view: 'view', show: 'show', mode: 'mode',
   search: 'search', profile: 'profile', tenant: 'tenant', theme: 'theme', rightQuery: 'right_query',
   leftFrom: 'left_from', leftUntil: 'left_until', rightFrom: 'right_from', rightUntil: 'right_until', cmp: 'cmp',
-  focus: 'focus', ignore: 'ignore', hide: 'hide' };
+  focus: 'focus', ignore: 'ignore', hide: 'hide', fn: 'fn' };
 const FILTERS = ['focus', 'ignore', 'hide']; // pprof's stack filters, sent with every merge
 // Values equal to these are left out of the URL, to keep links short.
 const DEFAULTS = { from: 'now-1h', until: 'now', view: EMBED ? 'flamegraph' : 'single', show: 'both', mode: 'icicle',
@@ -68,6 +68,7 @@ function splitQuery(q) {
 class App {
   constructor() {
     this.state = readState();
+    this.firstVisit = !new URLSearchParams(location.search).get('query'); // no query chosen yet
     this.api = new Api({ tenant: this.state.tenant, token: localStorage.getItem('hearth.token') || '' });
     this.loadSeq = 0;
     this.applyTheme();
@@ -109,6 +110,19 @@ class App {
       this.set({ from: String(f), until: String(u) });
     });
     $('type').addEventListener('change', () => this.set({ query: $('type').value + this.selector(), profile: '' }));
+    $('service').addEventListener('change', () => this.set({
+      query: splitQuery(this.state.query).type + withService(this.selector(), $('service').value), profile: '', fn: '' }));
+    $('fn-close').addEventListener('click', () => this.set({ fn: '' }));
+    document.addEventListener('keydown', (e) => {
+      const typing = ['INPUT', 'SELECT', 'TEXTAREA'].includes(document.activeElement && document.activeElement.tagName);
+      if (e.key === '/' && !typing) {
+        e.preventDefault();
+        $('search').focus();
+      } else if (e.key === 'Escape' && !typing) {
+        this.fg.resetZoom();
+        if (this.state.fn) this.set({ fn: '' });
+      }
+    });
     $('refresh').addEventListener('click', () => this.applyQueryInput());
     $('selector').addEventListener('keydown', (e) => this.onSelectorKey(e));
     $('selector').addEventListener('input', () => this.suggest());
@@ -156,6 +170,22 @@ class App {
 
   selector() { return $('selector').value.trim(); }
 
+  // The service picker: service_name's values. A first visit (no query in the URL) starts on
+  // the busiest service of the range, as Pyroscope does, not on the merge of all of them.
+  async loadServices(pickBusiest) {
+    const s = this.state, { type } = splitQuery(s.query);
+    const [vals, top] = await Promise.all([
+      this.api.labelValues('service_name', type, s.from, s.until),
+      pickBusiest ? this.api.timeseries(type, s.from, s.until, { group_by: 'service_name', limit: 1 }) : null]);
+    const names = vals.values || vals.names || [];
+    $('service').replaceChildren(new Option('All services', ''), ...names.map((n) => new Option(n, n)));
+    const busiest = top && top.groups && top.groups[0] && top.groups[0].labels.service_name;
+    if (busiest) {
+      this.state.query = type + withService(splitQuery(s.query).sel, busiest);
+      writeState(this.state, true);
+    }
+  }
+
   applyQueryInput() {
     const sel = this.selector();
     if (sel && !sel.startsWith('{')) return this.showStatus('error', 'Write label matchers in braces, e.g. {service_name="api", env="prod"}.');
@@ -188,6 +218,8 @@ class App {
     $('right-from').value = s.rightFrom; $('right-until').value = s.rightUntil;
     $('right-query').value = s.rightQuery;
     for (const k of FILTERS) if (document.activeElement !== $(k)) $(k).value = s[k];
+    const svc = serviceOf(sel);
+    if ([...$('service').options].some((o) => o.value === svc)) $('service').value = svc;
   }
 
   // ---- label autocomplete: names after `{` or `,`, values inside quotes ----
@@ -266,7 +298,11 @@ class App {
       try {
         const r = await this.api.profileTypes();
         const types = r.profileTypes.map((t) => t.id);
-        $('type').replaceChildren(...types.map((t) => new Option(t, t)));
+        $('type').replaceChildren(...types.map((t) => {
+          const o = new Option(typeName(t), t);
+          o.title = t;
+          return o;
+        }));
         if (!types.length) {
           this.showStatus('empty', 'No profiles stored yet. Push one, e.g.: curl --data-binary @cpu.pb.gz "' + location.origin +
             '/ingest?name=myapp&format=pprof"');
@@ -278,6 +314,7 @@ class App {
           this.state.query = cpu + splitQuery(this.state.query).sel;
           writeState(this.state, true);
         }
+        await this.loadServices(this.firstVisit);
         this.syncControls();
       } catch (e) {
         return this.showStatus('error', errorText(e));
@@ -331,6 +368,35 @@ class App {
     }
     if (!total && s.view !== 'timeseries') this.showStatus('empty', `No data: nothing matches ${s.query} in this time range.`);
     else this.showStatus('', '');
+    if (!EMBED) await this.loadFunction(seq, unit);
+  }
+
+  // The picked function (state fn): its callers and callees one level deep (the sandwich
+  // view's first rows, go tool pprof -peek's numbers) and its lines (-list's numbers).
+  async loadFunction(seq, unit) {
+    const s = this.state, pane = $('function-pane');
+    pane.hidden = !s.fn || !!s.profile;
+    if (pane.hidden) return;
+    const [sw, lines] = await Promise.all([this.api.functionView('sandwich', s.query, s.from, s.until, s.fn, this.filters()),
+      this.api.functionView('lines', s.query, s.from, s.until, s.fn, this.filters())]);
+    if (seq !== this.loadSeq) return;
+    const fnTotal = lines.total;
+    $('fn-name').textContent = s.fn;
+    $('fn-summary').textContent = `self ${formatValue(lines.self, unit)}, total ${formatValue(fnTotal, unit)}`;
+    const rows = (id, items) => $(id).tBodies[0].replaceChildren(...items.map((cells) => {
+      const tr = document.createElement('tr');
+      for (const c of cells) { const td = document.createElement('td'); td.textContent = c; td.title = c; tr.append(td); }
+      return tr;
+    }));
+    const level2 = (doc) => {
+      const fb = doc.flamebearer, lv = fb.levels[2] || [], out = [];
+      for (let i = 0; i < lv.length; i += 4) out.push([fb.names[lv[i + 3]], lv[i + 1]]);
+      return out.sort((a, b) => b[1] - a[1]).map(([n, v]) => [n, `${formatValue(v, unit)} (${percent(v, fnTotal)})`]);
+    };
+    rows('fn-callers', level2(sw.callers));
+    rows('fn-callees', level2(sw.callees));
+    rows('fn-lines', lines.lines.map((l) => [`${l.file.split('/').pop()}:${l.line}`, formatValue(l.self, unit),
+      formatValue(l.total, unit)]));
   }
 
   async loadDiff(seq) {
@@ -412,6 +478,12 @@ class App {
   }
 
   pickFunction(name) {
+    if (!EMBED && this.state.fn !== name) {
+      this.state.fn = name;
+      writeState(this.state, false);
+      this.loadFunction(this.loadSeq, sampleUnit(splitQuery(this.state.query).type))
+        .catch((e) => this.showStatus('error', errorText(e)));
+    }
     this.fg.resetZoom();
     this.fg.setSelected(name);
     this.table.setSelected(name);
@@ -440,6 +512,21 @@ class App {
       return span;
     }));
   }
+}
+
+// The service_name="..." matcher of a selector, or '' when it has none (or another form).
+function serviceOf(sel) {
+  const m = /service_name\s*=\s*"([^"]*)"/.exec(sel || '');
+  return m ? m[1] : '';
+}
+
+// sel with its service_name matcher set to svc (removed when svc is empty).
+function withService(sel, svc) {
+  let inner = (sel || '').trim().replace(/^\{|\}$/g, '');
+  const parts = inner ? inner.split(/,(?=(?:[^"]*"[^"]*")*[^"]*$)/).map((p) => p.trim()).filter((p) => p && !/^service_name\s*(=|!=|=~|!~)/.test(p)) : [];
+  if (svc) parts.unshift(`service_name="${svc.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`);
+  inner = parts.join(', ');
+  return inner ? `{${inner}}` : '';
 }
 
 function toLocalInput(ms) {
