@@ -97,6 +97,25 @@ async function singleView(page) {
   await page.click('#mode');
 }
 
+// The chart's axes: ticks on round times, none repeated, the date where the day starts, the
+// time zone shown; 3-5 round gridlines covering the data.
+async function chartAxes(page) {
+  await page.goto(`${BASE}/?${q({ query: E.query })}`);
+  await waitGraph(page);
+  await page.waitForFunction(() => document.querySelector('.ts-canvas').dataset.ticks);
+  const d = await page.$eval('.ts-canvas', (c) => ({ ...c.dataset }));
+  const ticks = JSON.parse(d.ticks), yt = JSON.parse(d.yticks);
+  check(ticks.length >= 2 && new Set(ticks).size === ticks.length, `time ticks unique: ${d.ticks}`);
+  check(ticks.every((t) => /^([A-Z][a-z]{2} \d{1,2} )?\d\d:\d\d(:\d\d)?$/.test(t)), `time ticks are clock times: ${d.ticks}`);
+  check(/^[A-Z][a-z]{2} \d/.test(ticks[0]), `the first tick carries the date: ${ticks[0]}`);
+  const secs = ticks.map((t) => Number(t.slice(-2)));
+  check(secs.every((s) => s % 5 === 0), `ticks fall on round seconds: ${d.ticks}`);
+  check(d.zone && d.zone.length > 0, `time zone shown: ${d.zone}`);
+  check(yt.length >= 3 && yt.length <= 6 && yt[0] === 0, `3-5 gridlines: ${d.yticks}`);
+  check(Number(d.runs) >= 1, 'the line is drawn');
+  await page.screenshot({ path: path.join(OUT, 'chart.png'), clip: { x: 0, y: 0, width: 1400, height: 260 } });
+}
+
 // pprof's -focus/-hide as the filter bar: the graph, the table and the URL follow them.
 async function stackFilters(page) {
   await page.goto(`${BASE}/?${q({ query: E.query })}`);
@@ -277,7 +296,7 @@ try {
   const page = await ctx.newPage();
   page.on('pageerror', (e) => errors.push(e.message));
   page.on('console', (m) => { if (m.type() === 'error' && !m.text().includes('status of 4')) errors.push(m.text()); });
-  for (const step of [singleView, stackFilters, servicesAndFunctions, autocomplete, chartDrag, diffView, profilesView, embed, states]) {
+  for (const step of [singleView, chartAxes, stackFilters, servicesAndFunctions, autocomplete, chartDrag, diffView, profilesView, embed, states]) {
     await step(page);
     check(errors.length === 0, `${step.name}: no page errors (${errors.join('; ')})`);
   }
