@@ -235,6 +235,21 @@ async function diffView(page) {
   await page.screenshot({ path: path.join(OUT, 'diff.png') });
   await page.selectOption('#cmp', 'absolute');
   check(new URL(page.url()).searchParams.get('cmp') === 'absolute', 'absolute mode is in the URL');
+  const lf = await page.inputValue('#left-from');
+  check(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$/.test(lf), `range fields show dates, not epoch numbers: ${lf}`);
+  await page.click('#diff-apply');
+  check(new URL(page.url()).searchParams.get('left_from') === String(E.diff.leftFrom * 1000), 'a date field applies as unix ms');
+  await waitGraph(page, 'double');
+  check((await page.$eval('.flame-canvas', (c) => Number(c.dataset.total))) === E.diff.left + E.diff.right, 'same diff');
+
+  // No ranges chosen: the diff compares the two halves of the data in the range.
+  await page.goto(`${BASE}/?${q({ query: E.query, view: 'diff' })}`);
+  await waitGraph(page, 'double');
+  const u = new URL(page.url()).searchParams;
+  check(Number(u.get('left_from')) >= E.from * 1000 && Number(u.get('right_until')) <= (E.until + 60) * 1000,
+    `default halves within the data: ${u.get('left_from')}..${u.get('right_until')}`);
+  const sum = await page.textContent('#summary');
+  check(!/Left 0 ns|right 0 ns/.test(sum) && !(await page.isVisible('#status.empty')), `both halves have data: ${sum}`);
 }
 
 async function profilesView(page) {
@@ -281,6 +296,7 @@ async function states(page) {
   await page.goto(`${BASE}/?${q({ query: E.query, from: '1000000000', until: '1000000060' })}`);
   await page.waitForSelector('#status.empty');
   check((await page.textContent('#status')).startsWith('No data'), 'empty range: ' + await page.textContent('#status'));
+  check(!(await page.isVisible('.toolbar')) && !(await page.isVisible('.top-table')), 'no toolbar or empty table when there is no data');
   await page.goto(`${BASE}/?${q({ query: E.query, tenant: 'someone-else' })}`);
   await page.waitForSelector('#status.empty');
   check((await page.textContent('#status')).includes('No profiles stored yet'), 'another tenant sees nothing');

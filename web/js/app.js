@@ -69,6 +69,7 @@ class App {
   constructor() {
     this.state = readState();
     this.firstVisit = !new URLSearchParams(location.search).get('query'); // no query chosen yet
+    this.diffChosen = new URLSearchParams(location.search).has('left_from'); // else halves of the data
     this.api = new Api({ tenant: this.state.tenant, token: localStorage.getItem('hearth.token') || '' });
     this.loadSeq = 0;
     this.applyTheme();
@@ -149,10 +150,13 @@ class App {
       document.documentElement.dataset.theme = t;
       this.chart.render();
     });
-    $('diff-apply').addEventListener('click', () => this.set({
-      leftFrom: $('left-from').value, leftUntil: $('left-until').value,
-      rightFrom: $('right-from').value, rightUntil: $('right-until').value,
-      rightQuery: $('right-query').value.trim() }));
+    $('diff-apply').addEventListener('click', () => {
+      this.diffChosen = true;
+      this.set({
+        leftFrom: timeParam($('left-from').value), leftUntil: timeParam($('left-until').value),
+        rightFrom: timeParam($('right-from').value), rightUntil: timeParam($('right-until').value),
+        rightQuery: $('right-query').value.trim() });
+    });
     $('download').addEventListener('click', (e) => { e.preventDefault(); this.downloadPprof(); });
     $('single-back').addEventListener('click', () => this.set({ profile: '' }));
     for (const k of FILTERS) {
@@ -214,8 +218,8 @@ class App {
     $('show').value = s.show;
     $('cmp').value = s.cmp;
     $('search').value = s.search;
-    $('left-from').value = s.leftFrom; $('left-until').value = s.leftUntil;
-    $('right-from').value = s.rightFrom; $('right-until').value = s.rightUntil;
+    $('left-from').value = timeText(s.leftFrom); $('left-until').value = timeText(s.leftUntil);
+    $('right-from').value = timeText(s.rightFrom); $('right-until').value = timeText(s.rightUntil);
     $('right-query').value = s.rightQuery;
     for (const k of FILTERS) if (document.activeElement !== $(k)) $(k).value = s[k];
     const svc = serviceOf(sel);
@@ -324,6 +328,7 @@ class App {
   }
 
   async load() {
+    setEmpty(false);
     const s = this.state, seq = ++this.loadSeq;
     if (!s.query) return this.showStatus('error', 'No query: add ?query=TYPE{labels} to the URL.');
     this.showStatus('loading', 'Loading…');
@@ -368,6 +373,7 @@ class App {
     }
     if (!total && s.view !== 'timeseries') this.showStatus('empty', `No data: nothing matches ${s.query} in this time range.`);
     else this.showStatus('', '');
+    setEmpty(!total && s.view !== 'timeseries');
     if (!EMBED) await this.loadFunction(seq, unit);
   }
 
@@ -399,7 +405,22 @@ class App {
       formatValue(l.total, unit)]));
   }
 
+  // A diff nobody chose ranges for compares the two halves of the data the selected
+  // range holds, so a new install's first diff shows something.
+  async defaultDiffRanges() {
+    if (this.diffChosen) return;
+    this.diffChosen = true;
+    const s = this.state, ts = await this.api.timeseries(s.query, s.from, s.until, this.filters());
+    const pts = ts.points.filter((p) => p.value);
+    if (pts.length < 2) return;
+    const a = pts[0].timestamp, b = pts[pts.length - 1].timestamp + ts.step, mid = Math.round((a + b) / 2);
+    Object.assign(this.state, { leftFrom: String(a), leftUntil: String(mid - 1), rightFrom: String(mid), rightUntil: String(b) });
+    writeState(this.state, true);
+    this.syncControls();
+  }
+
   async loadDiff(seq) {
+    await this.defaultDiffRanges();
     const s = this.state, unit = sampleUnit(splitQuery(s.query).type);
     const rq = s.rightQuery || s.query;
     const lf = resolveTime(s.leftFrom), lu = resolveTime(s.leftUntil), rf = resolveTime(s.rightFrom), ru = resolveTime(s.rightUntil);
@@ -417,6 +438,7 @@ class App {
     const l = doc.leftTicks, r = doc.rightTicks;
     $('summary').textContent = `Left ${formatValue(l, unit)}, right ${formatValue(r, unit)}` +
       (l ? ` (${r >= l ? '+' : ''}${((100 * (r - l)) / l).toFixed(1)}%)` : '');
+    setEmpty(!l && !r);
     if (!l && !r) this.showStatus('empty', 'No data on either side of the comparison.');
     else if (!l || !r) this.showStatus('empty', `No data on the ${l ? 'right' : 'left'} side: every frame shows as ${l ? 'gone' : 'new'}.`);
     else this.showStatus('', '');
@@ -512,6 +534,22 @@ class App {
       return span;
     }));
   }
+}
+
+// Nothing to show: the flame graph's toolbar, breadcrumb and empty panes are hidden
+// (style.css), leaving the status line that says why.
+function setEmpty(empty) { document.documentElement.toggleAttribute('data-empty', empty); }
+
+// A time parameter as the fields show it: a date for unix times, relative ones as typed.
+function timeText(s) { return /^\d+$/.test(s || '') ? formatTime(resolveTime(s)) : s; }
+
+// What a field's text means as a parameter: relative times and digits as they are, a date
+// as unix milliseconds.
+function timeParam(v) {
+  v = (v || '').trim();
+  if (!v || /^now/.test(v) || /^\d+$/.test(v)) return v;
+  const t = Date.parse(v.replace(' ', 'T'));
+  return Number.isNaN(t) ? v : String(t);
 }
 
 // The service_name="..." matcher of a selector, or '' when it has none (or another form).
