@@ -232,6 +232,11 @@ async function diffView(page) {
   check(tip.includes('Left total') && tip.includes('Right total') && tip.includes('Change in share'), 'diff tooltip: ' + tip);
   const c = await pixelAt(page, n.left + 1.5, n.y);
   check(c[0] !== c[1] || c[1] !== c[2] || c[0] === 199, `diff node is coloured by change: ${c}`);
+  await page.waitForFunction(() => Number(document.querySelector('.diff-table').dataset.rows) > 0);
+  const dt = await page.$$eval('.diff-table tbody tr:first-child td', (tds) => tds.map((t) => t.textContent));
+  check(dt.length === 4 && /pp$/.test(dt[3]), `the diff table lists functions with their change: ${dt}`);
+  check((await page.$eval('.diff-table', (t) => Number(t.dataset.rows))) === E.diff.functions,
+    'one row per function of either side');
   await page.screenshot({ path: path.join(OUT, 'diff.png') });
   await page.selectOption('#cmp', 'absolute');
   check(new URL(page.url()).searchParams.get('cmp') === 'absolute', 'absolute mode is in the URL');

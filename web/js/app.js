@@ -6,7 +6,7 @@
 import { Api, ApiError } from './api.js';
 import { FlameGraph } from './flamegraph.js';
 import { TimeSeries } from './timeseries.js';
-import { TopTable } from './table.js';
+import { DiffTable, TopTable } from './table.js';
 import { formatTime, formatValue, percent, sampleUnit, typeName } from './format.js';
 
 const $ = (id) => document.getElementById(id);
@@ -76,6 +76,7 @@ class App {
     document.body.classList.toggle('embed', EMBED);
     this.fg = new FlameGraph($('graph-pane'), { onZoom: (path) => this.renderBreadcrumb(path) });
     this.table = new TopTable($('table-pane'), { onPick: (name) => this.pickFunction(name) });
+    this.diffTable = new DiffTable($('diff-table-pane'));
     this.chart = new TimeSeries($('chart'), { onSelect: (a, b) => this.onChartSelect(a, b) });
     this.bindControls();
     window.addEventListener('popstate', () => { this.state = readState(); this.syncControls(); this.load(); });
@@ -142,7 +143,7 @@ class App {
     $('mode').addEventListener('click', () => this.set({ mode: this.state.mode === 'icicle' ? 'flame' : 'icicle' }, { reload: false }));
     $('reset-zoom').addEventListener('click', () => this.fg.resetZoom());
     $('show').addEventListener('change', () => this.set({ show: $('show').value }, { reload: false }));
-    $('cmp').addEventListener('change', () => this.set({ cmp: $('cmp').value }, { reload: false }));
+    $('cmp').addEventListener('change', () => this.set({ cmp: $('cmp').value }, { reload: this.state.view === 'diff' }));
     $('theme-toggle').addEventListener('click', () => {
       const t = document.documentElement.dataset.theme === 'dark' ? 'light' : 'dark';
       localStorage.setItem('hearth.theme', t);
@@ -425,13 +426,16 @@ class App {
     const rq = s.rightQuery || s.query;
     const lf = resolveTime(s.leftFrom), lu = resolveTime(s.leftUntil), rf = resolveTime(s.rightFrom), ru = resolveTime(s.rightUntil);
     const from = String(Math.min(lf, rf)), until = String(Math.max(lu, ru));
-    const [doc, drawChart] = await Promise.all([
+    const [doc, drawChart, ltop, rtop] = await Promise.all([
       this.api.diff({ left_query: s.query, right_query: rq, left_from: s.leftFrom, left_until: s.leftUntil,
                       right_from: s.rightFrom, right_until: s.rightUntil, ...this.filters() }),
       this.loadChart(s.query, from, until, [{ from: lf, until: lu, color: 'rgba(60,120,230,0.18)' },
-                                            { from: rf, until: ru, color: 'rgba(230,120,40,0.22)' }])]);
+                                            { from: rf, until: ru, color: 'rgba(230,120,40,0.22)' }]),
+      this.api.top(s.query, s.leftFrom, s.leftUntil, '', this.filters()),
+      this.api.top(rq, s.rightFrom, s.rightUntil, '', this.filters())]);
     if (seq !== this.loadSeq) return;
     drawChart();
+    this.diffTable.setData(ltop, rtop, unit, s.cmp !== 'absolute');
     this.fg.setData(doc, unit);
     this.fg.setSearch(s.search);
     this.renderMatch();
