@@ -207,18 +207,22 @@ static void profile_type(const ctx_t *c, const Otlp__Profile *p, int scope_has_c
 
 /* ---- checking a profile: every index it reaches, nothing allocated ---- */
 
-static int check_profile(ctx_t *c, const Otlp__Profile *p, int64_t mult) {
+/* Checks p and names its type (profile_type, into type; *mult: the value factor).
+ * 0 with c->fault when p is faulty. */
+static int check_profile(ctx_t *c, const Otlp__Profile *p, int scope_has_cpu_ns, char *type, size_t cap,
+                         int64_t *mult) {
     if (!p->sample_type) return fault(c, "the profile has no sample_type");
     if (!check_value_type(c, p->sample_type, "sample_type") || !check_value_type(c, p->period_type, "period_type") ||
         !check_attrs(c, p->attribute_indices, p->n_attribute_indices))
         return 0;
+    profile_type(c, p, scope_has_cpu_ns, type, cap, mult);
     if (c->lim->max_samples && p->n_samples > c->lim->max_samples)
         return fault(c, "the profile has %zu samples, over the limit of %zu", p->n_samples, c->lim->max_samples);
     for (size_t i = 0; i < p->n_samples; i++) {
         const Otlp__Sample *s = p->samples[i];
         int64_t v;
         if (!check_stack(c, s->stack_index) || !check_attrs(c, s->attribute_indices, s->n_attribute_indices) ||
-            !sample_value(c, s, mult, &v))
+            !sample_value(c, s, *mult, &v))
             return 0;
         if (s->link_index && (s->link_index < 0 || (size_t)s->link_index >= c->d->n_link_table))
             return fault(c, "link index %d is out of range", s->link_index);
@@ -499,10 +503,7 @@ static int one_profile(ctx_t *c, const Otlp__ResourceProfiles *rp, const Otlp__S
     *converted = 0;
     int64_t mult = 1;
     char type[512];
-    int sound = p->sample_type && check_value_type(c, p->sample_type, "sample_type") &&
-                check_value_type(c, p->period_type, "period_type");
-    if (sound) profile_type(c, p, cpu_ns, type, sizeof type, &mult);
-    if (!sound || !check_profile(c, p, mult)) return 0;
+    if (!check_profile(c, p, cpu_ns, type, sizeof type, &mult)) return 0; /* left out, not an error */
     labels_t base;
     labels_init(&base);
     int rc = base_labels(c, rp, sp, p, &base);
