@@ -82,16 +82,30 @@ static const char *value_str(const ctx_t *c, const Otlp__AnyValue *v) {
     return NULL;
 }
 
-static int check_attr(ctx_t *c, int32_t i) {
-    if (i < 0 || (size_t)i >= c->d->n_attribute_table) return fault(c, "attribute index %d is out of range", i);
-    uint8_t *st = &c->attrs.state[i];
-    if (*st == UNCHECKED) {
-        const Otlp__KeyValueAndUnit *a = c->d->attribute_table[i];
-        const char *s = value_str(c, a->value);
-        int bad_value = a->value && a->value->value_case == OTLP__ANY_VALUE__VALUE_STRING_VALUE_STRINDEX && !s;
-        *st = !dstr(c, a->key_strindex) || bad_value || (s && !utf8_valid(s, strlen(s))) ? FAULTY : SOUND;
+/* Checks entry i of a table of n entries with sound(), once: later calls answer from
+ * the memo. A fault found now keeps the message sound() gave it, which names the
+ * innermost bad reference. */
+static int memo_check(ctx_t *c, table_memo_t *m, size_t n, int32_t i, const char *what,
+                      int (*sound)(ctx_t *c, int32_t i)) {
+    if (i < 0 || (size_t)i >= n) return fault(c, "%s index %d is out of range", what, i);
+    if (m->state[i] == UNCHECKED) {
+        int ok = sound(c, i);
+        m->state[i] = ok ? SOUND : FAULTY;
+        return ok;
     }
-    return *st == SOUND ? 1 : fault(c, "attribute %d has a bad string index or a value that is not UTF-8", i);
+    return m->state[i] == SOUND ? 1 : fault(c, "%s %d refers to something out of range", what, i);
+}
+
+static int attr_sound(ctx_t *c, int32_t i) {
+    const Otlp__KeyValueAndUnit *a = c->d->attribute_table[i];
+    const char *s = value_str(c, a->value);
+    int bad_index = a->value && a->value->value_case == OTLP__ANY_VALUE__VALUE_STRING_VALUE_STRINDEX && !s;
+    if (!dstr(c, a->key_strindex) || bad_index) return fault(c, "attribute %d has a bad string index", i);
+    return !s || utf8_valid(s, strlen(s)) ? 1 : fault(c, "attribute %d has a value that is not UTF-8", i);
+}
+
+static int check_attr(ctx_t *c, int32_t i) {
+    return memo_check(c, &c->attrs, c->d->n_attribute_table, i, "attribute", attr_sound);
 }
 
 static int check_attrs(ctx_t *c, const int32_t *idx, size_t n) {
@@ -100,54 +114,38 @@ static int check_attrs(ctx_t *c, const int32_t *idx, size_t n) {
     return 1;
 }
 
-static int check_function(ctx_t *c, int32_t i) {
-    if (i < 0 || (size_t)i >= c->d->n_function_table) return fault(c, "function index %d is out of range", i);
-    uint8_t *st = &c->fns.state[i];
-    if (*st == UNCHECKED) {
-        const Otlp__Function *f = c->d->function_table[i];
-        *st = dstr(c, f->name_strindex) && dstr(c, f->system_name_strindex) && dstr(c, f->filename_strindex) ? SOUND
-                                                                                                             : FAULTY;
-    }
-    return *st == SOUND ? 1 : fault(c, "function %d has a bad string index", i);
+static int function_sound(ctx_t *c, int32_t i) {
+    const Otlp__Function *f = c->d->function_table[i];
+    if (dstr(c, f->name_strindex) && dstr(c, f->system_name_strindex) && dstr(c, f->filename_strindex)) return 1;
+    return fault(c, "function %d has a bad string index", i);
 }
 
-static int check_mapping(ctx_t *c, int32_t i) {
-    if (i < 0 || (size_t)i >= c->d->n_mapping_table) return fault(c, "mapping index %d is out of range", i);
-    uint8_t *st = &c->maps.state[i];
-    if (*st == UNCHECKED) { /* a fault found now keeps the message that names it */
-        const Otlp__Mapping *m = c->d->mapping_table[i];
-        int ok = dstr(c, m->filename_strindex) ? check_attrs(c, m->attribute_indices, m->n_attribute_indices)
-                                               : fault(c, "mapping %d has a bad filename index", i);
-        *st = ok ? SOUND : FAULTY;
-        return ok;
-    }
-    return *st == SOUND ? 1 : fault(c, "mapping %d has a bad string or attribute index", i);
+static int mapping_sound(ctx_t *c, int32_t i) {
+    const Otlp__Mapping *m = c->d->mapping_table[i];
+    if (!dstr(c, m->filename_strindex)) return fault(c, "mapping %d has a bad filename index", i);
+    return check_attrs(c, m->attribute_indices, m->n_attribute_indices);
 }
 
-static int check_location(ctx_t *c, int32_t i) {
-    if (i < 0 || (size_t)i >= c->d->n_location_table) return fault(c, "location index %d is out of range", i);
-    uint8_t *st = &c->locs.state[i];
-    if (*st == UNCHECKED) {
-        const Otlp__Location *l = c->d->location_table[i]; /* as in check_mapping */
-        int ok = l->mapping_index == 0 || check_mapping(c, l->mapping_index);
-        for (size_t k = 0; ok && k < l->n_lines; k++) ok = check_function(c, l->lines[k]->function_index);
-        *st = ok ? SOUND : FAULTY;
-        return ok;
-    }
-    return *st == SOUND ? 1 : fault(c, "location %d refers to a bad mapping or function", i);
+static int location_sound(ctx_t *c, int32_t i) {
+    const Otlp__Location *l = c->d->location_table[i];
+    if (l->mapping_index && !memo_check(c, &c->maps, c->d->n_mapping_table, l->mapping_index, "mapping", mapping_sound))
+        return 0;
+    for (size_t k = 0; k < l->n_lines; k++)
+        if (!memo_check(c, &c->fns, c->d->n_function_table, l->lines[k]->function_index, "function", function_sound))
+            return 0;
+    return 1;
+}
+
+static int stack_sound(ctx_t *c, int32_t i) {
+    const Otlp__Stack *s = c->d->stack_table[i];
+    for (size_t k = 0; k < s->n_location_indices; k++)
+        if (!memo_check(c, &c->locs, c->d->n_location_table, s->location_indices[k], "location", location_sound))
+            return 0;
+    return 1;
 }
 
 static int check_stack(ctx_t *c, int32_t i) {
-    if (i < 0 || (size_t)i >= c->d->n_stack_table) return fault(c, "stack index %d is out of range", i);
-    uint8_t *st = &c->stacks.state[i];
-    if (*st == UNCHECKED) {
-        const Otlp__Stack *s = c->d->stack_table[i];
-        int ok = 1;
-        for (size_t k = 0; ok && k < s->n_location_indices; k++) ok = check_location(c, s->location_indices[k]);
-        *st = ok ? SOUND : FAULTY;
-        return ok;
-    }
-    return *st == SOUND ? 1 : fault(c, "stack %d refers to a bad location", i);
+    return memo_check(c, &c->stacks, c->d->n_stack_table, i, "stack", stack_sound);
 }
 
 static int check_value_type(ctx_t *c, const Otlp__ValueType *v, const char *what) {
