@@ -598,6 +598,87 @@ static otlp_request_t *read_json(const uint8_t *p, size_t n, arena_t *a, hr_err_
     return req;
 }
 
+/* ---- the memory an unpack takes, from the wire ---- */
+
+#define ALLOC_OVERHEAD 16 /* malloc's per-allocation bookkeeping, about */
+
+static int read_varint(const uint8_t *p, size_t n, size_t *off, uint64_t *v) {
+    *v = 0;
+    for (int shift = 0; shift < 64 && *off < n; shift += 7) {
+        uint8_t b = p[(*off)++];
+        *v |= (uint64_t)(b & 0x7f) << shift;
+        if (b < 0x80) return 0;
+    }
+    return -1;
+}
+
+static size_t scalar_size(ProtobufCType t) {
+    switch (t) {
+    case PROTOBUF_C_TYPE_INT32:
+    case PROTOBUF_C_TYPE_SINT32:
+    case PROTOBUF_C_TYPE_SFIXED32:
+    case PROTOBUF_C_TYPE_UINT32:
+    case PROTOBUF_C_TYPE_FIXED32:
+    case PROTOBUF_C_TYPE_FLOAT:
+    case PROTOBUF_C_TYPE_ENUM: return 4;
+    default: return 8;
+    }
+}
+
+/* The cost of one length-delimited field of len bytes at p (field f, NULL: unknown). */
+static int delimited_cost(const ProtobufCFieldDescriptor *f, const uint8_t *p, size_t len, size_t *cost,
+                          hr_err_t *err) {
+    size_t slot = f && f->label == PROTOBUF_C_LABEL_REPEATED ? sizeof(void *) : 0;
+    if (!f) { /* protobuf-c keeps unknown fields, bytes and all */
+        *cost += len + 32 + ALLOC_OVERHEAD;
+        return 0;
+    }
+    if (f->type == PROTOBUF_C_TYPE_MESSAGE) {
+        const ProtobufCMessageDescriptor *d = f->descriptor;
+        *cost += d->sizeof_message + ALLOC_OVERHEAD + slot;
+        return otlp_unpack_cost(d, p, len, cost, err);
+    }
+    if (f->type == PROTOBUF_C_TYPE_STRING || f->type == PROTOBUF_C_TYPE_BYTES) {
+        *cost += len + 1 + ALLOC_OVERHEAD + slot + sizeof(ProtobufCBinaryData);
+        return 0;
+    }
+    *cost += len * scalar_size(f->type); /* packed: at most one element per byte */
+    return 0;
+}
+
+int otlp_unpack_cost(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t n, size_t *cost, hr_err_t *err) {
+    size_t off = 0;
+    while (off < n) {
+        uint64_t key, v;
+        if (read_varint(p, n, &off, &key) || key >> 3 == 0 || key >> 3 > UINT32_MAX) goto bad;
+        const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field(d, (unsigned)(key >> 3));
+        /* a repeated scalar: its element (arrays grow to fit); an unknown field: kept */
+        size_t elem = !f ? 32 + ALLOC_OVERHEAD : f->label == PROTOBUF_C_LABEL_REPEATED ? scalar_size(f->type) : 0;
+        switch (key & 7) {
+        case 0:
+            if (read_varint(p, n, &off, &v)) goto bad;
+            *cost += elem;
+            continue;
+        case 1:
+        case 5: {
+            size_t w = (key & 7) == 1 ? 8 : 4;
+            if (n - off < w) goto bad;
+            off += w, *cost += elem;
+            continue;
+        }
+        case 2:
+            if (read_varint(p, n, &off, &v) || v > n - off) goto bad;
+            if (delimited_cost(f, p + off, (size_t)v, cost, err)) return -1;
+            off += (size_t)v;
+            continue;
+        default: goto bad;
+        }
+    }
+    return 0;
+bad:
+    return hr_fail(err, HR_EINVAL, "not an OTLP ExportProfilesServiceRequest: the body does not parse as protobuf");
+}
+
 int otlp_decode(const uint8_t *body, size_t n, otlp_encoding_t enc, const ingest_limits_t *lim, int64_t now_ns,
                 batch_t *b, ingest_partial_t *partial, hr_err_t *err) {
     if (partial) *partial = (ingest_partial_t){0};
@@ -610,7 +691,9 @@ int otlp_decode(const uint8_t *body, size_t n, otlp_encoding_t enc, const ingest
     } else if (n > lim->max_decompressed) {
         return hr_fail(err, HR_ETOOBIG, "OTLP request exceeds the limit of %zu bytes", lim->max_decompressed);
     }
-    size_t cost = n > SIZE_MAX / OTLP_DECODE_FACTOR ? SIZE_MAX : n * OTLP_DECODE_FACTOR;
+    size_t cost = n > SIZE_MAX / OTLP_JSON_DECODE_FACTOR ? SIZE_MAX : n * OTLP_JSON_DECODE_FACTOR;
+    if (enc == OTLP_PROTO && otlp_unpack_cost(&otlp__export_profiles_service_request__descriptor, data, n, &cost, err))
+        return free(raw), -1;
     if (budget_take(lim->decode_budget, cost, "this OTLP request", err)) return free(raw), -1;
     int rc = -1;
     arena_t *a = NULL;

@@ -38,6 +38,7 @@
 #ifndef HEARTH_OTLP_H
 #define HEARTH_OTLP_H
 
+#include <protobuf-c/protobuf-c.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -47,9 +48,16 @@
 
 typedef enum { OTLP_PROTO = 0, OTLP_JSON = 1 } otlp_encoding_t;
 
-/* Bytes of decode memory charged per byte of the (inflated) request: the protobuf-c
- * structs or JSON tree of a small element outweigh its wire bytes by about this much. */
-#define OTLP_DECODE_FACTOR 24
+/* Decode memory is charged to lim's budget before anything is unpacked: for
+ * protobuf, what unpacking allocates, counted from the wire (otlp_unpack_cost); for
+ * JSON, this many bytes per byte of text, about what a JSON tree and its protobuf-c
+ * copy take for small values. */
+#define OTLP_JSON_DECODE_FACTOR 48
+
+/* An upper bound of what protobuf-c allocates unpacking the n bytes at p as a message
+ * of type d (each message, string, array and unknown field, with allocator overhead),
+ * walked from the wire without allocating. 0, or -1 with err for a malformed wire. */
+int otlp_unpack_cost(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t n, size_t *cost, hr_err_t *err);
 
 /* Decodes one request (body: n bytes, gzipped or not) into b under lim, received at
  * now_ns. partial (may be NULL) gets what was left out. 0, or -1 with err. */
