@@ -16,7 +16,7 @@
 
 static void *member(const ProtobufCMessage *m, const ProtobufCFieldDescriptor *f) { return (char *)m + f->offset; }
 
-static size_t elem_size(ProtobufCType t) {
+size_t pbjson_elem_size(ProtobufCType t) {
     switch (t) {
     case PROTOBUF_C_TYPE_INT32:
     case PROTOBUF_C_TYPE_SINT32:
@@ -120,7 +120,7 @@ static int encode_msg(const ProtobufCMessage *m, buf_t *out) {
         buf_putc(out, '[');
         for (size_t k = 0; k < n; k++) {
             if (k) buf_putc(out, ',');
-            encode_value(f, arr + k * elem_size(f->type), out);
+            encode_value(f, arr + k * pbjson_elem_size(f->type), out);
         }
         buf_putc(out, ']');
     }
@@ -272,7 +272,7 @@ static int decode_field(dctx_t *c, ProtobufCMessage *m, const ProtobufCFieldDesc
         return 0;
     }
     if (!json_is_array(v)) return -1;
-    size_t n = json_array_size(v), es = elem_size(f->type);
+    size_t n = json_array_size(v), es = pbjson_elem_size(f->type);
     char *arr = arena_alloc(c->arena, n * es);
     if (!arr) return -1;
     for (size_t k = 0; k < n; k++)

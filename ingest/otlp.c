@@ -612,19 +612,6 @@ static int read_varint(const uint8_t *p, size_t n, size_t *off, uint64_t *v) {
     return -1;
 }
 
-static size_t scalar_size(ProtobufCType t) {
-    switch (t) {
-    case PROTOBUF_C_TYPE_INT32:
-    case PROTOBUF_C_TYPE_SINT32:
-    case PROTOBUF_C_TYPE_SFIXED32:
-    case PROTOBUF_C_TYPE_UINT32:
-    case PROTOBUF_C_TYPE_FIXED32:
-    case PROTOBUF_C_TYPE_FLOAT:
-    case PROTOBUF_C_TYPE_ENUM: return 4;
-    default: return 8;
-    }
-}
-
 /* The cost of one length-delimited field of len bytes at p (field f, NULL: unknown). */
 static int delimited_cost(const ProtobufCFieldDescriptor *f, const uint8_t *p, size_t len, size_t *cost,
                           hr_err_t *err) {
@@ -642,7 +629,7 @@ static int delimited_cost(const ProtobufCFieldDescriptor *f, const uint8_t *p, s
         *cost += len + 1 + ALLOC_OVERHEAD + slot + sizeof(ProtobufCBinaryData);
         return 0;
     }
-    *cost += len * scalar_size(f->type); /* packed: at most one element per byte */
+    *cost += len * pbjson_elem_size(f->type); /* packed: at most one element per byte */
     return 0;
 }
 
@@ -653,7 +640,7 @@ int otlp_unpack_cost(const ProtobufCMessageDescriptor *d, const uint8_t *p, size
         if (read_varint(p, n, &off, &key) || key >> 3 == 0 || key >> 3 > UINT32_MAX) goto bad;
         const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field(d, (unsigned)(key >> 3));
         /* a repeated scalar: its element (arrays grow to fit); an unknown field: kept */
-        size_t elem = !f ? 32 + ALLOC_OVERHEAD : f->label == PROTOBUF_C_LABEL_REPEATED ? scalar_size(f->type) : 0;
+        size_t elem = !f ? 32 + ALLOC_OVERHEAD : f->label == PROTOBUF_C_LABEL_REPEATED ? pbjson_elem_size(f->type) : 0;
         switch (key & 7) {
         case 0:
             if (read_varint(p, n, &off, &v)) goto bad;
