@@ -40,8 +40,9 @@ typedef struct {
     batch_t *b;
     const ingest_limits_t *lim;
     table_memo_t strs, maps, locs, fns, stacks, attrs;
-    uint8_t *off_series; /* per attribute index: not a series label in the current profile */
-    char fault[256];     /* why the profile being checked is left out */
+    uint32_t *kernel_maps; /* per mapping index: its kernel copy's id in the batch (0: not yet) */
+    uint8_t *off_series;   /* per attribute index: not a series label in the current profile */
+    char fault[256];       /* why the profile being checked is left out */
     hr_err_t *err;
 } ctx_t;
 
@@ -133,7 +134,7 @@ static int location_sound(ctx_t *c, int32_t i) {
     for (size_t k = 0; k < l->n_lines; k++)
         if (!memo_check(c, &c->fns, c->d->n_function_table, l->lines[k]->function_index, "function", function_sound))
             return 0;
-    return 1;
+    return check_attrs(c, l->attribute_indices, l->n_attribute_indices);
 }
 
 static int stack_sound(ctx_t *c, int32_t i) {
@@ -264,19 +265,34 @@ static const char *build_id(const ctx_t *c, const Otlp__Mapping *m) {
     return "";
 }
 
-static uint32_t intern_mapping(ctx_t *c, int32_t i) {
-    if (i == 0) return 0; /* mapping_table[0] is the null mapping */
-    uint32_t *id = &c->maps.id[i];
+/* Mapping i in the batch; kernel: its copy named "[kernel] FILE" ("[kernel]" for the null
+ * mapping), which is how Pyroscope tells the eBPF profiler's kernel frames apart. */
+static uint32_t intern_mapping(ctx_t *c, int32_t i, int kernel) {
+    if (i == 0 && !kernel) return 0; /* mapping_table[0] is the null mapping */
+    uint32_t *id = kernel ? &c->kernel_maps[i] : &c->maps.id[i];
     if (*id) return *id;
-    const Otlp__Mapping *m = c->d->mapping_table[i];
-    const char *bid = build_id(c, m);
+    static const Otlp__Mapping NONE = OTLP__MAPPING__INIT;
+    const Otlp__Mapping *m = i ? c->d->mapping_table[i] : &NONE;
+    const char *bid = build_id(c, m), *file = dstr(c, m->filename_strindex);
+    char name[1024];
+    snprintf(name, sizeof name, "%s%s%s", kernel ? "[kernel]" : "", kernel && file[0] ? " " : "", file);
     sym_mapping_t g = {.start = m->memory_start,
                        .limit = m->memory_limit,
                        .offset = m->file_offset,
-                       .filename = intern_str(c, m->filename_strindex),
+                       .filename = name[0] ? symtab_string(c->b->sym, name, strlen(name)) : 0,
                        .build_id = bid[0] ? symtab_string(c->b->sym, bid, strlen(bid)) : 0};
     if (g.filename == SYM_NONE || g.build_id == SYM_NONE) return SYM_NONE;
     return *id = symtab_mapping(c->b->sym, &g);
+}
+
+/* 1 when the location's profile.frame.type attribute says "kernel". */
+static int kernel_frame(const ctx_t *c, const Otlp__Location *l) {
+    for (size_t i = 0; i < l->n_attribute_indices; i++) {
+        const Otlp__KeyValueAndUnit *a = c->d->attribute_table[l->attribute_indices[i]];
+        const char *v = value_str(c, a->value);
+        if (v && !strcmp(v, "kernel") && !strcmp(dstr(c, a->key_strindex), "profile.frame.type")) return 1;
+    }
+    return 0;
 }
 
 static uint32_t intern_location(ctx_t *c, int32_t i) {
@@ -285,7 +301,7 @@ static uint32_t intern_location(ctx_t *c, int32_t i) {
     const Otlp__Location *l = c->d->location_table[i];
     sym_line_t small[32], *lines = small;
     if (l->n_lines > 32 && !(lines = malloc(l->n_lines * sizeof *lines))) return SYM_NONE;
-    uint32_t out = intern_mapping(c, l->mapping_index);
+    uint32_t out = intern_mapping(c, l->mapping_index, kernel_frame(c, l));
     for (size_t k = 0; out != SYM_NONE && k < l->n_lines; k++) {
         lines[k] = (sym_line_t){.function = intern_function(c, l->lines[k]->function_index), .line = l->lines[k]->line};
         if (lines[k].function == SYM_NONE) out = SYM_NONE;
@@ -530,7 +546,8 @@ static int convert_request(const otlp_request_t *req, const ingest_limits_t *lim
              memo_init(&c.locs, d->n_location_table) | memo_init(&c.fns, d->n_function_table) |
              memo_init(&c.stacks, d->n_stack_table) | memo_init(&c.attrs, d->n_attribute_table);
     c.off_series = calloc(d->n_attribute_table ? d->n_attribute_table : 1, 1);
-    if (rc || !c.off_series) rc = hr_fail(err, HR_ENOMEM, "out of memory");
+    c.kernel_maps = calloc(d->n_mapping_table ? d->n_mapping_table : 1, sizeof *c.kernel_maps);
+    if (rc || !c.off_series || !c.kernel_maps) rc = hr_fail(err, HR_ENOMEM, "out of memory");
     size_t accepted = 0, rejected = 0;
     for (size_t i = 0; rc == 0 && i < req->n_resource_profiles; i++) {
         const Otlp__ResourceProfiles *rp = req->resource_profiles[i];
@@ -551,6 +568,7 @@ static int convert_request(const otlp_request_t *req, const ingest_limits_t *lim
     memo_destroy(&c.strs), memo_destroy(&c.maps), memo_destroy(&c.locs);
     memo_destroy(&c.fns), memo_destroy(&c.stacks), memo_destroy(&c.attrs);
     free(c.off_series);
+    free(c.kernel_maps);
     return rc;
 }
 

@@ -28,7 +28,8 @@
  *   - time: time_unix_nano (now when unset or in 1970), duration_nano (10 s when
  *     unset, as Pyroscope);
  *   - a mapping keeps its build id: the attribute process.executable.build_id.gnu,
- *     else .go, else .htlhash, where pprof's Mapping.build_id goes.
+ *     else .go, else .htlhash, where pprof's Mapping.build_id goes; a kernel frame
+ *     (profile.frame.type "kernel") gets a copy of its mapping named "[kernel] FILE".
  *
  * A profile with a structural fault (an index out of range, a sample without
  * values, values and timestamps that disagree) is left out whole and counted in

@@ -162,7 +162,8 @@ class Otlp:
                           self.packed(m["attrs"], 5))
         for lo in self.locations:  # location_table = 2, Location{mapping_index=1, address=2, lines=3}
             lines = b"".join(pb_field(3, pb_encode_field(1, 0, f) + pb_encode_field(2, 0, ln)) for f, ln in lo["lines"])
-            d += pb_field(2, pb_encode_field(1, 0, lo["mapping"]) + pb_encode_field(2, 0, lo["address"]) + lines)
+            d += pb_field(2, pb_encode_field(1, 0, lo["mapping"]) + pb_encode_field(2, 0, lo["address"]) + lines +
+                          self.packed(lo.get("attrs", []), 4))
         for f in self.functions:  # function_table = 3
             d += pb_field(3, pb_encode_field(1, 0, f["name"]) + pb_encode_field(2, 0, f["system_name"]) +
                           pb_encode_field(3, 0, f["file"]) + pb_encode_field(4, 0, f["start_line"]))
@@ -211,8 +212,8 @@ class Otlp:
                                   "fileOffset": str(m["offset"]), "filenameStrindex": m["file"],
                                   "attributeIndices": m["attrs"]} for m in self.mappings],
                 "locationTable": [{"mappingIndex": lo["mapping"], "address": str(lo["address"]),
-                                   "lines": [{"functionIndex": f, "line": str(ln)} for f, ln in lo["lines"]]}
-                                  for lo in self.locations],
+                                   "lines": [{"functionIndex": f, "line": str(ln)} for f, ln in lo["lines"]],
+                                   "attributeIndices": lo.get("attrs", [])} for lo in self.locations],
                 "functionTable": [{"nameStrindex": f["name"], "systemNameStrindex": f["system_name"],
                                    "filenameStrindex": f["file"], "startLine": str(f["start_line"])}
                                   for f in self.functions],
@@ -434,7 +435,7 @@ def export_mappings(srv, sel, span):
 @test
 def build_ids_links_and_ebpf_cpu_samples():
     """The eBPF profiler's shape: samples counted at a cpu period, addresses only, a build id
-    on the mapping, a span link on one sample. The type and values follow Pyroscope's mapping
+    on the mapping, a kernel frame, a span link on one sample. The type and values follow Pyroscope's mapping
     (process_cpu, count x period); the build id reaches the pprof export's mapping; the link
     makes a span sample, as a pprof span_id label does."""
     o = Otlp()
@@ -442,13 +443,16 @@ def build_ids_links_and_ebpf_cpu_samples():
     o.mappings.append({"start": 0x400000, "limit": 0x800000, "offset": 0, "file": o.s("/usr/bin/app"),
                        "attrs": [o.attr(BUILD_ID_GNU, bid)]})
     o.locations += [{"mapping": 1, "address": 0x401000 + i * 16, "lines": []} for i in range(3)]
+    # a kernel frame, as the eBPF profiler marks it, on the null mapping
+    o.locations.append({"mapping": 0, "address": 0xffffffff81000010, "lines": [],
+                        "attrs": [o.attr("profile.frame.type", "kernel")]})
     o.links.append((bytes(range(16)), bytes.fromhex("00000c0ffee00001")))
     leaf, mid, root = 1, 2, 3
     period = 10_000_000  # 100 Hz
     t = T0 * 10**9
     samples = [{"stack": o.stack([leaf, mid, root]), "attrs": [], "values": [3, 4]},  # two events: 7
                {"stack": o.stack([mid, root]), "attrs": [], "timestamps": [t + 1, t + 2, t + 3]},  # no values: 3
-               {"stack": o.stack([leaf, root]), "attrs": [o.attr("thread.name", "worker")], "values": [5],
+               {"stack": o.stack([4, leaf, root]), "attrs": [o.attr("thread.name", "worker")], "values": [5],
                 "link": 1}]
     o.resources.append(([("service.name", "ebpf"), ("process.executable.name", "app")], [], [{
         "type": (o.s("samples"), o.s("count")), "period_type": (o.s("cpu"), o.s("nanoseconds")), "period": period,
@@ -464,7 +468,8 @@ def build_ids_links_and_ebpf_cpu_samples():
         sel = cpu + '{service_name="ebpf"}'
         # sent twice (protobuf, then JSON): (7 + 3 + 5) events x period, twice
         assert srv.get_json("/api/v1/query", query=sel, format="top", **span)["total"] == 2 * 15 * period
-        assert export_mappings(srv, sel, span) == [("/usr/bin/app", bid)]
+        # the kernel frame's mapping is named as Pyroscope names it; its address is kept past INT64_MAX
+        assert export_mappings(srv, sel, span) == [("/usr/bin/app", bid), ("[kernel]", "")]
         # the linked sample is a span sample of span 00000c0ffee00001, twice; no other span ran
         for spans, total in ((["00000c0ffee00001"], 2 * 5 * period), (["00000000deadbeef"], 0)):
             st, ans = connect_json(srv, "SelectMergeSpanProfile", dict(
