@@ -339,12 +339,13 @@ static void label_name(const char *name, char *out, size_t cap) {
     out[j] = 0;
 }
 
-/* Adds name=value unless the label is set already (the first of a name wins); empty
- * names and values carry no label. */
+/* Adds name=value unless the label is set already (the first of a name wins, unless
+ * override); empty names and values carry no label, and names starting with `__` are
+ * Pyroscope's own, never an attribute's (as in a push series). */
 static int label_add(labels_t *l, const char *name, const char *value, int override, hr_err_t *err) {
     char n[256];
     label_name(name, n, sizeof n);
-    if (!n[0] || !value || !value[0] || (!override && labels_get(l, n))) return 0;
+    if (!n[0] || !strncmp(n, "__", 2) || !value || !value[0] || (!override && labels_get(l, n))) return 0;
     return labels_set(l, n, value) ? hr_fail(err, HR_ENOMEM, "out of memory") : 0;
 }
 

@@ -454,7 +454,8 @@ def build_ids_links_and_ebpf_cpu_samples():
                {"stack": o.stack([mid, root]), "attrs": [], "timestamps": [t + 1, t + 2, t + 3]},  # no values: 3
                {"stack": o.stack([4, leaf, root]), "attrs": [o.attr("thread.name", "worker")], "values": [5],
                 "link": 1}]
-    o.resources.append(([("service.name", "ebpf"), ("process.executable.name", "app")], [], [{
+    # `__` names are Pyroscope's own: an attribute cannot set one
+    o.resources.append(([("service.name", "ebpf"), ("process.executable.name", "app"), ("__name__", "x")], [], [{
         "type": (o.s("samples"), o.s("count")), "period_type": (o.s("cpu"), o.s("nanoseconds")), "period": period,
         "time": t, "duration": 0, "samples": samples}]))
     with Server() as srv:
