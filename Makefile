@@ -11,7 +11,7 @@ OPT      ?= -O2 -g -DNDEBUG
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
 
-PROTOS   = wire/profile.proto wire/push.proto wire/querier.proto wire/settings.proto
+PROTOS   = wire/profile.proto wire/push.proto wire/querier.proto wire/settings.proto wire/otlp_profiles.proto
 GEN_C    = $(patsubst %.proto,build/gen/%.pb-c.c,$(PROTOS))
 GEN_H    = $(GEN_C:.c=.h)
 
@@ -159,7 +159,7 @@ install: hearth
 # test data and a real server's WAL and blocks. Crashes land in build/fuzz/crashes/.
 FUZZ_DIR = build/fuzz
 FUZZ_FLAGS = -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
-FUZZ_TARGETS = pprof folded selector push querier jfr multipart block wal
+FUZZ_TARGETS = pprof folded selector push querier jfr multipart block wal otlp
 FUZZ_SECONDS ?= 60
 $(FUZZ_DIR)/%.o: %.c $(GEN_H)
 	@mkdir -p $(dir $@)

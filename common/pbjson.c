@@ -16,7 +16,7 @@
 
 static void *member(const ProtobufCMessage *m, const ProtobufCFieldDescriptor *f) { return (char *)m + f->offset; }
 
-static size_t elem_size(ProtobufCType t) {
+size_t pbjson_elem_size(ProtobufCType t) {
     switch (t) {
     case PROTOBUF_C_TYPE_INT32:
     case PROTOBUF_C_TYPE_SINT32:
@@ -120,7 +120,7 @@ static int encode_msg(const ProtobufCMessage *m, buf_t *out) {
         buf_putc(out, '[');
         for (size_t k = 0; k < n; k++) {
             if (k) buf_putc(out, ',');
-            encode_value(f, arr + k * elem_size(f->type), out);
+            encode_value(f, arr + k * pbjson_elem_size(f->type), out);
         }
         buf_putc(out, ']');
     }
@@ -158,6 +158,22 @@ static int get_int(json_t *v, int64_t *out) {
     return -1;
 }
 
+/* An unsigned 64-bit integer: as get_int, but a decimal string may pass INT64_MAX
+ * (addresses of kernel mappings do). */
+static int get_uint(json_t *v, uint64_t *out) {
+    if (json_is_string(v)) {
+        char *end;
+        const char *s = json_string_value(v);
+        errno = 0;
+        unsigned long long n = strtoull(s, &end, 10);
+        if (*s && *s != '-' && !*end && errno != ERANGE) return *out = n, 0;
+        return -1;
+    }
+    int64_t n;
+    if (get_int(v, &n) || n < 0) return -1;
+    return *out = (uint64_t)n, 0;
+}
+
 static int decode_value(dctx_t *c, const ProtobufCFieldDescriptor *f, json_t *v, void *p) {
     int64_t n;
     switch (f->type) {
@@ -172,11 +188,11 @@ static int decode_value(dctx_t *c, const ProtobufCFieldDescriptor *f, json_t *v,
     case PROTOBUF_C_TYPE_INT64:
     case PROTOBUF_C_TYPE_SINT64:
     case PROTOBUF_C_TYPE_SFIXED64:
-    case PROTOBUF_C_TYPE_UINT64:
-    case PROTOBUF_C_TYPE_FIXED64:
         if (get_int(v, &n)) return -1;
         *(int64_t *)p = n;
         return 0;
+    case PROTOBUF_C_TYPE_UINT64:
+    case PROTOBUF_C_TYPE_FIXED64: return get_uint(v, (uint64_t *)p);
     case PROTOBUF_C_TYPE_FLOAT:
     case PROTOBUF_C_TYPE_DOUBLE: {
         double d;
@@ -256,7 +272,7 @@ static int decode_field(dctx_t *c, ProtobufCMessage *m, const ProtobufCFieldDesc
         return 0;
     }
     if (!json_is_array(v)) return -1;
-    size_t n = json_array_size(v), es = elem_size(f->type);
+    size_t n = json_array_size(v), es = pbjson_elem_size(f->type);
     char *arr = arena_alloc(c->arena, n * es);
     if (!arr) return -1;
     for (size_t k = 0; k < n; k++)

@@ -15,6 +15,10 @@
 #include "common/buf.h"
 #include "common/err.h"
 
+/* The bytes protobuf-c gives one value of a field of type t: a repeated field's array
+ * stride (a pointer for strings and messages). */
+size_t pbjson_elem_size(ProtobufCType t);
+
 int pbjson_encode(const ProtobufCMessage *msg, buf_t *out);
 
 /* Decodes JSON text into a new message of type desc, allocated (with everything

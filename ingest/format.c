@@ -7,6 +7,7 @@
 
 #include "ingest/folded.h"
 #include "ingest/jfr.h"
+#include "ingest/otlp.h"
 #include "ingest/pprof_upload.h"
 #include "ingest/push.h"
 #include "wire/gzip.h"
@@ -23,6 +24,9 @@ static const ingest_format_desc_t FORMATS[] = {
     {INGEST_PUSH_PROTO, "push.v1", NULL, 0, NULL, push_ingest_proto},
     {INGEST_PUSH_JSON, "push.v1 JSON", NULL, 0, NULL, push_ingest_json},
     {INGEST_PARCA_JSON, "Parca WriteRaw JSON", NULL, 0, NULL, parca_ingest_json},
+    /* An empty export is a valid OTLP request (nothing to store). */
+    {INGEST_OTLP_PROTO, "OTLP profiles", NULL, 0, NULL, otlp_ingest_proto},
+    {INGEST_OTLP_JSON, "OTLP profiles JSON", NULL, 0, NULL, otlp_ingest_json},
     /* Pyroscope's other upload formats: named, so refused as such rather than read as folded. */
     {0, "trie", "trie tree speedscope", 0, NULL, NULL},
 };

@@ -245,6 +245,12 @@ static int sample_labels(ctx_t *c, const Perftools__Profiles__Sample *s, labels_
  * Pyroscope keeps them (it renames profile_id to span_id). */
 static const char *const PER_SAMPLE_KEYS[] = {"span_id", "trace_id", "profile_id", "span_name"};
 
+int pprof_per_sample_key(const char *key) {
+    for (size_t s = 0; s < sizeof PER_SAMPLE_KEYS / sizeof *PER_SAMPLE_KEYS; s++)
+        if (!strcmp(key, PER_SAMPLE_KEYS[s])) return 1;
+    return 0;
+}
+
 static int cmp_u64(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return (x > y) - (x < y);
@@ -272,9 +278,7 @@ static int plan_label_keys(ctx_t *c) {
         uint32_t key = (uint32_t)(pairs[i] >> 32);
         size_t distinct = 0, j = i;
         for (; j < n && (uint32_t)(pairs[j] >> 32) == key; j++) distinct += j == i || pairs[j] != pairs[j - 1];
-        int per_sample = 0;
-        for (size_t s = 0; s < sizeof PER_SAMPLE_KEYS / sizeof *PER_SAMPLE_KEYS; s++)
-            per_sample |= !strcmp(p->string_table[key], PER_SAMPLE_KEYS[s]);
+        int per_sample = pprof_per_sample_key(p->string_table[key]);
         if (per_sample || distinct > PPROF_MAX_SERIES_LABEL_VALUES) {
             c->off_series[key] = 1;
             (*(per_sample ? &c->b->unindexed_span_keys : &c->b->unindexed_high_cardinality_keys))++;

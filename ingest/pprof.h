@@ -59,4 +59,8 @@ int pprof_census(const uint8_t *p, size_t n, pprof_census_t *c, hr_err_t *err);
 
 int pprof_decode(const uint8_t *body, size_t n, const pprof_opts_t *opts, batch_t *out, hr_err_t *err);
 
+/* 1 when a sample label key names a trace link (span_id, trace_id, profile_id,
+ * span_name): per sample, never a series label. Shared with OTLP's sample attributes. */
+int pprof_per_sample_key(const char *key);
+
 #endif

@@ -28,8 +28,19 @@ typedef enum {
     INGEST_PUSH_PROTO = 4,
     INGEST_PUSH_JSON = 5,
     INGEST_PARCA_JSON = 6, /* Parca's WriteRaw over its HTTP/JSON gateway */
-    INGEST_JFR = 7         /* Java Flight Recorder (format=jfr, or multipart `jfr`) */
+    INGEST_JFR = 7,        /* Java Flight Recorder (format=jfr, or multipart `jfr`) */
+    INGEST_OTLP_PROTO = 8, /* OpenTelemetry profiles: ExportProfilesServiceRequest, protobuf */
+    INGEST_OTLP_JSON = 9   /* the same in OTLP JSON */
 } ingest_format_t;
+
+/* What a decoder refused of an upload it otherwise stored: OTLP answers a request
+ * whose profiles are not all sound with a partial success. Only structural faults
+ * of a profile (bad indices, missing values) count, never a limit, so that WAL
+ * replay, which runs without some limits, refuses exactly what live ingest did. */
+typedef struct {
+    size_t rejected;   /* profiles left out */
+    char message[256]; /* why the first of them was */
+} ingest_partial_t;
 
 typedef struct {
     const char *tenant;
@@ -50,6 +61,9 @@ typedef struct {
      * a pprof's profile type and service_name defaults to "unknown_service". */
     const char *labels;
     size_t labels_len;
+    /* Not logged: where a decoder that leaves out part of an upload (OTLP) says what
+     * it left out; NULL when the caller does not ask. */
+    ingest_partial_t *partial;
 } ingest_request_t;
 
 typedef struct {

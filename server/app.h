@@ -64,6 +64,8 @@ int app_submit(app_t *a, const ingest_request_t *r, size_t body_bytes, hr_err_t 
 void api_ingest(app_t *a, http_req_t *req, http_resp_t *resp);
 void api_push(app_t *a, http_req_t *req, http_resp_t *resp);
 void api_parca_writeraw(app_t *a, http_req_t *req, http_resp_t *resp);
+/* POST /v1development/profiles and /otlp/v1development/profiles (otlp_api.c). */
+void api_otlp_profiles(app_t *a, http_req_t *req, http_resp_t *resp);
 void api_query(app_t *a, http_req_t *req, http_resp_t *resp);
 void api_diff(app_t *a, http_req_t *req, http_resp_t *resp);
 void api_pyroscope_render_diff(app_t *a, http_req_t *req, http_resp_t *resp);

@@ -132,6 +132,8 @@ static const route_t ROUTES[] = {
     {"/pyroscope/ingest", 0, M_POST, NEED_WRITE, LIM_INGEST, ERR_JSON, api_ingest},
     {"/push.v1.PusherService/Push", 0, M_POST, NEED_WRITE, LIM_INGEST, ERR_CONNECT, api_push},
     {"/api/profiles/writeraw", 0, M_POST, NEED_WRITE, LIM_INGEST, ERR_JSON, api_parca_writeraw},
+    {"/v1development/profiles", 0, M_POST, NEED_WRITE, LIM_INGEST, ERR_JSON, api_otlp_profiles},
+    {"/otlp/v1development/profiles", 0, M_POST, NEED_WRITE, LIM_INGEST, ERR_JSON, api_otlp_profiles},
     /* Merges. */
     {QUERIER_PREFIX, 1, M_POST, NEED_READ, LIM_QUERY, ERR_CONNECT, api_querier},
     {"/settings.v1.SettingsService/Get", 0, M_POST, NEED_READ, LIM_NONE, ERR_CONNECT, api_settings_get},

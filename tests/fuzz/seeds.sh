@@ -4,7 +4,7 @@
 set -eu
 bin=$1 td=$2 out=$3
 rm -rf "$out"
-mkdir -p "$out/pprof" "$out/folded" "$out/selector" "$out/push" "$out/querier" "$out/jfr" "$out/multipart" "$out/block" "$out/wal"
+mkdir -p "$out/pprof" "$out/folded" "$out/selector" "$out/push" "$out/querier" "$out/jfr" "$out/multipart" "$out/block" "$out/wal" "$out/otlp"
 for f in "$td"/pprof/*.pb.gz "$td"/corpus/*.pb "$td"/corpus/*.pb.gz; do cp "$f" "$out/pprof/"; done
 cp "$td"/folded/* "$out/folded/"
 head -c 20000 "$td"/corpus/flamegraph__test__results__perf-java-stacks-01-collapsed-pid.txt > "$out/folded/java.txt"
@@ -30,6 +30,17 @@ done
 # Multipart bodies as pyroscope-go and the Java agent send them (first line: the boundary).
 printf 'XyZ\n--XyZ\r\nContent-Disposition: form-data; name="profile"; filename="profile.pprof"\r\nContent-Type: application/octet-stream\r\n\r\nabc\r\n--XyZ\r\nContent-Disposition: form-data; name="sample_type_config"\r\n\r\n{"alloc_space":{"cumulative":true}}\r\n--XyZ--\r\n' > "$out/multipart/1"
 printf 'b0\n--b0\r\nContent-Disposition: form-data; name="jfr"\r\n\r\nFLR\0\r\n--b0\r\nContent-Disposition: form-data; name="labels"\r\n\r\n\r\n--b0--\r\n' > "$out/multipart/2"
+# OTLP requests as the integration tests build them from real profiles (protobuf and JSON).
+PYTHONPATH=tests/integration python3 - "$td" "$out/otlp" <<'PY'
+import sys, harness
+harness.configure(testdata=sys.argv[1])
+from test_otlp import Otlp, pprof_parse, read_testdata
+for name in ("go-runtime-cpu-00", "go-runtime-heap"):
+    o = Otlp()
+    o.add_pprof(pprof_parse(read_testdata("pprof/%s.pb.gz" % name)), [("service.name", name)], build_id="abc123")
+    open("%s/%s.pb" % (sys.argv[2], name), "wb").write(o.to_protobuf())
+    open("%s/%s.json" % (sys.argv[2], name), "wb").write(o.to_json())
+PY
 # A real server: a WAL segment (kill -9 keeps it) and a block (flushed).
 dd="$out/.data"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')

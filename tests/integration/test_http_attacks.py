@@ -95,9 +95,10 @@ def refusal_only(url, b):
 def http_attacks_every_route_needs_its_role_and_tenant():
     rows = routes()
     # Every path the server answers is a row; the walk below covers each one.
-    assert len(rows) == 33, len(rows)
+    assert len(rows) == 36, len(rows)
     paths = {r[2] for r in rows}
-    for p in ("/render-diff", "/pyroscope/render-diff", "/api/v1/labels", "/labels", "/label-values", "/js/"):
+    for p in ("/render-diff", "/pyroscope/render-diff", "/api/v1/labels", "/labels", "/label-values", "/js/",
+              "/v1development/profiles", "/otlp/v1development/profiles"):
         assert p in paths, p
     wrong = {"read": ["w-tok"], "write": ["r-tok"], "admin": ["r-tok", "w-tok"]}
     right = {"read": "r-tok", "write": "w-tok", "admin": "a-tok"}

@@ -29,6 +29,7 @@
 #include "query/tree.h"
 #include "storage/store.h"
 #include "tests/oom/inject.h"
+#include "tests/oom/otlp_body.h"
 #include "tests/unit/unit.h"
 
 unit_t U;
@@ -51,6 +52,8 @@ static upload_t UPLOADS[] = {
     {"pprof/go-runtime-cpu-01.pb.gz", "web{env=prod}", INGEST_PPROF, T0, NULL, 0},
     {"pprof/go-runtime-cpu-00.pb.gz", "api{env=prod}", INGEST_PPROF, T0 + 60, NULL, 0},
     {"pprof/go-runtime-heap.pb.gz", "api{env=prod}", INGEST_PPROF, T0 + 120, NULL, 0},
+    /* The CPU profile again, as an OTLP request (otlp_body.h): the body names the series. */
+    {"pprof/go-runtime-cpu-00.pb.gz", "", INGEST_OTLP_PROTO, T0 + 180, NULL, 0},
 };
 
 static ingest_request_t request_of(const upload_t *u) {
@@ -224,6 +227,7 @@ static void build_for_cut(subject_t *x) {
 
 static int op_ingest_cpu(subject_t *x, hr_err_t *err) { return upload(x->s, &UPLOADS[1], err); }
 static int op_ingest_heap(subject_t *x, hr_err_t *err) { return upload(x->s, &UPLOADS[2], err); }
+static int op_ingest_otlp(subject_t *x, hr_err_t *err) { return upload(x->s, &UPLOADS[3], err); }
 static int op_cut(subject_t *x, hr_err_t *err) { return store_cut(x->s, err); }
 
 static int op_compact(subject_t *x, hr_err_t *err) {
@@ -337,6 +341,7 @@ static void answer_out(subject_t *x, buf_t *out) { buf_append(out, x->out.data, 
 static const path_t PATHS[] = {
     {"ingest pprof cpu", 1, build_one, op_ingest_cpu, NULL},
     {"ingest pprof heap", 1, build_one, op_ingest_heap, NULL},
+    {"ingest otlp", 1, build_one, op_ingest_otlp, NULL},
     {"cut", 1, build_for_cut, op_cut, NULL},
     {"compact", 1, build_three_blocks, op_compact, NULL},
     {"catalog", 0, build_blocks_and_head, op_catalog, answer_out},
@@ -497,6 +502,12 @@ int main(int argc, char **argv) {
     __asan_set_death_callback(say_where);
     for (size_t i = 0; i < sizeof UPLOADS / sizeof *UPLOADS; i++)
         UPLOADS[i].body = unit_read(UPLOADS[i].file, &UPLOADS[i].len);
+    upload_t *o = &UPLOADS[3];
+    unsigned char *gz = o->body;
+    o->body =
+        otlp_body_of_pprof(gz, o->len, "otlp-api", "2d6912fd3dd64542f6f6294f4bf9cb6c265b3085", o->at_s * S, &o->len);
+    free(gz);
+    must(o->body != NULL, "the OTLP body");
     int ok = 0, bad = 0;
     for (size_t i = 0; i < sizeof PATHS / sizeof *PATHS; i++) {
         if (only && !strstr(PATHS[i].name, only)) continue;

@@ -6,6 +6,7 @@
 #include "ingest/folded.h"
 #include "wire/gzip.h"
 #include "ingest/jfr.h"
+#include "ingest/otlp.h"
 #include "wire/profile.pb-c.h"
 #include "ingest/pprof.h"
 #include "ingest/pprof_edit.h"
@@ -670,4 +671,61 @@ void test_request_labels(void) {
     buf_free(&packed);
     free(pushed);
     free(blk);
+}
+
+/* A hand-written OTLP JSON request (ingest/otlp.h): a sound profile of two samples (one
+ * with two events, one with a sample attribute) and a second profile whose stack index
+ * is out of range. Exact stacks, values, labels, the mapping's build id and an address
+ * past INT64_MAX (a decimal string), and the partial result naming the fault. */
+void test_otlp_json(void) {
+    static const char req[] =
+        "{\"resourceProfiles\":[{\"resource\":{\"attributes\":[{\"key\":\"service.name\",\"value\":{\"stringValue\":"
+        "\"svc\"}}]},\"scopeProfiles\":[{\"profiles\":["
+        "{\"sampleType\":{\"typeStrindex\":1,\"unitStrindex\":2},\"periodType\":{\"typeStrindex\":1,\"unitStrindex\":2}"
+        ","
+        "\"period\":\"10000000\",\"timeUnixNano\":\"1700000000000000000\",\"durationNano\":\"1000000000\","
+        "\"samples\":[{\"stackIndex\":1,\"values\":[\"30\",\"12\"]},{\"stackIndex\":2,\"attributeIndices\":[1],"
+        "\"values\":[\"5\"]}]},"
+        "{\"sampleType\":{\"typeStrindex\":1,\"unitStrindex\":2},\"samples\":[{\"stackIndex\":7,\"values\":[\"1\"]}]}"
+        "]}]}],\"dictionary\":{"
+        "\"stringTable\":[\"\",\"cpu\",\"nanoseconds\",\"main\",\"work\",\"app\",\"process.executable.build_id.gnu\","
+        "\"abc\",\"endpoint\",\"/x\"],"
+        "\"mappingTable\":[{},{\"memoryStart\":\"4096\",\"memoryLimit\":\"18446744073709551615\","
+        "\"filenameStrindex\":5,\"attributeIndices\":[0]}],"
+        "\"attributeTable\":[{\"keyStrindex\":6,\"value\":{\"stringValue\":\"abc\"}},"
+        "{\"keyStrindex\":8,\"value\":{\"stringValueStrindex\":9}}],"
+        "\"functionTable\":[{},{\"nameStrindex\":3},{\"nameStrindex\":4}],"
+        "\"locationTable\":[{},{\"mappingIndex\":1,\"address\":\"4112\",\"lines\":[{\"functionIndex\":1,\"line\":\"7\"}"
+        "]},"
+        "{\"mappingIndex\":1,\"address\":\"4128\",\"lines\":[{\"functionIndex\":2,\"line\":\"9\"}]}],"
+        "\"stackTable\":[{},{\"locationIndices\":[2,1]},{\"locationIndices\":[1]}]}}";
+    ingest_limits_t lim = {.max_decompressed = 1 << 20, .max_labels = 64, .max_label_value_bytes = 2048};
+    batch_t b;
+    CHECK(batch_init(&b) == 0);
+    hr_err_t err = {0};
+    ingest_partial_t part;
+    CHECK(otlp_decode((const uint8_t *)req, sizeof req - 1, OTLP_JSON, &lim, 1, &b, &part, &err) == 0);
+    CHECK_INT(part.rejected, 1);
+    CHECK(strstr(part.message, "stack index 7 is out of range") != NULL);
+    CHECK_INT(b.n, 2);
+    for (size_t i = 0; i < b.n && b.n == 2; i++) {
+        const batch_profile_t *p = &b.p[i];
+        CHECK_STR(p->profile_type, "process_cpu:cpu:nanoseconds:cpu:nanoseconds");
+        CHECK_STR(labels_get(&p->labels, "service_name"), "svc");
+        CHECK_INT(p->time_ns, 1700000000000000000LL);
+        CHECK_INT(p->duration_ns, 1000000000LL);
+        CHECK_INT(p->n, 1);
+        const char *ep = labels_get(&p->labels, "endpoint");
+        CHECK_INT(p->values[0], ep ? 5 : 42); /* two events: 30 + 12 */
+        CHECK_INT(symtab_stack_depth(b.sym, p->stacks[0]), ep ? 1 : 2);
+        const sym_location_t *leaf = &b.sym->locations[b.sym->stacks[p->stacks[0]].location];
+        CHECK_STR(symtab_str(b.sym, b.sym->functions[b.sym->lines[leaf->first_line].function].name),
+                  ep ? "main" : "work");
+        CHECK_INT(leaf->address, ep ? 4112 : 4128);
+        const sym_mapping_t *m = &b.sym->mappings[leaf->mapping];
+        CHECK_STR(symtab_str(b.sym, m->build_id), "abc");
+        CHECK_STR(symtab_str(b.sym, m->filename), "app");
+        CHECK(m->start == 4096 && m->limit == UINT64_MAX);
+    }
+    batch_destroy(&b);
 }

@@ -100,6 +100,7 @@ int unit_finish(const char *suite, int ok, int bad);
     X(test_pprof_output)                                                                                               \
     X(test_base64)                                                                                                     \
     X(test_pbjson)                                                                                                     \
+    X(test_otlp_json)                                                                                                  \
     X(test_delta)                                                                                                      \
     X(test_block_types)                                                                                                \
     X(test_pprof_keep_types)                                                                                           \
