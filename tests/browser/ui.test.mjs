@@ -116,6 +116,24 @@ async function chartAxes(page) {
   await page.screenshot({ path: path.join(OUT, 'chart.png'), clip: { x: 0, y: 0, width: 1400, height: 260 } });
 }
 
+// Group by: one chart line per value with a legend; a legend entry narrows the selector.
+async function groupBy(page) {
+  await page.goto(`${BASE}/?${q({ query: E.query })}`);
+  await waitGraph(page);
+  await page.waitForFunction(() => [...document.querySelectorAll('#group-by option')].some((o) => o.value === 'env'));
+  await page.selectOption('#group-by', 'env');
+  await page.waitForFunction(() => document.querySelector('.ts-canvas').dataset.groups === '2');
+  const names = await page.$$eval('#legend button', (bs) => bs.map((b) => b.textContent.trim()));
+  check(names.length === 2 && names.includes('canary') && names.includes('prod'), `legend: ${names}`);
+  check(new URL(page.url()).searchParams.get('group_by') === 'env', 'group_by is in the URL');
+  await page.screenshot({ path: path.join(OUT, 'group-by.png'), clip: { x: 0, y: 0, width: 1400, height: 300 } });
+  await page.click('#legend button:has-text("canary")');
+  await page.waitForFunction((t) => Number(document.querySelector('.flame-canvas').dataset.total) === t, E.canaryTotal,
+    { timeout: 20000 });
+  const u = new URL(page.url()).searchParams;
+  check(u.get('query').includes('env="canary"') && !u.get('group_by'), `the legend narrows the query: ${u.get('query')}`);
+}
+
 // pprof's -focus/-hide as the filter bar: the graph, the table and the URL follow them.
 async function stackFilters(page) {
   await page.goto(`${BASE}/?${q({ query: E.query })}`);
@@ -317,7 +335,7 @@ try {
   const page = await ctx.newPage();
   page.on('pageerror', (e) => errors.push(e.message));
   page.on('console', (m) => { if (m.type() === 'error' && !m.text().includes('status of 4')) errors.push(m.text()); });
-  for (const step of [singleView, chartAxes, stackFilters, servicesAndFunctions, autocomplete, chartDrag, diffView, profilesView, embed, states]) {
+  for (const step of [singleView, chartAxes, groupBy, stackFilters, servicesAndFunctions, autocomplete, chartDrag, diffView, profilesView, embed, states]) {
     await step(page);
     check(errors.length === 0, `${step.name}: no page errors (${errors.join('; ')})`);
   }

@@ -19,7 +19,8 @@ const PRESETS = [['5m', 'Last 5 minutes'], ['15m', 'Last 15 minutes'], ['1h', 'L
 const URL_KEYS = { query: 'query', from: 'from', until: 'until', view: 'view', show: 'show', mode: 'mode',
   search: 'search', profile: 'profile', tenant: 'tenant', theme: 'theme', rightQuery: 'right_query',
   leftFrom: 'left_from', leftUntil: 'left_until', rightFrom: 'right_from', rightUntil: 'right_until', cmp: 'cmp',
-  focus: 'focus', ignore: 'ignore', hide: 'hide', fn: 'fn' };
+  focus: 'focus', ignore: 'ignore', hide: 'hide', fn: 'fn', groupBy: 'group_by' };
+const GROUP_COLORS = ['#d9480f', '#1971c2', '#2f9e44', '#ae3ec9', '#f08c00', '#0c8599', '#e64980', '#5c940d', '#868e96'];
 const FILTERS = ['focus', 'ignore', 'hide']; // pprof's stack filters, sent with every merge
 // Values equal to these are left out of the URL, to keep links short.
 const DEFAULTS = { from: 'now-1h', until: 'now', view: EMBED ? 'flamegraph' : 'single', show: 'both', mode: 'icicle',
@@ -160,6 +161,7 @@ class App {
     });
     $('download').addEventListener('click', (e) => { e.preventDefault(); this.downloadPprof(); });
     $('single-back').addEventListener('click', () => this.set({ profile: '' }));
+    $('group-by').addEventListener('change', () => this.set({ groupBy: $('group-by').value }));
     for (const k of FILTERS) {
       $(k).addEventListener('keydown', (e) => { if (e.key === 'Enter') this.set({ [k]: $(k).value.trim() }); });
       $(k).addEventListener('change', () => this.set({ [k]: $(k).value.trim() }));
@@ -184,6 +186,9 @@ class App {
       pickBusiest ? this.api.timeseries(type, s.from, s.until, { group_by: 'service_name', limit: 1 }) : null]);
     const names = vals.values || vals.names || [];
     $('service').replaceChildren(new Option('All services', ''), ...names.map((n) => new Option(n, n)));
+    const labels = await this.api.labelNames(type, s.from, s.until);
+    $('group-by').replaceChildren(new Option('none', ''), ...(labels.names || []).filter((n) => !n.startsWith('__'))
+      .map((n) => new Option(n, n)));
     const busiest = top && top.groups && top.groups[0] && top.groups[0].labels.service_name;
     if (busiest) {
       this.state.query = type + withService(splitQuery(s.query).sel, busiest);
@@ -223,6 +228,7 @@ class App {
     $('right-from').value = timeText(s.rightFrom); $('right-until').value = timeText(s.rightUntil);
     $('right-query').value = s.rightQuery;
     for (const k of FILTERS) if (document.activeElement !== $(k)) $(k).value = s[k];
+    if ([...$('group-by').options].some((o) => o.value === s.groupBy)) $('group-by').value = s.groupBy;
     const svc = serviceOf(sel);
     if ([...$('service').options].some((o) => o.value === svc)) $('service').value = svc;
   }
@@ -345,11 +351,38 @@ class App {
   range() { return { from: resolveTime(this.state.from), until: resolveTime(this.state.until) }; }
 
   async loadChart(query, from, until, bands) {
-    const ts = await this.api.timeseries(query, from, until, this.filters());
+    const by = !EMBED && this.state.view === 'single' ? this.state.groupBy : '';
+    const ts = await this.api.timeseries(query, from, until, { ...this.filters(), ...(by ? { group_by: by, limit: 8 } : {}) });
     return () => {
       this.chart.setData(ts.points, sampleUnit(ts.profileType), { from: resolveTime(from), until: resolveTime(until) });
       this.chart.setBands(bands || []);
+      this.renderGroups(by, ts);
     };
+  }
+
+  // One line per value of the group-by label (the largest 8, the rest as "other"), and a
+  // legend whose entries narrow the selector to their value.
+  renderGroups(by, ts) {
+    const legend = $('legend');
+    const groups = by && ts.groups ? ts.groups.map((g, i) => ({
+      name: g.labels[by] === undefined ? `(no ${by})` : g.labels[by], value: g.labels[by] || '', points: g.points,
+      total: g.total, color: GROUP_COLORS[i % GROUP_COLORS.length] })) : [];
+    if (by && ts.other) groups.push({ name: `other (${ts.other.groups})`, points: ts.other.points, total: ts.other.total,
+      color: GROUP_COLORS[GROUP_COLORS.length - 1], other: true });
+    this.chart.setGroups(groups);
+    if (!legend) return;
+    legend.hidden = !groups.length;
+    legend.replaceChildren(...groups.map((g) => {
+      const b = document.createElement('button');
+      const sw = document.createElement('i');
+      sw.style.background = g.color;
+      b.append(sw, `${g.name} `);
+      b.title = g.other ? 'the remaining values' : `show only ${by}="${g.value}"`;
+      b.disabled = !!g.other;
+      if (!g.other) b.addEventListener('click', () => this.set({
+        query: splitQuery(this.state.query).type + withLabel(this.selector(), by, g.value), groupBy: '' }));
+      return b;
+    }));
   }
 
   async loadSingle(seq) {
@@ -562,14 +595,19 @@ function serviceOf(sel) {
   return m ? m[1] : '';
 }
 
-// sel with its service_name matcher set to svc (removed when svc is empty).
-function withService(sel, svc) {
+// sel with its matcher on label `name` set to name="value" (removed when value is empty and
+// `drop`; for a group without the label, name="" selects the series that lack it).
+function withLabel(sel, name, value, drop = false) {
   let inner = (sel || '').trim().replace(/^\{|\}$/g, '');
-  const parts = inner ? inner.split(/,(?=(?:[^"]*"[^"]*")*[^"]*$)/).map((p) => p.trim()).filter((p) => p && !/^service_name\s*(=|!=|=~|!~)/.test(p)) : [];
-  if (svc) parts.unshift(`service_name="${svc.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`);
+  const own = new RegExp(`^${name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\s*(=|!=|=~|!~)`);
+  const parts = inner ? inner.split(/,(?=(?:[^"]*"[^"]*")*[^"]*$)/).map((p) => p.trim()).filter((p) => p && !own.test(p)) : [];
+  if (value || !drop) parts.unshift(`${name}="${value.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`);
   inner = parts.join(', ');
   return inner ? `{${inner}}` : '';
 }
+
+// sel with its service_name matcher set to svc (removed when svc is empty).
+function withService(sel, svc) { return withLabel(sel, 'service_name', svc, true); }
 
 function toLocalInput(ms) {
   const d = new Date(ms - new Date(ms).getTimezoneOffset() * 60000);

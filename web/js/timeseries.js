@@ -75,6 +75,13 @@ export class TimeSeries {
     this.render();
   }
 
+  // groups: [{name, points, color}] drawn as lines instead of the total (none: the total).
+  setGroups(groups) {
+    this.groups = groups && groups.length ? groups : null;
+    this.canvas.dataset.groups = String(this.groups ? this.groups.length : 0);
+    this.render();
+  }
+
   // bands: [{from, until, color}] in ms.
   setBands(bands) { this.bands = bands; this.render(); }
 
@@ -97,8 +104,8 @@ export class TimeSeries {
   // Profiles that arrive less often than the step leave empty steps between them: those
   // are gaps, not zeros, so the line joins the non-empty points and breaks only where the
   // gap is over three times the usual one (a lone point is drawn as a dot).
-  drawLine(ctx, W, yOf, color) {
-    const pts = this.points.filter((p) => p.value !== 0);
+  drawLine(ctx, W, yOf, color, points, fill) {
+    const pts = points.filter((p) => p.value !== 0);
     if (!pts.length) return;
     const gaps = pts.slice(1).map((p, i) => p.timestamp - pts[i].timestamp).sort((a, b) => a - b);
     const usual = gaps.length ? gaps[Math.floor(gaps.length / 2)] : 0;
@@ -120,6 +127,7 @@ export class TimeSeries {
       ctx.beginPath();
       run.forEach((p, i) => { const x = this.xOf(p.timestamp, W), y = yOf(p.value); i ? ctx.lineTo(x, y) : ctx.moveTo(x, y); });
       ctx.stroke();
+      if (!fill) continue;
       ctx.lineTo(this.xOf(run[run.length - 1].timestamp, W), yOf(0));
       ctx.lineTo(this.xOf(run[0].timestamp, W), yOf(0));
       ctx.globalAlpha = 0.15;
@@ -140,7 +148,8 @@ export class TimeSeries {
     if (!this.range) return;
     const style = getComputedStyle(c);
     const fg = style.getPropertyValue('--fg').trim() || '#333', line = style.getPropertyValue('--accent').trim() || '#d9480f';
-    const yt = valueTicks(Math.max(...this.points.map((p) => p.value), 0));
+    const shown = this.groups ? this.groups.flatMap((g) => g.points) : this.points;
+    const yt = valueTicks(Math.max(...shown.map((p) => p.value), 0));
     const max = Math.max(1, yt[yt.length - 1]);
     const yOf = (v) => H - PAD.b - (v / max) * (H - PAD.t - PAD.b);
     for (const band of this.bands) {
@@ -175,7 +184,8 @@ export class TimeSeries {
     this.canvas.dataset.ticks = JSON.stringify(ticks.map((t) => (t.date ? t.date + ' ' : '') + t.label));
     this.canvas.dataset.yticks = JSON.stringify(yt);
     this.canvas.dataset.zone = zone;
-    this.drawLine(ctx, W, yOf, line);
+    if (this.groups) for (const g of this.groups) this.drawLine(ctx, W, yOf, g.color, g.points, false);
+    else this.drawLine(ctx, W, yOf, line, this.points, true);
     if (this.drag) {
       ctx.fillStyle = 'rgba(80,120,220,0.25)';
       ctx.fillRect(Math.min(this.drag.a, this.drag.b), PAD.t, Math.abs(this.drag.a - this.drag.b), H - PAD.t - PAD.b);
