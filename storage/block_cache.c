@@ -76,6 +76,11 @@ segment_t *bcache_pin(store_t *s, size_t i, size_t p, int view, hr_err_t *err) {
     char full[4096];
     snprintf(full, sizeof full, "%s/%s", s->dir, b->meta.path);
     seg = block_read_part(full, b->ix, p, view, err); /* no lock held: other scans go on */
+    if (seg && symtab_fingerprint_stacks(seg->sym)) { /* merges recognise stacks across blocks by them */
+        segment_free(seg);
+        seg = NULL;
+        hr_fail(err, HR_ENOMEM, "out of memory");
+    }
     pthread_mutex_lock(&s->cache_mu);
     if (!seg && unreadable(err->code)) {
         b->bad = 1;

@@ -327,6 +327,16 @@ int symtab_fingerprint(symtab_t *t) {
     return 0;
 }
 
+int symtab_fingerprint_stacks(symtab_t *t) {
+    int rc = symtab_fingerprint(t);
+    for (int k = 0; k < SYM_FP_STACKS; k++) { /* only stacks' are read; the rest are recomputed if ever needed */
+        free(t->fp[k]);
+        t->fp[k] = NULL;
+        t->nfp[k] = t->fp_cap[k] = 0;
+    }
+    return rc;
+}
+
 size_t symtab_bytes(const symtab_t *t) {
     size_t fp = 0;
     for (int k = 0; k < 5; k++) fp += t->fp_cap[k] * sizeof(sym_fp_t);
@@ -605,15 +615,6 @@ symtab_t *symtab_decode(const uint8_t *p, size_t len, hr_err_t *err) {
         t->stacks[t->nstacks++] = (sym_stack_t){(uint32_t)(i - d), (uint32_t)loc};
     }
     if (buf_reader_left(&r)) BAD("%zu trailing bytes", buf_reader_left(&r));
-    if (symtab_fingerprint(t)) { /* read-only from here: fingerprinted once */
-        hr_fail(err, HR_ENOMEM, "out of memory");
-        goto fail;
-    }
-    for (int k = 0; k < SYM_FP_STACKS; k++) { /* only stacks' are read; the rest are recomputed if ever needed */
-        free(t->fp[k]);
-        t->fp[k] = NULL;
-        t->nfp[k] = t->fp_cap[k] = 0;
-    }
     return t;
 fail:
     symtab_free(t);

@@ -111,6 +111,12 @@ size_t symtab_stack_depth(const symtab_t *t, uint32_t stack);
  * fingerprint of stack id for id < t->nfp[SYM_FP_STACKS]. 0 or -1 (OOM; the
  * fingerprints then cover fewer entries, never wrong ones). */
 int symtab_fingerprint(symtab_t *t);
+/* The same for a table that will only be read from now on (a decoded block
+ * partition the cache shares with merges): only the stacks' fingerprints are kept.
+ * symtab_decode leaves fingerprinting to the reader that needs it: compaction, cuts
+ * verifying what they wrote and `hearth check` copy or compare by content and never
+ * read them. 0 or -1 (OOM). */
+int symtab_fingerprint_stacks(symtab_t *t);
 
 /* Approximate heap bytes held, for head-size accounting. */
 size_t symtab_bytes(const symtab_t *t);
