@@ -240,9 +240,10 @@ static enum MHD_Result on_headers(struct http_server *s, struct MHD_Connection *
         return http_error(&resp, 414, "more than %d query parameters", HTTP_MAX_QUERY_ARGS), refuse(s, c, x, &resp);
     if (s->router.admit(s->router.app, r, &resp)) return refuse(s, c, x, &resp);
     x->admitted = 1;
-    if (has > 0 && len > s->cfg.max_body)
-        return http_error(&resp, 413, "request body of %llu bytes exceeds --max-body-bytes %zu",
-                          (unsigned long long)len, s->cfg.max_body),
+    size_t max_body = r->max_body ? r->max_body : s->cfg.max_body;
+    if (has > 0 && len > max_body)
+        return http_error(&resp, 413, "request body of %llu bytes exceeds %s %zu", (unsigned long long)len,
+                          r->max_body ? "--max-debuginfo-bytes" : "--max-body-bytes", max_body),
                refuse(s, c, x, &resp);
     if (has > 0 && budget_take(s, (size_t)len))
         return http_error(&resp, 503, "too many request bodies in flight (--max-inflight-body-bytes %zu); retry later",
@@ -262,7 +263,7 @@ static enum MHD_Result on_headers(struct http_server *s, struct MHD_Connection *
 static void on_body(struct http_server *s, req_ctx_t *x, const char *data, size_t n) {
     http_req_t *r = &x->pub;
     if (r->body_too_big || x->over_budget) return;
-    if (r->received + n > s->cfg.max_body) {
+    if (r->received + n > (r->max_body ? r->max_body : s->cfg.max_body)) {
         r->body_too_big = 1; /* chunked (no Content-Length): keep reading so the client gets the 413 */
         return;
     }

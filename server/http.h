@@ -56,6 +56,8 @@ typedef struct http_req {
     char tenant[129];  /* resolved by the router (X-Scope-OrgID or "anonymous") */
     const void *route; /* the router's: set by admit, read by handle and release */
     int slot;          /* the router's: what admit holds, for release */
+    size_t max_body;   /* set by admit to allow this request another body limit than
+                        * http_config_t.max_body (debug file uploads); 0 = that one */
 } http_req_t;
 
 typedef struct {

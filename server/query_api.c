@@ -90,7 +90,8 @@ static merge_query_t merge_for(const renderer_t *rd, app_t *a, http_req_t *req, 
                            .step = rd->needs & RENDER_TIMELINE ? step : 0,
                            .want_stacks = (rd->needs & RENDER_STACKS) != 0,
                            .only = only,
-                           .deadline_ns = app_query_deadline(a, req)};
+                           .deadline_ns = app_query_deadline(a, req),
+                           .symbolizer = a->symbolizer};
 }
 
 /* Replies with what query_render wrote into out (rc 0), or with the error that stopped

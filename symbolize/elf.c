@@ -1,0 +1,281 @@
+/* elf.c - see elf.h.
+ *
+ * libdwfl does the heavy lifting (decompressing .zdebug sections, line tables, the
+ * DIE tree); this file reports the one file to a Dwfl, asks for DWARF, symbols or
+ * the pclntab in that order, and turns DWARF scopes into frames: the scopes of an
+ * address run innermost first through inlined subroutines to the subprogram that
+ * holds them; the innermost frame's line is the line table's, each outer frame's
+ * line is the call site (DW_AT_call_file, DW_AT_call_line) of the frame inside it. */
+#include "symbolize/elf.h"
+
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/vec.h"
+#include "symbolize/pclntab.h"
+
+/* One address range of a compilation unit (CU), for finding an address's CU. */
+typedef struct {
+    Dwarf_Addr lo, hi; /* [lo, hi) in DWARF addresses (file vaddr) */
+    Dwarf_Off cu;      /* the CU DIE's offset */
+} cu_range_t;
+
+struct elfobj {
+    Dwfl *dwfl;
+    Dwarf *dw;          /* NULL without DWARF */
+    Dwarf_Addr dwbias;  /* Dwfl address = DWARF address + dwbias */
+    cu_range_t *ranges; /* sorted by lo; built on the first DWARF lookup */
+    size_t nranges, ranges_cap;
+    int ranges_built;
+    Dwfl_Module *mod;
+    Dwarf_Addr bias; /* Dwfl address = file vaddr + bias */
+    int exec;        /* ET_EXEC */
+    GElf_Phdr *loads;
+    size_t nloads;
+    int have_dwarf, have_symtab;
+    pclntab_t *pcln; /* NULL when the file has no readable .gopclntab */
+};
+
+/* Debug info lives in the file itself (uploads, debuginfod and local files are
+ * already the debug files): never look elsewhere, and never ask a debuginfod server
+ * from inside libdwfl, where no deadline reaches. */
+static int no_debuginfo(Dwfl_Module *m, void **u, const char *n, Dwarf_Addr a, const char *f, const char *d,
+                        GElf_Word c, char **p) {
+    (void)m, (void)u, (void)n, (void)a, (void)f, (void)d, (void)c, (void)p;
+    return -1;
+}
+
+static const Dwfl_Callbacks CALLBACKS = {
+    .find_elf = dwfl_build_id_find_elf,
+    .find_debuginfo = no_debuginfo,
+    .section_address = dwfl_offline_section_address,
+};
+
+int elfobj_magic_ok(const void *p, size_t n) { return n >= 4 && !memcmp(p, "\177ELF", 4); }
+
+static int read_loads(elfobj_t *o, Elf *elf) {
+    GElf_Ehdr eh;
+    size_t n;
+    if (!gelf_getehdr(elf, &eh) || elf_getphdrnum(elf, &n)) return -1;
+    o->exec = eh.e_type == ET_EXEC;
+    if (n > 4096) n = 4096; /* real files have a dozen; a hostile count sizes nothing */
+    if (!(o->loads = calloc(n ? n : 1, sizeof *o->loads))) return -2;
+    for (size_t i = 0; i < n; i++) {
+        GElf_Phdr ph;
+        if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_LOAD) o->loads[o->nloads++] = ph;
+    }
+    return 0;
+}
+
+/* The .gopclntab section's bytes, when the file has them. */
+static void find_pclntab(elfobj_t *o, Elf *elf) {
+    size_t shstrndx;
+    if (elf_getshdrstrndx(elf, &shstrndx)) return;
+    for (Elf_Scn *s = elf_nextscn(elf, NULL); s; s = elf_nextscn(elf, s)) {
+        GElf_Shdr sh;
+        const char *name;
+        if (!gelf_getshdr(s, &sh) || sh.sh_type != SHT_PROGBITS) continue;
+        if (!(name = elf_strptr(elf, shstrndx, sh.sh_name)) || strcmp(name, ".gopclntab")) continue;
+        Elf_Data *d = elf_getdata(s, NULL);
+        hr_err_t ignored = {0};
+        if (d && d->d_buf && d->d_size) o->pcln = pclntab_open(d->d_buf, d->d_size, &ignored);
+        return;
+    }
+}
+
+static elfobj_t *open_common(const char *path, int fd, hr_err_t *err) {
+    elfobj_t *o = calloc(1, sizeof *o);
+    if (!o || !(o->dwfl = dwfl_begin(&CALLBACKS))) {
+        if (fd >= 0) close(fd);
+        free(o);
+        hr_fail(err, HR_ENOMEM, "out of memory");
+        return NULL;
+    }
+    /* On success the Dwfl owns fd; on failure it has closed it. */
+    o->mod = dwfl_report_offline(o->dwfl, "obj", path, fd);
+    Elf *elf = NULL;
+    if (o->mod) dwfl_report_end(o->dwfl, NULL, NULL);
+    if (!o->mod || !(elf = dwfl_module_getelf(o->mod, &o->bias))) {
+        hr_fail(err, HR_EUNPROC, "not a readable ELF file: %s", dwfl_errmsg(-1));
+        elfobj_close(o);
+        return NULL;
+    }
+    int rc = read_loads(o, elf);
+    if (rc) {
+        hr_fail(err, rc == -2 ? HR_ENOMEM : HR_EUNPROC, rc == -2 ? "out of memory" : "bad ELF header");
+        elfobj_close(o);
+        return NULL;
+    }
+    o->dw = dwfl_module_getdwarf(o->mod, &o->dwbias);
+    o->have_dwarf = o->dw != NULL;
+    o->have_symtab = dwfl_module_getsymtab(o->mod) > 0;
+    find_pclntab(o, elf);
+    return o;
+}
+
+elfobj_t *elfobj_open(const char *path, hr_err_t *err) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        hr_fail(err, HR_EIO, "cannot open %s", path);
+        return NULL;
+    }
+    return open_common(path, fd, err);
+}
+
+elfobj_t *elfobj_open_fd(int fd, hr_err_t *err) { return open_common("fd", fd, err); }
+
+void elfobj_close(elfobj_t *o) {
+    if (!o) return;
+    pclntab_free(o->pcln);
+    if (o->dwfl) dwfl_end(o->dwfl);
+    free(o->loads);
+    free(o->ranges);
+    free(o);
+}
+
+uint64_t elfobj_normalize(const elfobj_t *o, uint64_t addr, uint64_t start, uint64_t limit, uint64_t offset) {
+    if (o->exec || (start == 0 && limit == 0) || addr < start) return addr;
+    uint64_t fo = addr - start + offset;
+    for (size_t i = 0; i < o->nloads; i++) {
+        const GElf_Phdr *ph = &o->loads[i];
+        if (fo >= ph->p_offset && fo - ph->p_offset < ph->p_memsz) return fo - ph->p_offset + ph->p_vaddr;
+    }
+    /* No segment holds it (a debug file whose segments lost their bytes keeps its
+     * headers, so this is rare): place it by the first segment. */
+    return o->nloads ? fo - o->loads[0].p_offset + o->loads[0].p_vaddr : fo;
+}
+
+/* The name of a subprogram or inlined subroutine, through its abstract origin. */
+static const char *die_name(Dwarf_Die *d, const char **linkage) {
+    Dwarf_Attribute a;
+    *linkage = NULL;
+    if (dwarf_attr_integrate(d, DW_AT_linkage_name, &a) || dwarf_attr_integrate(d, DW_AT_MIPS_linkage_name, &a))
+        *linkage = dwarf_formstring(&a);
+    return dwarf_attr_integrate(d, DW_AT_name, &a) ? dwarf_formstring(&a) : NULL;
+}
+
+/* The file of a DW_AT_call_file index, or NULL. */
+static const char *call_file(Dwarf_Die *cu, Dwarf_Die *d) {
+    Dwarf_Attribute a;
+    Dwarf_Word idx;
+    Dwarf_Files *files;
+    size_t nfiles;
+    if (!dwarf_attr(d, DW_AT_call_file, &a) || dwarf_formudata(&a, &idx)) return NULL;
+    if (dwarf_getsrcfiles(cu, &files, &nfiles) || idx >= nfiles) return NULL;
+    return dwarf_filesrc(files, idx, NULL, NULL);
+}
+
+static int64_t call_line(Dwarf_Die *d) {
+    Dwarf_Attribute a;
+    Dwarf_Word v;
+    return dwarf_attr(d, DW_AT_call_line, &a) && !dwarf_formudata(&a, &v) ? (int64_t)v : 0;
+}
+
+static int cmp_range(const void *a, const void *b) {
+    const cu_range_t *x = a, *y = b;
+    return (x->lo > y->lo) - (x->lo < y->lo);
+}
+
+/* Every CU's address ranges, sorted. libdw finds a CU by .debug_aranges, which Go's
+ * linker does not write (elfutils reads the CUs themselves only from 0.191 on), so
+ * the table is built here, once per file, from each CU's DW_AT_ranges/low_pc. */
+static int build_ranges(elfobj_t *o) {
+    o->ranges_built = 1;
+    Dwarf_Off off = 0, next;
+    size_t hsize;
+    while (dwarf_nextcu(o->dw, off, &next, &hsize, NULL, NULL, NULL) == 0) {
+        Dwarf_Die cu;
+        if (dwarf_offdie(o->dw, off + hsize, &cu)) {
+            Dwarf_Addr base, lo, hi;
+            ptrdiff_t it = 0;
+            while ((it = dwarf_ranges(&cu, it, &base, &lo, &hi)) > 0) {
+                if (hi <= lo) continue;
+                if (VEC_RESERVE(o->ranges, o->ranges_cap, o->nranges + 1)) return -1;
+                o->ranges[o->nranges++] = (cu_range_t){.lo = lo, .hi = hi, .cu = dwarf_dieoffset(&cu)};
+            }
+        }
+        off = next;
+    }
+    qsort(o->ranges, o->nranges, sizeof *o->ranges, cmp_range);
+    return 0;
+}
+
+/* The CU holding a (a DWARF address): 1 with *cu set, 0 when none does, -1 OOM.
+ * Ranges of different CUs do not overlap in real files; with hostile ones the
+ * nearest range starting at or below a that holds it wins, a scan back bounded. */
+static int find_cu(elfobj_t *o, Dwarf_Addr a, Dwarf_Die *cu) {
+    if (!o->ranges_built && build_ranges(o)) return -1;
+    size_t lo = 0, hi = o->nranges;
+    while (lo < hi) { /* the first range starting past a */
+        size_t mid = lo + (hi - lo) / 2;
+        if (o->ranges[mid].lo <= a) lo = mid + 1;
+        else hi = mid;
+    }
+    for (size_t i = lo, k = 0; i-- > 0 && k < 64; k++)
+        if (a < o->ranges[i].hi) return dwarf_offdie(o->dw, o->ranges[i].cu, cu) ? 1 : 0;
+    return 0;
+}
+
+static int resolve_dwarf(elfobj_t *o, Dwarf_Addr a, frames_t *out) {
+    Dwarf_Die cu;
+    int found = find_cu(o, a, &cu);
+    if (found <= 0) return found;
+    Dwarf_Line *ln = dwarf_getsrc_die(&cu, a);
+    int lineno = 0;
+    const char *file = ln ? dwarf_linesrc(ln, NULL, NULL) : NULL;
+    if (ln) dwarf_lineno(ln, &lineno);
+    int64_t line = lineno;
+    /* dwarf_getscopes gives the innermost scope first; past an inlined subroutine it
+     * continues into the abstract definition, not the caller, so the physical
+     * nesting (inlined subroutines inside the concrete subprogram) is read from the
+     * innermost function's own scopes (dwarf_getscopes_die), as eu-addr2line -i does. */
+    Dwarf_Die *scopes = NULL, *chain = NULL;
+    int n = dwarf_getscopes(&cu, a, &scopes), pushed = 0, nchain = 0;
+    for (int i = 0; i < n && !chain; i++) {
+        int tag = dwarf_tag(&scopes[i]);
+        if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine)
+            if ((nchain = dwarf_getscopes_die(&scopes[i], &chain)) <= 0) chain = NULL, nchain = 0;
+    }
+    free(scopes);
+    for (int i = 0; i < nchain; i++) {
+        int tag = dwarf_tag(&chain[i]);
+        if (tag != DW_TAG_subprogram && tag != DW_TAG_inlined_subroutine) continue;
+        const char *linkage, *name = die_name(&chain[i], &linkage);
+        if (frames_push(out, name ? name : linkage ? linkage : "?", linkage, file, line)) {
+            free(chain);
+            return -1;
+        }
+        pushed++;
+        if (tag == DW_TAG_subprogram) break;
+        file = call_file(&cu, &chain[i]), line = call_line(&chain[i]);
+    }
+    free(chain);
+    /* A CU that covers the address with no function scope (assembly with line info):
+     * the symbol names it, the line table places it. */
+    if (!pushed && file) {
+        GElf_Off off;
+        GElf_Sym sym;
+        const char *s = dwfl_module_addrinfo(o->mod, a + o->dwbias, &off, &sym, NULL, NULL, NULL);
+        if (s) return frames_push(out, s, s, file, line) ? -1 : 1;
+    }
+    return pushed;
+}
+
+int elfobj_resolve(elfobj_t *o, uint64_t vaddr, frames_t *out) {
+    Dwarf_Addr a = vaddr + o->bias;
+    int n = o->have_dwarf ? resolve_dwarf(o, a - o->dwbias, out) : 0;
+    if (n) return n;
+    if (o->have_symtab) {
+        GElf_Off off;
+        GElf_Sym sym;
+        const char *s = dwfl_module_addrinfo(o->mod, a, &off, &sym, NULL, NULL, NULL);
+        if (s) return frames_push(out, s, s, NULL, 0) ? -1 : 1;
+    }
+    return o->pcln ? pclntab_resolve(o->pcln, vaddr, out) : 0;
+}
