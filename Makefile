@@ -159,7 +159,7 @@ install: hearth
 # test data and a real server's WAL and blocks. Crashes land in build/fuzz/crashes/.
 FUZZ_DIR = build/fuzz
 FUZZ_FLAGS = -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
-FUZZ_TARGETS = pprof folded selector push querier jfr multipart block wal
+FUZZ_TARGETS = pprof folded selector push querier jfr multipart block wal elf
 FUZZ_SECONDS ?= 60
 $(FUZZ_DIR)/%.o: %.c $(GEN_H)
 	@mkdir -p $(dir $@)

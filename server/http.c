@@ -161,6 +161,7 @@ static enum MHD_Result send_response(struct MHD_Connection *c, http_resp_t *resp
     if (resp->content_encoding) MHD_add_response_header(mr, "Content-Encoding", resp->content_encoding);
     if (resp->content_disposition) MHD_add_response_header(mr, "Content-Disposition", resp->content_disposition);
     if (resp->allow) MHD_add_response_header(mr, "Allow", resp->allow);
+    if (resp->symbolization[0]) MHD_add_response_header(mr, "X-Hearth-Symbolization", resp->symbolization);
     MHD_add_response_header(mr, "Cache-Control", "no-store");
     enum MHD_Result rc = MHD_queue_response(c, (unsigned)resp->status, mr);
     MHD_destroy_response(mr);

@@ -65,9 +65,10 @@ typedef struct {
     const char *content_type;
     const char *content_encoding; /* NULL for none */
     const char *content_disposition;
-    const char *allow;  /* the Allow header of a 405; NULL for none */
-    char reason[200];   /* an error answer's message, for the request log */
-    const char *tenant; /* for the request log; set by handlers that resolve one */
+    const char *allow;      /* the Allow header of a 405; NULL for none */
+    char symbolization[64]; /* X-Hearth-Symbolization header ("partial; late=N"); "" for none */
+    char reason[200];       /* an error answer's message, for the request log */
+    const char *tenant;     /* for the request log; set by handlers that resolve one */
     buf_t body;
 } http_resp_t;
 

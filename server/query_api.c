@@ -94,6 +94,13 @@ static merge_query_t merge_for(const renderer_t *rd, app_t *a, http_req_t *req, 
                            .symbolizer = a->symbolizer};
 }
 
+/* Says in a header when the deadline left frames unsymbolized (symbolizer.h): the
+ * answer is complete in values, partial in names. */
+static void note_symbolization(http_resp_t *resp, const merge_result_t *m) {
+    if (m->symbolized.late)
+        snprintf(resp->symbolization, sizeof resp->symbolization, "partial; late=%zu", m->symbolized.late);
+}
+
 /* Replies with what query_render wrote into out (rc 0), or with the error that stopped
  * the merge or the render. */
 static void reply_render(http_resp_t *resp, const renderer_t *rd, int rc, const hr_err_t *err, buf_t *out) {
@@ -127,6 +134,7 @@ static void run_merge(app_t *a, http_req_t *req, http_resp_t *resp, const select
     buf_init(&out);
     int rc = merge_run(a->store, &q, &m, &err);
     if (rc == 0) rc = query_render(rd, &args, &out, &err);
+    note_symbolization(resp, &m);
     merge_result_destroy(&m);
     metrics_query(&a->metrics, (double)(time_now_ns() - t0) / 1e9, rc != 0);
     reply_render(resp, rd, rc, &err, &out);

@@ -202,7 +202,7 @@ static int build_ranges(elfobj_t *o) {
         }
         off = next;
     }
-    qsort(o->ranges, o->nranges, sizeof *o->ranges, cmp_range);
+    if (o->nranges) qsort(o->ranges, o->nranges, sizeof *o->ranges, cmp_range); /* qsort(NULL, 0) is UB */
     return 0;
 }
 

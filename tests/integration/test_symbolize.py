@@ -322,3 +322,46 @@ def symbolize_from_a_real_debuginfod_with_a_negative_cache():
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
+
+
+@test
+def symbolize_never_waits_past_the_query_timeout():
+    """A debuginfod that accepts and never answers: the query answers by --query-timeout with
+    the frames' addresses, and says so in X-Hearth-Symbolization."""
+    import socket
+    import threading
+    lsock = socket.socket()
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(16)
+    held = []
+    stop = threading.Event()
+
+    def accept():
+        lsock.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(lsock.accept()[0])
+            except socket.timeout:
+                pass
+    th = threading.Thread(target=accept, daemon=True)
+    th.start()
+    try:
+        url = "http://127.0.0.1:%d" % lsock.getsockname()[1]
+        with Server(extra=["--debuginfod-urls", url, "--query-timeout", "2s"]) as srv:
+            push_file(srv, td("parca-main.cpu.pb.gz"), "parca-main")
+            t0 = time.time()
+            st, body, hdr = srv.request("GET", "/api/v1/query?format=top&from=%d&until=%d&query=%s" %
+                                        (T0 - 10, T0 + 3600, urllib_quote(SAMPLES + '{service_name="parca-main"}')))
+            took = time.time() - t0
+            assert st == 200 and 1.5 < took < 4.5, (st, took, body[:200])
+            assert hdr.get("X-Hearth-Symbolization", "").startswith("partial; late="), hdr
+            names = {f["name"] for f in json.loads(body)["functions"]}
+            assert "main!0x463784" in names and "irq_exit" in names, names
+            assert held, "the server never asked the debuginfod server"
+            assert "msg=symbolize.debuginfod_late" in srv.tail()
+    finally:
+        stop.set()
+        th.join()
+        for s in held:
+            s.close()
+        lsock.close()
