@@ -89,8 +89,9 @@ static const opt_t OPTS[] = {
     {"debuginfod-negative-ttl", "5m", "a build ID no source has is not asked for again for this long", T_DURATION,
      O(debuginfod_negative_ttl_ns)},
     {"max-debuginfo-bytes", "1GiB",
-     "largest debug file upload (PUT /api/v1/debuginfo/ID); the body is also held to max-body-bytes", T_SIZE,
-     O(max_debuginfo_bytes)},
+     "largest debug file upload (PUT /api/v1/debuginfo/ID), instead of max-body-bytes; held in memory as it arrives, "
+     "so within max-inflight-body-bytes too",
+     T_SIZE, O(max_debuginfo_bytes)},
 };
 #define NOPTS (sizeof OPTS / sizeof *OPTS)
 _Static_assert(NOPTS <= 48, "config_t.raw holds 48 options");

@@ -15,6 +15,7 @@
 #include <gelf.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/vec.h"
@@ -89,7 +90,23 @@ static void find_pclntab(elfobj_t *o, Elf *elf) {
     }
 }
 
+/* 1 when libelf reads fd as an ELF file with a header. libdwfl leaks the descriptor of a
+ * file it does not take for ELF (elfutils 0.188), so such files never reach it. */
+static int is_elf(int fd) {
+    Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+    GElf_Ehdr eh;
+    int ok = e && elf_kind(e) == ELF_K_ELF && gelf_getehdr(e, &eh) != NULL;
+    if (e) elf_end(e);
+    return ok;
+}
+
 static elfobj_t *open_common(const char *path, int fd, hr_err_t *err) {
+    elf_version(EV_CURRENT);
+    if (!is_elf(fd)) {
+        close(fd);
+        hr_fail(err, HR_EUNPROC, "not an ELF file");
+        return NULL;
+    }
     elfobj_t *o = calloc(1, sizeof *o);
     if (!o || !(o->dwfl = dwfl_begin(&CALLBACKS))) {
         if (fd >= 0) close(fd);
@@ -97,10 +114,16 @@ static elfobj_t *open_common(const char *path, int fd, hr_err_t *err) {
         hr_fail(err, HR_ENOMEM, "out of memory");
         return NULL;
     }
-    /* On success the Dwfl owns fd; on failure it has closed it. */
+    /* On success the Dwfl owns fd. On failure libdwfl 0.188 sometimes closes it and
+     * sometimes leaks it; it is closed here only when it still names the same file, so a
+     * number another thread reused meanwhile is left alone. */
+    struct stat before, after;
+    int have_before = fstat(fd, &before) == 0;
     o->mod = dwfl_report_offline(o->dwfl, "obj", path, fd);
     Elf *elf = NULL;
     if (o->mod) dwfl_report_end(o->dwfl, NULL, NULL);
+    else if (have_before && fstat(fd, &after) == 0 && after.st_dev == before.st_dev && after.st_ino == before.st_ino)
+        close(fd);
     if (!o->mod || !(elf = dwfl_module_getelf(o->mod, &o->bias))) {
         hr_fail(err, HR_EUNPROC, "not a readable ELF file: %s", dwfl_errmsg(-1));
         elfobj_close(o);
