@@ -21,18 +21,25 @@
 #include "common/vec.h"
 #include "symbolize/pclntab.h"
 
-/* One address range of a compilation unit (CU), for finding an address's CU. */
+#define MAX_INLINE 64 /* inlined frames reported for one address, outermost kept */
+
+/* One address range of a compilation unit (CU) or of a function in it. */
 typedef struct {
     Dwarf_Addr lo, hi; /* [lo, hi) in DWARF addresses (file vaddr) */
-    Dwarf_Off cu;      /* the CU DIE's offset */
-} cu_range_t;
+    Dwarf_Off die, cu; /* the DIE's offset, and its CU DIE's */
+} dw_range_t;
+
+/* Ranges sorted by lo, for finding the DIE that holds an address. */
+typedef struct {
+    dw_range_t *v;
+    size_t n, cap;
+} range_table_t;
 
 struct elfobj {
     Dwfl *dwfl;
-    Dwarf *dw;          /* NULL without DWARF */
-    Dwarf_Addr dwbias;  /* Dwfl address = DWARF address + dwbias */
-    cu_range_t *ranges; /* sorted by lo; built on the first DWARF lookup */
-    size_t nranges, ranges_cap;
+    Dwarf *dw;              /* NULL without DWARF */
+    Dwarf_Addr dwbias;      /* Dwfl address = DWARF address + dwbias */
+    range_table_t cus, fns; /* built on the first DWARF lookup */
     int ranges_built;
     Dwfl_Module *mod;
     Dwarf_Addr bias; /* Dwfl address = file vaddr + bias */
@@ -158,7 +165,8 @@ void elfobj_close(elfobj_t *o) {
     pclntab_free(o->pcln);
     if (o->dwfl) dwfl_end(o->dwfl);
     free(o->loads);
-    free(o->ranges);
+    free(o->cus.v);
+    free(o->fns.v);
     free(o);
 }
 
@@ -201,13 +209,42 @@ static int64_t call_line(Dwarf_Die *d) {
 }
 
 static int cmp_range(const void *a, const void *b) {
-    const cu_range_t *x = a, *y = b;
+    const dw_range_t *x = a, *y = b;
     return (x->lo > y->lo) - (x->lo < y->lo);
 }
 
-/* Every CU's address ranges, sorted. libdw finds a CU by .debug_aranges, which Go's
- * linker does not write (elfutils reads the CUs themselves only from 0.191 on), so
- * the table is built here, once per file, from each CU's DW_AT_ranges/low_pc. */
+/* Adds every address range of die to t. 0 or -1 (OOM). */
+static int add_ranges(range_table_t *t, Dwarf_Die *die, Dwarf_Off cu) {
+    Dwarf_Addr base, lo, hi;
+    ptrdiff_t it = 0;
+    while ((it = dwarf_ranges(die, it, &base, &lo, &hi)) > 0) {
+        if (hi <= lo) continue;
+        if (VEC_RESERVE(t->v, t->cap, t->n + 1)) return -1;
+        t->v[t->n++] = (dw_range_t){.lo = lo, .hi = hi, .die = dwarf_dieoffset(die), .cu = cu};
+    }
+    return 0;
+}
+
+/* The functions (concrete subprograms) under die: a CU's children, and C++'s namespaces
+ * and classes, whose member functions may sit inside them. depth bounds a hostile nesting. */
+static int add_functions(range_table_t *t, Dwarf_Die *die, Dwarf_Off cu, int depth) {
+    Dwarf_Die c;
+    if (depth > 16 || dwarf_child(die, &c) != 0) return 0;
+    do {
+        int tag = dwarf_tag(&c);
+        if (tag == DW_TAG_subprogram && add_ranges(t, &c, cu)) return -1;
+        if ((tag == DW_TAG_namespace || tag == DW_TAG_class_type || tag == DW_TAG_structure_type) &&
+            add_functions(t, &c, cu, depth + 1))
+            return -1;
+    } while (dwarf_siblingof(&c, &c) == 0);
+    return 0;
+}
+
+/* The CU and function tables, once per file. libdw finds a CU by .debug_aranges, which
+ * Go's linker does not write (elfutils reads the CUs themselves only from 0.191 on), and
+ * dwarf_getscopes walks a CU's whole DIE tree for every address (a Go runtime CU has
+ * thousands of functions): with the function table, an address costs a binary search and
+ * a walk down its one function's DIEs. */
 static int build_ranges(elfobj_t *o) {
     o->ranges_built = 1;
     Dwarf_Off off = 0, next;
@@ -215,79 +252,88 @@ static int build_ranges(elfobj_t *o) {
     while (dwarf_nextcu(o->dw, off, &next, &hsize, NULL, NULL, NULL) == 0) {
         Dwarf_Die cu;
         if (dwarf_offdie(o->dw, off + hsize, &cu)) {
-            Dwarf_Addr base, lo, hi;
-            ptrdiff_t it = 0;
-            while ((it = dwarf_ranges(&cu, it, &base, &lo, &hi)) > 0) {
-                if (hi <= lo) continue;
-                if (VEC_RESERVE(o->ranges, o->ranges_cap, o->nranges + 1)) return -1;
-                o->ranges[o->nranges++] = (cu_range_t){.lo = lo, .hi = hi, .cu = dwarf_dieoffset(&cu)};
-            }
+            Dwarf_Off cuoff = dwarf_dieoffset(&cu);
+            if (add_ranges(&o->cus, &cu, cuoff) || add_functions(&o->fns, &cu, cuoff, 0)) return -1;
         }
         off = next;
     }
-    if (o->nranges) qsort(o->ranges, o->nranges, sizeof *o->ranges, cmp_range); /* qsort(NULL, 0) is UB */
+    /* qsort(NULL, 0) is undefined */
+    if (o->cus.n) qsort(o->cus.v, o->cus.n, sizeof *o->cus.v, cmp_range);
+    if (o->fns.n) qsort(o->fns.v, o->fns.n, sizeof *o->fns.v, cmp_range);
     return 0;
 }
 
-/* The CU holding a (a DWARF address): 1 with *cu set, 0 when none does, -1 OOM.
- * Ranges of different CUs do not overlap in real files; with hostile ones the
- * nearest range starting at or below a that holds it wins, a scan back bounded. */
-static int find_cu(elfobj_t *o, Dwarf_Addr a, Dwarf_Die *cu) {
-    if (!o->ranges_built && build_ranges(o)) return -1;
-    size_t lo = 0, hi = o->nranges;
+/* The range of t holding a, or NULL. Ranges of different DIEs do not overlap in real
+ * files; with hostile ones the nearest range starting at or below a that holds it wins,
+ * a scan back bounded. */
+static const dw_range_t *find_range(const range_table_t *t, Dwarf_Addr a) {
+    size_t lo = 0, hi = t->n;
     while (lo < hi) { /* the first range starting past a */
         size_t mid = lo + (hi - lo) / 2;
-        if (o->ranges[mid].lo <= a) lo = mid + 1;
+        if (t->v[mid].lo <= a) lo = mid + 1;
         else hi = mid;
     }
     for (size_t i = lo, k = 0; i-- > 0 && k < 64; k++)
-        if (a < o->ranges[i].hi) return dwarf_offdie(o->dw, o->ranges[i].cu, cu) ? 1 : 0;
-    return 0;
+        if (a < t->v[i].hi) return &t->v[i];
+    return NULL;
 }
 
-static int resolve_dwarf(elfobj_t *o, Dwarf_Addr a, frames_t *out) {
-    Dwarf_Die cu;
-    int found = find_cu(o, a, &cu);
-    if (found <= 0) return found;
-    Dwarf_Line *ln = dwarf_getsrc_die(&cu, a);
+/* The inlined subroutines holding a inside function fn, outermost first, after fn itself
+ * in chain[0]: each step goes down into the one child (inlined subroutine or lexical
+ * block) that holds a. Returns the chain's length (at most max). */
+static int inline_chain(Dwarf_Die *fn, Dwarf_Addr a, Dwarf_Die *chain, int max) {
+    int n = 0;
+    chain[n++] = *fn;
+    Dwarf_Die cur = *fn, c;
+    for (int depth = 0; depth < 256 && dwarf_child(&cur, &c) == 0; depth++) {
+        int down = 0;
+        do {
+            int tag = dwarf_tag(&c);
+            if ((tag == DW_TAG_inlined_subroutine || tag == DW_TAG_lexical_block) && dwarf_haspc(&c, a) > 0) {
+                if (tag == DW_TAG_inlined_subroutine && n < max) chain[n++] = c;
+                cur = c, down = 1;
+                break;
+            }
+        } while (dwarf_siblingof(&c, &c) == 0);
+        if (!down) break;
+    }
+    return n;
+}
+
+/* The file and line of a from the CU's line table. */
+static const char *line_of(Dwarf_Die *cu, Dwarf_Addr a, int64_t *line) {
+    Dwarf_Line *ln = dwarf_getsrc_die(cu, a);
     int lineno = 0;
     const char *file = ln ? dwarf_linesrc(ln, NULL, NULL) : NULL;
     if (ln) dwarf_lineno(ln, &lineno);
-    int64_t line = lineno;
-    /* dwarf_getscopes gives the innermost scope first; past an inlined subroutine it
-     * continues into the abstract definition, not the caller, so the physical
-     * nesting (inlined subroutines inside the concrete subprogram) is read from the
-     * innermost function's own scopes (dwarf_getscopes_die), as eu-addr2line -i does. */
-    Dwarf_Die *scopes = NULL, *chain = NULL;
-    int n = dwarf_getscopes(&cu, a, &scopes), pushed = 0, nchain = 0;
-    for (int i = 0; i < n && !chain; i++) {
-        int tag = dwarf_tag(&scopes[i]);
-        if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine)
-            if ((nchain = dwarf_getscopes_die(&scopes[i], &chain)) <= 0) chain = NULL, nchain = 0;
-    }
-    free(scopes);
-    for (int i = 0; i < nchain; i++) {
-        int tag = dwarf_tag(&chain[i]);
-        if (tag != DW_TAG_subprogram && tag != DW_TAG_inlined_subroutine) continue;
-        const char *linkage, *name = die_name(&chain[i], &linkage);
-        if (frames_push(out, name ? name : linkage ? linkage : "?", linkage, file, line)) {
-            free(chain);
-            return -1;
+    *line = lineno;
+    return file;
+}
+
+static int resolve_dwarf(elfobj_t *o, Dwarf_Addr a, frames_t *out) {
+    if (!o->ranges_built && build_ranges(o)) return -1;
+    const dw_range_t *fr = find_range(&o->fns, a), *cr = fr ? fr : find_range(&o->cus, a);
+    Dwarf_Die cu, fn;
+    if (!cr || !dwarf_offdie(o->dw, cr->cu, &cu)) return 0;
+    int64_t line;
+    const char *file = line_of(&cu, a, &line);
+    if (fr && dwarf_offdie(o->dw, fr->die, &fn)) {
+        Dwarf_Die chain[MAX_INLINE];
+        int n = inline_chain(&fn, a, chain, MAX_INLINE);
+        for (int i = n; i-- > 0;) { /* innermost first */
+            const char *linkage, *name = die_name(&chain[i], &linkage);
+            if (frames_push(out, name ? name : linkage ? linkage : "?", linkage, file, line)) return -1;
+            file = call_file(&cu, &chain[i]), line = call_line(&chain[i]);
         }
-        pushed++;
-        if (tag == DW_TAG_subprogram) break;
-        file = call_file(&cu, &chain[i]), line = call_line(&chain[i]);
+        return n;
     }
-    free(chain);
-    /* A CU that covers the address with no function scope (assembly with line info):
-     * the symbol names it, the line table places it. */
-    if (!pushed && file) {
-        GElf_Off off;
-        GElf_Sym sym;
-        const char *s = dwfl_module_addrinfo(o->mod, a + o->dwbias, &off, &sym, NULL, NULL, NULL);
-        if (s) return frames_push(out, s, s, file, line) ? -1 : 1;
-    }
-    return pushed;
+    /* A CU that covers the address with no function DIE (assembly with line info): the
+     * symbol names it, the line table places it. */
+    GElf_Off off;
+    GElf_Sym sym;
+    const char *s = file ? dwfl_module_addrinfo(o->mod, a + o->dwbias, &off, &sym, NULL, NULL, NULL) : NULL;
+    if (s) return frames_push(out, s, s, file, line) ? -1 : 1;
+    return 0;
 }
 
 int elfobj_resolve(elfobj_t *o, uint64_t vaddr, frames_t *out) {

@@ -128,15 +128,15 @@ static int uvarint(const pclntab_t *t, uint64_t *off, uint32_t *v) {
 static int pcvalue(const pclntab_t *t, uint32_t tab, uint64_t entry, uint64_t pc, int32_t *out) {
     if (tab == 0) return -1;
     uint64_t off = t->pctab + tab, cur = entry;
-    int32_t val = -1;
+    uint32_t val = UINT32_MAX; /* -1; unsigned, so a hostile run of deltas wraps as Go's int32 does */
     for (int first = 1;; first = 0) {
         uint32_t uv, pcd;
         if (uvarint(t, &off, &uv)) return -1;
         if (uv == 0 && !first) return -1;
-        val += (int32_t)(-(uv & 1) ^ (uv >> 1));
+        val += -(uv & 1) ^ (uv >> 1);
         if (uvarint(t, &off, &pcd)) return -1;
         cur += (uint64_t)pcd * t->quantum;
-        if (pc < cur) return *out = val, 0;
+        if (pc < cur) return *out = (int32_t)val, 0;
     }
 }
 
