@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "common/vec.h"
 #include "symbolize/pclntab.h"
 
@@ -81,20 +82,25 @@ static int read_loads(elfobj_t *o, Elf *elf) {
     return 0;
 }
 
-/* The .gopclntab section's bytes, when the file has them. */
-static void find_pclntab(elfobj_t *o, Elf *elf) {
+/* The .gopclntab section's bytes, when the file has them. -1 out of memory (a table
+ * that does not read is only logged: the file then has no Go names). */
+static int find_pclntab(elfobj_t *o, Elf *elf) {
     size_t shstrndx;
-    if (elf_getshdrstrndx(elf, &shstrndx)) return;
+    if (elf_getshdrstrndx(elf, &shstrndx)) return 0;
     for (Elf_Scn *s = elf_nextscn(elf, NULL); s; s = elf_nextscn(elf, s)) {
         GElf_Shdr sh;
         const char *name;
         if (!gelf_getshdr(s, &sh) || sh.sh_type != SHT_PROGBITS) continue;
         if (!(name = elf_strptr(elf, shstrndx, sh.sh_name)) || strcmp(name, ".gopclntab")) continue;
         Elf_Data *d = elf_getdata(s, NULL);
-        hr_err_t ignored = {0};
-        if (d && d->d_buf && d->d_size) o->pcln = pclntab_open(d->d_buf, d->d_size, &ignored);
-        return;
+        hr_err_t err = {0};
+        if (d && d->d_buf && d->d_size && !(o->pcln = pclntab_open(d->d_buf, d->d_size, &err))) {
+            if (err.code == HR_ENOMEM) return -1;
+            log_event(LOG_INFO, "symbolize.pclntab_unread", "err=\"%s\"", err.msg);
+        }
+        return 0;
     }
+    return 0;
 }
 
 /* 1 when libelf reads fd as an ELF file with a header. libdwfl leaks the descriptor of a
@@ -145,7 +151,11 @@ static elfobj_t *open_common(const char *path, int fd, hr_err_t *err) {
     o->dw = dwfl_module_getdwarf(o->mod, &o->dwbias);
     o->have_dwarf = o->dw != NULL;
     o->have_symtab = dwfl_module_getsymtab(o->mod) > 0;
-    find_pclntab(o, elf);
+    if (find_pclntab(o, elf)) {
+        hr_fail(err, HR_ENOMEM, "out of memory");
+        elfobj_close(o);
+        return NULL;
+    }
     return o;
 }
 
@@ -253,7 +263,10 @@ static int build_ranges(elfobj_t *o) {
         Dwarf_Die cu;
         if (dwarf_offdie(o->dw, off + hsize, &cu)) {
             Dwarf_Off cuoff = dwarf_dieoffset(&cu);
-            if (add_ranges(&o->cus, &cu, cuoff) || add_functions(&o->fns, &cu, cuoff, 0)) return -1;
+            if (add_ranges(&o->cus, &cu, cuoff) || add_functions(&o->fns, &cu, cuoff, 0)) {
+                o->cus.n = o->fns.n = 0, o->ranges_built = 0; /* a partial table would answer wrongly */
+                return -1;
+            }
         }
         off = next;
     }

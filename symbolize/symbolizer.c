@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -92,25 +93,30 @@ void symbolizer_invalidate(symbolizer_t *s, const char *id) {
     pthread_mutex_unlock(&s->mu);
 }
 
-/* The binary of a build ID (created on first sight, its cache loaded), or NULL when
- * id is not hex or out of memory. s->mu held. */
-static binary_t *binary_get(symbolizer_t *s, const char *id) {
-    if (!build_id_valid(id)) return NULL;
+/* Finds (or creates, loading its cache) the binary of a build ID into *out: NULL when id
+ * is not hex. 0, or -1 out of memory. s->mu held. */
+static int binary_get(symbolizer_t *s, const char *id, binary_t **out) {
+    *out = NULL;
+    if (!build_id_valid(id)) return 0;
     char lower[257];
     size_t n = strlen(id);
     for (size_t i = 0; i <= n; i++) lower[i] = (char)(id[i] >= 'A' && id[i] <= 'F' ? id[i] + 32 : id[i]);
     for (size_t i = 0; i < s->nbins; i++)
-        if (!strcmp(s->bins[i]->id, lower)) return s->bins[i];
+        if (!strcmp(s->bins[i]->id, lower)) return *out = s->bins[i], 0;
     binary_t *b = calloc(1, sizeof *b);
-    if (!b || VEC_RESERVE(s->bins, s->bins_cap, s->nbins + 1)) return free(b), NULL;
+    if (!b || VEC_RESERVE(s->bins, s->bins_cap, s->nbins + 1)) return free(b), -1;
     memcpy(b->id, lower, n + 1);
     char path[4400];
     snprintf(path, sizeof path, "%s/%s", s->cache_dir, lower);
     hr_err_t err = {0};
-    if (!(b->cache = symcache_open(path, &err))) /* resolves anyway, without persistence */
+    if (!(b->cache = symcache_open(path, &err))) {
+        if (err.code == HR_ENOMEM) return free(b), -1;
+        /* An I/O error: resolve anyway, without persistence. */
         log_event(LOG_WARN, "symbolize.cache_unavailable", "build_id=%s err=\"%s\"", lower, err.msg);
+    }
     s->bins[s->nbins++] = b;
-    return b;
+    *out = b;
+    return 0;
 }
 
 /* Closes the least recently used open file when MAX_OPEN are open. */
@@ -125,7 +131,7 @@ static void make_room(symbolizer_t *s) {
 }
 
 /* What a rewrite knows about one mapping of the symtab. */
-typedef enum { MAP_UNSEEN = 0, MAP_NO_ID, MAP_OPEN, MAP_MISSING, MAP_LATE } map_state_t;
+typedef enum { MAP_UNSEEN = 0, MAP_NO_ID, MAP_OPEN, MAP_MISSING, MAP_LATE, MAP_OOM } map_state_t;
 
 typedef struct {
     symbolizer_t *s;
@@ -136,9 +142,12 @@ typedef struct {
     binary_t **bin; /* by mapping id, for MAP_OPEN and MAP_MISSING (the cache still answers) */
 } rewrite_t;
 
+/* MAP_OOM when memory ran out: the query fails rather than answer with addresses its
+ * retry would name. */
 static map_state_t look_up_mapping(rewrite_t *r, uint32_t m) {
     const sym_mapping_t *mp = &r->t->mappings[m];
-    binary_t *b = mp->build_id ? binary_get(r->s, symtab_str(r->t, mp->build_id)) : NULL;
+    binary_t *b = NULL;
+    if (mp->build_id && binary_get(r->s, symtab_str(r->t, mp->build_id), &b)) return MAP_OOM;
     if (!b) return MAP_NO_ID;
     r->bin[m] = b;
     if (b->obj) return MAP_OPEN;
@@ -150,6 +159,7 @@ static map_state_t look_up_mapping(rewrite_t *r, uint32_t m) {
     hr_err_t err = {0};
     make_room(r->s);
     if (!(b->obj = elfobj_open(path, &err))) {
+        if (err.code == HR_ENOMEM) return MAP_OOM;
         log_event(LOG_WARN, "symbolize.bad_debuginfo", "build_id=%s path=%s err=\"%s\"", b->id, path, err.msg);
         return MAP_MISSING;
     }
@@ -198,6 +208,7 @@ static int rewrite_one(rewrite_t *r, uint32_t loc) {
     uint32_t m = t->locations[loc].mapping;
     uint64_t addr = t->locations[loc].address;
     if (!r->state[m]) r->state[m] = (uint8_t)look_up_mapping(r, m);
+    if (r->state[m] == MAP_OOM) return r->state[m] = MAP_UNSEEN, -1;
     binary_t *b = r->bin[m];
     frames_t *f = &r->s->scratch;
     frames_clear(f);
@@ -220,6 +231,14 @@ static int rewrite_one(rewrite_t *r, uint32_t loc) {
     return apply_frames(t, loc, f);
 }
 
+/* Takes s->mu, waiting at most until deadline_ns (wall clock; 0 = no limit): a query
+ * behind another one's download must not wait past its own --query-timeout. 0 or -1. */
+static int lock_until(symbolizer_t *s, int64_t deadline_ns) {
+    if (!deadline_ns) return pthread_mutex_lock(&s->mu) ? -1 : 0;
+    struct timespec ts = {.tv_sec = (time_t)(deadline_ns / 1000000000), .tv_nsec = (long)(deadline_ns % 1000000000)};
+    return pthread_mutex_timedlock(&s->mu, &ts) ? -1 : 0; /* CLOCK_REALTIME, as time_now_ns */
+}
+
 int symbolizer_rewrite(symbolizer_t *s, symtab_t *t, int64_t deadline_ns, symbolize_stats_t *st, hr_err_t *err) {
     memset(st, 0, sizeof *st);
     rewrite_t r = {.s = s, .t = t, .deadline_ns = deadline_ns, .st = st};
@@ -228,13 +247,14 @@ int symbolizer_rewrite(symbolizer_t *s, symtab_t *t, int64_t deadline_ns, symbol
     if (!need) return 0;
     r.state = calloc(t->nmappings, sizeof *r.state);
     r.bin = calloc(t->nmappings, sizeof *r.bin);
-    int rc = r.state && r.bin ? 0 : -1;
-    pthread_mutex_lock(&s->mu);
-    size_t n = t->nlocations; /* apply_* adds no locations, but say so */
-    for (size_t i = 1; rc == 0 && i < n; i++)
-        if (t->locations[i].nlines == 0 && t->locations[i].mapping) rc = rewrite_one(&r, (uint32_t)i);
-    frames_clear(&s->scratch);
-    pthread_mutex_unlock(&s->mu);
+    int rc = r.state && r.bin ? 0 : -1, locked = rc == 0 && lock_until(s, deadline_ns) == 0;
+    size_t n = t->nlocations; /* apply_* adds no locations */
+    for (size_t i = 1; rc == 0 && i < n; i++) {
+        if (t->locations[i].nlines || !t->locations[i].mapping) continue;
+        if (locked) rc = rewrite_one(&r, (uint32_t)i);
+        else st->late++, st->unresolved++, rc = apply_address(t, (uint32_t)i);
+    }
+    if (locked) frames_clear(&s->scratch), pthread_mutex_unlock(&s->mu);
     free(r.state), free(r.bin);
     if (rc) return hr_fail(err, HR_ENOMEM, "out of memory during symbolization");
     if (st->late)

@@ -16,7 +16,8 @@
  *
  * One lock serializes resolution (libdwfl sessions are not thread-safe); cached
  * answers are read under it too, so concurrent queries of the same profile wait for
- * the first one's answers instead of computing them twice. */
+ * the first one's answers instead of computing them twice. A query waits for the lock
+ * only until its own deadline (one behind a slow download answers with addresses). */
 #ifndef HEARTH_SYMBOLIZER_H
 #define HEARTH_SYMBOLIZER_H
 
