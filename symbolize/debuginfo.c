@@ -103,7 +103,7 @@ static int past_deadline(debuginfod_client *c, long a, long b) {
     return time_now_ns() > *deadline;
 }
 
-static debuginfo_found_t fetch(const char *id, int64_t deadline_ns, char *path, size_t cap) {
+static debuginfo_found_t fetch(const char *downloads, const char *id, int64_t deadline_ns, char *path, size_t cap) {
     debuginfod_client *c = debuginfod_begin();
     if (!c) return DEBUGINFO_MISSING;
     int64_t deadline = deadline_ns ? deadline_ns : time_now_ns() + NO_DEADLINE_WAIT_NS;
@@ -121,6 +121,13 @@ static debuginfo_found_t fetch(const char *id, int64_t deadline_ns, char *path, 
     }
     free(got);
     if (time_now_ns() > deadline) {
+        /* libdebuginfod records any failed download, an aborted one too, as an empty file
+         * it answers "missing" from for cache_miss_s (10 minutes): a late answer is not a
+         * missing file, so the record goes and the next query asks again. */
+        char miss[4400];
+        struct stat st;
+        snprintf(miss, sizeof miss, "%s/%s/debuginfo", downloads, id);
+        if (stat(miss, &st) == 0 && st.st_size == 0) unlink(miss);
         log_event(LOG_WARN, "symbolize.debuginfod_late", "build_id=%s", id);
         return DEBUGINFO_LATE;
     }
@@ -159,7 +166,7 @@ debuginfo_found_t debuginfo_find(debuginfo_t *d, const char *id, int64_t deadlin
     snprintf(path, cap, "%s/%s", d->uploads, id);
     if (is_file(path) || find_local(d, id, path, cap)) return DEBUGINFO_FOUND;
     if (!d->debuginfod || known_missing(d, id)) return DEBUGINFO_MISSING;
-    debuginfo_found_t f = fetch(id, deadline_ns, path, cap);
+    debuginfo_found_t f = fetch(d->downloads, id, deadline_ns, path, cap);
     if (f == DEBUGINFO_MISSING) remember_missing(d, id);
     return f;
 }
@@ -203,7 +210,7 @@ int debuginfo_list_json(debuginfo_t *d, buf_t *out, hr_err_t *err) {
         names[n++] = s;
     }
     closedir(dir);
-    if (rc == 0) qsort(names, n, sizeof *names, cmp_str);
+    if (rc == 0 && n) qsort(names, n, sizeof *names, cmp_str); /* qsort(NULL, 0) is undefined */
     buf_putc(out, '[');
     for (size_t i = 0; rc == 0 && i < n; i++) {
         char path[4200], when[64] = "";
