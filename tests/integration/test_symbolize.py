@@ -149,6 +149,16 @@ def symbolize_shared_profiles_from_local_dir_match_addr2line():
         traces = subprocess.run(["go", "tool", "pprof", "-traces", path], capture_output=True, text=True,
                                 check=True).stdout
         assert re.search(r"main\.iterate \(inline\)\n\s+main\.iteratePerTenant \(inline\)\n\s+main\.main\n\s+runtime\.main", traces), traces
+        # -list reads the lines: main.go's line 27 holds main.iterate's 923 samples (a stand-in
+        # source file, since the original is not here), and the mappings claim their symbols.
+        src = os.path.join(d, "src")
+        os.makedirs(src)
+        open(os.path.join(src, "main.go"), "w").write("".join("// line %d\n" % i for i in range(1, 41)))
+        r = subprocess.run(["go", "tool", "pprof", "-list", "^main.iterate$", "-source_path", src, "-trim_path",
+                            "/home/brancz/src/github.com/polarsignals/pprof-labels-example", path],
+                           capture_output=True, text=True, check=True)
+        assert re.search(r"^\s+923\s+929\s+27:// line 27$", r.stdout, re.M), r.stdout
+        assert "Local symbolization failed" not in r.stderr, r.stderr
 
         locs, _ = export(srv, CPU_NS + '{service_name="go-app"}')
         check_against(locs, addr2line(dec, user_addrs(locs)), binutils_go=True)
