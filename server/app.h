@@ -85,5 +85,10 @@ void static_serve(app_t *a, http_req_t *req, http_resp_t *resp);
 /* PUT, DELETE /api/v1/debuginfo/BUILD_ID and GET /api/v1/debuginfo (debuginfo_api.c). */
 void api_debuginfo(app_t *a, http_req_t *req, http_resp_t *resp);
 void api_debuginfo_list(app_t *a, http_req_t *req, http_resp_t *resp);
+/* Pyroscope's debuginfo.v1alpha1.DebuginfoService: ShouldInitiateUpload, UploadFinished
+ * (Connect unary) and the raw-body POST .../Upload/{gnu_build_id} (debuginfo_api.c). */
+void api_debuginfo_should_upload(app_t *a, http_req_t *req, http_resp_t *resp);
+void api_debuginfo_upload_finished(app_t *a, http_req_t *req, http_resp_t *resp);
+void api_debuginfo_upload(app_t *a, http_req_t *req, http_resp_t *resp);
 
 #endif

@@ -7,8 +7,11 @@
  * answers, so a better file replaces a worse one. The route rows give PUT the write
  * role, DELETE the admin role and the list the read role. */
 #include <string.h>
+#include <unistd.h>
 
 #include "server/app.h"
+#include "server/connect.h"
+#include "wire/debuginfo.pb-c.h"
 
 #define PREFIX "/api/v1/debuginfo/"
 
@@ -63,4 +66,75 @@ void api_debuginfo_list(app_t *a, http_req_t *req, http_resp_t *resp) {
     }
     buf_putc(&b, '}');
     http_reply(resp, 200, "application/json", &b);
+}
+
+/* ---- Pyroscope's debuginfo.v1alpha1.DebuginfoService, so its tooling uploads here ----
+ *
+ * ShouldInitiateUpload answers yes when no file is stored for the build ID; the file
+ * then arrives as the raw body of POST .../Upload/{gnu_build_id} (stored as a PUT
+ * stores it); UploadFinished confirms it is there. Hearth keeps no "uploading" state:
+ * an upload without the question first is accepted too, and one whose finish never
+ * comes is simply a stored file. */
+
+#define DEBUGINFO_SERVICE "/debuginfo.v1alpha1.DebuginfoService/"
+
+/* The build ID a FileMetadata names: GNU's hex, else the Go build ID hex-encoded (the
+ * form agents put in a mapping's build_id). 0, or -1 when neither is usable. */
+static int metadata_build_id(const Debuginfo__V1alpha1__FileMetadata *f, char *out, size_t cap) {
+    if (f && f->gnu && *f->gnu) return snprintf(out, cap, "%s", f->gnu) < (int)cap && build_id_valid(out) ? 0 : -1;
+    if (!f || !f->golang || !*f->golang || strlen(f->golang) * 2 >= cap) return -1;
+    for (size_t i = 0; f->golang[i]; i++) snprintf(out + 2 * i, 3, "%02x", (unsigned char)f->golang[i]);
+    return build_id_valid(out) ? 0 : -1;
+}
+
+static int stored(app_t *a, const char *id) {
+    char path[4400];
+    snprintf(path, sizeof path, "%s/debuginfo/%s", a->cfg.data_dir, id);
+    return access(path, F_OK) == 0;
+}
+
+void api_debuginfo_should_upload(app_t *a, http_req_t *req, http_resp_t *resp) {
+    connect_codec_t codec;
+    if (connect_codec(req, &codec, resp)) return;
+    arena_t *arena = arena_new();
+    if (!arena) return connect_error(resp, 500, "out of memory");
+    const Debuginfo__V1alpha1__ShouldInitiateUploadRequest *in =
+        (const void *)connect_read(req, codec, &debuginfo__v1alpha1__should_initiate_upload_request__descriptor,
+                                   a->cfg.max_body_bytes, arena, resp);
+    char id[300];
+    if (in && metadata_build_id(in->file, id, sizeof id)) {
+        connect_error(resp, 400, "file.GNU (or file.Golang) must name the build ID, as hex");
+    } else if (in) {
+        Debuginfo__V1alpha1__ShouldInitiateUploadResponse out =
+            DEBUGINFO__V1ALPHA1__SHOULD_INITIATE_UPLOAD_RESPONSE__INIT;
+        out.should_initiate_upload = !stored(a, id);
+        out.reason = out.should_initiate_upload ? "debuginfo not stored yet" : "debuginfo already stored";
+        connect_reply(resp, codec, &out.base);
+    }
+    arena_free(arena);
+}
+
+void api_debuginfo_upload_finished(app_t *a, http_req_t *req, http_resp_t *resp) {
+    connect_codec_t codec;
+    if (connect_codec(req, &codec, resp)) return;
+    arena_t *arena = arena_new();
+    if (!arena) return connect_error(resp, 500, "out of memory");
+    const Debuginfo__V1alpha1__UploadFinishedRequest *in = (const void *)connect_read(
+        req, codec, &debuginfo__v1alpha1__upload_finished_request__descriptor, a->cfg.max_body_bytes, arena, resp);
+    if (in && !build_id_valid(in->gnu_build_id)) {
+        connect_error(resp, 400, "gnu_build_id must be hex");
+    } else if (in && !stored(a, in->gnu_build_id)) {
+        connect_error(resp, 412, "nothing was uploaded for this build ID"); /* failed_precondition */
+    } else if (in) {
+        Debuginfo__V1alpha1__UploadFinishedResponse out = DEBUGINFO__V1ALPHA1__UPLOAD_FINISHED_RESPONSE__INIT;
+        connect_reply(resp, codec, &out.base);
+    }
+    arena_free(arena);
+}
+
+/* POST /debuginfo.v1alpha1.DebuginfoService/Upload/{gnu_build_id}: the raw file. */
+void api_debuginfo_upload(app_t *a, http_req_t *req, http_resp_t *resp) {
+    const char *id = req->url + strlen(DEBUGINFO_SERVICE "Upload/");
+    if (!build_id_valid(id)) return http_error(resp, 400, "bad build ID `%.80s`: use hex", id);
+    put(a, req, resp, id);
 }

@@ -159,6 +159,12 @@ static const route_t ROUTES[] = {
     {"/api/v1/debuginfo/", 1, M_PUT, NEED_WRITE, offsetof(config_t, max_debuginfo_bytes), LIM_INGEST, ERR_JSON,
      api_debuginfo},
     {"/api/v1/debuginfo/", 1, M_DELETE, NEED_ADMIN, 0, LIM_NONE, ERR_JSON, api_debuginfo},
+    {"/debuginfo.v1alpha1.DebuginfoService/ShouldInitiateUpload", 0, M_POST, NEED_WRITE, 0, LIM_INGEST, ERR_CONNECT,
+     api_debuginfo_should_upload},
+    {"/debuginfo.v1alpha1.DebuginfoService/UploadFinished", 0, M_POST, NEED_WRITE, 0, LIM_INGEST, ERR_CONNECT,
+     api_debuginfo_upload_finished},
+    {"/debuginfo.v1alpha1.DebuginfoService/Upload/", 1, M_POST, NEED_WRITE, offsetof(config_t, max_debuginfo_bytes),
+     LIM_INGEST, ERR_JSON, api_debuginfo_upload},
     /* Administration. */
     {"/api/v1/admin/flush", 0, M_POST, NEED_ADMIN, 0, LIM_NONE, ERR_JSON, flush},
     {"/api/v1/admin/compact", 0, M_POST, NEED_ADMIN, 0, LIM_NONE, ERR_JSON, compact},

@@ -82,7 +82,8 @@ def example_url(method, prefix, path):
     if not prefix:
         return path
     return path + {"/querier.v1.QuerierService/": "LabelNames", "/api/v1/labels/": "service_name/values",
-                   "/js/": "app.js", "/api/v1/debuginfo/": "abcd"}[path]
+                   "/js/": "app.js", "/api/v1/debuginfo/": "abcd",
+                   "/debuginfo.v1alpha1.DebuginfoService/Upload/": "abcd"}[path]
 
 
 def refusal_only(url, b):
@@ -95,7 +96,7 @@ def refusal_only(url, b):
 def http_attacks_every_route_needs_its_role_and_tenant():
     rows = routes()
     # Every path the server answers is a row; the walk below covers each one.
-    assert len(rows) == 36, len(rows)
+    assert len(rows) == 39, len(rows)
     paths = {r[2] for r in rows}
     for p in ("/render-diff", "/pyroscope/render-diff", "/api/v1/labels", "/labels", "/label-values", "/js/"):
         assert p in paths, p

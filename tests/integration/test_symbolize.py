@@ -390,3 +390,35 @@ def symbolize_never_waits_past_the_query_timeout():
         for s in held:
             s.close()
         lsock.close()
+
+
+@test
+def symbolize_pyroscope_debuginfo_service_upload_flow():
+    """debuginfo.v1alpha1.DebuginfoService as Pyroscope's tooling calls it: ShouldInitiateUpload,
+    the raw file to .../Upload/{gnu_build_id}, UploadFinished; in JSON and in binary proto."""
+    binary, build_id, vaddrs, ref = build_c_program()
+    svc = "/debuginfo.v1alpha1.DebuginfoService/"
+    js = {"Content-Type": "application/json"}
+    with Server() as srv:
+        st, body = srv.ingest(c_profile(build_id, vaddrs), name="cprog", format="pprof", **{"from": T0})
+        assert st == 200, body
+        ask = json.dumps({"file": {"GNU": build_id, "Name": "prog"}}).encode()
+        st, b, _ = srv.request("POST", svc + "ShouldInitiateUpload", ask, js)
+        assert st == 200 and json.loads(b)["shouldInitiateUpload"] is True, (st, b)
+        st, b, _ = srv.request("POST", svc + "UploadFinished", json.dumps({"gnuBuildId": build_id}).encode(), js)
+        assert st == 412 and json.loads(b)["code"] == "failed_precondition", (st, b)
+        st, b, _ = srv.request("POST", svc + "Upload/" + build_id, open(binary, "rb").read(),
+                               {"Content-Type": "application/octet-stream"})
+        assert st == 200, (st, b)
+        st, b, _ = srv.request("POST", svc + "UploadFinished", json.dumps({"gnuBuildId": build_id}).encode(), js)
+        assert st == 200 and json.loads(b) == {}, (st, b)
+        # Binary proto: FileMetadata{GNU=1} inside ShouldInitiateUploadRequest{file=1}; now stored.
+        msg = pb_field(1, pb_field(1, build_id.encode()))
+        st, b, hdr = srv.request("POST", svc + "ShouldInitiateUpload", msg, {"Content-Type": "application/proto"})
+        assert st == 200 and hdr["Content-Type"] == "application/proto", (st, hdr)
+        resp = pb_decode(b)
+        assert resp.get(1, [0]) == [0] and pb_strs(resp, 2) == ["debuginfo already stored"], resp
+        st, b, _ = srv.request("POST", svc + "ShouldInitiateUpload", json.dumps({"file": {"GNU": "zz"}}).encode(), js)
+        assert st == 400 and json.loads(b)["code"] == "invalid_argument", (st, b)
+        locs, _ = export(srv, CPU_NS + '{service_name="cprog"}')
+        assert [f[0] for f in locs[C_START + vaddrs[0]]] == ["mix", "churn"], locs[C_START + vaddrs[0]]
