@@ -192,6 +192,36 @@ uint64_t elfobj_normalize(const elfobj_t *o, uint64_t addr, uint64_t start, uint
     return o->nloads ? fo - o->loads[0].p_offset + o->loads[0].p_vaddr : fo;
 }
 
+/* libstdc++'s demangler (C linkage; the binaries link libstdc++ for RE2 already). */
+extern char *__cxa_demangle(const char *mangled, char *out, size_t *len, int *status);
+
+/* A C++ (or legacy Rust) symbol as flame graphs show it, as pprof's simple demangling
+ * does: the demangled name without its parameter list and qualifiers, and without
+ * Rust's ::h<hash> suffix. malloc'd, or NULL when sym is not mangled or memory ran
+ * out (the caller then shows the name as it is). */
+static char *demangle(const char *sym) {
+    if (!sym || strncmp(sym, "_Z", 2)) return NULL;
+    int status = 0;
+    char *d = __cxa_demangle(sym, NULL, NULL, &status);
+    if (!d || status) return free(d), NULL;
+    size_t n = strlen(d);
+    static const char *const QUALIFIERS[] = {" const", " volatile", " &&", " &"};
+    for (size_t i = 0; i < sizeof QUALIFIERS / sizeof *QUALIFIERS; i++) {
+        size_t q = strlen(QUALIFIERS[i]);
+        if (n > q && !strcmp(d + n - q, QUALIFIERS[i])) d[n -= q] = 0, i = (size_t)-1;
+    }
+    if (n && d[n - 1] == ')') /* the parameter list: from the '(' matching the last ')' */
+        for (size_t i = n, depth = 0; i-- > 0;) {
+            if (d[i] == ')') depth++;
+            else if (d[i] == '(' && --depth == 0) {
+                d[n = i] = 0;
+                break;
+            }
+        }
+    if (n > 19 && !strncmp(d + n - 19, "::h", 3) && strspn(d + n - 16, "0123456789abcdef") == 16) d[n - 19] = 0;
+    return d;
+}
+
 /* The name of a subprogram or inlined subroutine, through its abstract origin. */
 static const char *die_name(Dwarf_Die *d, const char **linkage) {
     Dwarf_Attribute a;
@@ -323,6 +353,14 @@ static const char *line_of(Dwarf_Die *cu, Dwarf_Addr a, int64_t *line) {
     return file;
 }
 
+/* One frame named by a symbol (demangled for display). 1, or -1 out of memory. */
+static int push_symbol(frames_t *out, const char *sym, const char *file, int64_t line) {
+    char *shown = demangle(sym);
+    int rc = frames_push(out, shown ? shown : sym, sym, file, line);
+    free(shown);
+    return rc ? -1 : 1;
+}
+
 static int resolve_dwarf(elfobj_t *o, Dwarf_Addr a, frames_t *out) {
     if (!o->ranges_built && build_ranges(o)) return -1;
     const dw_range_t *fr = find_range(&o->fns, a), *cr = fr ? fr : find_range(&o->cus, a);
@@ -335,7 +373,10 @@ static int resolve_dwarf(elfobj_t *o, Dwarf_Addr a, frames_t *out) {
         int n = inline_chain(&fn, a, chain, MAX_INLINE);
         for (int i = n; i-- > 0;) { /* innermost first */
             const char *linkage, *name = die_name(&chain[i], &linkage);
-            if (frames_push(out, name ? name : linkage ? linkage : "?", linkage, file, line)) return -1;
+            char *shown = demangle(linkage); /* C++: the qualified name, not DW_AT_name's last part */
+            int rc = frames_push(out, shown ? shown : name ? name : linkage ? linkage : "?", linkage, file, line);
+            free(shown);
+            if (rc) return -1;
             file = call_file(&cu, &chain[i]), line = call_line(&chain[i]);
         }
         return n;
@@ -345,8 +386,7 @@ static int resolve_dwarf(elfobj_t *o, Dwarf_Addr a, frames_t *out) {
     GElf_Off off;
     GElf_Sym sym;
     const char *s = file ? dwfl_module_addrinfo(o->mod, a + o->dwbias, &off, &sym, NULL, NULL, NULL) : NULL;
-    if (s) return frames_push(out, s, s, file, line) ? -1 : 1;
-    return 0;
+    return s ? push_symbol(out, s, file, line) : 0;
 }
 
 int elfobj_resolve(elfobj_t *o, uint64_t vaddr, frames_t *out) {
@@ -357,7 +397,7 @@ int elfobj_resolve(elfobj_t *o, uint64_t vaddr, frames_t *out) {
         GElf_Off off;
         GElf_Sym sym;
         const char *s = dwfl_module_addrinfo(o->mod, a, &off, &sym, NULL, NULL, NULL);
-        if (s) return frames_push(out, s, s, NULL, 0) ? -1 : 1;
+        if (s) return push_symbol(out, s, NULL, 0);
     }
     return o->pcln ? pclntab_resolve(o->pcln, vaddr, out) : 0;
 }

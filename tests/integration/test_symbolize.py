@@ -422,3 +422,71 @@ def symbolize_pyroscope_debuginfo_service_upload_flow():
         assert st == 400 and json.loads(b)["code"] == "invalid_argument", (st, b)
         locs, _ = export(srv, CPU_NS + '{service_name="cprog"}')
         assert [f[0] for f in locs[C_START + vaddrs[0]]] == ["mix", "churn"], locs[C_START + vaddrs[0]]
+
+
+CPP_PROGRAM = r"""
+#include <cstdio>
+#include <cstdlib>
+namespace shop {
+struct Basket {
+    long total = 0;
+    inline __attribute__((always_inline)) void add(long x) { total += (x * 2654435761L) ^ (total >> 7); }
+    __attribute__((noinline)) long fill(long n) const;
+};
+long Basket::fill(long n) const {
+    Basket b;
+    for (long i = 0; i < n; i++) b.add(i ^ total);
+    return b.total;
+}
+}
+int main(int argc, char **argv) { shop::Basket b; printf("%ld\n", b.fill(argc > 1 ? atol(argv[1]) : 100)); }
+"""
+
+
+def simple_cpp_name(name):
+    """addr2line -C's name as flame graphs show it: no qualifiers, no parameter list."""
+    name = re.sub(r"( const| volatile| &&| &)+$", "", name)
+    if name.endswith(")"):
+        depth = 0
+        for i in range(len(name) - 1, -1, -1):
+            depth += {")": 1, "(": -1}.get(name[i], 0)
+            if depth == 0:
+                return name[:i]
+    return name
+
+
+@test
+def symbolize_cpp_names_are_qualified_and_demangled():
+    d = tmpdir("cpp-")
+    src, binary = os.path.join(d, "basket.cc"), os.path.join(d, "basket")
+    open(src, "w").write(CPP_PROGRAM)
+    subprocess.run(["g++", "-g", "-O2", "-Wl,--build-id", "-o", binary, src], check=True)
+    build_id = re.search(r"Build ID: ([0-9a-f]+)",
+                         subprocess.run(["readelf", "-n", binary], capture_output=True, text=True).stdout).group(1)
+    dis = subprocess.run(["objdump", "-d", "--no-show-raw-insn", binary], capture_output=True, text=True).stdout
+    body = dis.split("<_ZNK4shop6Basket4fillEl>:")[1].split("\n\n")[0]
+    addrs = [int(m, 16) for m in re.findall(r"^\s+([0-9a-f]+):", body, re.M)]
+    out = subprocess.run(["addr2line", "-C", "-f", "-i", "-a", "-e", binary] + ["0x%x" % a for a in addrs],
+                         capture_output=True, text=True, check=True).stdout
+    ref = addr2line(binary, addrs)  # file:line per frame; names from the -C run below
+    names, cur = {}, None
+    for line in out.splitlines():
+        if re.fullmatch(r"0x[0-9a-f]+", line):
+            cur = int(line, 16)
+            names[cur] = []
+        elif not line.startswith("/") and not line.startswith("??"):
+            names[cur].append(simple_cpp_name(line))
+    inlined = [a for a in addrs if len(ref[a]) == 2]
+    assert inlined, ref
+    vaddrs = [inlined[0], addrs[0]]
+    st_srv = Server()
+    with st_srv as srv:
+        st, body = srv.ingest(c_profile(build_id, vaddrs + [addrs[0]]), name="cpp", format="pprof", **{"from": T0})
+        assert st == 200, body
+        st, b, _ = srv.request("PUT", "/api/v1/debuginfo/" + build_id, open(binary, "rb").read())
+        assert st == 200, b
+        locs, _ = export(srv, CPU_NS + '{service_name="cpp"}')
+        for a in vaddrs:
+            want = [(n, f, l) for n, (_, f, l) in zip(names[a], ref[a])]
+            assert locs[C_START + a] == want, (hex(a), locs[C_START + a], want)
+        assert [f[0] for f in locs[C_START + inlined[0]]] == ["shop::Basket::add", "shop::Basket::fill"]
