@@ -200,7 +200,9 @@ extern char *__cxa_demangle(const char *mangled, char *out, size_t *len, int *st
  * Rust's ::h<hash> suffix. malloc'd, or NULL when sym is not mangled or memory ran
  * out (the caller then shows the name as it is). */
 static char *demangle(const char *sym) {
-    if (!sym || strncmp(sym, "_Z", 2)) return NULL;
+    /* Names come from untrusted files, and the demangler recurses: a bound on the input
+     * bounds its depth (real symbols are far shorter). */
+    if (!sym || strncmp(sym, "_Z", 2) || strnlen(sym, 1025) > 1024) return NULL;
     int status = 0;
     char *d = __cxa_demangle(sym, NULL, NULL, &status);
     if (!d || status) return free(d), NULL;
