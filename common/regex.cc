@@ -67,4 +67,12 @@ extern "C" int hr_regex_match(const hr_regex_t *re, const char *s, size_t n) {
     }
 }
 
+extern "C" int hr_regex_search(const hr_regex_t *re, const char *s, size_t n) {
+    try {
+        return re->re.Match(re2::StringPiece(s, n), 0, n, re2::RE2::UNANCHORED, nullptr, 0) ? 1 : 0;
+    } catch (...) {
+        return 0;
+    }
+}
+
 extern "C" void hr_regex_free(hr_regex_t *re) { delete re; }

@@ -44,6 +44,10 @@ hr_regex_t *hr_regex_compile(const char *pattern, hr_err_t *err);
  * NUL-terminated. Safe to call from several threads on one regex. */
 int hr_regex_match(const hr_regex_t *re, const char *s, size_t n);
 
+/* 1 when the pattern matches somewhere in the n bytes at s (Go's MatchString, as
+ * pprof's -focus/-ignore/-hide use it), else 0. Same compiled regex, same costs. */
+int hr_regex_search(const hr_regex_t *re, const char *s, size_t n);
+
 /* Frees re; NULL is fine. */
 void hr_regex_free(hr_regex_t *re);
 

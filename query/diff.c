@@ -140,91 +140,98 @@ static int trim(dtrim_t *t, size_t max_nodes) {
 }
 
 typedef struct {
-    buf_t *levels;
-    size_t nlevels;
+    flamebearer_t *fb;
+    size_t *level_cap, names_cap;
     int64_t *next_x[2], *level_end[2];
-    buf_t names;
-    uint32_t nnames;
-    int64_t max_self;
 } demit_t;
 
+static int put(demit_t *e, size_t dep, int64_t v) {
+    fb_level_t *lv = &e->fb->levels[dep];
+    if (VEC_RESERVE(lv->v, e->level_cap[dep], lv->len + 1)) return -1;
+    lv->v[lv->len++] = v;
+    return 0;
+}
+
 static int emit(const dbuild_t *b, const dtrim_t *t, demit_t *e) {
+    flamebearer_t *fb = e->fb;
     for (size_t i = 0; i < b->len; i++) {
         if (!t->keep[i]) continue;
         const dnode_t *d = &b->n[i];
         size_t dep = d->depth;
-        buf_t *lv = &e->levels[dep];
-        if (lv->len) buf_putc(lv, ',');
         for (int side = 0; side < 2; side++) {
             uint32_t n = side ? d->r : d->l;
             int64_t tot = side_total(b->t[side], n), self = t->dself[side][i];
             int64_t x = i == 0 ? 0 : e->next_x[side][dep];
             e->next_x[side][dep] = x + tot;
             e->next_x[side][dep + 1] = x + self;
-            buf_printf(lv, "%lld,%lld,%lld,", (long long)(x - e->level_end[side][dep]), (long long)tot,
-                       (long long)self);
+            if (put(e, dep, x - e->level_end[side][dep]) || put(e, dep, tot) || put(e, dep, self)) return -1;
             e->level_end[side][dep] = x + tot;
-            if (self > e->max_self) e->max_self = self;
+            if (self > fb->max_self) fb->max_self = self;
         }
         /* Names are not deduplicated across nodes: the two trees have separate
          * string tables, and repeated names cost only bytes. */
-        buf_printf(lv, "%u", e->nnames);
-        if (e->nnames++) buf_putc(&e->names, ',');
-        jsonw_str(&e->names, dnode_name(b, d));
-        if (dep + 1 > e->nlevels) e->nlevels = dep + 1;
+        if (put(e, dep, (int64_t)fb->nnames) || VEC_RESERVE(fb->names, e->names_cap, fb->nnames + 1)) return -1;
+        fb->names[fb->nnames++] = dnode_name(b, d);
+        if (dep + 1 > fb->nlevels) fb->nlevels = dep + 1;
     }
     return 0;
 }
 
-static void write_doc(const dbuild_t *b, const demit_t *e, const merge_result_t *lm, buf_t *out) {
-    long long lt = (long long)b->t[0]->n[0].total, rt = (long long)b->t[1]->n[0].total;
-    buf_printf(out, "{\"version\":1,\"flamebearer\":{\"names\":[");
-    buf_append(out, e->names.data, e->names.len);
-    buf_printf(out, "],\"levels\":[");
-    for (size_t d = 0; d < e->nlevels; d++) {
-        buf_printf(out, "%s[", d ? "," : "");
-        buf_append(out, e->levels[d].data, e->levels[d].len);
-        buf_putc(out, ']');
-    }
-    buf_printf(out,
-               "],\"numTicks\":%lld,\"maxSelf\":%lld,\"leftTicks\":%lld,\"rightTicks\":%lld},\"metadata\":", lt + rt,
-               (long long)e->max_self, lt, rt);
-    render_metadata(lm, "double", out);
-    buf_printf(out, ",\"leftTicks\":%lld,\"rightTicks\":%lld,\"timeline\":null}", lt, rt);
-}
-
-int render_diff(const tree_t *left, const merge_result_t *lm, const tree_t *right, size_t max_nodes, buf_t *out) {
+int diffbearer_build(const tree_t *left, const tree_t *right, size_t max_nodes, flamebearer_t *fb) {
     dbuild_t b = {.t = {left, right}};
     dtrim_t t = {.b = &b};
-    demit_t e = {0};
+    demit_t e = {.fb = fb};
+    memset(fb, 0, sizeof *fb);
     int rc = -1;
     size_t maxd = 0;
-    buf_init(&e.names);
     if (build(&b)) goto out;
     for (size_t i = 0; i < b.len; i++)
         if (b.n[i].depth > maxd) maxd = b.n[i].depth;
     t.keep = malloc(b.len);
-    e.levels = calloc(maxd + 2, sizeof *e.levels);
+    fb->levels = calloc(maxd + 2, sizeof *fb->levels);
+    e.level_cap = calloc(maxd + 2, sizeof *e.level_cap);
     for (int s = 0; s < 2; s++) {
         t.dself[s] = malloc(b.len * sizeof(int64_t));
         e.next_x[s] = calloc(maxd + 2, sizeof(int64_t));
         e.level_end[s] = calloc(maxd + 2, sizeof(int64_t));
         if (!t.dself[s] || !e.next_x[s] || !e.level_end[s]) goto out;
     }
-    if (!t.keep || !e.levels || trim(&t, max_nodes) || emit(&b, &t, &e)) goto out;
-    write_doc(&b, &e, lm, out);
-    rc = out->oom || e.names.oom ? -1 : 0;
-    for (size_t d = 0; d < e.nlevels; d++) rc |= e.levels[d].oom ? -1 : 0;
+    if (!t.keep || !fb->levels || !e.level_cap || trim(&t, max_nodes) || emit(&b, &t, &e)) goto out;
+    fb->total = left->n[0].total + right->n[0].total;
+    rc = 0;
 out:
-    if (e.levels)
-        for (size_t d = 0; d <= maxd + 1; d++) buf_free(&e.levels[d]);
-    free(e.levels);
+    if (rc) fb->nlevels = maxd + 2, flamebearer_destroy(fb); /* every level's array, filled or not */
     for (int s = 0; s < 2; s++) free(t.dself[s]), free(e.next_x[s]), free(e.level_end[s]);
     free(t.keep);
-    buf_free(&e.names);
+    free(e.level_cap);
     free(b.n);
     free(b.stack);
     free(b.kids[0]);
     free(b.kids[1]);
     return rc;
+}
+
+int render_diff(const tree_t *left, const merge_result_t *lm, const tree_t *right, size_t max_nodes, buf_t *out) {
+    flamebearer_t fb;
+    if (diffbearer_build(left, right, max_nodes, &fb)) return -1;
+    long long lt = (long long)left->n[0].total, rt = (long long)right->n[0].total;
+    buf_printf(out, "{\"version\":1,\"flamebearer\":{\"names\":[");
+    for (size_t i = 0; i < fb.nnames; i++) {
+        if (i) buf_putc(out, ',');
+        jsonw_str(out, fb.names[i]);
+    }
+    buf_printf(out, "],\"levels\":[");
+    for (size_t d = 0; d < fb.nlevels; d++) {
+        buf_printf(out, "%s[", d ? "," : "");
+        for (size_t k = 0; k < fb.levels[d].len; k++)
+            buf_printf(out, "%s%lld", k ? "," : "", (long long)fb.levels[d].v[k]);
+        buf_putc(out, ']');
+    }
+    buf_printf(out,
+               "],\"numTicks\":%lld,\"maxSelf\":%lld,\"leftTicks\":%lld,\"rightTicks\":%lld},\"metadata\":", lt + rt,
+               (long long)fb.max_self, lt, rt);
+    render_metadata(lm, "double", out);
+    buf_printf(out, ",\"leftTicks\":%lld,\"rightTicks\":%lld,\"timeline\":null}", lt, rt);
+    flamebearer_destroy(&fb);
+    return out->oom ? -1 : 0;
 }

@@ -162,7 +162,23 @@ static void render_timeline(const merge_result_t *r, buf_t *out) {
     buf_printf(out, "],\"durationDelta\":%lld,\"watermarks\":null}", (long long)(r->tl_step / 1000000000));
 }
 
-int render_flamegraph(const tree_t *t, const merge_result_t *r, size_t max_nodes, buf_t *out) {
+/* Pyroscope's `groups`: the first label's value -> its timeline, or null. */
+static void render_group_timelines(const grouped_t *g, buf_t *out) {
+    if (!g) {
+        buf_printf(out, "null");
+        return;
+    }
+    buf_putc(out, '{');
+    for (size_t i = 0; i < g->n; i++) {
+        if (i) buf_putc(out, ',');
+        jsonw_str(out, g->width ? g->v[i].vals[0] : "");
+        buf_putc(out, ':');
+        render_timeline(&g->v[i].m, out);
+    }
+    buf_putc(out, '}');
+}
+
+int render_flamegraph(const tree_t *t, const merge_result_t *r, size_t max_nodes, const grouped_t *groups, buf_t *out) {
     flamebearer_t fb;
     if (flamebearer_build(t, max_nodes, &fb)) return -1;
     buf_printf(out, "{\"version\":1,\"flamebearer\":{\"names\":[");
@@ -181,12 +197,52 @@ int render_flamegraph(const tree_t *t, const merge_result_t *r, size_t max_nodes
     render_metadata(r, "single", out);
     buf_printf(out, ",\"timeline\":");
     render_timeline(r, out);
-    buf_printf(out, ",\"groups\":null,\"heatmap\":null}");
+    buf_printf(out, ",\"groups\":");
+    render_group_timelines(groups, out);
+    buf_printf(out, ",\"heatmap\":null}");
     flamebearer_destroy(&fb);
     return out->oom ? -1 : 0;
 }
 
-void render_timeseries(const merge_result_t *r, buf_t *out) {
+/* [{"timestamp":ms,"value":v}...] of n values from start, step apart. */
+static void render_points(const double *v, size_t n, int64_t start, int64_t step, buf_t *out) {
+    buf_putc(out, '[');
+    for (size_t i = 0; i < n; i++)
+        buf_printf(out, "%s{\"timestamp\":%lld,\"value\":%lld}", i ? "," : "",
+                   (long long)((start + (int64_t)i * step) / 1000000), (long long)llround(v[i]));
+    buf_putc(out, ']');
+}
+
+/* ,"groups":[{"labels":{..},"points":[..],"total":N}..],"other":{"groups":K,"points","total"}|null */
+static void render_groups(const grouped_t *g, const merge_result_t *r, buf_t *out) {
+    buf_printf(out, ",\"groups\":[");
+    for (size_t i = 0; i < g->n; i++) {
+        const merge_result_t *m = &g->v[i].m;
+        buf_printf(out, "%s{\"labels\":{", i ? "," : "");
+        for (size_t k = 0, first = 1; k < g->width; k++) {
+            if (!*g->v[i].vals[k]) continue; /* the group lacks that label */
+            buf_printf(out, "%s", first ? "" : ",");
+            jsonw_str(out, g->names[k]);
+            buf_putc(out, ':');
+            jsonw_str(out, g->v[i].vals[k]);
+            first = 0;
+        }
+        buf_printf(out, "},\"points\":");
+        render_points(m->timeline, m->nbuckets, m->tl_start, m->tl_step, out);
+        buf_printf(out, ",\"total\":%lld,\"profiles\":%llu}", (long long)llround(m->total),
+                   (unsigned long long)m->profiles);
+    }
+    buf_printf(out, "],\"other\":");
+    if (!g->nother) {
+        buf_printf(out, "null");
+        return;
+    }
+    buf_printf(out, "{\"groups\":%zu,\"points\":", g->nother);
+    render_points(g->other, r->nbuckets, r->tl_start, r->tl_step, out);
+    buf_printf(out, ",\"total\":%lld}", (long long)llround(g->other_total));
+}
+
+void render_timeseries(const merge_result_t *r, const grouped_t *groups, buf_t *out) {
     long long rate;
     buf_printf(out, "{\"profileType\":");
     jsonw_str(out, r->type_id);
@@ -194,11 +250,10 @@ void render_timeseries(const merge_result_t *r, buf_t *out) {
     jsonw_str(out, r->type.sample_unit);
     buf_printf(out, ",\"units\":");
     jsonw_str(out, ptype_units(&r->type, &rate));
-    buf_printf(out, ",\"aggregation\":\"%s\",\"step\":%lld,\"points\":[", r->gauge ? "average" : "sum",
+    buf_printf(out, ",\"aggregation\":\"%s\",\"step\":%lld,\"points\":", r->gauge ? "average" : "sum",
                (long long)(r->tl_step / 1000000));
-    for (size_t i = 0; i < r->nbuckets; i++)
-        buf_printf(out, "%s{\"timestamp\":%lld,\"value\":%lld}", i ? "," : "",
-                   (long long)((r->tl_start + (int64_t)i * r->tl_step) / 1000000), (long long)llround(r->timeline[i]));
-    buf_printf(out, "],\"total\":%lld,\"profiles\":%llu}", (long long)llround(r->total),
-               (unsigned long long)r->profiles);
+    render_points(r->timeline, r->nbuckets, r->tl_start, r->tl_step, out);
+    buf_printf(out, ",\"total\":%lld,\"profiles\":%llu", (long long)llround(r->total), (unsigned long long)r->profiles);
+    if (groups) render_groups(groups, r, out);
+    buf_putc(out, '}');
 }

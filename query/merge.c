@@ -143,7 +143,9 @@ static int row_selected(const scan_ctx_t *c, const seg_profile_t *p) {
 }
 
 /* 1 when totals come from the samples: a call site or spans keep only some of them. */
-static int samples_filtered(const merge_query_t *q) { return q->call_site || (q->only && q->only->nspans); }
+static int samples_filtered(const merge_query_t *q) {
+    return q->call_site || (q->only && q->only->nspans) || stackfilter_active(q->filter);
+}
 
 static size_t bucket_of(const scan_ctx_t *c, int64_t t) { return (size_t)((t - c->r->tl_start) / c->r->tl_step); }
 
@@ -288,8 +290,14 @@ static int merge_segment(scan_ctx_t *c, const segment_t *seg) {
         if (vec_reserve(&c->acc, &c->acc_cap, seg->sym->nstacks, sizeof *c->acc)) return -1;
         memset(c->acc, 0, seg->sym->nstacks * sizeof *c->acc);
     }
-    uint8_t *keep = NULL;
+    uint8_t *keep = NULL, *also = NULL;
     if (c->q->call_site && !(keep = callsite_match(seg->sym, c->q->call_site))) return -1;
+    if (stackfilter_active(c->q->filter)) {
+        if (!(also = stackfilter_match(seg->sym, c->q->filter))) return free(keep), -1;
+        for (size_t s = 0; keep && s < seg->sym->nstacks; s++) keep[s] &= also[s];
+        if (!keep) keep = also, also = NULL;
+    }
+    free(also);
     int rc = merge_rows(c, seg, keep, &touched);
     free(keep);
     if (rc) return -1;
@@ -383,6 +391,9 @@ int merge_run(store_t *st, const merge_query_t *q, merge_result_t *r, hr_err_t *
     /* The one place frames get names: every renderer reads r->sym after this. */
     if (rc == 0 && q->want_stacks && q->symbolizer)
         rc = symbolizer_rewrite(q->symbolizer, r->sym, q->deadline_ns, &r->symbolized, err);
+    if (rc == 0 && q->want_stacks && q->filter && q->filter->hide &&
+        stackfilter_hide(&r->sym, &r->self, &r->nself, &r->self_cap, q->filter->hide))
+        rc = hr_fail(err, HR_ENOMEM, "out of memory hiding frames");
     return rc;
 }
 

@@ -21,6 +21,7 @@
 #include "common/ptype.h"
 #include "query/callsite.h"
 #include "query/selector.h"
+#include "query/stackfilter.h"
 #include "storage/store.h"
 #include "symbolize/symbolizer.h"
 
@@ -62,6 +63,8 @@ typedef struct {
     symbolizer_t *symbolizer;    /* NULL: address-only frames stay as they are; else they are
                                   * resolved in the result (symbolizer.h) before any renderer
                                   * reads it, within deadline_ns */
+    const stackfilter_t *filter; /* NULL: every sample; else pprof's focus/ignore/hide
+                                  * (stackfilter.h), in the stacks, totals and timeline */
 } merge_query_t;
 
 typedef struct {

@@ -16,7 +16,7 @@
 
 static int flamegraph(const render_input_t *in, buf_t *out, hr_err_t *err) {
     (void)err;
-    return render_flamegraph(in->tree, in->args->m, in->args->max_nodes, out);
+    return render_flamegraph(in->tree, in->args->m, in->args->max_nodes, in->args->groups, out);
 }
 
 static int top(const render_input_t *in, buf_t *out, hr_err_t *err) {
@@ -34,6 +34,11 @@ static int dataframe(const render_input_t *in, buf_t *out, hr_err_t *err) {
     return render_dataframe(in->tree, in->args->m, out);
 }
 
+static int svg(const render_input_t *in, buf_t *out, hr_err_t *err) {
+    (void)err;
+    return render_svg(in->tree, in->args->m, out);
+}
+
 static int pprof(const render_input_t *in, buf_t *out, hr_err_t *err) { return render_pprof(in->args->m, out, err); }
 
 static int diff(const render_input_t *in, buf_t *out, hr_err_t *err) {
@@ -41,9 +46,27 @@ static int diff(const render_input_t *in, buf_t *out, hr_err_t *err) {
     return render_diff(in->tree, in->args->m, in->right_tree, in->args->max_nodes, out);
 }
 
+/* The function a one-function view names, or NULL with err set. */
+static const char *function_arg(const render_input_t *in, const char *format, hr_err_t *err) {
+    const char *f = in->args->function;
+    if (f && *f) return f;
+    hr_fail(err, HR_EINVAL, "format=%s needs `function`, a function name as the top table shows it", format);
+    return NULL;
+}
+
+static int lines(const render_input_t *in, buf_t *out, hr_err_t *err) {
+    const char *f = function_arg(in, "lines", err);
+    return f ? render_lines(in->args->m, f, out) : -1;
+}
+
+static int sandwich(const render_input_t *in, buf_t *out, hr_err_t *err) {
+    const char *f = function_arg(in, "sandwich", err);
+    return f ? render_sandwich(in->args->m, f, in->args->max_nodes, out, err) : -1;
+}
+
 static int timeseries(const render_input_t *in, buf_t *out, hr_err_t *err) {
     (void)err;
-    render_timeseries(in->args->m, out);
+    render_timeseries(in->args->m, in->args->groups, out);
     return out->oom ? -1 : 0;
 }
 
@@ -55,6 +78,9 @@ static const renderer_t RENDERERS[] = {
     {"dataframe", NULL, RENDER_MERGE, RENDER_STACKS | RENDER_TREE, JSON, NULL, dataframe},
     {"pprof", NULL, RENDER_MERGE, RENDER_STACKS, "application/octet-stream", "attachment; filename=\"profile.pb.gz\"",
      pprof},
+    {"svg", NULL, RENDER_MERGE, RENDER_STACKS | RENDER_TREE, "image/svg+xml", NULL, svg},
+    {"lines", NULL, RENDER_MERGE, RENDER_STACKS, JSON, NULL, lines},
+    {"sandwich", NULL, RENDER_MERGE, RENDER_STACKS, JSON, NULL, sandwich},
     {"diff", NULL, RENDER_DIFF, RENDER_STACKS | RENDER_TREE, JSON, NULL, diff},
     {"timeseries", NULL, RENDER_TOTALS, RENDER_TIMELINE, JSON, NULL, timeseries},
 };

@@ -9,6 +9,9 @@
  *   dataframe:  the nested-set table Grafana's flame graph panel reads
  *   diff:       the "double" flamebearer of two merges
  *   pprof:      a gzipped profile.proto that go tool pprof opens
+ *   lines:      one function's self and total by source line (pprof -list's numbers)
+ *   sandwich:   one function's callers and callees, two flame graphs (pprof -peek's numbers)
+ *   svg:        the flame graph as a self-contained SVG image
  *   timeseries: totals per step
  *
  * The handlers reach them through one table (render.c): a row names the format,
@@ -23,6 +26,7 @@
 #include <stdint.h>
 
 #include "common/buf.h"
+#include "query/groupby.h"
 #include "query/merge.h"
 #include "query/tree.h"
 
@@ -44,10 +48,12 @@ typedef enum {
 
 /* The caller's side of a render: its merges and options. */
 typedef struct {
-    merge_result_t *m;     /* the merge; for RENDER_DIFF the left side */
-    merge_result_t *right; /* RENDER_DIFF only: the right side */
-    size_t max_nodes;      /* flame graphs: 0 = no trimming */
-    size_t limit;          /* top: rows, 0 = all */
+    merge_result_t *m;       /* the merge; for RENDER_DIFF the left side */
+    merge_result_t *right;   /* RENDER_DIFF only: the right side */
+    size_t max_nodes;        /* flame graphs: 0 = no trimming */
+    size_t limit;            /* top: rows, 0 = all */
+    const char *function;    /* lines, sandwich: the function (a frame name); NULL for the others */
+    const grouped_t *groups; /* flamegraph, timeseries: per-group timelines to add; NULL: none */
 } render_args_t;
 
 /* What a renderer reads: the caller's arguments and, when its row needs
@@ -101,10 +107,15 @@ typedef struct {
 } flamebearer_t;
 
 int flamebearer_build(const tree_t *t, size_t max_nodes, flamebearer_t *fb);
+/* The diff of two trees as one flamebearer (diff.c): 7 numbers per node, [left x
+ * delta, left total, left self, right x delta, right total, right self, name index];
+ * total is the sum of both roots. Names are borrowed from the trees. 0 or -1 (OOM). */
+int diffbearer_build(const tree_t *left, const tree_t *right, size_t max_nodes, flamebearer_t *fb);
 void flamebearer_destroy(flamebearer_t *fb);
 
-/* Writes the flamebearer document. max_nodes 0 = no trimming. */
-int render_flamegraph(const tree_t *t, const merge_result_t *r, size_t max_nodes, buf_t *out);
+/* Writes the flamebearer document. max_nodes 0 = no trimming; groups (optional) fills
+ * Pyroscope's `groups` map (first label's value -> timeline). */
+int render_flamegraph(const tree_t *t, const merge_result_t *r, size_t max_nodes, const grouped_t *groups, buf_t *out);
 /* Writes {"functions":[{"name","self","total"}...],"total":N,"unit":U,...}. */
 int render_top(const tree_t *t, const merge_result_t *r, size_t limit, buf_t *out);
 int render_folded(const tree_t *t, buf_t *out);
@@ -114,9 +125,21 @@ int render_dataframe(const tree_t *t, const merge_result_t *r, buf_t *out);
 /* time_nanos and duration_nanos are the span of the merged profiles (r->first_ns,
  * r->end_ns), 0 for an empty merge. */
 int render_pprof(const merge_result_t *r, buf_t *out, hr_err_t *err);
+/* One function's rows by (file, line): {"function","lines":[{"file","line","self","total"}],
+ * "self","total","unit"}; an unknown function has no rows. 0 or -1 (OOM). */
+int render_lines(const merge_result_t *r, const char *function, buf_t *out);
+/* {"function","callers":FLAMEBEARER,"callees":FLAMEBEARER}: the function's callers
+ * (rooted at it, inverted) and callees, each sample counted once per side. r's
+ * symtab gains the names it lacked. 0 or -1 (err set, or OOM). */
+int render_sandwich(merge_result_t *r, const char *function, size_t max_nodes, buf_t *out, hr_err_t *err);
+/* The flame graph as one SVG document (icicle, frames under half a pixel left out).
+ * 0 or -1 (OOM). */
+int render_svg(const tree_t *t, const merge_result_t *r, buf_t *out);
 /* The same profile.proto, not gzipped (Connect's SelectMergeProfile reply). */
 int render_pprof_raw(const merge_result_t *r, buf_t *out, hr_err_t *err);
-void render_timeseries(const merge_result_t *r, buf_t *out);
+/* {"profileType",...,"points","total","profiles"}, plus "groups" and "other" when
+ * groups is given. */
+void render_timeseries(const merge_result_t *r, const grouped_t *groups, buf_t *out);
 
 /* Pyroscope's "double" flamebearer of two merges of the same profile type (see
  * diff.c); metadata comes from lm. */

@@ -274,12 +274,17 @@ int selector_add_eq(selector_t *sel, const char *name, const char *value, hr_err
     return add_matcher(sel, n, v, MATCH_EQ, err);
 }
 
-void selector_destroy(selector_t *sel) {
-    for (size_t i = 0; i < sel->n; i++) {
-        hr_regex_free(sel->m[i].re);
-        free(sel->m[i].name);
-        free(sel->m[i].value);
+void selector_truncate(selector_t *sel, size_t n) {
+    for (; sel->n > n; sel->n--) {
+        matcher_t *m = &sel->m[sel->n - 1];
+        hr_regex_free(m->re);
+        free(m->name);
+        free(m->value);
     }
+}
+
+void selector_destroy(selector_t *sel) {
+    selector_truncate(sel, 0);
     free(sel->m);
     free(sel->profile_type);
     free(sel->short_type);

@@ -46,6 +46,8 @@ int selector_parse(const char *s, selector_t *out, hr_err_t *err);
 void selector_destroy(selector_t *sel);
 /* Narrows sel with name="value" (copied); 0 or -1 (OOM). */
 int selector_add_eq(selector_t *sel, const char *name, const char *value, hr_err_t *err);
+/* Drops the matchers past the first n (undoing selector_add_eq). */
+void selector_truncate(selector_t *sel, size_t n);
 /* The value a matcher on `name` compares: the series label, or for the pseudo-labels
  * __profile_type__ the type id and __name__ its first part (written into buf).
  * NULL when the series has no such label. */

@@ -75,6 +75,7 @@ void api_timeseries(app_t *a, http_req_t *req, http_resp_t *resp);
 /* POST /querier.v1.QuerierService/<Method> (querier_api.c). */
 #define QUERIER_PREFIX "/querier.v1.QuerierService/"
 void api_querier(app_t *a, http_req_t *req, http_resp_t *resp);
+void api_settings_get(app_t *a, http_req_t *req, http_resp_t *resp);
 void api_series(app_t *a, http_req_t *req, http_resp_t *resp);
 void api_profile_types(app_t *a, http_req_t *req, http_resp_t *resp);
 void api_labels(app_t *a, http_req_t *req, http_resp_t *resp, const char *name);

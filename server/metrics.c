@@ -150,6 +150,8 @@ static void render_storage(const metrics_t *m, const store_stats_t *s, buf_t *o)
            s->parts_cached);
     scalar(o, "hearth_block_cache_bytes", "gauge", "Bytes of decoded block partitions held (--block-cache-bytes).",
            s->cached_bytes);
+    scalar(o, "hearth_block_partition_loads_total", "counter",
+           "Block partitions decoded into the cache (its misses; least recently used go first).", s->part_loads);
     scalar(o, "hearth_head_cuts_total", "counter", "Heads cut into blocks.", s->cuts);
     scalar(o, "hearth_retention_deleted_blocks_total", "counter", "Blocks deleted by retention.", s->retention_deleted);
     scalar(o, "hearth_compactions_total", "counter", "Compaction runs done.", s->compactions);

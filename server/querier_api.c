@@ -21,6 +21,7 @@
 #include "common/ptype.h"
 #include "common/timeparse.h"
 #include "query/catalog.h"
+#include "query/groupby.h"
 #include "query/merge.h"
 #include "query/render.h"
 #include "query/tree.h"
@@ -28,6 +29,7 @@
 #include "server/connect.h"
 #include "wire/profile.pb-c.h"
 #include "wire/querier.pb-c.h"
+#include "wire/settings.pb-c.h"
 
 #define HOUR_NS (3600LL * 1000000000)
 #define MS 1000000LL
@@ -320,26 +322,34 @@ static int run_merge(qctx_t *c, const char *type, const char *labels, int64_t st
     return rc;
 }
 
-static Querier__V1__FlameGraph *flamegraph_msg(qctx_t *c, const flamebearer_t *fb) {
+/* fb's names and levels copied into the arena (FlameGraph and FlameGraphDiff share
+ * the shape). 0 or -1 (OOM). */
+static int bearer_arrays(qctx_t *c, const flamebearer_t *fb, char ***names, size_t *nnames,
+                         Querier__V1__Level ***levels, size_t *nlevels) {
     arena_t *ar = c->arena;
-    Querier__V1__FlameGraph *g = arena_alloc(ar, sizeof *g);
-    if (!g) return NULL;
-    querier__v1__flame_graph__init(g);
-    g->names = arena_alloc(ar, (fb->nnames + 1) * sizeof *g->names);
-    g->levels = arena_alloc(ar, (fb->nlevels + 1) * sizeof *g->levels);
-    if (!g->names || !g->levels) return NULL;
+    *names = arena_alloc(ar, (fb->nnames + 1) * sizeof **names);
+    *levels = arena_alloc(ar, (fb->nlevels + 1) * sizeof **levels);
+    if (!*names || !*levels) return -1;
     for (size_t i = 0; i < fb->nnames; i++)
-        if (!(g->names[i] = arena_strdup(ar, fb->names[i]))) return NULL;
-    g->n_names = fb->nnames;
+        if (!((*names)[i] = arena_strdup(ar, fb->names[i]))) return -1;
+    *nnames = fb->nnames;
     for (size_t d = 0; d < fb->nlevels; d++) {
         Querier__V1__Level *l = arena_alloc(ar, sizeof *l);
-        if (!l) return NULL;
+        if (!l) return -1;
         querier__v1__level__init(l);
-        if (!(l->values = arena_alloc(ar, (fb->levels[d].len + 1) * sizeof *l->values))) return NULL;
+        if (!(l->values = arena_alloc(ar, (fb->levels[d].len + 1) * sizeof *l->values))) return -1;
         memcpy(l->values, fb->levels[d].v, fb->levels[d].len * sizeof *l->values);
         l->n_values = fb->levels[d].len;
-        g->levels[g->n_levels++] = l;
+        (*levels)[(*nlevels)++] = l;
     }
+    return 0;
+}
+
+static Querier__V1__FlameGraph *flamegraph_msg(qctx_t *c, const flamebearer_t *fb) {
+    Querier__V1__FlameGraph *g = arena_alloc(c->arena, sizeof *g);
+    if (!g) return NULL;
+    querier__v1__flame_graph__init(g);
+    if (bearer_arrays(c, fb, &g->names, &g->n_names, &g->levels, &g->n_levels)) return NULL;
     g->total = fb->total, g->max_self = fb->max_self;
     return g;
 }
@@ -440,57 +450,14 @@ static Querier__V1__Series *series_msg(qctx_t *c, char *const *names, const char
     return s;
 }
 
-typedef struct {
-    Querier__V1__Series *s;
-    double total;
-    size_t group; /* the group's place in the catalog's order, which breaks ties */
-} ranked_t;
-
-static int by_total_desc(const void *a, const void *b) {
-    const ranked_t *x = a, *y = b;
-    if (x->total != y->total) return (x->total < y->total) - (x->total > y->total);
-    return (x->group > y->group) - (x->group < y->group);
-}
-
-/* Merges one group (the selection narrowed to its values vals[0..n_group_by)) into a
- * series. */
-static Querier__V1__Series *group_series(qctx_t *c, const Querier__V1__SelectSeriesRequest *q, const char *const *vals,
-                                         int64_t step, const callsite_t *cs, double *total) {
-    selector_t sel = {0};
-    int64_t from, until;
-    Querier__V1__Series *s = NULL;
-    if (ms_range(c, q->start, q->end, HOUR_NS, &from, &until) ||
-        request_selector(c, q->profile_typeid, q->label_selector, &sel)) {
-        selector_destroy(&sel);
-        return NULL;
-    }
-    int rc = 0;
-    for (size_t i = 0; i < q->n_group_by && !rc; i++) rc = selector_add_eq(&sel, q->group_by[i], vals[i], &c->err);
-    merge_query_t mq = {.tenant = c->tenant,
-                        .sel = &sel,
-                        .from = from,
-                        .until = until,
-                        .step = step,
-                        .deadline_ns = c->deadline_ns,
-                        .call_site = cs,
-                        .average_timeline =
-                            q->aggregation ==
-                            QUERIER__V1__TIME_SERIES_AGGREGATION_TYPE__TIME_SERIES_AGGREGATION_TYPE_AVERAGE};
-    merge_result_t m = {0};
-    if (rc == 0 && merge_run(c->a->store, &mq, &m, &c->err) == 0 &&
-        !(s = series_msg(c, q->group_by, vals, q->n_group_by, &m, total)))
-        oom(c);
-    merge_result_destroy(&m);
-    selector_destroy(&sel);
-    return s;
-}
-
 static ProtobufCMessage *select_series(qctx_t *c, const ProtobufCMessage *in) {
     const Querier__V1__SelectSeriesRequest *q = (const void *)in;
     int64_t from, until;
     selector_t sel = {0};
     if (!(q->step >= 0) || q->step > 1e9) return fail(c, 400, "`step` must be a positive number of seconds");
     if (q->limit < 0) return fail(c, 400, "`limit` must not be negative");
+    if (q->exemplar_type > QUERIER__V1__EXEMPLAR_TYPE__EXEMPLAR_TYPE_NONE)
+        return fail(c, 501, "`exemplarType` INDIVIDUAL and SPAN are not served: ask without exemplars");
     merge_opts_t o;
     if (merge_options(c, q->stack_trace_selector, NULL, 0, &o)) return NULL;
     if (ms_range(c, q->start, q->end, HOUR_NS, &from, &until) ||
@@ -500,28 +467,87 @@ static ProtobufCMessage *select_series(qctx_t *c, const ProtobufCMessage *in) {
     }
     int64_t step = q->step > 0 ? (int64_t)llround(q->step * 1e9) : 0;
     if (step <= 0) step = (until - from) / 1500 > 15000000000LL ? (until - from) / 1500 : 15000000000LL;
-    catalog_query_t cq = {c->tenant, &sel, 1, from, until, c->deadline_ns};
-    catalog_groups_t g = {0};
-    int rc = catalog_groups(c->a->store, &cq, 1, q->group_by, q->n_group_by, &g, &c->err);
+    merge_query_t mq = {.tenant = c->tenant,
+                        .sel = &sel,
+                        .from = from,
+                        .until = until,
+                        .step = step,
+                        .deadline_ns = c->deadline_ns,
+                        .call_site = o.call_site,
+                        .average_timeline =
+                            q->aggregation ==
+                            QUERIER__V1__TIME_SERIES_AGGREGATION_TYPE__TIME_SERIES_AGGREGATION_TYPE_AVERAGE};
+    grouped_t g;
+    int rc = groupby_run(c->a->store, &mq, &sel, q->group_by, q->n_group_by, (size_t)q->limit, &g, &c->err);
     selector_destroy(&sel);
-    ranked_t *rk = rc ? NULL : calloc(g.n + 1, sizeof *rk);
-    Querier__V1__SelectSeriesResponse *r = arena_alloc(c->arena, sizeof *r);
-    if (rc == 0 && (!rk || !r)) rc = -1, oom(c);
+    Querier__V1__SelectSeriesResponse *r = rc ? NULL : arena_alloc(c->arena, sizeof *r);
+    if (r) querier__v1__select_series_response__init(r);
+    if (rc == 0 && (!r || !(r->series = arena_alloc(c->arena, (g.n + 1) * sizeof *r->series)))) rc = -1, oom(c);
     for (size_t i = 0; i < g.n && rc == 0; i++) {
-        rk[i].group = i;
-        if (!(rk[i].s = group_series(c, q, g.v + i * g.width, step, o.call_site, &rk[i].total))) rc = -1;
+        double total;
+        Querier__V1__Series *s = series_msg(c, q->group_by, g.v[i].vals, q->n_group_by, &g.v[i].m, &total);
+        if (!s) rc = -1, oom(c);
+        else r->series[r->n_series++] = s;
     }
-    free(g.v);
-    size_t n = g.n;
-    if (rc == 0) {
-        qsort(rk, n, sizeof *rk, by_total_desc);
-        if (q->limit > 0 && (size_t)q->limit < n) n = (size_t)q->limit;
-        querier__v1__select_series_response__init(r);
-        if (!(r->series = arena_alloc(c->arena, (n + 1) * sizeof *r->series))) rc = -1, oom(c);
-        for (size_t i = 0; i < n && rc == 0; i++) r->series[r->n_series++] = rk[i].s;
-    }
-    free(rk);
+    grouped_destroy(&g);
     return rc ? NULL : &r->base;
+}
+
+/* ---- Diff, GetProfileStats ---- */
+
+/* Merges one side of a Diff and builds its call tree. 0 or -1 (c->err set). */
+static int diff_side(qctx_t *c, const Querier__V1__SelectMergeStacktracesRequest *q, merge_result_t *m, tree_t *t) {
+    merge_opts_t o;
+    int64_t from, until;
+    if (q->max_nodes < 0) return fail(c, 400, "`maxNodes` must not be negative"), -1;
+    if (REQUEST_MERGE_OPTIONS(c, q, &o)) return -1;
+    if (run_merge(c, q->profile_typeid, q->label_selector, q->start, q->end, 0, 1, o.call_site, &o.only, m, &from,
+                  &until))
+        return -1;
+    return tree_build(t, m, &c->err);
+}
+
+static ProtobufCMessage *diff(qctx_t *c, const ProtobufCMessage *in) {
+    const Querier__V1__DiffRequest *q = (const void *)in;
+    if (!q->left || !q->right) return fail(c, 400, "`left` and `right` are both required");
+    merge_result_t m[2] = {0};
+    tree_t t[2] = {0};
+    flamebearer_t fb = {0};
+    Querier__V1__DiffResponse *r = NULL;
+    Querier__V1__FlameGraphDiff *g = NULL;
+    int rc = diff_side(c, q->left, &m[0], &t[0]) || diff_side(c, q->right, &m[1], &t[1]) ? -1 : 0;
+    if (rc == 0 && strcmp(m[0].type_id, m[1].type_id))
+        rc = -1, fail(c, 400, "`left` and `right` must be of one profile type");
+    size_t max = q->left->max_nodes ? (size_t)q->left->max_nodes : RENDER_DEFAULT_MAX_NODES;
+    if (rc == 0 && (diffbearer_build(&t[0], &t[1], max, &fb) || !(r = arena_alloc(c->arena, sizeof *r)) ||
+                    !(g = arena_alloc(c->arena, sizeof *g))))
+        rc = -1, oom(c);
+    if (rc == 0) {
+        querier__v1__diff_response__init(r);
+        querier__v1__flame_graph_diff__init(g);
+        if (bearer_arrays(c, &fb, &g->names, &g->n_names, &g->levels, &g->n_levels)) rc = -1, oom(c);
+        g->total = fb.total, g->max_self = fb.max_self;
+        g->leftticks = t[0].n[0].total, g->rightticks = t[1].n[0].total;
+        r->flamegraph = g;
+    }
+    flamebearer_destroy(&fb);
+    for (int i = 0; i < 2; i++) tree_destroy(&t[i]), merge_result_destroy(&m[i]);
+    return rc ? NULL : &r->base;
+}
+
+/* Whether the tenant has data, and its oldest and newest profile (Grafana's Profiles
+ * Drilldown asks before it shows anything). */
+static ProtobufCMessage *get_profile_stats(qctx_t *c, const ProtobufCMessage *in) {
+    (void)in;
+    Querier__V1__GetProfileStatsResponse *r = arena_alloc(c->arena, sizeof *r);
+    if (!r) return oom(c);
+    querier__v1__get_profile_stats_response__init(r);
+    int64_t oldest, newest;
+    if (store_time_range(c->a->store, c->tenant, &oldest, &newest)) {
+        r->data_ingested = 1;
+        r->oldest_profile_time = oldest / MS, r->newest_profile_time = newest / MS;
+    }
+    return &r->base;
 }
 
 /* ---- SelectMergeSpanProfile ---- */
@@ -560,7 +586,25 @@ static const struct {
     {"SelectMergeProfile", &querier__v1__select_merge_profile_request__descriptor, select_merge_profile},
     {"SelectSeries", &querier__v1__select_series_request__descriptor, select_series},
     {"SelectMergeSpanProfile", &querier__v1__select_merge_span_profile_request__descriptor, select_merge_span_profile},
+    {"Diff", &querier__v1__diff_request__descriptor, diff},
+    {"GetProfileStats", &querier__v1__get_profile_stats_request__descriptor, get_profile_stats},
 };
+
+/* settings.v1.SettingsService/Get: Hearth keeps no per-tenant UI settings, so the
+ * answer is an empty list, which is what Grafana's Profiles Drilldown needs to open. */
+void api_settings_get(app_t *a, http_req_t *req, http_resp_t *resp) {
+    connect_codec_t codec;
+    if (req->body_too_big) return connect_error(resp, 413, "request body exceeds --max-body-bytes");
+    if (connect_codec(req, &codec, resp)) return;
+    arena_t *ar = arena_new();
+    if (!ar) return connect_error(resp, 500, "out of memory");
+    if (connect_read(req, codec, &settings__v1__get_settings_request__descriptor, a->cfg.max_body_bytes, ar, resp)) {
+        Settings__V1__GetSettingsResponse r;
+        settings__v1__get_settings_response__init(&r);
+        connect_reply(resp, codec, &r.base);
+    }
+    arena_free(ar);
+}
 
 void api_querier(app_t *a, http_req_t *req, http_resp_t *resp) {
     const char *method = req->url + strlen(QUERIER_PREFIX);

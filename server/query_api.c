@@ -80,9 +80,67 @@ static void reply_buf(http_resp_t *resp, const char *ctype, buf_t *b) {
     http_reply(resp, 200, ctype, b);
 }
 
+/* pprof's stack filters, from the `focus`, `ignore` and `hide` parameters
+ * (query/stackfilter.h): regexes in RE2 syntax, searched in frame names. */
+typedef struct {
+    hr_regex_t *re[3];
+    stackfilter_t f;
+} filter_args_t;
+
+static int parse_filter(http_req_t *req, filter_args_t *fa, http_resp_t *resp) {
+    static const char *const KEYS[3] = {"focus", "ignore", "hide"};
+    memset(fa, 0, sizeof *fa);
+    for (int i = 0; i < 3; i++) {
+        const char *v = http_arg(req, KEYS[i]);
+        hr_err_t err = {0};
+        if (v && *v && !(fa->re[i] = hr_regex_compile(v, &err))) {
+            if (err.code == HR_ENOMEM) return http_error_from(resp, &err), -1;
+            return http_error(resp, 400, "bad `%s` regex `%s`: %s", KEYS[i], v, err.msg), -1;
+        }
+    }
+    fa->f = (stackfilter_t){fa->re[0], fa->re[1], fa->re[2]};
+    return 0;
+}
+
+static void filter_destroy(filter_args_t *fa) {
+    for (int i = 0; i < 3; i++) hr_regex_free(fa->re[i]);
+}
+
+/* The labels to group timelines by: `group_by` (comma-separated), or Pyroscope's
+ * `groupBy` (only its first label, as Pyroscope uses only the first). */
+#define GROUP_MAX 8
+typedef struct {
+    char *copy;
+    char *names[GROUP_MAX];
+    size_t n;
+} group_args_t;
+
+static int parse_group_by(http_req_t *req, group_args_t *g, http_resp_t *resp) {
+    memset(g, 0, sizeof *g);
+    const char *v = http_arg(req, "group_by"), *py = http_arg(req, "groupBy");
+    if ((!v || !*v) && py && *py) v = py;
+    if (!v || !*v) return 0;
+    if (!(g->copy = strdup(v))) return http_error(resp, 500, "out of memory"), -1;
+    for (char *save = NULL, *t = strtok_r(g->copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (g->n == GROUP_MAX) return http_error(resp, 400, "`group_by` takes at most %d labels", GROUP_MAX), -1;
+        if (g->n == 0 || v != py) g->names[g->n++] = t;
+    }
+    return 0;
+}
+
+/* Runs q once per group of g's labels into *out (limit 0: every group); args->groups
+ * points at it. 0 or -1 (err). */
+static int run_groups(app_t *a, const merge_query_t *q, selector_t *sel, const group_args_t *g, size_t limit,
+                      grouped_t *out, render_args_t *args, hr_err_t *err) {
+    memset(out, 0, sizeof *out);
+    if (!g->n) return 0;
+    args->groups = out;
+    return groupby_run(a->store, q, sel, g->names, g->n, limit, out, err);
+}
+
 /* The merge renderer rd needs: stacks and a timeline of step as its row says. */
 static merge_query_t merge_for(const renderer_t *rd, app_t *a, http_req_t *req, const selector_t *sel, const range_t *r,
-                               int64_t step, const merge_only_t *only) {
+                               int64_t step, const merge_only_t *only, const filter_args_t *fa) {
     return (merge_query_t){.tenant = req->tenant,
                            .sel = sel,
                            .from = r->from,
@@ -91,6 +149,7 @@ static merge_query_t merge_for(const renderer_t *rd, app_t *a, http_req_t *req, 
                            .want_stacks = (rd->needs & RENDER_STACKS) != 0,
                            .only = only,
                            .deadline_ns = app_query_deadline(a, req),
+                           .filter = &fa->f,
                            .symbolizer = a->symbolizer};
 }
 
@@ -113,7 +172,7 @@ static void reply_render(http_resp_t *resp, const renderer_t *rd, int rc, const 
 }
 
 /* Merges the selection and renders it in the format named `format` into resp. */
-static void run_merge(app_t *a, http_req_t *req, http_resp_t *resp, const selector_t *sel, const range_t *r,
+static void run_merge(app_t *a, http_req_t *req, http_resp_t *resp, selector_t *sel, const range_t *r,
                       const char *format, long long max_nodes, const merge_only_t *only) {
     const renderer_t *rd = render_find(format, RENDER_MERGE);
     if (!rd) {
@@ -126,16 +185,31 @@ static void run_merge(app_t *a, http_req_t *req, http_resp_t *resp, const select
     }
     int64_t t0 = time_now_ns();
     long long limit = num_arg(req, "limit", 0);
-    merge_query_t q = merge_for(rd, a, req, sel, r, auto_step(r), only);
+    filter_args_t fa = {0};
+    group_args_t ga = {0};
+    if (parse_filter(req, &fa, resp) || parse_group_by(req, &ga, resp)) {
+        free(ga.copy);
+        return filter_destroy(&fa);
+    }
+    merge_query_t q = merge_for(rd, a, req, sel, r, auto_step(r), only, &fa);
     merge_result_t m;
-    render_args_t args = {&m, NULL, (size_t)max_nodes, limit > 0 ? (size_t)limit : 0};
+    render_args_t args = {.m = &m,
+                          .max_nodes = (size_t)max_nodes,
+                          .limit = limit > 0 ? (size_t)limit : 0,
+                          .function = http_arg(req, "function")};
     hr_err_t err = {0};
     buf_t out;
     buf_init(&out);
+    grouped_t groups;
     int rc = merge_run(a->store, &q, &m, &err);
+    if (rc == 0 && (rd->needs & RENDER_TIMELINE)) rc = run_groups(a, &q, sel, &ga, 0, &groups, &args, &err);
+    else memset(&groups, 0, sizeof groups);
     if (rc == 0) rc = query_render(rd, &args, &out, &err);
     note_symbolization(resp, &m);
     merge_result_destroy(&m);
+    grouped_destroy(&groups);
+    filter_destroy(&fa);
+    free(ga.copy);
     metrics_query(&a->metrics, (double)(time_now_ns() - t0) / 1e9, rc != 0);
     reply_render(resp, rd, rc, &err, &out);
 }
@@ -185,7 +259,7 @@ typedef struct {
  * falls back to the other side's (fallback), so "same selection, two ranges" needs
  * one query. */
 static int run_side(app_t *a, http_req_t *req, http_resp_t *resp, const renderer_t *rd, const side_keys_t *k,
-                    const char *fallback, side_t *s) {
+                    const char *fallback, const filter_args_t *fa, side_t *s) {
     hr_err_t err = {0};
     const char *q = http_arg(req, k->query);
     if ((!q || !*q) && fallback && *fallback) q = fallback;
@@ -194,7 +268,7 @@ static int run_side(app_t *a, http_req_t *req, http_resp_t *resp, const renderer
     if (selector_parse(q, &s->sel, &err) || catalog_resolve_type(a->store, &cq, &s->sel, 1, &err))
         return http_error_from(resp, &err), -1;
     if (parse_range(req, k->from, k->until, HOUR_NS, &s->r, resp)) return -1;
-    merge_query_t mq = merge_for(rd, a, req, &s->sel, &s->r, 0, NULL);
+    merge_query_t mq = merge_for(rd, a, req, &s->sel, &s->r, 0, NULL, fa);
     if (merge_run(a->store, &mq, &s->m, &err)) return http_error_from(resp, &err), -1;
     return 0;
 }
@@ -207,10 +281,12 @@ static void run_diff(app_t *a, http_req_t *req, http_resp_t *resp, const side_ke
     const char *lq = http_arg(req, lk->query);
     if (!lq || !*lq) lq = shared_query;
     int rc = -1;
+    filter_args_t fa; /* both sides, as pprof -diff_base filters both */
     if (max_nodes < 0) {
         http_error(resp, 400, "`max_nodes` must be a non-negative integer");
-    } else if (run_side(a, req, resp, rd, lk, shared_query, &l) == 0 && run_side(a, req, resp, rd, rk, lq, &r) == 0) {
-        render_args_t args = {&l.m, &r.m, (size_t)max_nodes, 0};
+    } else if (parse_filter(req, &fa, resp) == 0 && run_side(a, req, resp, rd, lk, shared_query, &fa, &l) == 0 &&
+               run_side(a, req, resp, rd, rk, lq, &fa, &r) == 0) {
+        render_args_t args = {.m = &l.m, .right = &r.m, .max_nodes = (size_t)max_nodes};
         hr_err_t err = {0};
         buf_t out;
         buf_init(&out);
@@ -222,6 +298,7 @@ static void run_diff(app_t *a, http_req_t *req, http_resp_t *resp, const side_ke
         merge_result_destroy(&sides[i]->m);
         selector_destroy(&sides[i]->sel);
     }
+    if (max_nodes >= 0) filter_destroy(&fa);
     metrics_query(&a->metrics, (double)(time_now_ns() - t0) / 1e9, rc != 0);
 }
 
@@ -271,15 +348,30 @@ void api_timeseries(app_t *a, http_req_t *req, http_resp_t *resp) {
     }
     const renderer_t *rd = render_find("timeseries", RENDER_TOTALS);
     int64_t t0 = time_now_ns();
-    merge_query_t q = merge_for(rd, a, req, &sel, &r, step, NULL);
+    filter_args_t fa = {0};
+    group_args_t ga = {0};
+    long long limit = num_arg(req, "limit", 10);
+    if (limit < 0) http_error(resp, 400, "`limit` must be a non-negative integer (0 = every group)");
+    if (limit < 0 || parse_filter(req, &fa, resp) || parse_group_by(req, &ga, resp)) {
+        filter_destroy(&fa);
+        free(ga.copy);
+        return selector_destroy(&sel);
+    }
+    merge_query_t q = merge_for(rd, a, req, &sel, &r, step, NULL, &fa);
     merge_result_t m;
-    render_args_t args = {&m, NULL, 0, 0};
+    render_args_t args = {.m = &m};
     hr_err_t err = {0};
     buf_t out;
     buf_init(&out);
+    grouped_t groups;
     int rc = merge_run(a->store, &q, &m, &err);
+    if (rc == 0) rc = run_groups(a, &q, &sel, &ga, (size_t)limit, &groups, &args, &err);
+    else memset(&groups, 0, sizeof groups);
     if (rc == 0) rc = query_render(rd, &args, &out, &err);
     merge_result_destroy(&m);
+    grouped_destroy(&groups);
+    filter_destroy(&fa);
+    free(ga.copy);
     selector_destroy(&sel);
     metrics_query(&a->metrics, (double)(time_now_ns() - t0) / 1e9, rc != 0);
     reply_render(resp, rd, rc, &err, &out);

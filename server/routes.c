@@ -136,6 +136,7 @@ static const route_t ROUTES[] = {
     {"/api/profiles/writeraw", 0, M_POST, NEED_WRITE, 0, LIM_INGEST, ERR_JSON, api_parca_writeraw},
     /* Merges. */
     {QUERIER_PREFIX, 1, M_POST, NEED_READ, 0, LIM_QUERY, ERR_CONNECT, api_querier},
+    {"/settings.v1.SettingsService/Get", 0, M_POST, NEED_READ, 0, LIM_NONE, ERR_CONNECT, api_settings_get},
     {"/api/v1/query", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_query},
     {"/api/v1/timeseries", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_timeseries},
     {"/api/v1/diff", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_diff},

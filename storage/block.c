@@ -285,31 +285,25 @@ static segment_t *part_segment(const segment_t *s, const uint32_t *rows, size_t 
 }
 
 /* A footer's entry for one partition. */
-static void footer_part(buf_t *f, const char *key, uint64_t off, uint64_t len, int flags, const segment_t *p,
-                        const series_key_t *sk, size_t nsk) {
-    buf_put_bytes(f, key, strlen(key));
-    buf_put_uvarint(f, off);
-    buf_put_uvarint(f, len);
-    buf_put_uvarint(f, (uint64_t)flags); /* PART_MERGED, PART_SPANS */
-    buf_put_uvarint(f, p->nprofiles);
-    buf_put_uvarint(f, p->nsamples);
-    buf_put_svarint(f, p->min_time);
-    buf_put_svarint(f, p->max_time);
-    buf_put_uvarint(f, nsk);
+static void footer_part(buf_t *f, const block_part_t *bp) {
+    buf_put_bytes(f, bp->key, strlen(bp->key));
+    buf_put_uvarint(f, bp->off);
+    buf_put_uvarint(f, bp->len);
+    buf_put_uvarint(f, (uint64_t)((bp->merged ? PART_MERGED : 0) | (bp->spans ? PART_SPANS : 0)));
+    buf_put_uvarint(f, bp->nprofiles);
+    buf_put_uvarint(f, bp->nsamples);
+    buf_put_svarint(f, bp->min_time);
+    buf_put_svarint(f, bp->max_time);
+    buf_put_uvarint(f, bp->nseries);
     uint32_t prev = 0;
-    for (size_t i = 0; i < nsk; i++) {
-        assert(i == 0 || sk[i].series > prev); /* ascending: readers search it (block_part_has) */
-        buf_put_uvarint(f, sk[i].series - prev), prev = sk[i].series;
+    for (size_t i = 0; i < bp->nseries; i++) {
+        assert(i == 0 || bp->series[i] > prev); /* ascending: readers search it (block_part_has) */
+        buf_put_uvarint(f, bp->series[i] - prev), prev = bp->series[i];
     }
 }
 
-/* A partition's rows as footer totals, in its (series, time) order. */
-static void footer_rows(buf_t *t, const segment_t *p, int64_t *prev_series, int64_t *prev_t) {
-    uint32_t *order;
-    if (segment_sorted_order(p, &order)) {
-        t->oom = 1;
-        return;
-    }
+/* A partition's rows (in `order`, by series then time) as footer totals. */
+static void footer_rows(buf_t *t, const segment_t *p, const uint32_t *order, int64_t *prev_series, int64_t *prev_t) {
     for (size_t i = 0; i < p->nprofiles; i++) {
         const seg_profile_t *r = &p->profiles[order[i]];
         buf_put_svarint(t, (int64_t)r->series - *prev_series);
@@ -318,12 +312,12 @@ static void footer_rows(buf_t *t, const segment_t *p, int64_t *prev_series, int6
         buf_put_svarint(t, r->total);
         *prev_series = r->series, *prev_t = r->time_ns;
     }
-    free(order);
 }
 
-/* The footer section and the tail that points at it. */
-static int put_footer(buf_t *out, size_t nparts, const buf_t *parts, size_t nrows, const buf_t *rows, int level,
-                      hr_err_t *err) {
+/* The footer section (at file offset foff, appended to out) and the tail that
+ * points at it. */
+static int put_footer(buf_t *out, uint64_t foff, size_t nparts, const buf_t *parts, size_t nrows, const buf_t *rows,
+                      int level, hr_err_t *err) {
     buf_t sec;
     buf_init(&sec);
     buf_put_uvarint(&sec, nparts);
@@ -331,73 +325,13 @@ static int put_footer(buf_t *out, size_t nparts, const buf_t *parts, size_t nrow
     buf_put_uvarint(&sec, nrows);
     buf_append(&sec, rows->data, rows->len);
     if (parts->oom || rows->oom) sec.oom = 1;
-    uint64_t foff = out->len;
     if (put_sections(out, SEC_FOOTER, &sec, 1, level, err)) return -1;
     size_t at = out->len;
     buf_put_u64le(out, foff);
     if (out->oom) return hr_fail(err, HR_ENOMEM, "out of memory");
     buf_put_u32le(out, (uint32_t)crc32(0, out->data + at, 8));
     buf_append(out, TAIL_MAGIC, 4);
-    return 0;
-}
-
-int block_encode(const segment_t *s, block_key_fn key, void *kctx, int level, buf_t *out, hr_err_t *err) {
-    uint32_t *order;
-    size_t nsk = 0, nparts = 0;
-    if (segment_sorted_order(s, &order)) return hr_fail(err, HR_ENOMEM, "out of memory");
-    series_key_t *sk = series_keys(s, order, key, kctx, &nsk);
-    uint32_t *rows = malloc((s->nprofiles ? s->nprofiles : 1) * sizeof *rows);
-    buf_t parts, totals;
-    buf_init(&parts);
-    buf_init(&totals);
-    int rc = sk && rows ? 0 : hr_fail(err, HR_ENOMEM, "out of memory");
-    buf_append(out, MAGIC2, 8);
-    buf_put_u32le(out, 2);
-    buf_put_u32le(out, 0);
-    int64_t prev_series = 0, prev_t = 0;
-    for (size_t a = 0; a < nsk && rc == 0; nparts++) {
-        size_t b = a, n = 0;
-        while (b < nsk && !strcmp(sk[b].key, sk[a].key)) b++;
-        /* sk[a..b) is sorted by series, and order by (series, time): one merge pass. */
-        uint32_t *ids = malloc((b - a) * sizeof *ids);
-        if (!ids) {
-            rc = hr_fail(err, HR_ENOMEM, "out of memory");
-            break;
-        }
-        for (size_t k = a; k < b; k++) {
-            ids[k - a] = sk[k].series;
-            assert(k == a || ids[k - a] > ids[k - a - 1]); /* searched below */
-        }
-        for (size_t i = 0; i < s->nprofiles; i++) {
-            uint32_t sid = s->profiles[order[i]].series;
-            size_t lo = 0, hi = b - a;
-            while (lo < hi) { /* the partition's series, by binary search */
-                size_t mid = (lo + hi) / 2;
-                if (ids[mid] < sid) lo = mid + 1;
-                else hi = mid;
-            }
-            if (lo < b - a && ids[lo] == sid) rows[n++] = order[i];
-        }
-        free(ids);
-        segment_t *p = part_segment(s, rows, n, err);
-        uint64_t off = out->len;
-        int flags = 0;
-        if (!p || encode_part(p, level, out, &flags, err)) rc = -1;
-        if (rc == 0) {
-            footer_part(&parts, sk[a].key, off, out->len - off, flags, p, sk + a, b - a);
-            footer_rows(&totals, p, &prev_series, &prev_t);
-        }
-        segment_free(p);
-        a = b;
-    }
-    if (rc == 0) rc = put_footer(out, nparts, &parts, s->nprofiles, &totals, level, err);
-    free(order);
-    free(sk);
-    free(rows);
-    buf_free(&parts);
-    buf_free(&totals);
-    if (rc == 0 && out->oom) rc = hr_fail(err, HR_ENOMEM, "out of memory");
-    return rc;
+    return out->oom ? hr_fail(err, HR_ENOMEM, "out of memory") : 0;
 }
 
 /* Reads one section, checks its CRC and decompresses it into *raw (caller frees). */
@@ -817,6 +751,9 @@ segment_t *block_decode(const uint8_t *p, size_t n, hr_err_t *err) {
     return decode_v1(&r, err);
 }
 
+/* ---- writing ---- */
+
+/* A row as the writer checks it: what a reader must get back. */
 typedef struct {
     uint32_t series, nsamples, nspans, zero; /* zero: no padding, as rows are compared with memcmp */
     int64_t time_ns, duration_ns, total;
@@ -841,66 +778,261 @@ static void rows_of(const segment_t *seg, row_t *v, size_t *n, int totals_only) 
     }
 }
 
-/* 1 when the image's partitions and footer hold exactly s's rows (series, time,
- * duration, sample count, total), each partition decoding cleanly. */
-static int image_matches(const segment_t *s, const uint8_t *img, size_t n, hr_err_t *err) {
-    block_index_t *ix = index_of_image(img, n, err);
-    if (!ix) return 0;
-    size_t cap = s->nprofiles ? s->nprofiles : 1, na = 0, nb = 0, nc = 0;
-    row_t *a = malloc(cap * sizeof *a), *b = malloc(cap * sizeof *b), *c = malloc(cap * sizeof *c);
-    if (!a || !b || !c) hr_fail(err, HR_ENOMEM, "out of memory");
-    int ok = a && b && c && ix->totals->nprofiles == s->nprofiles;
-    if (ok) rows_of(s, a, &na, 0);
-    for (size_t i = 0; i < ix->nparts && ok; i++) {
-        const block_part_t *bp = &ix->parts[i];
-        segment_t *p = decode_part(img + bp->off, (size_t)bp->len, bp, BLOCK_VIEW_ROWS, err);
-        ok = p && nb + p->nprofiles <= cap;
-        if (ok) rows_of(p, b, &nb, 0);
-        for (size_t k = 0; ok && k < p->nprofiles; k++) ok = block_part_has(bp, p->profiles[k].series);
-        segment_t *m =
-            ok && bp->merged ? decode_part(img + bp->off, (size_t)bp->len, bp, BLOCK_VIEW_MERGED, err) : NULL;
-        if (ok && bp->merged) ok = m && merged_matches(p, m);
-        segment_free(m);
-        segment_free(p);
+/* 1 when a and b hold the same rows (both are sorted in place). */
+static int same_rows(row_t *a, size_t na, row_t *b, size_t nb) {
+    qsort(a, na, sizeof *a, cmp_row_t);
+    qsort(b, nb, sizeof *b, cmp_row_t);
+    return na == nb && (na == 0 || !memcmp(a, b, na * sizeof *a));
+}
+
+/* The block being written: partitions are encoded, checked and written one at a
+ * time, so only one is ever in memory; the footer entries and rows accumulate. */
+struct block_writer {
+    int fd; /* -1: the image is kept in out */
+    char path[4096], tmp[4100];
+    int level;
+    buf_t out;            /* the image not yet written to fd (in memory: all of it) */
+    uint64_t flushed;     /* bytes already written to fd */
+    buf_t parts, totals;  /* the footer's partition entries and rows so far */
+    block_part_t *parted; /* what each footer entry says: the parsed footer must say the same */
+    size_t nparts, parts_cap;
+    row_t *rows; /* every row added, totals only: the footer's rows must be these */
+    size_t nrows, rows_cap;
+    int64_t prev_series, prev_t; /* the footer rows' deltas run across partitions */
+    block_summary_t sum;
+};
+
+block_writer_t *block_writer_new(const char *path, int level, hr_err_t *err) {
+    block_writer_t *w = calloc(1, sizeof *w);
+    if (!w) return hr_fail(err, HR_ENOMEM, "out of memory"), NULL;
+    w->fd = -1;
+    w->level = level;
+    w->sum = (block_summary_t){.min_time = INT64_MAX, .max_time = INT64_MIN};
+    buf_init(&w->out);
+    buf_init(&w->parts);
+    buf_init(&w->totals);
+    buf_append(&w->out, MAGIC2, 8);
+    buf_put_u32le(&w->out, 2);
+    buf_put_u32le(&w->out, 0);
+    if (!path) return w;
+    snprintf(w->path, sizeof w->path, "%s", path);
+    snprintf(w->tmp, sizeof w->tmp, "%s.tmp", w->path);
+    if ((w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0) {
+        hr_fail(err, HR_EIO, "create %s: %s", w->tmp, strerror(errno));
+        block_writer_free(w);
+        return NULL;
     }
-    if (ok) rows_of(ix->totals, c, &nc, 1);
+    return w;
+}
+
+void block_writer_free(block_writer_t *w) {
+    if (!w) return;
+    if (w->fd >= 0) { /* never committed: no half-written block stays behind */
+        close(w->fd);
+        unlink(w->tmp);
+    }
+    for (size_t i = 0; i < w->nparts; i++) {
+        free(w->parted[i].key);
+        free(w->parted[i].series);
+    }
+    free(w->parted);
+    free(w->rows);
+    buf_free(&w->out);
+    buf_free(&w->parts);
+    buf_free(&w->totals);
+    free(w);
+}
+
+/* Writes out what is pending (a file writer), keeping only the unwritten in memory. */
+static int flush(block_writer_t *w, hr_err_t *err) {
+    if (w->out.oom) return hr_fail(err, HR_ENOMEM, "out of memory");
+    if (w->fd < 0) return 0;
+    if (fs_write_all(w->fd, w->out.data, w->out.len, w->tmp, err)) return -1;
+    w->flushed += w->out.len;
+    w->out.len = 0;
+    return 0;
+}
+
+/* 1 when the partition just encoded (img, n bytes, as bp describes it) decodes to
+ * p's rows, its series all listed, its pre-merged rows summing them. */
+static int part_matches(const segment_t *p, const uint8_t *img, size_t n, const block_part_t *bp, hr_err_t *err) {
+    segment_t *d = decode_part(img, n, bp, BLOCK_VIEW_ROWS, err), *m = NULL;
+    size_t cap = p->nprofiles ? p->nprofiles : 1, na = 0, nb = 0;
+    row_t *a = d ? malloc(cap * sizeof *a) : NULL, *b = d ? malloc(cap * sizeof *b) : NULL;
+    if (d && (!a || !b)) hr_fail(err, HR_ENOMEM, "out of memory");
+    int ok = a && b && d->nprofiles == p->nprofiles;
+    for (size_t k = 0; ok && k < d->nprofiles; k++) ok = block_part_has(bp, d->profiles[k].series);
     if (ok) {
-        qsort(a, na, sizeof *a, cmp_row_t);
-        qsort(b, nb, sizeof *b, cmp_row_t);
-        ok = na == nb && !memcmp(a, b, na * sizeof *a);
-        for (size_t i = 0; i < na; i++) a[i].nsamples = a[i].nspans = 0;
-        qsort(c, nc, sizeof *c, cmp_row_t);
-        ok = ok && nc == na && !memcmp(a, c, na * sizeof *a);
+        rows_of(p, a, &na, 0);
+        rows_of(d, b, &nb, 0);
+        ok = same_rows(a, na, b, nb);
     }
+    if (ok && bp->merged) ok = (m = decode_part(img, n, bp, BLOCK_VIEW_MERGED, err)) && merged_matches(d, m);
+    segment_free(m);
+    segment_free(d);
     free(a);
     free(b);
+    return ok;
+}
+
+/* A block the reader refuses must never be written: a cut that writes it then
+ * checkpoints the WAL, so the refused block would be the only copy of its data. */
+static int refuse(hr_err_t *err, const hr_err_t *why) {
+    if (why->code == HR_ENOMEM) return hr_fail(err, HR_ENOMEM, "out of memory verifying a block");
+    return hr_fail(err, HR_EINTERNAL, "refusing to write a block that does not read back as written%s%s",
+                   why->msg[0] ? ": " : "", why->msg);
+}
+
+/* The distinct series of p (rows in `order`), ascending, into bp. 0 or -1 (OOM). */
+static int part_series(const segment_t *p, const uint32_t *order, block_part_t *bp) {
+    if (!(bp->series = malloc((p->nprofiles ? p->nprofiles : 1) * sizeof *bp->series))) return -1;
+    for (size_t i = 0; i < p->nprofiles; i++) {
+        uint32_t sid = p->profiles[order[i]].series; /* order is by series first */
+        if (!bp->nseries || bp->series[bp->nseries - 1] != sid) bp->series[bp->nseries++] = sid;
+    }
+    return 0;
+}
+
+int block_writer_add(block_writer_t *w, const char *key, const segment_t *p, hr_err_t *err) {
+    if (!p->nprofiles) return 0;
+    uint32_t *order = NULL;
+    block_part_t bp = {.key = strdup(key)};
+    int rc = 0;
+    if (!bp.key || segment_sorted_order(p, &order) || part_series(p, order, &bp) ||
+        VEC_RESERVE(w->parted, w->parts_cap, w->nparts + 1) ||
+        VEC_RESERVE(w->rows, w->rows_cap, w->nrows + p->nprofiles))
+        rc = hr_fail(err, HR_ENOMEM, "out of memory");
+    size_t at = w->out.len;
+    int flags = 0;
+    if (rc == 0) rc = encode_part(p, w->level, &w->out, &flags, err);
+    if (rc == 0) {
+        bp.off = w->flushed + at, bp.len = w->out.len - at;
+        bp.merged = (flags & PART_MERGED) != 0, bp.spans = (flags & PART_SPANS) != 0;
+        bp.nprofiles = p->nprofiles, bp.nsamples = p->nsamples;
+        bp.min_time = p->min_time, bp.max_time = p->max_time;
+        hr_err_t why = {0};
+        if (!part_matches(p, w->out.data + at, (size_t)bp.len, &bp, &why)) rc = refuse(err, &why);
+    }
+    if (rc == 0) {
+        footer_part(&w->parts, &bp);
+        footer_rows(&w->totals, p, order, &w->prev_series, &w->prev_t);
+        rows_of(p, w->rows, &w->nrows, 1);
+        w->parted[w->nparts++] = bp;
+        w->sum.profiles += p->nprofiles, w->sum.samples += p->nsamples;
+        if (p->min_time < w->sum.min_time) w->sum.min_time = p->min_time;
+        if (p->max_time > w->sum.max_time) w->sum.max_time = p->max_time;
+        rc = flush(w, err);
+    } else {
+        free(bp.key);
+        free(bp.series);
+    }
+    free(order);
+    return rc;
+}
+
+uint64_t block_writer_bytes(const block_writer_t *w) { return w->flushed + w->out.len; }
+
+/* 1 when a parsed footer entry says what the writer wrote. */
+static int same_part(const block_part_t *a, const block_part_t *b) {
+    return !strcmp(a->key, b->key) && a->off == b->off && a->len == b->len && a->merged == b->merged &&
+           a->spans == b->spans && a->nprofiles == b->nprofiles && a->nsamples == b->nsamples &&
+           a->min_time == b->min_time && a->max_time == b->max_time && a->nseries == b->nseries &&
+           (!a->nseries || !memcmp(a->series, b->series, a->nseries * sizeof *a->series));
+}
+
+/* 1 when the footer at out[at..] (file offset foff), parsed as a reader would,
+ * lists the partitions written and holds every row's total. */
+static int footer_matches(block_writer_t *w, size_t at, uint64_t foff, hr_err_t *err) {
+    const uint8_t *tail = w->out.data + w->out.len - TAIL_BYTES;
+    if (tail_footer(tail, foff + (w->out.len - at)) != foff) return hr_fail(err, HR_EUNPROC, "block: bad tail"), 0;
+    block_index_t *ix = parse_footer(w->out.data + at, w->out.len - at - TAIL_BYTES, foff, err);
+    row_t *c = ix ? malloc((w->nrows ? w->nrows : 1) * sizeof *c) : NULL;
+    if (ix && !c) hr_fail(err, HR_ENOMEM, "out of memory");
+    int ok = c && ix->nparts == w->nparts && ix->totals->nprofiles == w->nrows;
+    for (size_t i = 0; ok && i < w->nparts; i++) ok = same_part(&ix->parts[i], &w->parted[i]);
+    size_t nc = 0;
+    if (ok) rows_of(ix->totals, c, &nc, 1);
+    ok = ok && same_rows(w->rows, w->nrows, c, nc);
     free(c);
     block_index_free(ix);
     return ok;
 }
 
-/* Decodes the image just encoded and compares it with its source. A block the reader
- * refuses must never be written: the cut that writes it then checkpoints the WAL, so
- * the refused block would be the only copy of its data. */
-static int verify_image(const segment_t *s, const buf_t *img, hr_err_t *err) {
-    hr_err_t derr = {0};
-    if (image_matches(s, img->data, img->len, &derr)) return 0;
-    if (derr.code == HR_ENOMEM) return hr_fail(err, HR_ENOMEM, "out of memory verifying a block");
-    return hr_fail(err, HR_EINTERNAL, "refusing to write a block that does not read back as written%s%s",
-                   derr.msg[0] ? ": " : "", derr.msg);
+int block_writer_commit(block_writer_t *w, block_summary_t *sum, buf_t *image, hr_err_t *err) {
+    size_t at = w->out.len;
+    uint64_t foff = w->flushed + at;
+    if (put_footer(&w->out, foff, w->nparts, &w->parts, w->nrows, &w->totals, w->level, err)) return -1;
+    hr_err_t why = {0};
+    if (!footer_matches(w, at, foff, &why)) return refuse(err, &why);
+    if (flush(w, err)) return -1;
+    w->sum.bytes = w->flushed + w->out.len; /* a file writer has flushed it all */
+    if (w->fd >= 0) {
+        int fd = w->fd;
+        w->fd = -1; /* fs_commit_tmp closes it, and removes tmp should it fail */
+        if (fs_commit_tmp(fd, w->tmp, w->path, err)) return -1;
+    } else if (image) {
+        buf_append(image, w->out.data, w->out.len);
+        if (image->oom) return hr_fail(err, HR_ENOMEM, "out of memory");
+    }
+    if (sum) *sum = w->sum;
+    return 0;
+}
+
+/* Adds every row of s to w, one partition per key, each with only its symbols. */
+static int add_by_key(block_writer_t *w, const segment_t *s, block_key_fn key, void *kctx, hr_err_t *err) {
+    uint32_t *order;
+    size_t nsk = 0;
+    if (segment_sorted_order(s, &order)) return hr_fail(err, HR_ENOMEM, "out of memory");
+    series_key_t *sk = series_keys(s, order, key, kctx, &nsk);
+    uint32_t *rows = malloc((s->nprofiles ? s->nprofiles : 1) * sizeof *rows);
+    uint32_t *ids = malloc((nsk ? nsk : 1) * sizeof *ids);
+    int rc = sk && rows && ids ? 0 : hr_fail(err, HR_ENOMEM, "out of memory");
+    for (size_t a = 0; a < nsk && rc == 0;) {
+        size_t b = a, n = 0;
+        while (b < nsk && !strcmp(sk[b].key, sk[a].key)) b++;
+        /* sk[a..b) is sorted by series, and order by (series, time): one merge pass. */
+        for (size_t k = a; k < b; k++) {
+            ids[k - a] = sk[k].series;
+            assert(k == a || ids[k - a] > ids[k - a - 1]); /* searched below */
+        }
+        for (size_t i = 0; i < s->nprofiles; i++) {
+            uint32_t sid = s->profiles[order[i]].series;
+            size_t lo = 0, hi = b - a;
+            while (lo < hi) { /* the partition's series, by binary search */
+                size_t mid = (lo + hi) / 2;
+                if (ids[mid] < sid) lo = mid + 1;
+                else hi = mid;
+            }
+            if (lo < b - a && ids[lo] == sid) rows[n++] = order[i];
+        }
+        segment_t *p = part_segment(s, rows, n, err);
+        if (!p || block_writer_add(w, sk[a].key, p, err)) rc = -1;
+        segment_free(p);
+        a = b;
+    }
+    free(order);
+    free(sk);
+    free(rows);
+    free(ids);
+    if (rc == 0 && w->sum.profiles != s->nprofiles) /* every row landed in one partition */
+        rc = hr_fail(err, HR_EINTERNAL, "refusing to write a block that lost rows while partitioning");
+    return rc;
+}
+
+int block_encode(const segment_t *s, block_key_fn key, void *kctx, int level, buf_t *out, hr_err_t *err) {
+    block_writer_t *w = block_writer_new(NULL, level, err);
+    int rc = w && add_by_key(w, s, key, kctx, err) == 0 ? block_writer_commit(w, NULL, out, err) : -1;
+    block_writer_free(w);
+    return rc;
 }
 
 int block_write(const char *path, const segment_t *s, block_key_fn key, void *kctx, int level, size_t *bytes,
                 hr_err_t *err) {
-    buf_t b;
-    buf_init(&b);
-    if (block_encode(s, key, kctx, level, &b, err) || verify_image(s, &b, err)) {
-        buf_free(&b);
-        return -1;
-    }
-    int rc = fs_write_atomic(path, b.data, b.len, err);
-    if (bytes) *bytes = b.len;
-    buf_free(&b);
+    block_summary_t sum;
+    block_writer_t *w = block_writer_new(path, level, err);
+    int rc = w && add_by_key(w, s, key, kctx, err) == 0 ? block_writer_commit(w, &sum, NULL, err) : -1;
+    block_writer_free(w);
+    if (rc == 0 && bytes) *bytes = (size_t)sum.bytes;
     return rc;
 }
 

@@ -43,6 +43,33 @@ int block_encode(const segment_t *s, block_key_fn key, void *kctx, int zstd_leve
 int block_write(const char *path, const segment_t *s, block_key_fn key, void *kctx, int zstd_level, size_t *bytes,
                 hr_err_t *err);
 
+/* Writing a block partition by partition, so only one partition is in memory at a
+ * time (compaction merges a day of a fleet this way, one service after another).
+ * Each partition is encoded, decoded again and compared with its source before it
+ * is written; the footer likewise before commit. A block that would not read back
+ * exactly is refused (HR_EINTERNAL) and never reaches its path. */
+typedef struct block_writer block_writer_t;
+typedef struct {
+    uint64_t bytes; /* file (or image) size */
+    size_t profiles, samples;
+    int64_t min_time, max_time; /* INT64_MAX/INT64_MIN when empty */
+} block_summary_t;
+
+/* Starts a block at path (written to path.tmp until committed), or in memory when
+ * path is NULL. NULL with err on failure. */
+block_writer_t *block_writer_new(const char *path, int zstd_level, hr_err_t *err);
+/* Adds one partition: every row of p, whose series all have this key (the caller
+ * guarantees it; each key is added once). An empty p adds nothing. 0, or -1 with
+ * err; after a failure only block_writer_free may follow. */
+int block_writer_add(block_writer_t *w, const char *key, const segment_t *p, hr_err_t *err);
+/* Bytes of the block so far (its partitions). */
+uint64_t block_writer_bytes(const block_writer_t *w);
+/* Writes the footer and tail; a file writer then fsyncs and renames into place, an
+ * in-memory one appends the image to *image. sum (optional) receives the counts. */
+int block_writer_commit(block_writer_t *w, block_summary_t *sum, buf_t *image, hr_err_t *err);
+/* Frees w; an uncommitted file writer removes its temporary file. NULL is fine. */
+void block_writer_free(block_writer_t *w);
+
 typedef struct {
     char *key;
     uint64_t off, len; /* its sections' byte range in the file */

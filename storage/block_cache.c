@@ -24,12 +24,32 @@ void bcache_attach(store_t *s, block_t *b, hr_err_t *err) {
               e.msg[0] ? e.msg : "out of memory");
 }
 
+static void lru_unlink(store_t *s, part_cache_t *c) {
+    *(c->older ? &c->older->newer : &s->lru_oldest) = c->newer;
+    *(c->newer ? &c->newer->older : &s->lru_newest) = c->older;
+    c->older = c->newer = NULL;
+}
+
+/* Marks c the most recently used (it is loaded). */
+static void lru_touch(store_t *s, part_cache_t *c) {
+    if (s->lru_newest == c) return;
+    if (c->older || c->newer || s->lru_oldest == c) lru_unlink(s, c);
+    c->older = s->lru_newest;
+    *(s->lru_newest ? &s->lru_newest->newer : &s->lru_oldest) = c;
+    s->lru_newest = c;
+}
+
+/* Frees c's decoded partition and takes it off the list. */
+static void unload(store_t *s, part_cache_t *c) {
+    lru_unlink(s, c);
+    s->cached_bytes -= segment_bytes(c->cached);
+    segment_free(c->cached);
+    c->cached = NULL;
+}
+
 void bcache_drop_locked(store_t *s, block_t *b) {
-    for (size_t p = 0; b->ix && p < 2 * b->ix->nparts; p++) {
-        if (!b->parts[p].cached) continue;
-        s->cached_bytes -= segment_bytes(b->parts[p].cached);
-        segment_free(b->parts[p].cached);
-    }
+    for (size_t p = 0; b->ix && p < 2 * b->ix->nparts; p++)
+        if (b->parts[p].cached) unload(s, &b->parts[p]);
     free(b->parts);
     block_index_free(b->ix);
     b->parts = NULL;
@@ -37,17 +57,10 @@ void bcache_drop_locked(store_t *s, block_t *b) {
 }
 
 void bcache_evict_locked(store_t *s) {
-    while (s->cached_bytes > s->cfg.block_cache_bytes) {
-        part_cache_t *victim = NULL;
-        for (size_t i = 0; i < s->nblocks; i++)
-            for (size_t p = 0; s->blocks[i].ix && p < 2 * s->blocks[i].ix->nparts; p++) {
-                part_cache_t *c = &s->blocks[i].parts[p];
-                if (c->cached && c->refs == 0 && (!victim || c->last_use < victim->last_use)) victim = c;
-            }
-        if (!victim) return;
-        s->cached_bytes -= segment_bytes(victim->cached);
-        segment_free(victim->cached);
-        victim->cached = NULL;
+    /* Pinned partitions (a batch per running scan) are skipped, not moved: few. */
+    for (part_cache_t *c = s->lru_oldest, *next; c && s->cached_bytes > s->cfg.block_cache_bytes; c = next) {
+        next = c->newer;
+        if (c->refs == 0) unload(s, c);
     }
 }
 
@@ -56,7 +69,7 @@ segment_t *bcache_pin(store_t *s, size_t i, size_t p, int view, hr_err_t *err) {
     pthread_mutex_lock(&s->cache_mu);
     part_cache_t *c = b->bad ? NULL : &b->parts[2 * p + (size_t)view];
     segment_t *seg = c ? c->cached : NULL;
-    if (seg) c->refs++, c->last_use = ++s->clock;
+    if (seg) c->refs++, lru_touch(s, c);
     pthread_mutex_unlock(&s->cache_mu);
     if (!c) hr_fail(err, HR_EUNPROC, "block %s is unreadable", b->meta.path);
     if (!c || seg) return seg;
@@ -75,8 +88,9 @@ segment_t *bcache_pin(store_t *s, size_t i, size_t p, int view, hr_err_t *err) {
     } else {
         c->cached = seg;
         s->cached_bytes += segment_bytes(seg);
+        s->part_loads++;
     }
-    if (seg) c->refs++, c->last_use = ++s->clock;
+    if (seg) c->refs++, lru_touch(s, c);
     pthread_mutex_unlock(&s->cache_mu);
     return seg;
 }

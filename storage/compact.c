@@ -59,11 +59,14 @@ typedef struct {
     int64_t *ids;
     size_t n;
     int64_t bytes;
-    segment_t **segs; /* every partition of the run's blocks, pinned */
-    struct pin {
-        size_t block, part;
-    } * pins;
-    size_t nsegs;
+    /* Each input block's file and footer, copied or borrowed while planning: a footer
+     * is freed only when its block is dropped, by compaction or retention, which
+     * `compact` keeps out. */
+    char (*files)[4096];
+    const block_index_t **ix;
+    int legacy;        /* a version-1 input: merged whole, as it has no partitions */
+    block_meta_t *out; /* the blocks written, for the catalog */
+    size_t nout, out_cap;
 } run_t;
 
 static int cmp_block_time(const void *a, const void *b, void *ctx) {
@@ -79,7 +82,8 @@ static int same_day(const block_meta_t *a, const block_meta_t *b) {
     return a->max_time / day == d && b->min_time / day == d && b->max_time / day == d;
 }
 
-/* Picks the first due run (see store.h). data held shared. Returns 1 found, 0, -1 OOM. */
+/* Picks the first due run (see store.h). data held shared, cache_mu (for the
+ * footers' versions) held. Returns 1 found, 0, -1 OOM. */
 static int plan_run(store_t *s, run_t *r) {
     size_t *order = malloc((s->nblocks + 1) * sizeof *order);
     if (!order) return -1;
@@ -96,13 +100,18 @@ static int plan_run(store_t *s, run_t *r) {
         qsort_r(order, n, sizeof *order, cmp_block_time, s->blocks);
         size_t start = 0;
         int64_t bytes = 0;
+        int legacy = 0;
         for (size_t k = 0; k <= n && !found; k++) {
             const block_t *b = k < n ? &s->blocks[order[k]] : NULL;
+            int v1 = b && b->ix && b->ix->version == 1;
+            /* A run is written a service at a time into blocks of at most max bytes, so
+             * its input is not capped, unless it holds a version-1 block (merged whole). */
             int fits = b && !b->bad && b->meta.bytes < small &&
-                       bytes + b->meta.bytes <= (int64_t)s->cfg.compact_max_bytes &&
+                       (!(legacy || v1) || bytes + b->meta.bytes <= (int64_t)s->cfg.compact_max_bytes) &&
                        (k == start || same_day(&s->blocks[order[start]].meta, &b->meta));
             if (fits) {
                 bytes += b->meta.bytes;
+                legacy |= v1;
                 continue;
             }
             if (k - start >= s->cfg.compact_min_blocks) {
@@ -114,8 +123,8 @@ static int plan_run(store_t *s, run_t *r) {
                 break;
             }
             /* this block ends the run; a small one that overflowed starts the next */
-            start = k, bytes = 0;
-            if (b && !b->bad && b->meta.bytes < small) bytes = b->meta.bytes;
+            start = k, bytes = 0, legacy = 0;
+            if (b && !b->bad && b->meta.bytes < small) bytes = b->meta.bytes, legacy = v1;
             else start = k + 1;
         }
     }
@@ -127,67 +136,173 @@ static int plan_run(store_t *s, run_t *r) {
     return 1;
 }
 
-/* Unpins the run's input partitions once they are merged, freeing those no scan
- * holds: the blocks they belong to are about to be replaced, and writing the merged
- * block (encoding, then decoding it again to verify) is the run's memory peak. Should
- * the run fail, they load again on demand. */
-static void release_inputs(store_t *s, run_t *r) {
-    pthread_rwlock_rdlock(&s->data); /* a cut may move s->blocks meanwhile */
-    pthread_mutex_lock(&s->cache_mu);
-    for (size_t k = 0; k < r->nsegs; k++) {
-        part_cache_t *c = &s->blocks[r->pins[k].block].parts[2 * r->pins[k].part + BLOCK_VIEW_ROWS];
-        if (--c->refs == 0 && c->cached) {
-            s->cached_bytes -= segment_bytes(c->cached);
-            segment_free(c->cached);
-            c->cached = NULL;
-        }
+/* Records the run's ids, files and footers (data held shared). 1, or 0 when a footer
+ * is not yet attached (compact later, once every footer is in), -1 on OOM. */
+static int prepare_run(store_t *s, run_t *r, hr_err_t *err) {
+    r->ids = malloc(r->n * sizeof *r->ids);
+    r->files = malloc(r->n * sizeof *r->files);
+    r->ix = malloc(r->n * sizeof *r->ix);
+    if (!r->ids || !r->files || !r->ix) return hr_fail(err, HR_ENOMEM, "out of memory planning compaction");
+    int attached = 1;
+    pthread_mutex_lock(&s->cache_mu); /* scans may attach a block's footer meanwhile */
+    for (size_t i = 0; i < r->n; i++) {
+        const block_t *b = &s->blocks[r->idx[i]];
+        r->ids[i] = b->meta.id;
+        snprintf(r->files[i], sizeof *r->files, "%s/%s", s->dir, b->meta.path);
+        r->ix[i] = b->ix;
+        attached &= b->ix != NULL && !b->bad;
+        r->legacy |= b->ix && b->ix->version == 1;
     }
-    r->nsegs = 0;
     pthread_mutex_unlock(&s->cache_mu);
-    pthread_rwlock_unlock(&s->data);
+    return attached;
 }
 
-/* Merges the planned blocks and writes the result; meta is filled. 0 or -1. */
-static int compact_run(store_t *s, run_t *r, block_meta_t *meta, hr_err_t *err) {
-    segment_t *m = compact_segments((const segment_t *const *)r->segs, r->nsegs, err);
-    if (m) release_inputs(s, r);
-    int rc = m ? store_write_block(s, r->tenant, m, meta, err) : -1;
+/* Reads partition p of input block i (rows view), bypassing the cache: a run reads
+ * each partition once, and a day of a fleet would evict what queries use. An
+ * unreadable block is marked bad (a later plan skips it): 0 with *seg NULL. */
+static int read_input(store_t *s, run_t *r, size_t i, size_t p, segment_t **seg, hr_err_t *err) {
+    hr_err_t e = {0};
+    if ((*seg = block_read_part(r->files[i], r->ix[i], p, BLOCK_VIEW_ROWS, &e))) return 0;
+    if (e.code != HR_EUNPROC && e.code != HR_ENOTFOUND) return *err = e, -1;
+    log_error("block.unreadable", "path=%s partition=%zu err=\"%s\"", r->files[i], p, e.msg);
+    pthread_rwlock_rdlock(&s->data);
+    pthread_mutex_lock(&s->cache_mu);
+    s->blocks[r->idx[i]].bad = 1;
+    pthread_mutex_unlock(&s->cache_mu);
+    pthread_rwlock_unlock(&s->data);
+    return 0;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* The distinct partition keys of the run's blocks, sorted (borrowed from the footers). */
+static const char **run_keys(const run_t *r, size_t *n) {
+    size_t total = 0;
+    for (size_t i = 0; i < r->n; i++) total += r->ix[i]->nparts;
+    const char **v = malloc((total ? total : 1) * sizeof *v);
+    if (!v) return NULL;
+    *n = 0;
+    for (size_t i = 0; i < r->n; i++)
+        for (size_t p = 0; p < r->ix[i]->nparts; p++) v[(*n)++] = r->ix[i]->parts[p].key;
+    qsort(v, *n, sizeof *v, cmp_str);
+    size_t k = 0;
+    for (size_t i = 0; i < *n; i++)
+        if (!k || strcmp(v[k - 1], v[i])) v[k++] = v[i];
+    *n = k;
+    return v;
+}
+
+/* Reads the run's partitions of key (NULL: every partition) into in[0..*nin), which
+ * has room for them. 1, 0 (an input is unreadable), -1 with err; the caller frees
+ * what was read either way. */
+static int read_inputs(store_t *s, run_t *r, const char *key, segment_t **in, size_t *nin, hr_err_t *err) {
+    int rc = 1;
+    for (size_t i = 0; i < r->n && rc == 1; i++)
+        for (size_t p = 0; p < r->ix[i]->nparts && rc == 1; p++) {
+            if (key && strcmp(r->ix[i]->parts[p].key, key)) continue;
+            if (read_input(s, r, i, p, &in[*nin], err)) rc = -1;
+            else if (!in[*nin]) rc = 0;
+            else (*nin)++;
+        }
+    return rc;
+}
+
+/* Merges what read_inputs reads into one segment (*out). 1, 0, -1 as read_inputs. */
+static int merge_inputs(store_t *s, run_t *r, const char *key, size_t room, segment_t **out, hr_err_t *err) {
+    segment_t **in = calloc(room + 1, sizeof *in);
+    size_t nin = 0;
+    int rc = in ? read_inputs(s, r, key, in, &nin, err) : hr_fail(err, HR_ENOMEM, "out of memory");
+    *out = NULL;
+    if (rc == 1 && !(*out = compact_segments((const segment_t *const *)in, nin, err))) rc = -1;
+    for (size_t i = 0; i < nin; i++) segment_free(in[i]);
+    free(in);
+    return rc;
+}
+
+/* Merges one key's partitions across the run's blocks (a key is one partition per
+ * block) and adds the result to w: only that key's rows and symbols are in memory. */
+static int merge_key(store_t *s, run_t *r, const char *key, block_writer_t *w, hr_err_t *err) {
+    segment_t *m;
+    int rc = merge_inputs(s, r, key, r->n, &m, err);
+    if (rc == 1 && block_writer_add(w, key, m, err)) rc = -1;
     segment_free(m);
     return rc;
 }
 
-/* Pins every partition of the run's blocks (data held shared). 1, or 0 when one is
- * unreadable (it is now marked bad: a later plan skips it) or a footer is not yet
- * attached, -1 with err on a passing failure (out of memory, I/O). */
-static int pin_run(store_t *s, run_t *r, hr_err_t *err) {
-    size_t total = 0, attached = 1;
-    pthread_mutex_lock(&s->cache_mu); /* scans may attach a block's footer meanwhile */
-    for (size_t i = 0; i < r->n; i++) {
-        const block_t *b = &s->blocks[r->idx[i]];
-        attached &= b->ix != NULL;
-        total += b->ix ? b->ix->nparts : 0;
-    }
-    pthread_mutex_unlock(&s->cache_mu);
-    if (!attached) return 0; /* compact later, once every footer is in */
-    r->ids = malloc(r->n * sizeof *r->ids);
-    r->segs = calloc(total + 1, sizeof *r->segs);
-    r->pins = calloc(total + 1, sizeof *r->pins);
-    if (!r->ids || !r->segs || !r->pins) return hr_fail(err, HR_ENOMEM, "out of memory planning compaction");
-    for (size_t i = 0; i < r->n; i++) {
-        const block_t *b = &s->blocks[r->idx[i]];
-        r->ids[i] = b->meta.id;
-        if (!b->ix) return 0;
-        for (size_t p = 0; p < b->ix->nparts; p++) {
-            hr_err_t e = {0};
-            if (!(r->segs[r->nsegs] = bcache_pin(s, r->idx[i], p, BLOCK_VIEW_ROWS, &e)))
-                return e.code == HR_EUNPROC || e.code == HR_ENOTFOUND ? 0 : (*err = e, -1);
-            r->pins[r->nsegs++] = (struct pin){r->idx[i], p};
-        }
-    }
+/* Starts the run's next output block. 1 or -1. */
+static int open_output(store_t *s, run_t *r, block_writer_t **w, hr_err_t *err) {
+    char full[4096];
+    if (VEC_RESERVE(r->out, r->out_cap, r->nout + 1)) return hr_fail(err, HR_ENOMEM, "out of memory");
+    if (store_new_block(s, r->tenant, &r->out[r->nout], full, sizeof full, err)) return -1;
+    return (*w = block_writer_new(full, s->cfg.zstd_level, err)) ? 1 : -1;
+}
+
+/* Commits the output block being written and records it. 1 or -1. */
+static int close_output(run_t *r, block_writer_t **w, hr_err_t *err) {
+    block_summary_t sum;
+    int rc = block_writer_commit(*w, &sum, NULL, err);
+    block_writer_free(*w);
+    *w = NULL;
+    if (rc) return -1;
+    block_meta_t *m = &r->out[r->nout++];
+    m->min_time = sum.min_time, m->max_time = sum.max_time;
+    m->profiles = (int64_t)sum.profiles, m->samples = (int64_t)sum.samples;
+    m->bytes = (int64_t)sum.bytes;
     return 1;
 }
 
-/* Replaces the run's blocks by the merged one in memory. data and cache_mu held. */
+/* Writes the run merged, one key (service) at a time, starting a new block once one
+ * reaches --compact-max-bytes: a day of a fleet becomes a few blocks, each holding
+ * whole days of some services, so a query for one service reads one partition, and
+ * one symbol table, per day. 1, 0, -1 as merge_key. */
+static int compact_streamed(store_t *s, run_t *r, hr_err_t *err) {
+    size_t nkeys = 0;
+    const char **keys = run_keys(r, &nkeys);
+    int rc = keys ? 1 : hr_fail(err, HR_ENOMEM, "out of memory");
+    block_writer_t *w = NULL;
+    for (size_t k = 0; k < nkeys && rc == 1; k++) {
+        if (!w) rc = open_output(s, r, &w, err);
+        if (rc == 1) rc = merge_key(s, r, keys[k], w, err);
+        if (rc == 1 && (k + 1 == nkeys || block_writer_bytes(w) >= s->cfg.compact_max_bytes))
+            rc = close_output(r, &w, err);
+    }
+    block_writer_free(w);
+    free(keys);
+    return rc;
+}
+
+/* A run with a version-1 block (one partition of everything) is merged whole, into
+ * one block (its run was planned under --compact-max-bytes). */
+static int compact_whole(store_t *s, run_t *r, hr_err_t *err) {
+    size_t room = 0;
+    for (size_t i = 0; i < r->n; i++) room += r->ix[i]->nparts;
+    segment_t *m;
+    int rc = merge_inputs(s, r, NULL, room, &m, err);
+    if (rc == 1 && VEC_RESERVE(r->out, r->out_cap, 1)) rc = hr_fail(err, HR_ENOMEM, "out of memory");
+    if (rc == 1 && store_write_block(s, r->tenant, m, &r->out[0], err)) rc = -1;
+    if (rc == 1) r->nout = 1;
+    segment_free(m);
+    return rc;
+}
+
+/* Merges the run and writes the result into r->out. 1, 0 (an input turned out
+ * unreadable), -1 with err; on 0 or -1 the caller discards what was written. */
+static int compact_run(store_t *s, run_t *r, hr_err_t *err) {
+    return r->legacy ? compact_whole(s, r, err) : compact_streamed(s, r, err);
+}
+
+/* Removes the run's output files (a run that failed, or lost the catalog swap). */
+static void discard_outputs(store_t *s, run_t *r) {
+    for (size_t i = 0; i < r->nout; i++) {
+        char full[4096];
+        snprintf(full, sizeof full, "%s/%s", s->dir, r->out[i].path);
+        unlink(full);
+    }
+    r->nout = 0;
+}
+
+/* Replaces the run's blocks by the merged ones in memory (the array has room for
+ * them). data and cache_mu held. */
 static int swap_in_locked(store_t *s, run_t *r, const block_t *merged, char (*paths)[4096]) {
     size_t k = 0, np = 0;
     for (size_t i = 0; i < s->nblocks; i++) {
@@ -201,16 +316,26 @@ static int swap_in_locked(store_t *s, run_t *r, const block_t *merged, char (*pa
         bcache_drop_locked(s, b);
         snprintf(paths[np++], sizeof *paths, "%s/%s", s->dir, b->meta.path);
     }
-    s->nblocks = k; /* n blocks out, one in: the array has room */
-    s->blocks[s->nblocks++] = *merged;
+    s->nblocks = k;
+    for (size_t i = 0; i < r->nout; i++) s->blocks[s->nblocks++] = merged[i];
     return (int)np;
 }
 
 static void run_free(run_t *r) {
     free(r->idx);
     free(r->ids);
-    free(r->segs);
-    free(r->pins);
+    free(r->files);
+    free(r->ix);
+    free(r->out);
+}
+
+/* Makes room in s->blocks for the run's outputs (before the catalog swap, after
+ * which nothing may fail). 1 or -1. */
+static int reserve_outputs(store_t *s, const run_t *r, hr_err_t *err) {
+    pthread_rwlock_wrlock(&s->data); /* the array may move */
+    int rc = VEC_RESERVE(s->blocks, s->blocks_cap, s->nblocks + r->nout);
+    pthread_rwlock_unlock(&s->data);
+    return rc ? hr_fail(err, HR_ENOMEM, "out of memory") : 1;
 }
 
 int store_compact(store_t *s, hr_err_t *err) {
@@ -219,32 +344,32 @@ int store_compact(store_t *s, hr_err_t *err) {
     run_t r = {0};
     pthread_mutex_lock(&s->compact);
     pthread_rwlock_rdlock(&s->data);
+    pthread_mutex_lock(&s->cache_mu);
     int rc = plan_run(s, &r);
+    pthread_mutex_unlock(&s->cache_mu);
     if (rc < 0) hr_fail(err, HR_ENOMEM, "out of memory planning compaction");
-    if (rc == 1) rc = pin_run(s, &r, err);
+    if (rc == 1) rc = prepare_run(s, &r, err);
     pthread_rwlock_unlock(&s->data);
-    block_t merged = {0};
-    block_meta_t meta;
     /* Allocated before the catalog swaps the run out: after that nothing may fail. */
     char(*paths)[4096] = rc == 1 ? malloc(r.n * sizeof *paths) : NULL;
     if (rc == 1 && !paths) rc = hr_fail(err, HR_ENOMEM, "out of memory");
-    if (rc == 1 && compact_run(s, &r, &meta, err)) rc = -1;
-    if (rc == 1 && index_replace_blocks(s->index, &meta, r.ids, r.n, err)) {
-        char full[4096];
-        snprintf(full, sizeof full, "%s/%s", s->dir, meta.path);
-        unlink(full);
-        rc = -1;
-    }
-    if (rc == 1) {
-        merged.meta = meta;
-        bcache_attach(s, &merged, NULL); /* its footer, outside the locks; a scan retries a passing failure */
+    if (rc == 1) rc = compact_run(s, &r, err);
+    block_t *merged = rc == 1 ? calloc(r.nout + 1, sizeof *merged) : NULL;
+    if (rc == 1 && !merged) rc = hr_fail(err, HR_ENOMEM, "out of memory");
+    if (rc == 1) rc = reserve_outputs(s, &r, err);
+    if (rc == 1 && index_replace_blocks(s->index, r.out, r.nout, r.ids, r.n, err)) rc = -1;
+    if (rc != 1) discard_outputs(s, &r);
+    int64_t bytes = 0, profiles = 0;
+    for (size_t i = 0; i < r.nout; i++) { /* footers outside the locks; a scan retries a passing failure */
+        merged[i].meta = r.out[i];
+        bcache_attach(s, &merged[i], NULL);
+        bytes += r.out[i].bytes, profiles += r.out[i].profiles;
     }
     int np = 0;
     pthread_rwlock_wrlock(&s->data);
     pthread_mutex_lock(&s->cache_mu);
-    for (size_t k = 0; k < r.nsegs; k++) s->blocks[r.pins[k].block].parts[2 * r.pins[k].part + BLOCK_VIEW_ROWS].refs--;
     if (rc == 1) {
-        np = swap_in_locked(s, &r, &merged, paths);
+        np = swap_in_locked(s, &r, merged, paths);
         s->compactions++; /* under data: store_stats reads them under it */
         s->compacted_blocks += r.n;
     }
@@ -253,10 +378,11 @@ int store_compact(store_t *s, hr_err_t *err) {
     pthread_rwlock_unlock(&s->data);
     for (int i = 0; i < np; i++) unlink(paths[i]); /* after the catalog: crash-safe */
     free(paths);
+    free(merged);
     if (rc == 1) {
         log_info("compaction.done",
-                 "tenant=%s blocks_in=%zu bytes_in=%lld bytes_out=%lld profiles=%lld duration_ms=%.1f", meta.tenant,
-                 r.n, (long long)r.bytes, (long long)meta.bytes, (long long)meta.profiles,
+                 "tenant=%s blocks_in=%zu bytes_in=%lld blocks_out=%zu bytes_out=%lld profiles=%lld duration_ms=%.1f",
+                 r.tenant, r.n, (long long)r.bytes, r.nout, (long long)bytes, (long long)profiles,
                  (double)(store_now_ns() - t0) / 1e6);
     }
     pthread_mutex_unlock(&s->compact);

@@ -39,37 +39,40 @@ int fs_sync_parent(const char *path, hr_err_t *err) {
     return 0;
 }
 
-int fs_write_atomic(const char *path, const void *p, size_t n, hr_err_t *err) {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) return hr_fail(err, HR_EIO, "create %s: %s", tmp, strerror(errno));
+int fs_write_all(int fd, const void *p, size_t n, const char *path, hr_err_t *err) {
     const uint8_t *b = p;
     while (n) {
         ssize_t w = write(fd, b, n);
         if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) {
-            int e = errno;
-            close(fd);
-            unlink(tmp);
-            return hr_fail(err, HR_EIO, "write %s: %s", tmp, strerror(e));
-        }
+        if (w <= 0) return hr_fail(err, HR_EIO, "write %s: %s", path, w < 0 ? strerror(errno) : "no progress");
         b += w;
         n -= (size_t)w;
     }
-    if (fsync(fd) != 0) {
-        int e = errno;
-        close(fd);
-        unlink(tmp);
-        return hr_fail(err, HR_EIO, "fsync %s: %s", tmp, strerror(e));
-    }
+    return 0;
+}
+
+int fs_commit_tmp(int fd, const char *tmp, const char *path, hr_err_t *err) {
+    int rc = fsync(fd) == 0 ? 0 : hr_fail(err, HR_EIO, "fsync %s: %s", tmp, strerror(errno));
     close(fd);
-    if (rename(tmp, path) != 0) {
-        int e = errno;
+    if (rc == 0 && rename(tmp, path) != 0) rc = hr_fail(err, HR_EIO, "rename %s: %s", tmp, strerror(errno));
+    if (rc) {
         unlink(tmp);
-        return hr_fail(err, HR_EIO, "rename %s: %s", tmp, strerror(e));
+        return -1;
     }
     return fs_sync_parent(path, err);
+}
+
+int fs_write_atomic(const char *path, const void *p, size_t n, hr_err_t *err) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return hr_fail(err, HR_EIO, "create %s: %s", tmp, strerror(errno));
+    if (fs_write_all(fd, p, n, tmp, err)) {
+        close(fd);
+        unlink(tmp);
+        return -1;
+    }
+    return fs_commit_tmp(fd, tmp, path, err);
 }
 
 int fs_read_file(const char *path, size_t max, uint8_t **data, size_t *n, hr_err_t *err) {

@@ -11,6 +11,11 @@
 int fs_mkdirs(const char *path, hr_err_t *err);
 /* Writes path.tmp, fsyncs it, renames it over path, fsyncs the directory. */
 int fs_write_atomic(const char *path, const void *p, size_t n, hr_err_t *err);
+/* Writes all n bytes to fd (path names it in errors). 0, or -1 (HR_EIO). */
+int fs_write_all(int fd, const void *p, size_t n, const char *path, hr_err_t *err);
+/* Finishes a file written at tmp through fd: fsync, close, rename over path, fsync of
+ * the directory. fd is closed either way; on failure tmp is removed. 0 or -1. */
+int fs_commit_tmp(int fd, const char *tmp, const char *path, hr_err_t *err);
 /* Reads a whole file (at most max bytes) into a malloc'd buffer. */
 int fs_read_file(const char *path, size_t max, uint8_t **data, size_t *n, hr_err_t *err);
 /* fsyncs the directory containing path (so a create/rename/unlink is durable). */

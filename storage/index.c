@@ -418,8 +418,9 @@ uint32_t index_wal_checkpoint(index_t *ix) {
 typedef struct {
     const block_meta_t *b;
     const int64_t *ids;
-    size_t n;
+    size_t n; /* of b, or of ids (removing); replacing: of ids, with nb of b */
     uint32_t wal_segment;
+    size_t nb;
 } blocks_txn_t;
 
 static void bind_block(sqlite3_stmt *st, const void *ctx, size_t i) {
@@ -456,14 +457,13 @@ static int delete_blocks(sqlite3 *db, const void *ctx) {
 
 static int replace_blocks(sqlite3 *db, const void *ctx) {
     const blocks_txn_t *t = ctx;
-    blocks_txn_t ins = *t;
-    ins.n = 1;
-    if (each_row(db, "INSERT INTO blocks VALUES(?,?,?,?,?,?,?,?)", 1, bind_block, &ins)) return -1;
+    if (each_row(db, "INSERT INTO blocks VALUES(?,?,?,?,?,?,?,?)", t->nb, bind_block, t)) return -1;
     return each_row(db, "DELETE FROM blocks WHERE id = ?", t->n, bind_block_id, t);
 }
 
-int index_replace_blocks(index_t *ix, const block_meta_t *merged, const int64_t *ids, size_t n, hr_err_t *err) {
-    blocks_txn_t t = {merged, ids, n, 0};
+int index_replace_blocks(index_t *ix, const block_meta_t *merged, size_t nmerged, const int64_t *ids, size_t n,
+                         hr_err_t *err) {
+    blocks_txn_t t = {merged, ids, n, 0, nmerged};
     pthread_mutex_lock(&ix->mu);
     int rc = in_txn(ix, "replace blocks", replace_blocks, &t, err);
     pthread_mutex_unlock(&ix->mu);
@@ -471,7 +471,7 @@ int index_replace_blocks(index_t *ix, const block_meta_t *merged, const int64_t 
 }
 
 int index_commit_blocks(index_t *ix, const block_meta_t *b, size_t n, uint32_t wal_segment, hr_err_t *err) {
-    blocks_txn_t t = {b, NULL, n, wal_segment};
+    blocks_txn_t t = {b, NULL, n, wal_segment, 0};
     pthread_mutex_lock(&ix->mu);
     int rc = in_txn(ix, "commit blocks", insert_blocks, &t, err);
     if (rc == 0) ix->wal_checkpoint = wal_segment;
@@ -480,7 +480,7 @@ int index_commit_blocks(index_t *ix, const block_meta_t *b, size_t n, uint32_t w
 }
 
 int index_remove_blocks(index_t *ix, const int64_t *ids, size_t n, hr_err_t *err) {
-    blocks_txn_t t = {NULL, ids, n, 0};
+    blocks_txn_t t = {NULL, ids, n, 0, 0};
     pthread_mutex_lock(&ix->mu);
     int rc = in_txn(ix, "delete blocks", delete_blocks, &t, err);
     pthread_mutex_unlock(&ix->mu);

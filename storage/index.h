@@ -71,9 +71,10 @@ int64_t index_next_block_id(index_t *ix);
 /* Registers blocks and moves the WAL checkpoint to wal_segment in one transaction. */
 int index_commit_blocks(index_t *ix, const block_meta_t *b, size_t n, uint32_t wal_segment, hr_err_t *err);
 uint32_t index_wal_checkpoint(index_t *ix);
-/* Compaction: registers the merged block and drops the n blocks it replaces in one
- * transaction, so the catalog names either the old blocks or the new one. */
-int index_replace_blocks(index_t *ix, const block_meta_t *merged, const int64_t *ids, size_t n, hr_err_t *err);
+/* Compaction: registers the merged blocks and drops the n blocks they replace in one
+ * transaction, so the catalog names either the old blocks or the new ones. */
+int index_replace_blocks(index_t *ix, const block_meta_t *merged, size_t nmerged, const int64_t *ids, size_t n,
+                         hr_err_t *err);
 /* Drops blocks from the catalog in one transaction (the caller deals with files). */
 int index_remove_blocks(index_t *ix, const int64_t *ids, size_t n, hr_err_t *err);
 

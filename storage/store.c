@@ -319,15 +319,20 @@ static const char *service_of(void *ctx, uint32_t series) {
 
 /* Writes seg as a new block file of tenant (a cut head or a compacted run); fills
  * meta for the catalog. */
-int store_write_block(store_t *s, const char *tenant, const segment_t *seg, block_meta_t *meta, hr_err_t *err) {
+int store_new_block(store_t *s, const char *tenant, block_meta_t *meta, char *full, size_t cap, hr_err_t *err) {
     memset(meta, 0, sizeof *meta);
     meta->id = index_next_block_id(s->index);
     snprintf(meta->tenant, sizeof meta->tenant, "%s", tenant);
     snprintf(meta->path, sizeof meta->path, "blocks/%s/%08lld.blk", tenant, (long long)meta->id);
-    char full[4096];
-    snprintf(full, sizeof full, "%s/blocks/%s", s->dir, tenant);
+    snprintf(full, cap, "%s/blocks/%s", s->dir, tenant);
     if (fs_mkdirs(full, err)) return -1;
-    snprintf(full, sizeof full, "%s/%s", s->dir, meta->path);
+    snprintf(full, cap, "%s/%s", s->dir, meta->path);
+    return 0;
+}
+
+int store_write_block(store_t *s, const char *tenant, const segment_t *seg, block_meta_t *meta, hr_err_t *err) {
+    char full[4096];
+    if (store_new_block(s, tenant, meta, full, sizeof full, err)) return -1;
     size_t bytes;
     index_snapshot_t snap;
     int rc = index_snapshot(s->index, tenant, &snap, err);
@@ -514,6 +519,25 @@ int store_scan_passes(store_t *s, const char *tenant, const store_filter_t *f, s
     return rc;
 }
 
+int store_time_range(store_t *s, const char *tenant, int64_t *oldest, int64_t *newest) {
+    *oldest = INT64_MAX, *newest = INT64_MIN;
+    pthread_rwlock_rdlock(&s->data);
+    for (size_t i = 0; i < s->nblocks; i++) {
+        const block_meta_t *m = &s->blocks[i].meta;
+        if (strcmp(m->tenant, tenant) || !m->profiles) continue;
+        if (m->min_time < *oldest) *oldest = m->min_time;
+        if (m->max_time > *newest) *newest = m->max_time;
+    }
+    for (size_t i = 0; i < s->nheads; i++) {
+        const segment_t *h = s->heads[i].seg;
+        if (strcmp(s->heads[i].tenant, tenant) || !h->nprofiles) continue;
+        if (h->min_time < *oldest) *oldest = h->min_time;
+        if (h->max_time > *newest) *newest = h->max_time;
+    }
+    pthread_rwlock_unlock(&s->data);
+    return *oldest <= *newest;
+}
+
 void store_stats(store_t *s, store_stats_t *out) {
     memset(out, 0, sizeof *out);
     pthread_rwlock_rdlock(&s->data);
@@ -533,9 +557,10 @@ void store_stats(store_t *s, store_stats_t *out) {
         const block_t *b = &s->blocks[i];
         out->block_bytes += (size_t)b->meta.bytes;
         out->blocks_corrupt += b->bad != 0;
-        for (size_t p = 0; b->ix && p < 2 * b->ix->nparts; p++) out->parts_cached += b->parts[p].cached != NULL;
     }
+    for (const part_cache_t *c = s->lru_oldest; c; c = c->newer) out->parts_cached++;
     out->cached_bytes = s->cached_bytes;
+    out->part_loads = s->part_loads;
     pthread_mutex_unlock(&s->cache_mu);
     out->cuts = s->cuts;
     out->retention_deleted = s->retention_deleted;

@@ -70,13 +70,15 @@ int store_maybe_cut(store_t *s, hr_err_t *err);
 int store_apply_retention(store_t *s, int64_t now_ns, hr_err_t *err);
 
 /* Compaction: finds the first run of compact_min_blocks or more time-adjacent blocks
- * of one tenant within one UTC day, each under compact_max_bytes / 2 and together
- * at most compact_max_bytes, merges them into one block (compact.h) and swaps it in: file
- * written and synced first, then one catalog transaction (new in, old out), then
- * the in-memory list under the data lock, then the old files unlinked. A crash at
- * any point leaves either the old blocks or the new one in the catalog, and the
- * other side as orphan files that store_open removes. Queries scan either the old
- * blocks or the new one, never both or neither. Ingest and cuts keep running
+ * of one tenant within one UTC day, each under compact_max_bytes / 2, merges them a
+ * partition key (service) at a time (compact.h) into blocks of about
+ * compact_max_bytes each (a block is closed once it reaches that size; a run with a
+ * version-1 block is capped at compact_max_bytes of input and written as one block),
+ * and swaps them in: files written and synced first, then one catalog transaction
+ * (new in, old out), then the in-memory list under the data lock, then the old files
+ * unlinked. A crash at any point leaves either the old blocks or the new ones in the
+ * catalog, and the other side as orphan files that store_open removes. Queries scan
+ * either the old blocks or the new ones, never both or neither. Ingest and cuts keep running
  * meanwhile. Returns 1 if it compacted a run, 0 if none was due, -1 on error. */
 int store_compact(store_t *s, hr_err_t *err);
 
@@ -119,11 +121,15 @@ typedef struct {
     size_t head_strings, head_functions, head_locations, head_stacks; /* interned symbols */
     size_t blocks, block_bytes, blocks_corrupt;
     size_t parts_cached, cached_bytes; /* decoded block partitions held, and their bytes */
+    uint64_t part_loads;               /* partitions decoded into the cache (its misses) */
     size_t series;
     uint64_t wal_bytes;
     uint64_t cuts, retention_deleted;
     uint64_t compactions, compacted_blocks; /* runs done, blocks they replaced */
 } store_stats_t;
 void store_stats(store_t *s, store_stats_t *out);
+/* The time of tenant's oldest and newest stored profile (ns), from the block catalog
+ * and the head; returns 1, or 0 when the tenant has none. */
+int store_time_range(store_t *s, const char *tenant, int64_t *oldest, int64_t *newest);
 
 #endif

@@ -31,10 +31,12 @@ typedef struct {
 #define DECODE_BATCH 8 /* partitions pinned at once by a scan */
 #define DECODE_MAX 4   /* threads a scan decodes them on, at most */
 
-/* One decoded partition of a block, cached under --block-cache-bytes. */
-typedef struct {
-    segment_t *cached; /* NULL until loaded; guarded by cache_mu */
-    uint64_t last_use;
+/* One decoded partition of a block, cached under --block-cache-bytes. Loaded ones
+ * are on the store's LRU list, least recently pinned first, so eviction takes the
+ * oldest unpinned without scanning every block. All guarded by cache_mu. */
+typedef struct part_cache {
+    segment_t *cached; /* NULL until loaded */
+    struct part_cache *older, *newer;
     int refs;
 } part_cache_t;
 
@@ -59,8 +61,9 @@ struct store {
     block_t *blocks;
     size_t nblocks, blocks_cap;
     size_t cached_bytes;
+    part_cache_t *lru_oldest, *lru_newest; /* the loaded partitions (cache_mu) */
     int decode_threads; /* partitions a scan decodes at once: the machine's cores, up to DECODE_MAX */
-    uint64_t clock, cuts, retention_deleted, compactions, compacted_blocks;
+    uint64_t part_loads, cuts, retention_deleted, compactions, compacted_blocks;
 };
 
 static inline int64_t store_now_ns(void) {
@@ -69,6 +72,9 @@ static inline int64_t store_now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* A new block of tenant: fills meta's id, tenant and path (the rest is the
+ * writer's), creates its folder and puts its full path in full. 0 or -1. (store.c) */
+int store_new_block(store_t *s, const char *tenant, block_meta_t *meta, char *full, size_t cap, hr_err_t *err);
 /* Writes seg as a new block file of tenant (a cut head or a compacted run); fills
  * meta for the catalog. 0 or -1. (store.c) */
 int store_write_block(store_t *s, const char *tenant, const segment_t *seg, block_meta_t *meta, hr_err_t *err);

@@ -97,6 +97,84 @@ async function singleView(page) {
   await page.click('#mode');
 }
 
+// The chart's axes: ticks on round times, none repeated, the date where the day starts, the
+// time zone shown; 3-5 round gridlines covering the data.
+async function chartAxes(page) {
+  await page.goto(`${BASE}/?${q({ query: E.query })}`);
+  await waitGraph(page);
+  await page.waitForFunction(() => document.querySelector('.ts-canvas').dataset.ticks);
+  const d = await page.$eval('.ts-canvas', (c) => ({ ...c.dataset }));
+  const ticks = JSON.parse(d.ticks), yt = JSON.parse(d.yticks);
+  check(ticks.length >= 2 && new Set(ticks).size === ticks.length, `time ticks unique: ${d.ticks}`);
+  check(ticks.every((t) => /^([A-Z][a-z]{2} \d{1,2} )?\d\d:\d\d(:\d\d)?$/.test(t)), `time ticks are clock times: ${d.ticks}`);
+  check(/^[A-Z][a-z]{2} \d/.test(ticks[0]), `the first tick carries the date: ${ticks[0]}`);
+  const secs = ticks.map((t) => Number(t.slice(-2)));
+  check(secs.every((s) => s % 5 === 0), `ticks fall on round seconds: ${d.ticks}`);
+  check(d.zone && d.zone.length > 0, `time zone shown: ${d.zone}`);
+  check(yt.length >= 3 && yt.length <= 6 && yt[0] === 0, `3-5 gridlines: ${d.yticks}`);
+  check(Number(d.runs) >= 1, 'the line is drawn');
+  await page.screenshot({ path: path.join(OUT, 'chart.png'), clip: { x: 0, y: 0, width: 1400, height: 260 } });
+}
+
+// pprof's -focus/-hide as the filter bar: the graph, the table and the URL follow them.
+async function stackFilters(page) {
+  await page.goto(`${BASE}/?${q({ query: E.query })}`);
+  await waitGraph(page);
+  await page.fill('#focus', E.filter.focus);
+  await page.press('#focus', 'Enter');
+  await page.fill('#hide', E.filter.hide);
+  await page.press('#hide', 'Enter');
+  await page.waitForFunction((t) => Number(document.querySelector('.flame-canvas').dataset.total) === t, E.filter.total,
+    { timeout: 20000 });
+  const url = new URL(page.url()).searchParams;
+  check(url.get('focus') === E.filter.focus && url.get('hide') === E.filter.hide, 'filters are in the URL');
+  await page.waitForFunction((n) => {
+    const td = document.querySelector('.top-table tbody tr:first-child td');
+    return td && td.textContent === n;
+  }, E.filter.top, { timeout: 20000 });
+  const names = await page.$$eval('.top-table tbody tr td:first-child', (tds) => tds.map((t) => t.textContent));
+  check(names.every((n) => E.filter.names.includes(n)) && !names.some((n) => n.startsWith('runtime.')),
+    `table shows only the filtered functions (${names.length})`);
+  await page.screenshot({ path: path.join(OUT, 'filters.png') });
+  await page.reload();
+  await waitGraph(page);
+  check((await page.inputValue('#focus')) === E.filter.focus, 'focus survives a reload from the URL');
+  await page.fill('#focus', '');
+  await page.press('#focus', 'Enter');
+  await page.fill('#hide', '');
+  await page.press('#hide', 'Enter');
+  await page.waitForFunction((t) => Number(document.querySelector('.flame-canvas').dataset.total) === t, E.total,
+    { timeout: 20000 });
+}
+
+// A first visit starts on the busiest service; types read as names; a table row opens the
+// function's callers, callees and lines; Esc closes it; `/` focuses the search.
+async function servicesAndFunctions(page) {
+  await page.goto(`${BASE}/?${new URLSearchParams({ tenant: E.tenant, from: E.from, until: E.until })}`);
+  await waitGraph(page);
+  check(new URL(page.url()).searchParams.get('query').includes('service_name="shop"'), 'starts on the busiest service');
+  check((await page.inputValue('#service')) === 'shop', 'the service picker shows it');
+  const opt = await page.$eval('#type', (s) => ({ text: s.selectedOptions[0].textContent, title: s.selectedOptions[0].title }));
+  check(opt.text === 'CPU' && opt.title.startsWith('process_cpu:cpu:'), `type shown by name: ${opt.text} (${opt.title})`);
+  await page.click('.top-table tbody tr:first-child');
+  await page.waitForSelector('#function-pane:not([hidden])');
+  await page.waitForFunction((n) => document.querySelector('#fn-name').textContent === n, E.fn.name);
+  await page.waitForFunction((e) => document.querySelectorAll('#fn-callers tbody tr').length === e.callers &&
+    document.querySelectorAll('#fn-callees tbody tr').length === e.callees &&
+    document.querySelectorAll('#fn-lines tbody tr').length === e.lines, E.fn, { timeout: 20000 });
+  check(new URL(page.url()).searchParams.get('fn') === E.fn.name, 'the function is in the URL');
+  await page.screenshot({ path: path.join(OUT, 'function.png'), fullPage: true });
+  await page.click('body', { position: { x: 5, y: 5 } });
+  await page.keyboard.press('Escape');
+  await page.waitForSelector('#function-pane', { state: 'hidden' });
+  check(!new URL(page.url()).searchParams.get('fn'), 'Esc closes the function pane');
+  await page.keyboard.press('/');
+  check(await page.evaluate(() => document.activeElement.id === 'search'), '/ focuses the search');
+  await page.selectOption('#service', '');
+  await waitGraph(page);
+  check(!new URL(page.url()).searchParams.get('query').includes('service_name'), 'All services drops the matcher');
+}
+
 async function autocomplete(page) {
   await page.fill('#selector', '');
   await page.click('#selector');
@@ -154,9 +232,29 @@ async function diffView(page) {
   check(tip.includes('Left total') && tip.includes('Right total') && tip.includes('Change in share'), 'diff tooltip: ' + tip);
   const c = await pixelAt(page, n.left + 1.5, n.y);
   check(c[0] !== c[1] || c[1] !== c[2] || c[0] === 199, `diff node is coloured by change: ${c}`);
+  await page.waitForFunction(() => Number(document.querySelector('.diff-table').dataset.rows) > 0);
+  const dt = await page.$$eval('.diff-table tbody tr:first-child td', (tds) => tds.map((t) => t.textContent));
+  check(dt.length === 4 && /pp$/.test(dt[3]), `the diff table lists functions with their change: ${dt}`);
+  check((await page.$eval('.diff-table', (t) => Number(t.dataset.rows))) === E.diff.functions,
+    'one row per function of either side');
   await page.screenshot({ path: path.join(OUT, 'diff.png') });
   await page.selectOption('#cmp', 'absolute');
   check(new URL(page.url()).searchParams.get('cmp') === 'absolute', 'absolute mode is in the URL');
+  const lf = await page.inputValue('#left-from');
+  check(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$/.test(lf), `range fields show dates, not epoch numbers: ${lf}`);
+  await page.click('#diff-apply');
+  check(new URL(page.url()).searchParams.get('left_from') === String(E.diff.leftFrom * 1000), 'a date field applies as unix ms');
+  await waitGraph(page, 'double');
+  check((await page.$eval('.flame-canvas', (c) => Number(c.dataset.total))) === E.diff.left + E.diff.right, 'same diff');
+
+  // No ranges chosen: the diff compares the two halves of the data in the range.
+  await page.goto(`${BASE}/?${q({ query: E.query, view: 'diff' })}`);
+  await waitGraph(page, 'double');
+  const u = new URL(page.url()).searchParams;
+  check(Number(u.get('left_from')) >= E.from * 1000 && Number(u.get('right_until')) <= (E.until + 60) * 1000,
+    `default halves within the data: ${u.get('left_from')}..${u.get('right_until')}`);
+  const sum = await page.textContent('#summary');
+  check(!/Left 0 ns|right 0 ns/.test(sum) && !(await page.isVisible('#status.empty')), `both halves have data: ${sum}`);
 }
 
 async function profilesView(page) {
@@ -203,6 +301,7 @@ async function states(page) {
   await page.goto(`${BASE}/?${q({ query: E.query, from: '1000000000', until: '1000000060' })}`);
   await page.waitForSelector('#status.empty');
   check((await page.textContent('#status')).startsWith('No data'), 'empty range: ' + await page.textContent('#status'));
+  check(!(await page.isVisible('.toolbar')) && !(await page.isVisible('.top-table')), 'no toolbar or empty table when there is no data');
   await page.goto(`${BASE}/?${q({ query: E.query, tenant: 'someone-else' })}`);
   await page.waitForSelector('#status.empty');
   check((await page.textContent('#status')).includes('No profiles stored yet'), 'another tenant sees nothing');
@@ -218,7 +317,7 @@ try {
   const page = await ctx.newPage();
   page.on('pageerror', (e) => errors.push(e.message));
   page.on('console', (m) => { if (m.type() === 'error' && !m.text().includes('status of 4')) errors.push(m.text()); });
-  for (const step of [singleView, autocomplete, chartDrag, diffView, profilesView, embed, states]) {
+  for (const step of [singleView, chartAxes, stackFilters, servicesAndFunctions, autocomplete, chartDrag, diffView, profilesView, embed, states]) {
     await step(page);
     check(errors.length === 0, `${step.name}: no page errors (${errors.join('; ')})`);
   }

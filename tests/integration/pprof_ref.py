@@ -61,10 +61,10 @@ def unlocated_totals(path, ntypes):
     return sums
 
 
-def pprof_top(path, sample_index, unit):
-    """{function: (flat, cum)} from `go tool pprof -top`, with raw integer values."""
+def pprof_top(path, sample_index, unit, *extra):
+    """{function: (flat, cum)} from `go tool pprof -top [extra]`, with raw integer values."""
     args = ["go", "tool", "pprof", "-top", "-nodecount=100000", "-nodefraction=0", "-edgefraction=0",
-            f"-sample_index={sample_index}"]
+            f"-sample_index={sample_index}", *extra]
     if unit in ("nanoseconds", "bytes"):
         args.append("-unit=" + ("ns" if unit == "nanoseconds" else "B"))
     out = subprocess.run(args + [path], capture_output=True, text=True, check=True).stdout
@@ -104,3 +104,22 @@ def build_goprof():
         src = os.path.join(HERE, "goprof", "main.go")
         subprocess.run(["go", "build", "-o", out, src], check=True, env=env, capture_output=True)
     return out
+
+
+def pprof_peek(path, function, sample_index=1, *extra):
+    """`go tool pprof -peek '^function$'`: (flat, cum, {caller: value}, {callee: value}), values in ns."""
+    args = ["go", "tool", "pprof", "-peek", "^" + re.escape(function) + "$", "-unit=ns",
+            f"-sample_index={sample_index}", *extra, path]
+    out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
+    callers, callees, flat, cum, seen = {}, {}, None, None, False
+    for line in out.splitlines():
+        left, bar, name = line.partition("|")
+        if not bar or not name.strip() or "calls%" in left:
+            continue
+        name = re.sub(r" \((partial-)?inline\)$", "", name.strip())
+        nums = [int(t[:-2] if t.endswith("ns") else t) for t in left.split() if not t.endswith("%")]
+        if name == function and len(nums) == 2 and not seen:  # flat and cum (a 0 is printed without its unit)
+            flat, cum, seen = nums[0], nums[1], True
+        elif nums:
+            (callees if seen else callers)[name] = nums[0]
+    return flat, cum, callers, callees

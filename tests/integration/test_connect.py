@@ -283,3 +283,64 @@ def select_series_aggregation_average_is_the_mean_per_step():
         assert sum(r["total"] for r in rows) == sum(each) and len(rows) > 3, rows
         assert got["TIME_SERIES_AGGREGATION_TYPE_SUM"] == [sum(each)], got
         assert got["TIME_SERIES_AGGREGATION_TYPE_AVERAGE"] == [sum(each) / len(rows)], got
+
+
+@test
+def connect_diff_profile_stats_and_settings():
+    """Diff answers the levels /api/v1/diff draws, in both codecs; GetProfileStats reports the
+    stored range; settings.v1.SettingsService/Get answers an empty list (Grafana's Profiles
+    Drilldown reads both before it opens)."""
+    files = [os.path.join(ARGS.testdata, "pprof", f"go-runtime-cpu-0{i}.pb.gz") for i in range(4)]
+    with Server() as srv:
+        st, js = connect_json(srv, "GetProfileStats", {})
+        assert st == 200 and not js.get("dataIngested"), js
+        for i, f in enumerate(files):
+            assert srv.ingest(open(f, "rb").read(), name="svc", format="pprof", **{"from": T0 + i * 10})[0] == 200
+        sel = '{service_name="svc"}'
+        left = {"profileTypeID": CPU, "labelSelector": sel, "start": (T0 - 10) * 1000, "end": (T0 + 15) * 1000}
+        right = {"profileTypeID": CPU, "labelSelector": sel, "start": (T0 + 16) * 1000, "end": (T0 + 60) * 1000}
+        rest = srv.get_json("/api/v1/diff", query=CPU + sel, left_from=T0 - 10, left_until=T0 + 15,
+                            right_from=T0 + 16, right_until=T0 + 60)["flamebearer"]
+        st, js = connect_json(srv, "Diff", {"left": left, "right": right})
+        assert st == 200, js
+        g = js["flamegraph"]
+        assert g["names"] == rest["names"]
+        assert [[int(v) for v in l["values"]] for l in g["levels"]] == rest["levels"]
+        assert (int(g["leftTicks"]), int(g["rightTicks"]), int(g["total"])) == (
+            rest["leftTicks"], rest["rightTicks"], rest["numTicks"])
+        assert int(g["leftTicks"]) > 0 and int(g["rightTicks"]) > 0
+
+        def side(d):
+            return (pb_field(1, d["profileTypeID"].encode()) + pb_field(2, d["labelSelector"].encode()) +
+                    pb_encode_field(3, 0, d["start"]) + pb_encode_field(4, 0, d["end"]))
+
+        st, raw = connect_proto(srv, "Diff", pb_field(1, side(left)) + pb_field(2, side(right)))
+        assert st == 200, raw
+        fg = pb_decode(pb_decode(raw)[1][0])
+        assert [s.decode() for s in fg[1]] == rest["names"] and fg[5] == [rest["leftTicks"]]
+        st, js = connect_json(srv, "Diff", {"left": left})
+        assert st == 400, js
+        st, js = connect_json(srv, "Diff", {"left": left, "right": dict(right, profileTypeID="memory:alloc_space:bytes:space:bytes")})
+        assert st in (400, 404), js
+
+        st, js = connect_json(srv, "GetProfileStats", {})
+        assert st == 200 and js["dataIngested"] is True, js
+        assert int(js["oldestProfileTime"]) // 1000 in range(T0 - 1, T0 + 1), js
+        assert int(js["newestProfileTime"]) // 1000 in range(T0 + 29, T0 + 31), js
+
+        st, body, _ = srv.request("POST", "/settings.v1.SettingsService/Get", b"{}", {"Content-Type": "application/json"})
+        assert st == 200 and json.loads(body) in ({}, {"settings": []}), body
+        st, body, _ = srv.request("POST", "/settings.v1.SettingsService/Get", b"", {"Content-Type": "application/proto"})
+        assert st == 200 and body == b"", body
+
+
+@test
+def select_series_refuses_exemplars_it_cannot_serve():
+    with Server() as srv:
+        doc = {"profileTypeID": CPU, "labelSelector": "{}", "start": (T0 - 10) * 1000, "end": (T0 + 60) * 1000,
+               "step": 15}
+        assert connect_json(srv, "SelectSeries", dict(doc, exemplarType="EXEMPLAR_TYPE_NONE"))[0] == 200
+        st, js = connect_json(srv, "SelectSeries", dict(doc, exemplarType="EXEMPLAR_TYPE_INDIVIDUAL"))
+        assert st == 501 and js["code"] == "unimplemented", (st, js)
+        st, _ = connect_proto(srv, "SelectSeries", pb_field(1, CPU.encode()) + pb_encode_field(10, 0, 3))
+        assert st == 501

@@ -14,7 +14,7 @@ import urllib.parse
 from harness import (
     ARGS, CPU, T0, Server, connect_json, connect_proto, cpu_files, push, query, read_testdata, test,
     types_of)
-from pprof_ref import pprof_raw, pprof_top
+from pprof_ref import pprof_peek, pprof_raw, pprof_top
 from protowire import pb_decode, pb_encode_field, pb_field, pb_put_varint
 
 
@@ -440,3 +440,193 @@ def negative_limits_are_refused_everywhere():
             st, body = srv.get(path, query=sel, limit="-5", **extra, **span)
             assert st == 400 and b"limit" in body, (path, st, body)
         assert len(srv.get_json("/api/v1/query", query=sel, format="top", limit="3", **span)["functions"]) == 3
+
+
+def cpu_paths(n):
+    return [os.path.join(ARGS.testdata, "pprof", f"go-runtime-cpu-0{i}.pb.gz") for i in range(n)]
+
+
+def three_cpu_profiles(srv, files):
+    """Pushes files as service `svc`, 10 s apart; returns go tool pprof's merge of them, the
+    reference the one-function views are checked against."""
+    for i, f in enumerate(files):
+        assert srv.ingest(open(f, "rb").read(), name="svc", format="pprof", **{"from": T0 + i * 10})[0] == 200
+    merged = os.path.join(srv.data_dir, "ref.pb.gz")
+    subprocess.run(["go", "tool", "pprof", "-proto", "-output", merged] + files, check=True, capture_output=True)
+    return merged
+
+
+@test
+def focus_ignore_and_hide_match_go_tool_pprof():
+    """pprof's -focus/-ignore/-hide as query parameters: every function's flat and cum, and
+    the total, equal `go tool pprof -top` with the same flags on the same files."""
+    files = cpu_paths(3)
+    cases = [
+        {"focus": "sort\\."},
+        {"ignore": "runtime\\."},
+        {"hide": "runtime\\.|^sort\\.StringSlice"},
+        {"focus": "json", "ignore": "Unmarshal|reflect"},
+        {"focus": "encoding/json", "hide": "json\\.\\(\\*decodeState\\)"},
+        {"focus": "sha256\\.go"},  # a file name, not a function
+        {"focus": "no-such-function"},
+    ]
+    with Server() as srv:
+        merged = three_cpu_profiles(srv, files)
+        sel = CPU + '{service_name="svc"}'
+        full = {f["name"]: (f["self"], f["total"]) for f in query(srv, sel, fmt="top")["functions"]}
+        for case in cases:
+            flags = [f"-{k}={v}" for k, v in case.items()]
+            want = pprof_top(merged, 1, "nanoseconds", *flags)
+            got = query(srv, sel, fmt="top", **case)
+            funcs = {f["name"]: (f["self"], f["total"]) for f in got["functions"]}
+            assert funcs == want, (case, sorted(set(funcs.items()) ^ set(want.items()))[:6])
+            assert funcs != full, case  # each case filters something
+            assert got["total"] == sum(flat for flat, _ in want.values()), case
+            # The time series agrees with the flame graph's total.
+            ts = srv.get_json("/api/v1/timeseries", query=sel, step="10s", **case,
+                              **{"from": T0 - 10, "until": T0 + 100})
+            assert sum(p["value"] for p in ts["points"]) == got["total"], case
+        assert query(srv, sel, fmt="top", focus="no-such-function")["total"] == 0
+        st, body = srv.get("/api/v1/query", query=sel, format="top", focus="a(", **{"from": T0 - 10, "until": T0 + 100})
+        assert st == 400 and b"focus" in body, body
+
+
+@test
+def lines_of_a_function_match_go_tool_pprof_lines():
+    """format=lines: a function's flat and cum by source line equal `go tool pprof -lines -top`'s
+    rows of that function; its self and total equal -top's flat and cum."""
+    files = cpu_paths(3)
+    with Server() as srv:
+        merged = three_cpu_profiles(srv, files)
+        by_line = pprof_top(merged, 1, "nanoseconds", "-lines")
+        by_func = pprof_top(merged, 1, "nanoseconds")
+        sel = CPU + '{service_name="svc"}'
+        for fn in ("sort.partition", "crypto/sha256.block", "main.sortWords", "runtime.mallocgc"):
+            got = query(srv, sel, fmt="lines", function=fn)
+            want = {}
+            for name, (flat, cum) in by_line.items():
+                func, _, where = name.rpartition(" ")
+                if func == fn:
+                    want[where] = (flat, cum)
+            rows = {f'{r["file"]}:{r["line"]}': (r["self"], r["total"]) for r in got["lines"]}
+            assert rows == want, (fn, sorted(set(rows.items()) ^ set(want.items()))[:6])
+            assert len(rows) > 1, fn  # a function of several lines
+            assert (got["self"], got["total"]) == by_func[fn], (fn, got["self"], got["total"], by_func[fn])
+        assert query(srv, sel, fmt="lines", function="no.such")["lines"] == []
+        st, body = srv.get("/api/v1/query", query=sel, format="lines", **{"from": T0 - 10, "until": T0 + 100})
+        assert st == 400 and b"function" in body, body
+        # With a focus, the lines are those of the kept samples.
+        got = query(srv, sel, fmt="lines", function="runtime.mallocgc", focus="json")
+        want = pprof_top(merged, 1, "nanoseconds", "-focus=json")
+        assert (got["self"], got["total"]) == want["runtime.mallocgc"]
+
+
+def first_level(doc):
+    """A sandwich side: {name: total} of the function's children (level 2, under the root
+    `total` and the function itself), and the function's (total, self)."""
+    fb = doc["flamebearer"]
+    names, lv = fb["names"], fb["levels"]
+    kids = {} if len(lv) < 3 else {names[lv[2][i + 3]]: lv[2][i + 1] for i in range(0, len(lv[2]), 4)}
+    return kids, (lv[1][1], lv[1][2]) if len(lv) > 1 else (0, 0)
+
+
+@test
+def sandwich_matches_go_tool_pprof_peek():
+    """format=sandwich: the function's callers and callees one level deep equal `go tool pprof
+    -peek`, and both roots total its cum, on functions that do not recurse."""
+    files = cpu_paths(3)
+    with Server() as srv:
+        merged = three_cpu_profiles(srv, files)
+        sel = CPU + '{service_name="svc"}'
+        for fn in ("runtime.mallocgc", "sort.partition", "crypto/sha256.block", "encoding/json.Marshal"):
+            flat, cum, callers, callees = pprof_peek(merged, fn)
+            doc = query(srv, sel, fmt="sandwich", function=fn)
+            up, (up_total, _) = first_level(doc["callers"])
+            down, (down_total, down_self) = first_level(doc["callees"])
+            assert up == callers and down == callees, (fn, up, callers, down, callees)
+            assert up_total == cum and down_total == cum and down_self == flat, (fn, up_total, down_total, cum, flat)
+            assert callers, fn
+        # Recursion counts once: sort.pdqsort calls itself, and its roots still total its cum.
+        doc = query(srv, sel, fmt="sandwich", function="sort.pdqsort")
+        top = pprof_top(merged, 1, "nanoseconds")
+        assert first_level(doc["callers"])[1][0] == top["sort.pdqsort"][1]
+        assert first_level(doc["callees"])[1][0] == top["sort.pdqsort"][1]
+        assert query(srv, sel, fmt="sandwich", function="no.such")["callers"]["flamebearer"]["numTicks"] == 0
+
+
+@test
+def group_by_splits_timelines_by_label():
+    """/api/v1/timeseries?group_by= and /pyroscope/render?groupBy=: one timeline per value, each
+    equal to the query narrowed to that value; the largest `limit` kept, the rest as other."""
+    files = [os.path.join(ARGS.testdata, "pprof", f"go-runtime-cpu-0{i}.pb.gz") for i in range(6)]
+    with Server() as srv:
+        for i, f in enumerate(files):  # pods p0..p2, two profiles each; one upload without a pod
+            name = "svc{pod=p%d}" % (i % 3) if i < 5 else "svc"
+            assert srv.ingest(open(f, "rb").read(), name=name, format="pprof", **{"from": T0 + i * 10})[0] == 200
+        sel = CPU + '{service_name="svc"}'
+        span = {"from": T0 - 10, "until": T0 + 100, "step": "10s"}
+        whole = srv.get_json("/api/v1/timeseries", query=sel, **span)
+        doc = srv.get_json("/api/v1/timeseries", query=sel, group_by="pod", **span)
+        assert doc["points"] == whole["points"] and doc["total"] == whole["total"]
+        want = {}
+        for pod in ("p0", "p1", "p2", ""):
+            one = srv.get_json("/api/v1/timeseries", query=CPU + '{service_name="svc",pod="%s"}' % pod, **span)
+            want[pod] = (one["total"], one["points"])
+        got = {g["labels"].get("pod", ""): (g["total"], g["points"]) for g in doc["groups"]}
+        assert got == want, (sorted(got), sorted(want))
+        totals = [g["total"] for g in doc["groups"]]
+        assert totals == sorted(totals, reverse=True) and sum(totals) == whole["total"]
+        assert doc["other"] is None
+        top2 = srv.get_json("/api/v1/timeseries", query=sel, group_by="pod", limit=2, **span)
+        assert [g["total"] for g in top2["groups"]] == totals[:2]
+        assert top2["other"]["groups"] == 2 and top2["other"]["total"] == sum(totals[2:])
+        assert [p["value"] for p in top2["other"]["points"]] == [
+            sum(g["points"][k]["value"] for g in doc["groups"][2:]) for k in range(len(whole["points"]))]
+        # Pyroscope's render: `groups` maps each value to its timeline.
+        r = srv.get_json("/pyroscope/render", query=sel, groupBy="pod", **{"from": T0 - 10, "until": T0 + 100})
+        assert set(r["groups"]) == {"p0", "p1", "p2", ""}
+        assert {k: sum(v["samples"]) for k, v in r["groups"].items()} == {k: v[0] for k, v in want.items()}
+        assert srv.get_json("/pyroscope/render", query=sel, **{"from": T0 - 10, "until": T0 + 100})["groups"] is None
+        st, body = srv.get("/api/v1/timeseries", query=sel, group_by="pod", limit="-1", **span)
+        assert st == 400, body
+
+
+def flamebearer_nodes(fb):
+    """[(depth, name, total, x)] of every node of a flamebearer (x in value units)."""
+    out = []
+    for d, lv in enumerate(fb["levels"]):
+        x = 0
+        for i in range(0, len(lv), 4):
+            x += lv[i]
+            out.append((d, fb["names"][lv[i + 3]], lv[i + 1], x))
+            x += lv[i + 1]
+    return out
+
+
+@test
+def svg_export_draws_the_flame_graph():
+    """format=svg: a well-formed, self-contained SVG whose frames are the flame graph's nodes
+    (depth, name, value, position) down to half a pixel."""
+    import re as _re
+    import xml.etree.ElementTree as ET
+    with Server() as srv:
+        three_cpu_profiles(srv, cpu_paths(3))
+        sel = CPU + '{service_name="svc"}'
+        st, body, hdr = srv.request("GET", "/api/v1/query?" + urllib.parse.urlencode(
+            {"query": sel, "format": "svg", "from": T0 - 10, "until": T0 + 100}))
+        assert st == 200 and hdr.get("Content-Type", hdr.get("content-type", "")).startswith("image/svg+xml"), (st, hdr)
+        root = ET.fromstring(body)
+        assert root.tag.endswith("svg") and b"<script" not in body and b"href" not in body
+        ns = "{http://www.w3.org/2000/svg}"
+        fb = query(srv, sel, fmt="flamegraph", max_nodes=0)["flamebearer"]
+        total = fb["numTicks"]
+        scale = 1200.0 / total
+        got = set()
+        for g in root.iter(ns + "g"):
+            title, rect = g.find(ns + "title").text, g.find(ns + "rect")
+            m = _re.match(r"^(.*) \((\d+) nanoseconds, [\d.]+%\)$", title)
+            depth = (int(float(rect.get("y"))) - 24) // 16
+            got.add((depth, m.group(1), int(m.group(2)), round(float(rect.get("x")), 1)))
+        want = {(d, n, t, round(x * scale, 1)) for d, n, t, x in flamebearer_nodes(fb) if t * scale >= 0.5}
+        assert got == want, (len(got), len(want), sorted(got ^ want)[:5])
+        assert (0, "total", total, 0.0) in got

@@ -99,3 +99,85 @@ def a_query_for_one_service_reads_only_its_partition():
         ref = pprof_top(merged, 1, "nanoseconds")
         got = pprof_top(path, 0, "nanoseconds")
         assert got == ref, (len(got), len(ref))  # every function's flat and cum
+
+
+@test
+def the_block_cache_keeps_its_budget_and_evicts_the_least_recently_used():
+    bodies = [open(os.path.join(ARGS.testdata, "pprof", f"go-runtime-cpu-0{i}.pb.gz"), "rb").read() for i in range(6)]
+    total = sum(cpu_each(i) for i in range(6))
+
+    def fill(srv):
+        for k in range(4):  # four services, one block: one partition each
+            for i, b in enumerate(bodies):
+                assert srv.ingest(b, name=f"svc{k}", format="pprof", **{"from": T0 + i * 10})[0] == 200
+        assert srv.request("POST", "/api/v1/admin/flush")[0] == 200
+
+    def ask(srv, k):
+        assert query(srv, CPU + '{service_name="svc%d"}' % k, fmt="top")["total"] == total
+
+    with Server(extra=["--block-cache-bytes", "1GiB"]) as srv:  # the size of one partition
+        fill(srv)
+        ask(srv, 0)
+        one = metric(srv, "hearth_block_cache_bytes")
+        ask(srv, 1)
+        assert metric(srv, "hearth_block_partition_loads_total") == 2
+        ask(srv, 0)
+        assert metric(srv, "hearth_block_partition_loads_total") == 2  # a hit
+    budget = int(one * 2.5)  # room for two partitions, not three
+    with Server(extra=["--block-cache-bytes", str(budget)]) as srv:
+        fill(srv)
+        for k in (0, 1, 0, 2):  # 0 used after 1: loading 2 evicts 1
+            ask(srv, k)
+        assert metric(srv, "hearth_block_partition_loads_total") == 3
+        assert metric(srv, "hearth_block_partitions_cached") == 2
+        assert metric(srv, "hearth_block_cache_bytes") <= budget
+        ask(srv, 0)
+        assert metric(srv, "hearth_block_partition_loads_total") == 3  # still cached
+        ask(srv, 1)
+        assert metric(srv, "hearth_block_partition_loads_total") == 4  # evicted
+        assert metric(srv, "hearth_block_cache_bytes") <= budget
+    with Server(extra=["--block-cache-bytes", "1"]) as srv:  # nothing fits: every query decodes, answers stay exact
+        fill(srv)
+        for k in (0, 0, 3):
+            ask(srv, k)
+        assert metric(srv, "hearth_block_partition_loads_total") == 3
+        assert metric(srv, "hearth_block_partitions_cached") == 0
+
+
+@test
+def compaction_writes_whole_services_into_blocks_of_the_size_cap():
+    body = open(os.path.join(ARGS.testdata, "pprof", "go-runtime-cpu-00.pb.gz"), "rb").read()
+    data = os.path.join(ARGS.tmp, "split-store")
+    svcs = [f"svc{k}" for k in range(6)]
+
+    def answers(srv):
+        out = {}
+        for k in svcs:
+            top = query(srv, CPU + '{service_name="%s"}' % k, limit=5)
+            out[k] = (top["total"], top["profiles"], [(f["name"], f["self"], f["total"]) for f in top["functions"]])
+        return out
+
+    with Server(data_dir=data, extra=["--compact-min-blocks", "0"]) as srv:  # six blocks, one service each
+        for k, svc in enumerate(svcs):
+            assert srv.ingest(body, name=svc, format="pprof", **{"from": T0 + k * 10})[0] == 200
+            assert srv.request("POST", "/api/v1/admin/flush")[0] == 200
+            if k == 0:
+                one = metric(srv, "hearth_block_bytes")
+        assert metric(srv, "hearth_blocks") == 6
+        before = answers(srv)
+    assert before["svc3"][0] == cpu_each(0)
+    cap = int(one * 2.5)  # each block is small (under cap / 2); three services fill a merged block
+    with Server(data_dir=data, extra=["--compact-min-blocks", "6", "--compact-max-bytes", str(cap)]) as srv:
+        srv.request("POST", "/api/v1/admin/compact")
+        assert metric(srv, "hearth_blocks") == 2 and metric(srv, "hearth_compacted_blocks_total") == 6
+        assert answers(srv) == before
+        log = open(os.path.join(srv.log_dir, "server.log")).read()
+        assert "blocks_in=6 " in log and "blocks_out=2 " in log, log[-2000:]
+    with Server(data_dir=data) as srv:  # the split blocks read back after a restart
+        # Each service lives in one block: its flame graph decodes one partition.
+        assert query(srv, CPU + '{service_name="svc4"}', limit=5)["total"] == before["svc4"][0]
+        assert metric(srv, "hearth_block_partition_loads_total") == 1
+        assert answers(srv) == before
+        assert metric(srv, "hearth_blocks") == 2
+    r = cli("check", data)
+    assert r.returncode == 0, r.stdout + r.stderr

@@ -65,6 +65,10 @@ def web_ui_in_headless_chromium():
         left = get_json("/api/v1/query", query=sel, format="top", **{"from": T0 - 10, "until": T0 + 25})
         right = get_json("/api/v1/query", query=sel, format="top", **{"from": T0 + 26, "until": T0 + 60})
         profiles = get_json("/api/v1/profiles", query=sel, **span)["profiles"]
+        fn = top["functions"][0]["name"]
+        sw = get_json("/api/v1/query", query=sel, format="sandwich", function=fn, **span)
+        lines = get_json("/api/v1/query", query=sel, format="lines", function=fn, **span)
+        focused = get_json("/api/v1/query", query=sel, format="top", focus="sort\\.", hide="^runtime\\.", **span)
         expect = {
             "tenant": tenant, "query": sel, "from": span["from"], "until": span["until"],
             "total": total, "totalText": js_value(total, "nanoseconds"),
@@ -74,8 +78,14 @@ def web_ui_in_headless_chromium():
                        "percent": float(js_percent(fns[search]["total"], total)[:-1])},
             "zoom": "main.hashBlocks", "canaryTotal": canary["total"],
             "diff": {"leftFrom": T0 - 10, "leftUntil": T0 + 25, "rightFrom": T0 + 26, "rightUntil": T0 + 60,
-                     "left": left["total"], "right": right["total"], "leftText": js_value(left["total"], "nanoseconds")},
+                     "left": left["total"], "right": right["total"], "leftText": js_value(left["total"], "nanoseconds"),
+                     "functions": len({f["name"] for f in left["functions"] + right["functions"] if f["self"]})},
             "profiles": {"count": len(profiles), "firstTotal": profiles[0]["total"]},
+            "fn": {"name": fn, "callers": len(sw["callers"]["flamebearer"]["levels"][2]) // 4,
+                   "callees": len(sw["callees"]["flamebearer"]["levels"][2]) // 4 if len(sw["callees"]["flamebearer"]["levels"]) > 2 else 0,
+                   "lines": len(lines["lines"])},
+            "filter": {"focus": "sort\\.", "hide": "^runtime\\.", "total": focused["total"],
+                       "top": focused["functions"][0]["name"], "names": [f["name"] for f in focused["functions"]]},
         }
         out = os.path.join(here, "..", "out", "browser")  # kept: tests/out/ is not committed
         exp = os.path.join(ARGS.tmp, "browser-expect.json")

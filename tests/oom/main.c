@@ -280,6 +280,29 @@ static int op_merge_cpu(subject_t *x, hr_err_t *err) {
     return merge_type(x, "process_cpu:cpu:nanoseconds:cpu:nanoseconds", err);
 }
 
+/* pprof's focus/ignore/hide: a keep mask per segment, then the frames rewritten. */
+static int op_merge_filtered(subject_t *x, hr_err_t *err) {
+    selector_t sel;
+    if (selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds", &sel, err)) return selector_destroy(&sel), -1;
+    hr_regex_t *focus = hr_regex_compile("main|runtime", err), *ignore = NULL, *hide = NULL;
+    if (focus) ignore = hr_regex_compile("no such function", err);
+    if (ignore) hide = hr_regex_compile("^runtime\\.", err);
+    stackfilter_t f = {focus, ignore, hide};
+    merge_query_t q = {.tenant = "anonymous",
+                       .sel = &sel,
+                       .from = T0 * S,
+                       .until = (T0 + 3600) * S,
+                       .step = 30 * S,
+                       .want_stacks = 1,
+                       .filter = &f};
+    int rc = hide ? merge_run(x->s, &q, &x->m, err) : -1;
+    hr_regex_free(focus);
+    hr_regex_free(ignore);
+    hr_regex_free(hide);
+    selector_destroy(&sel);
+    return rc;
+}
+
 /* A gauge: averaged per series, so the merge counts profiles first. */
 static int op_merge_heap(subject_t *x, hr_err_t *err) {
     return merge_type(x, "memory:inuse_space:bytes:space:bytes", err);
@@ -333,7 +356,8 @@ static void build_for_render(subject_t *x) {
 }
 
 static int render_as(subject_t *x, const char *format, render_kind_t kind, hr_err_t *err) {
-    render_args_t a = {&x->base, kind == RENDER_DIFF ? &x->base : NULL, RENDER_DEFAULT_MAX_NODES, 0};
+    render_args_t a = {
+        .m = &x->base, .right = kind == RENDER_DIFF ? &x->base : NULL, .max_nodes = RENDER_DEFAULT_MAX_NODES};
     return query_render(render_find(format, kind), &a, &x->out, err);
 }
 
@@ -353,6 +377,7 @@ static const path_t PATHS[] = {
     {"merge cpu", 0, build_blocks_and_head, op_merge_cpu, answer_merge},
     {"merge heap (gauge)", 0, build_blocks_and_head, op_merge_heap, answer_merge},
     {"merge symbolized", 0, build_native, op_merge_symbolized, answer_merge},
+    {"merge cpu focus/ignore/hide", 0, build_blocks_and_head, op_merge_filtered, answer_merge},
     {"render flamegraph", 0, build_for_render, op_flamegraph, answer_out},
     {"render pprof", 0, build_for_render, op_pprof, answer_out},
     {"render top", 0, build_for_render, op_top, answer_out},

@@ -66,7 +66,7 @@ static char *render(store_t *s, const char *sel_text, int64_t from, int64_t unti
     buf_init(&out);
     int rc = merge_run(s, &q, &m, &err);
     if (rc == 0 && (rc = tree_build(&t, &m, &err)) == 0) {
-        if (!strcmp(format, "flamegraph")) rc = render_flamegraph(&t, &m, max_nodes, &out);
+        if (!strcmp(format, "flamegraph")) rc = render_flamegraph(&t, &m, max_nodes, NULL, &out);
         else if (!strcmp(format, "top")) rc = render_top(&t, &m, 0, &out);
         else rc = render_folded(&t, &out);
     }
@@ -588,7 +588,7 @@ void test_render_table(void) {
     merge_query_t q = {.tenant = "anonymous", .sel = &cpu, .from = 0, .until = 200 * S, .want_stacks = 1};
     merge_result_t m, m2;
     CHECK(merge_run(s, &q, &m, &err) == 0);
-    render_args_t args = {&m, NULL, 0, 0};
+    render_args_t args = {.m = &m};
     buf_init(&out);
     CHECK(query_render(folded, &args, &out, &err) == 0);
     buf_putc(&out, 0);

@@ -46,14 +46,21 @@ export class Api {
   labelValues(name, query, from, until) {
     return this.get(`/api/v1/labels/${encodeURIComponent(name)}/values`, { query, from, until });
   }
-  flamegraph(query, from, until, profile) {
-    return this.get('/api/v1/query', { query, from, until, profile, format: 'flamegraph' });
+  // filters: { focus, ignore, hide } regexes (pprof's stack filters), each optional.
+  flamegraph(query, from, until, profile, filters) {
+    return this.get('/api/v1/query', { query, from, until, profile, format: 'flamegraph', ...filters });
   }
-  top(query, from, until, profile) { return this.get('/api/v1/query', { query, from, until, profile, format: 'top' }); }
-  timeseries(query, from, until) { return this.get('/api/v1/timeseries', { query, from, until }); }
+  top(query, from, until, profile, filters) {
+    return this.get('/api/v1/query', { query, from, until, profile, format: 'top', ...filters });
+  }
+  timeseries(query, from, until, filters) { return this.get('/api/v1/timeseries', { query, from, until, ...filters }); }
   profiles(query, from, until, limit) { return this.get('/api/v1/profiles', { query, from, until, limit }); }
   diff(p) { return this.get('/api/v1/diff', p); }
-  pprofUrl(query, from, until, profile) {
-    return this.url('/api/v1/query', { query, from, until, profile, format: 'pprof' });
+  // format: 'sandwich' or 'lines', for one function.
+  functionView(format, query, from, until, fn, filters) {
+    return this.get('/api/v1/query', { query, from, until, format, function: fn, ...filters });
+  }
+  pprofUrl(query, from, until, profile, filters) {
+    return this.url('/api/v1/query', { query, from, until, profile, format: 'pprof', ...filters });
   }
 }

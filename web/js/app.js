@@ -6,8 +6,8 @@
 import { Api, ApiError } from './api.js';
 import { FlameGraph } from './flamegraph.js';
 import { TimeSeries } from './timeseries.js';
-import { TopTable } from './table.js';
-import { formatTime, formatValue, percent, sampleUnit } from './format.js';
+import { DiffTable, TopTable } from './table.js';
+import { formatTime, formatValue, percent, sampleUnit, typeName } from './format.js';
 
 const $ = (id) => document.getElementById(id);
 const EMBED = location.pathname.replace(/\/+$/, '') === '/embed';
@@ -18,7 +18,9 @@ const PRESETS = [['5m', 'Last 5 minutes'], ['15m', 'Last 15 minutes'], ['1h', 'L
 
 const URL_KEYS = { query: 'query', from: 'from', until: 'until', view: 'view', show: 'show', mode: 'mode',
   search: 'search', profile: 'profile', tenant: 'tenant', theme: 'theme', rightQuery: 'right_query',
-  leftFrom: 'left_from', leftUntil: 'left_until', rightFrom: 'right_from', rightUntil: 'right_until', cmp: 'cmp' };
+  leftFrom: 'left_from', leftUntil: 'left_until', rightFrom: 'right_from', rightUntil: 'right_until', cmp: 'cmp',
+  focus: 'focus', ignore: 'ignore', hide: 'hide', fn: 'fn' };
+const FILTERS = ['focus', 'ignore', 'hide']; // pprof's stack filters, sent with every merge
 // Values equal to these are left out of the URL, to keep links short.
 const DEFAULTS = { from: 'now-1h', until: 'now', view: EMBED ? 'flamegraph' : 'single', show: 'both', mode: 'icicle',
   leftFrom: 'now-2h', leftUntil: 'now-1h', rightFrom: 'now-1h', rightUntil: 'now', cmp: 'relative' };
@@ -66,12 +68,15 @@ function splitQuery(q) {
 class App {
   constructor() {
     this.state = readState();
+    this.firstVisit = !new URLSearchParams(location.search).get('query'); // no query chosen yet
+    this.diffChosen = new URLSearchParams(location.search).has('left_from'); // else halves of the data
     this.api = new Api({ tenant: this.state.tenant, token: localStorage.getItem('hearth.token') || '' });
     this.loadSeq = 0;
     this.applyTheme();
     document.body.classList.toggle('embed', EMBED);
     this.fg = new FlameGraph($('graph-pane'), { onZoom: (path) => this.renderBreadcrumb(path) });
     this.table = new TopTable($('table-pane'), { onPick: (name) => this.pickFunction(name) });
+    this.diffTable = new DiffTable($('diff-table-pane'));
     this.chart = new TimeSeries($('chart'), { onSelect: (a, b) => this.onChartSelect(a, b) });
     this.bindControls();
     window.addEventListener('popstate', () => { this.state = readState(); this.syncControls(); this.load(); });
@@ -107,6 +112,19 @@ class App {
       this.set({ from: String(f), until: String(u) });
     });
     $('type').addEventListener('change', () => this.set({ query: $('type').value + this.selector(), profile: '' }));
+    $('service').addEventListener('change', () => this.set({
+      query: splitQuery(this.state.query).type + withService(this.selector(), $('service').value), profile: '', fn: '' }));
+    $('fn-close').addEventListener('click', () => this.set({ fn: '' }));
+    document.addEventListener('keydown', (e) => {
+      const typing = ['INPUT', 'SELECT', 'TEXTAREA'].includes(document.activeElement && document.activeElement.tagName);
+      if (e.key === '/' && !typing) {
+        e.preventDefault();
+        $('search').focus();
+      } else if (e.key === 'Escape' && !typing) {
+        this.fg.resetZoom();
+        if (this.state.fn) this.set({ fn: '' });
+      }
+    });
     $('refresh').addEventListener('click', () => this.applyQueryInput());
     $('selector').addEventListener('keydown', (e) => this.onSelectorKey(e));
     $('selector').addEventListener('input', () => this.suggest());
@@ -125,7 +143,7 @@ class App {
     $('mode').addEventListener('click', () => this.set({ mode: this.state.mode === 'icicle' ? 'flame' : 'icicle' }, { reload: false }));
     $('reset-zoom').addEventListener('click', () => this.fg.resetZoom());
     $('show').addEventListener('change', () => this.set({ show: $('show').value }, { reload: false }));
-    $('cmp').addEventListener('change', () => this.set({ cmp: $('cmp').value }, { reload: false }));
+    $('cmp').addEventListener('change', () => this.set({ cmp: $('cmp').value }, { reload: this.state.view === 'diff' }));
     $('theme-toggle').addEventListener('click', () => {
       const t = document.documentElement.dataset.theme === 'dark' ? 'light' : 'dark';
       localStorage.setItem('hearth.theme', t);
@@ -133,15 +151,45 @@ class App {
       document.documentElement.dataset.theme = t;
       this.chart.render();
     });
-    $('diff-apply').addEventListener('click', () => this.set({
-      leftFrom: $('left-from').value, leftUntil: $('left-until').value,
-      rightFrom: $('right-from').value, rightUntil: $('right-until').value,
-      rightQuery: $('right-query').value.trim() }));
+    $('diff-apply').addEventListener('click', () => {
+      this.diffChosen = true;
+      this.set({
+        leftFrom: timeParam($('left-from').value), leftUntil: timeParam($('left-until').value),
+        rightFrom: timeParam($('right-from').value), rightUntil: timeParam($('right-until').value),
+        rightQuery: $('right-query').value.trim() });
+    });
     $('download').addEventListener('click', (e) => { e.preventDefault(); this.downloadPprof(); });
     $('single-back').addEventListener('click', () => this.set({ profile: '' }));
+    for (const k of FILTERS) {
+      $(k).addEventListener('keydown', (e) => { if (e.key === 'Enter') this.set({ [k]: $(k).value.trim() }); });
+      $(k).addEventListener('change', () => this.set({ [k]: $(k).value.trim() }));
+    }
+  }
+
+  // The stack filters of the current state, as API parameters.
+  filters() {
+    const f = {};
+    for (const k of FILTERS) if (this.state[k]) f[k] = this.state[k];
+    return f;
   }
 
   selector() { return $('selector').value.trim(); }
+
+  // The service picker: service_name's values. A first visit (no query in the URL) starts on
+  // the busiest service of the range, as Pyroscope does, not on the merge of all of them.
+  async loadServices(pickBusiest) {
+    const s = this.state, { type } = splitQuery(s.query);
+    const [vals, top] = await Promise.all([
+      this.api.labelValues('service_name', type, s.from, s.until),
+      pickBusiest ? this.api.timeseries(type, s.from, s.until, { group_by: 'service_name', limit: 1 }) : null]);
+    const names = vals.values || vals.names || [];
+    $('service').replaceChildren(new Option('All services', ''), ...names.map((n) => new Option(n, n)));
+    const busiest = top && top.groups && top.groups[0] && top.groups[0].labels.service_name;
+    if (busiest) {
+      this.state.query = type + withService(splitQuery(s.query).sel, busiest);
+      writeState(this.state, true);
+    }
+  }
 
   applyQueryInput() {
     const sel = this.selector();
@@ -171,9 +219,12 @@ class App {
     $('show').value = s.show;
     $('cmp').value = s.cmp;
     $('search').value = s.search;
-    $('left-from').value = s.leftFrom; $('left-until').value = s.leftUntil;
-    $('right-from').value = s.rightFrom; $('right-until').value = s.rightUntil;
+    $('left-from').value = timeText(s.leftFrom); $('left-until').value = timeText(s.leftUntil);
+    $('right-from').value = timeText(s.rightFrom); $('right-until').value = timeText(s.rightUntil);
     $('right-query').value = s.rightQuery;
+    for (const k of FILTERS) if (document.activeElement !== $(k)) $(k).value = s[k];
+    const svc = serviceOf(sel);
+    if ([...$('service').options].some((o) => o.value === svc)) $('service').value = svc;
   }
 
   // ---- label autocomplete: names after `{` or `,`, values inside quotes ----
@@ -252,7 +303,11 @@ class App {
       try {
         const r = await this.api.profileTypes();
         const types = r.profileTypes.map((t) => t.id);
-        $('type').replaceChildren(...types.map((t) => new Option(t, t)));
+        $('type').replaceChildren(...types.map((t) => {
+          const o = new Option(typeName(t), t);
+          o.title = t;
+          return o;
+        }));
         if (!types.length) {
           this.showStatus('empty', 'No profiles stored yet. Push one, e.g.: curl --data-binary @cpu.pb.gz "' + location.origin +
             '/ingest?name=myapp&format=pprof"');
@@ -264,6 +319,7 @@ class App {
           this.state.query = cpu + splitQuery(this.state.query).sel;
           writeState(this.state, true);
         }
+        await this.loadServices(this.firstVisit);
         this.syncControls();
       } catch (e) {
         return this.showStatus('error', errorText(e));
@@ -273,6 +329,7 @@ class App {
   }
 
   async load() {
+    setEmpty(false);
     const s = this.state, seq = ++this.loadSeq;
     if (!s.query) return this.showStatus('error', 'No query: add ?query=TYPE{labels} to the URL.');
     this.showStatus('loading', 'Loading…');
@@ -288,7 +345,7 @@ class App {
   range() { return { from: resolveTime(this.state.from), until: resolveTime(this.state.until) }; }
 
   async loadChart(query, from, until, bands) {
-    const ts = await this.api.timeseries(query, from, until);
+    const ts = await this.api.timeseries(query, from, until, this.filters());
     return () => {
       this.chart.setData(ts.points, sampleUnit(ts.profileType), { from: resolveTime(from), until: resolveTime(until) });
       this.chart.setBands(bands || []);
@@ -300,8 +357,8 @@ class App {
     const needGraph = !EMBED || s.view === 'flamegraph', needTable = !EMBED || s.view === 'table';
     const needChart = !EMBED || s.view === 'timeseries';
     const [fb, top, drawChart] = await Promise.all([
-      needGraph ? this.api.flamegraph(s.query, s.from, s.until, s.profile) : null,
-      needTable ? this.api.top(s.query, s.from, s.until, s.profile) : null,
+      needGraph ? this.api.flamegraph(s.query, s.from, s.until, s.profile, this.filters()) : null,
+      needTable ? this.api.top(s.query, s.from, s.until, s.profile, this.filters()) : null,
       needChart ? this.loadChart(s.query, s.from, s.until) : null]);
     if (seq !== this.loadSeq) return;
     if (drawChart) drawChart();
@@ -317,26 +374,75 @@ class App {
     }
     if (!total && s.view !== 'timeseries') this.showStatus('empty', `No data: nothing matches ${s.query} in this time range.`);
     else this.showStatus('', '');
+    setEmpty(!total && s.view !== 'timeseries');
+    if (!EMBED) await this.loadFunction(seq, unit);
+  }
+
+  // The picked function (state fn): its callers and callees one level deep (the sandwich
+  // view's first rows, go tool pprof -peek's numbers) and its lines (-list's numbers).
+  async loadFunction(seq, unit) {
+    const s = this.state, pane = $('function-pane');
+    pane.hidden = !s.fn || !!s.profile;
+    if (pane.hidden) return;
+    const [sw, lines] = await Promise.all([this.api.functionView('sandwich', s.query, s.from, s.until, s.fn, this.filters()),
+      this.api.functionView('lines', s.query, s.from, s.until, s.fn, this.filters())]);
+    if (seq !== this.loadSeq) return;
+    const fnTotal = lines.total;
+    $('fn-name').textContent = s.fn;
+    $('fn-summary').textContent = `self ${formatValue(lines.self, unit)}, total ${formatValue(fnTotal, unit)}`;
+    const rows = (id, items) => $(id).tBodies[0].replaceChildren(...items.map((cells) => {
+      const tr = document.createElement('tr');
+      for (const c of cells) { const td = document.createElement('td'); td.textContent = c; td.title = c; tr.append(td); }
+      return tr;
+    }));
+    const level2 = (doc) => {
+      const fb = doc.flamebearer, lv = fb.levels[2] || [], out = [];
+      for (let i = 0; i < lv.length; i += 4) out.push([fb.names[lv[i + 3]], lv[i + 1]]);
+      return out.sort((a, b) => b[1] - a[1]).map(([n, v]) => [n, `${formatValue(v, unit)} (${percent(v, fnTotal)})`]);
+    };
+    rows('fn-callers', level2(sw.callers));
+    rows('fn-callees', level2(sw.callees));
+    rows('fn-lines', lines.lines.map((l) => [`${l.file.split('/').pop()}:${l.line}`, formatValue(l.self, unit),
+      formatValue(l.total, unit)]));
+  }
+
+  // A diff nobody chose ranges for compares the two halves of the data the selected
+  // range holds, so a new install's first diff shows something.
+  async defaultDiffRanges() {
+    if (this.diffChosen) return;
+    this.diffChosen = true;
+    const s = this.state, ts = await this.api.timeseries(s.query, s.from, s.until, this.filters());
+    const pts = ts.points.filter((p) => p.value);
+    if (pts.length < 2) return;
+    const a = pts[0].timestamp, b = pts[pts.length - 1].timestamp + ts.step, mid = Math.round((a + b) / 2);
+    Object.assign(this.state, { leftFrom: String(a), leftUntil: String(mid - 1), rightFrom: String(mid), rightUntil: String(b) });
+    writeState(this.state, true);
+    this.syncControls();
   }
 
   async loadDiff(seq) {
+    await this.defaultDiffRanges();
     const s = this.state, unit = sampleUnit(splitQuery(s.query).type);
     const rq = s.rightQuery || s.query;
     const lf = resolveTime(s.leftFrom), lu = resolveTime(s.leftUntil), rf = resolveTime(s.rightFrom), ru = resolveTime(s.rightUntil);
     const from = String(Math.min(lf, rf)), until = String(Math.max(lu, ru));
-    const [doc, drawChart] = await Promise.all([
+    const [doc, drawChart, ltop, rtop] = await Promise.all([
       this.api.diff({ left_query: s.query, right_query: rq, left_from: s.leftFrom, left_until: s.leftUntil,
-                      right_from: s.rightFrom, right_until: s.rightUntil }),
+                      right_from: s.rightFrom, right_until: s.rightUntil, ...this.filters() }),
       this.loadChart(s.query, from, until, [{ from: lf, until: lu, color: 'rgba(60,120,230,0.18)' },
-                                            { from: rf, until: ru, color: 'rgba(230,120,40,0.22)' }])]);
+                                            { from: rf, until: ru, color: 'rgba(230,120,40,0.22)' }]),
+      this.api.top(s.query, s.leftFrom, s.leftUntil, '', this.filters()),
+      this.api.top(rq, s.rightFrom, s.rightUntil, '', this.filters())]);
     if (seq !== this.loadSeq) return;
     drawChart();
+    this.diffTable.setData(ltop, rtop, unit, s.cmp !== 'absolute');
     this.fg.setData(doc, unit);
     this.fg.setSearch(s.search);
     this.renderMatch();
     const l = doc.leftTicks, r = doc.rightTicks;
     $('summary').textContent = `Left ${formatValue(l, unit)}, right ${formatValue(r, unit)}` +
       (l ? ` (${r >= l ? '+' : ''}${((100 * (r - l)) / l).toFixed(1)}%)` : '');
+    setEmpty(!l && !r);
     if (!l && !r) this.showStatus('empty', 'No data on either side of the comparison.');
     else if (!l || !r) this.showStatus('empty', `No data on the ${l ? 'right' : 'left'} side: every frame shows as ${l ? 'gone' : 'new'}.`);
     else this.showStatus('', '');
@@ -376,7 +482,8 @@ class App {
   async downloadPprof(profile) {
     const s = this.state;
     try {
-      const resp = await fetch(this.api.pprofUrl(s.query, s.from, s.until, profile || s.profile), { headers: this.api.headers() });
+      const resp = await fetch(this.api.pprofUrl(s.query, s.from, s.until, profile || s.profile, this.filters()),
+                               { headers: this.api.headers() });
       if (!resp.ok) throw new ApiError((await resp.json().catch(() => ({}))).error || `HTTP ${resp.status}`, resp.status);
       const a = document.createElement('a');
       a.href = URL.createObjectURL(await resp.blob());
@@ -397,6 +504,12 @@ class App {
   }
 
   pickFunction(name) {
+    if (!EMBED && this.state.fn !== name) {
+      this.state.fn = name;
+      writeState(this.state, false);
+      this.loadFunction(this.loadSeq, sampleUnit(splitQuery(this.state.query).type))
+        .catch((e) => this.showStatus('error', errorText(e)));
+    }
     this.fg.resetZoom();
     this.fg.setSelected(name);
     this.table.setSelected(name);
@@ -425,6 +538,37 @@ class App {
       return span;
     }));
   }
+}
+
+// Nothing to show: the flame graph's toolbar, breadcrumb and empty panes are hidden
+// (style.css), leaving the status line that says why.
+function setEmpty(empty) { document.documentElement.toggleAttribute('data-empty', empty); }
+
+// A time parameter as the fields show it: a date for unix times, relative ones as typed.
+function timeText(s) { return /^\d+$/.test(s || '') ? formatTime(resolveTime(s)) : s; }
+
+// What a field's text means as a parameter: relative times and digits as they are, a date
+// as unix milliseconds.
+function timeParam(v) {
+  v = (v || '').trim();
+  if (!v || /^now/.test(v) || /^\d+$/.test(v)) return v;
+  const t = Date.parse(v.replace(' ', 'T'));
+  return Number.isNaN(t) ? v : String(t);
+}
+
+// The service_name="..." matcher of a selector, or '' when it has none (or another form).
+function serviceOf(sel) {
+  const m = /service_name\s*=\s*"([^"]*)"/.exec(sel || '');
+  return m ? m[1] : '';
+}
+
+// sel with its service_name matcher set to svc (removed when svc is empty).
+function withService(sel, svc) {
+  let inner = (sel || '').trim().replace(/^\{|\}$/g, '');
+  const parts = inner ? inner.split(/,(?=(?:[^"]*"[^"]*")*[^"]*$)/).map((p) => p.trim()).filter((p) => p && !/^service_name\s*(=|!=|=~|!~)/.test(p)) : [];
+  if (svc) parts.unshift(`service_name="${svc.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`);
+  inner = parts.join(', ');
+  return inner ? `{${inner}}` : '';
 }
 
 function toLocalInput(ms) {

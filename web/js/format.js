@@ -78,3 +78,22 @@ export function formatTime(ms) {
   const p = (n) => String(n).padStart(2, '0');
   return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
 }
+
+// A readable name for a profile type id (name:sample_type:sample_unit:period_type:period_unit),
+// as Pyroscope's and Grafana's pickers show them; the id itself stays in the tooltip.
+const TYPE_NAMES = {
+  'process_cpu:cpu': 'CPU', 'process_cpu:samples': 'CPU samples', 'wall:wall': 'Wall time',
+  'memory:inuse_space': 'Heap: in-use bytes', 'memory:inuse_objects': 'Heap: in-use objects',
+  'memory:alloc_space': 'Allocations: bytes', 'memory:alloc_objects': 'Allocations: objects',
+  'goroutine:goroutine': 'Goroutines', 'goroutines:goroutine': 'Goroutines',
+  'mutex:contentions': 'Mutex: contentions', 'mutex:delay': 'Mutex: delay',
+  'block:contentions': 'Block: contentions', 'block:delay': 'Block: delay',
+  'exception:exception': 'Exceptions',
+};
+
+export function typeName(id) {
+  const p = (id || '').split(':');
+  const known = TYPE_NAMES[p[0] + ':' + p[1]];
+  if (known) return known;
+  return p.length >= 2 ? `${p[0]}: ${p[1]}` : id;
+}

@@ -62,3 +62,43 @@ export class TopTable {
     this.el.replaceChildren(thead, body);
   }
 }
+
+// The diff table: per function, its self on each side and the change, largest change
+// first. rel: the change in share of each side's total (what the relative colouring
+// shows), else in absolute value.
+export class DiffTable {
+  constructor(container) {
+    this.el = document.createElement('table');
+    this.el.className = 'top-table diff-table';
+    container.append(this.el);
+  }
+
+  // left, right: /api/v1/query?format=top documents of the two sides.
+  setData(left, right, unit, rel) {
+    const rows = new Map();
+    for (const f of left.functions) rows.set(f.name, { name: f.name, l: f.self, r: 0 });
+    for (const f of right.functions) (rows.get(f.name) || rows.set(f.name, { name: f.name, l: 0, r: 0 }).get(f.name)).r = f.self;
+    const lt = left.total || 1, rt = right.total || 1;
+    const change = (x) => (rel ? (100 * x.r) / rt - (100 * x.l) / lt : x.r - x.l);
+    const list = [...rows.values()].filter((x) => x.l || x.r).sort((a, b) => Math.abs(change(b)) - Math.abs(change(a)));
+    const head = document.createElement('tr');
+    for (const h of ['Function', 'Left self', 'Right self', rel ? 'Change in share' : 'Change']) {
+      const th = document.createElement('th');
+      th.textContent = h;
+      head.append(th);
+    }
+    const body = document.createElement('tbody');
+    for (const x of list.slice(0, 2000)) {
+      const tr = document.createElement('tr'), c = change(x);
+      const cells = [x.name, `${formatValue(x.l, unit)} (${percent(x.l, lt)})`, `${formatValue(x.r, unit)} (${percent(x.r, rt)})`,
+        rel ? `${c >= 0 ? '+' : ''}${c.toFixed(2)} pp` : `${c >= 0 ? '+' : ''}${formatValue(c, unit)}`];
+      for (const v of cells) { const td = document.createElement('td'); td.textContent = v; td.title = v; tr.append(td); }
+      tr.className = c > 0 ? 'grew' : c < 0 ? 'shrank' : '';
+      body.append(tr);
+    }
+    const thead = document.createElement('thead');
+    thead.append(head);
+    this.el.replaceChildren(thead, body);
+    this.el.dataset.rows = String(list.length);
+  }
+}
