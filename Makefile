@@ -2,7 +2,7 @@
 CC       ?= cc
 # $(CXX) (make's default: g++) builds common/regex.cc, the shim over RE2, which has no
 # C API, and links the binaries, so libstdc++ comes along.
-PKGS      = libmicrohttpd sqlite3 libzstd libprotobuf-c jansson zlib libcurl re2
+PKGS      = libmicrohttpd sqlite3 libzstd libprotobuf-c jansson zlib libcurl re2 libdw libelf libdebuginfod
 CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -I. -Ibuild/gen
 CXXFLAGS_BASE = -std=c++17 -Wall -Wextra -Werror -I.
 # The release build compiles assert() out (-DNDEBUG); the asan, tsan, fuzz and oom
@@ -11,12 +11,12 @@ OPT      ?= -O2 -g -DNDEBUG
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
 
-PROTOS   = wire/profile.proto wire/push.proto wire/querier.proto wire/settings.proto wire/otlp_profiles.proto
+PROTOS   = wire/profile.proto wire/push.proto wire/querier.proto wire/settings.proto wire/otlp_profiles.proto wire/debuginfo.proto
 GEN_C    = $(patsubst %.proto,build/gen/%.pb-c.c,$(PROTOS))
 GEN_H    = $(GEN_C:.c=.h)
 
 # Everything but main.c (the subcommand dispatch at the top), which only the binaries link.
-LIB_SRC  = $(wildcard common/*.c wire/*.c ingest/*.c storage/*.c query/*.c cli/*.c server/*.c) $(wildcard common/*.cc)
+LIB_SRC  = $(wildcard common/*.c wire/*.c ingest/*.c storage/*.c query/*.c symbolize/*.c cli/*.c server/*.c) $(wildcard common/*.cc)
 UNIT_SRC = $(wildcard tests/unit/*.c)
 
 # Three build flavours share the source list: release (./hearth), asan (./hearth-asan) and
@@ -159,7 +159,7 @@ install: hearth
 # test data and a real server's WAL and blocks. Crashes land in build/fuzz/crashes/.
 FUZZ_DIR = build/fuzz
 FUZZ_FLAGS = -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
-FUZZ_TARGETS = pprof folded selector push querier jfr multipart block wal otlp
+FUZZ_TARGETS = pprof folded selector push querier jfr multipart block wal otlp elf
 FUZZ_SECONDS ?= 60
 $(FUZZ_DIR)/%.o: %.c $(GEN_H)
 	@mkdir -p $(dir $@)
@@ -198,7 +198,7 @@ fuzz-regress: test-deps
 # C sources under clang-format's rules (.clang-format); `make fmt` rewrites them,
 # `make fmt-check` (run by .ci/run) fails on any file that differs.
 FMT_SRC = $(wildcard main.c wire/*.[ch] common/*.[ch] common/*.cc storage/*.[ch] query/*.[ch] server/*.[ch] \
-            ingest/*.[ch] cli/*.[ch] tests/unit/*.[ch] tests/fuzz/*.c tests/oom/*.[ch])
+            ingest/*.[ch] symbolize/*.[ch] cli/*.[ch] tests/unit/*.[ch] tests/fuzz/*.c tests/oom/*.[ch])
 .PHONY: fmt-check
 fmt:
 	clang-format -i $(FMT_SRC)

@@ -388,6 +388,9 @@ int merge_run(store_t *st, const merge_query_t *q, merge_result_t *r, hr_err_t *
     free(c.per_bucket.vals);
     free(c.copied.slots);
     if (rc == 0 && ensure_self(r)) rc = hr_fail(err, HR_ENOMEM, "out of memory");
+    /* The one place frames get names: every renderer reads r->sym after this. */
+    if (rc == 0 && q->want_stacks && q->symbolizer)
+        rc = symbolizer_rewrite(q->symbolizer, r->sym, q->deadline_ns, &r->symbolized, err);
     if (rc == 0 && q->want_stacks && q->filter && q->filter->hide &&
         stackfilter_hide(&r->sym, &r->self, &r->nself, &r->self_cap, q->filter->hide))
         rc = hr_fail(err, HR_ENOMEM, "out of memory hiding frames");

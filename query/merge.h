@@ -23,6 +23,7 @@
 #include "query/selector.h"
 #include "query/stackfilter.h"
 #include "storage/store.h"
+#include "symbolize/symbolizer.h"
 
 /* One stored profile: its series and time (as /api/v1/profiles lists them). */
 typedef struct {
@@ -59,6 +60,9 @@ typedef struct {
     int average_timeline;        /* each timeline point is the mean of the profiles in its
                                   * step, whatever the type (Grafana's aggregation AVERAGE),
                                   * instead of the type's own rule */
+    symbolizer_t *symbolizer;    /* NULL: address-only frames stay as they are; else they are
+                                  * resolved in the result (symbolizer.h) before any renderer
+                                  * reads it, within deadline_ns */
     const stackfilter_t *filter; /* NULL: every sample; else pprof's focus/ignore/hide
                                   * (stackfilter.h), in the stacks, totals and timeline */
 } merge_query_t;
@@ -79,6 +83,7 @@ typedef struct {
     double *timeline; /* nbuckets values from tl_start, tl_step apart */
     size_t nbuckets;
     int64_t tl_start, tl_step;
+    symbolize_stats_t symbolized; /* what query-time symbolization did (zero without it) */
 } merge_result_t;
 
 int merge_run(store_t *st, const merge_query_t *q, merge_result_t *out, hr_err_t *err);

@@ -62,6 +62,15 @@ static int fill_symbols(pb_t *b, const symtab_t *s, size_t extra) {
         b->line[i].function_id = s->lines[i].function, b->line[i].line = s->lines[i].line;
         b->linep[i] = &b->line[i];
     }
+    /* A mapping all of whose locations have lines (as they arrived, or symbolized at query
+     * time) says so, or go tool pprof tries to symbolize it again from a binary it lacks. */
+    for (size_t i = 0; i < nm; i++) b->mp[i].has_functions = b->mp[i].has_filenames = b->mp[i].has_line_numbers = 1;
+    for (size_t i = 0; i < nl; i++) {
+        const sym_location_t *l = &s->locations[i + 1];
+        if (!l->nlines && l->mapping)
+            b->mp[l->mapping - 1].has_functions = b->mp[l->mapping - 1].has_filenames =
+                b->mp[l->mapping - 1].has_line_numbers = 0;
+    }
     for (size_t i = 0; i < nl; i++) {
         const sym_location_t *l = &s->locations[i + 1];
         perftools__profiles__location__init(&b->loc[i]);

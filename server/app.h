@@ -17,6 +17,7 @@
 #include "server/metrics.h"
 #include "server/scrape.h"
 #include "storage/store.h"
+#include "symbolize/symbolizer.h"
 
 #define APP_TENANT "anonymous" /* the tenant without --multitenancy, as in Pyroscope */
 
@@ -39,6 +40,8 @@ typedef struct app {
     pthread_mutex_t buckets_mu;
     auth_t *auth; /* NULL without --auth-file; swapped on SIGHUP under auth_lock */
     pthread_rwlock_t auth_lock;
+    debuginfo_t *debuginfo;   /* debug files: uploads, --debuginfo-dir, debuginfod */
+    symbolizer_t *symbolizer; /* NULL with --symbolize=false */
 } app_t;
 
 /* The router (routes.c), as the HTTP layer's three callbacks (http.h): admit finds the
@@ -82,5 +85,13 @@ void api_pyroscope_render(app_t *a, http_req_t *req, http_resp_t *resp);
 void api_pyroscope_label_values(app_t *a, http_req_t *req, http_resp_t *resp);
 void api_pyroscope_labels(app_t *a, http_req_t *req, http_resp_t *resp);
 void static_serve(app_t *a, http_req_t *req, http_resp_t *resp);
+/* PUT, DELETE /api/v1/debuginfo/BUILD_ID and GET /api/v1/debuginfo (debuginfo_api.c). */
+void api_debuginfo(app_t *a, http_req_t *req, http_resp_t *resp);
+void api_debuginfo_list(app_t *a, http_req_t *req, http_resp_t *resp);
+/* Pyroscope's debuginfo.v1alpha1.DebuginfoService: ShouldInitiateUpload, UploadFinished
+ * (Connect unary) and the raw-body POST .../Upload/{gnu_build_id} (debuginfo_api.c). */
+void api_debuginfo_should_upload(app_t *a, http_req_t *req, http_resp_t *resp);
+void api_debuginfo_upload_finished(app_t *a, http_req_t *req, http_resp_t *resp);
+void api_debuginfo_upload(app_t *a, http_req_t *req, http_resp_t *resp);
 
 #endif

@@ -79,9 +79,22 @@ static const opt_t OPTS[] = {
     {"multitenancy", "false", "true: every request names its tenant in X-Scope-OrgID; false: one tenant, anonymous",
      T_BOOL, O(multitenancy)},
     {"log-format", "logfmt", "logfmt or json: one line per event either way", T_LOGFMT, O(log_json)},
+    {"symbolize", "true", "resolve address-only frames (native, eBPF profiles) at query time from debug info", T_BOOL,
+     O(symbolize)},
+    {"debuginfo-dir", "", "folder of debug files named by build ID: ID, ID.debuginfo or ID/debuginfo", T_STR,
+     O(debuginfo_dir)},
+    {"debuginfod-urls", "",
+     "space-separated debuginfod servers to fetch debug files from; empty: the DEBUGINFOD_URLS environment variable",
+     T_STR, O(debuginfod_urls)},
+    {"debuginfod-negative-ttl", "5m", "a build ID no source has is not asked for again for this long", T_DURATION,
+     O(debuginfod_negative_ttl_ns)},
+    {"max-debuginfo-bytes", "1GiB",
+     "largest debug file upload (PUT /api/v1/debuginfo/ID), instead of max-body-bytes; held in memory as it arrives, "
+     "so within max-inflight-body-bytes too",
+     T_SIZE, O(max_debuginfo_bytes)},
 };
 #define NOPTS (sizeof OPTS / sizeof *OPTS)
-_Static_assert(NOPTS <= 40, "config_t.raw holds 40 options");
+_Static_assert(NOPTS <= 48, "config_t.raw holds 48 options");
 
 static int parse_size(const char *s, size_t *out) {
     char *end;

@@ -45,10 +45,15 @@ typedef struct {
     log_level_t log_level;
     int log_json;
     int multitenancy;
+    int symbolize;              /* resolve address-only frames at query time (symbolize/) */
+    char debuginfo_dir[2048];   /* local debug files named by build ID; "" for none */
+    char debuginfod_urls[2048]; /* "" = the DEBUGINFOD_URLS environment variable */
+    int64_t debuginfod_negative_ttl_ns;
+    size_t max_debuginfo_bytes;
     char config_file[2048];
     /* For --print-config: each option's effective text and its source. */
-    char raw[40][512];
-    const char *source[40];
+    char raw[48][512];
+    const char *source[48];
 } config_t;
 
 /* Fills cfg from defaults, config file, environment and argv (argv[0] is skipped; a

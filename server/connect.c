@@ -26,6 +26,7 @@ static const char *connect_code(int status) {
     case 400:
     case 415:
     case 422: return "invalid_argument";
+    case 412: return "failed_precondition";
     case 401: return "unauthenticated";
     case 403: return "permission_denied";
     case 404:

@@ -161,6 +161,7 @@ static enum MHD_Result send_response(struct MHD_Connection *c, http_resp_t *resp
     if (resp->content_encoding) MHD_add_response_header(mr, "Content-Encoding", resp->content_encoding);
     if (resp->content_disposition) MHD_add_response_header(mr, "Content-Disposition", resp->content_disposition);
     if (resp->allow) MHD_add_response_header(mr, "Allow", resp->allow);
+    if (resp->symbolization[0]) MHD_add_response_header(mr, "X-Hearth-Symbolization", resp->symbolization);
     MHD_add_response_header(mr, "Cache-Control", "no-store");
     enum MHD_Result rc = MHD_queue_response(c, (unsigned)resp->status, mr);
     MHD_destroy_response(mr);
@@ -240,9 +241,10 @@ static enum MHD_Result on_headers(struct http_server *s, struct MHD_Connection *
         return http_error(&resp, 414, "more than %d query parameters", HTTP_MAX_QUERY_ARGS), refuse(s, c, x, &resp);
     if (s->router.admit(s->router.app, r, &resp)) return refuse(s, c, x, &resp);
     x->admitted = 1;
-    if (has > 0 && len > s->cfg.max_body)
-        return http_error(&resp, 413, "request body of %llu bytes exceeds --max-body-bytes %zu",
-                          (unsigned long long)len, s->cfg.max_body),
+    size_t max_body = r->max_body ? r->max_body : s->cfg.max_body;
+    if (has > 0 && len > max_body)
+        return http_error(&resp, 413, "request body of %llu bytes exceeds %s %zu", (unsigned long long)len,
+                          r->max_body ? "--max-debuginfo-bytes" : "--max-body-bytes", max_body),
                refuse(s, c, x, &resp);
     if (has > 0 && budget_take(s, (size_t)len))
         return http_error(&resp, 503, "too many request bodies in flight (--max-inflight-body-bytes %zu); retry later",
@@ -262,7 +264,7 @@ static enum MHD_Result on_headers(struct http_server *s, struct MHD_Connection *
 static void on_body(struct http_server *s, req_ctx_t *x, const char *data, size_t n) {
     http_req_t *r = &x->pub;
     if (r->body_too_big || x->over_budget) return;
-    if (r->received + n > s->cfg.max_body) {
+    if (r->received + n > (r->max_body ? r->max_body : s->cfg.max_body)) {
         r->body_too_big = 1; /* chunked (no Content-Length): keep reading so the client gets the 413 */
         return;
     }

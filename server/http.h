@@ -56,6 +56,8 @@ typedef struct http_req {
     char tenant[129];  /* resolved by the router (X-Scope-OrgID or "anonymous") */
     const void *route; /* the router's: set by admit, read by handle and release */
     int slot;          /* the router's: what admit holds, for release */
+    size_t max_body;   /* set by admit to allow this request another body limit than
+                        * http_config_t.max_body (debug file uploads); 0 = that one */
 } http_req_t;
 
 typedef struct {
@@ -63,9 +65,10 @@ typedef struct {
     const char *content_type;
     const char *content_encoding; /* NULL for none */
     const char *content_disposition;
-    const char *allow;  /* the Allow header of a 405; NULL for none */
-    char reason[200];   /* an error answer's message, for the request log */
-    const char *tenant; /* for the request log; set by handlers that resolve one */
+    const char *allow;      /* the Allow header of a 405; NULL for none */
+    char symbolization[64]; /* X-Hearth-Symbolization header ("partial; late=N"); "" for none */
+    char reason[200];       /* an error answer's message, for the request log */
+    const char *tenant;     /* for the request log; set by handlers that resolve one */
     buf_t body;
 } http_resp_t;
 

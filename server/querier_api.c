@@ -315,7 +315,8 @@ static int run_merge(qctx_t *c, const char *type, const char *labels, int64_t st
                         .want_stacks = want_stacks,
                         .only = only,
                         .deadline_ns = c->deadline_ns,
-                        .call_site = cs};
+                        .call_site = cs,
+                        .symbolizer = c->a->symbolizer};
     int rc = merge_run(c->a->store, &mq, m, &c->err);
     selector_destroy(&sel);
     return rc;

@@ -149,7 +149,15 @@ static merge_query_t merge_for(const renderer_t *rd, app_t *a, http_req_t *req, 
                            .want_stacks = (rd->needs & RENDER_STACKS) != 0,
                            .only = only,
                            .deadline_ns = app_query_deadline(a, req),
-                           .filter = &fa->f};
+                           .filter = &fa->f,
+                           .symbolizer = a->symbolizer};
+}
+
+/* Says in a header when the deadline left frames unsymbolized (symbolizer.h): the
+ * answer is complete in values, partial in names. */
+static void note_symbolization(http_resp_t *resp, const merge_result_t *m) {
+    if (m->symbolized.late)
+        snprintf(resp->symbolization, sizeof resp->symbolization, "partial; late=%zu", m->symbolized.late);
 }
 
 /* Replies with what query_render wrote into out (rc 0), or with the error that stopped
@@ -197,6 +205,7 @@ static void run_merge(app_t *a, http_req_t *req, http_resp_t *resp, selector_t *
     if (rc == 0 && (rd->needs & RENDER_TIMELINE)) rc = run_groups(a, &q, sel, &ga, 0, &groups, &args, &err);
     else memset(&groups, 0, sizeof groups);
     if (rc == 0) rc = query_render(rd, &args, &out, &err);
+    note_symbolization(resp, &m);
     merge_result_destroy(&m);
     grouped_destroy(&groups);
     filter_destroy(&fa);

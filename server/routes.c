@@ -8,6 +8,7 @@
  * cannot be served without the checks its row states. A path without a row is 404.
  * `hearth --print-routes` prints the table; the integration tests walk it. */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -110,7 +111,7 @@ static void label_values(app_t *a, http_req_t *req, http_resp_t *resp) {
 
 static void labels(app_t *a, http_req_t *req, http_resp_t *resp) { api_labels(a, req, resp, NULL); }
 
-typedef enum { M_GET = 1, M_POST = 2 } method_t; /* M_GET admits HEAD too */
+typedef enum { M_GET = 1, M_POST = 2, M_PUT = 4, M_DELETE = 8 } method_t; /* M_GET admits HEAD too */
 typedef enum { NEED_NONE = 0, NEED_READ = ROLE_READ, NEED_WRITE = ROLE_WRITE, NEED_ADMIN = ROLE_ADMIN } need_t;
 typedef enum { LIM_NONE, LIM_INGEST, LIM_QUERY } limiter_t;
 typedef enum { ERR_JSON, ERR_CONNECT } errfmt_t; /* refusals in Hearth's or Connect's error shape */
@@ -120,6 +121,7 @@ typedef struct route {
     int prefix; /* path is a prefix of the URL, not the whole of it */
     unsigned methods;
     need_t need;
+    size_t max_body; /* 0: --max-body-bytes; else a config_t offset of the row's own limit */
     limiter_t limiter;
     errfmt_t errfmt;
     void (*fn)(app_t *a, http_req_t *req, http_resp_t *resp);
@@ -128,65 +130,99 @@ typedef struct route {
 /* First match wins; exact rows and prefixes do not overlap. */
 static const route_t ROUTES[] = {
     /* Writes: agents and push clients. */
-    {"/ingest", 0, M_POST, NEED_WRITE, LIM_INGEST, ERR_JSON, api_ingest},
-    {"/pyroscope/ingest", 0, M_POST, NEED_WRITE, LIM_INGEST, ERR_JSON, api_ingest},
-    {"/push.v1.PusherService/Push", 0, M_POST, NEED_WRITE, LIM_INGEST, ERR_CONNECT, api_push},
-    {"/api/profiles/writeraw", 0, M_POST, NEED_WRITE, LIM_INGEST, ERR_JSON, api_parca_writeraw},
-    {"/v1development/profiles", 0, M_POST, NEED_WRITE, LIM_INGEST, ERR_JSON, api_otlp_profiles},
-    {"/otlp/v1development/profiles", 0, M_POST, NEED_WRITE, LIM_INGEST, ERR_JSON, api_otlp_profiles},
+    {"/ingest", 0, M_POST, NEED_WRITE, 0, LIM_INGEST, ERR_JSON, api_ingest},
+    {"/pyroscope/ingest", 0, M_POST, NEED_WRITE, 0, LIM_INGEST, ERR_JSON, api_ingest},
+    {"/push.v1.PusherService/Push", 0, M_POST, NEED_WRITE, 0, LIM_INGEST, ERR_CONNECT, api_push},
+    {"/api/profiles/writeraw", 0, M_POST, NEED_WRITE, 0, LIM_INGEST, ERR_JSON, api_parca_writeraw},
+    {"/v1development/profiles", 0, M_POST, NEED_WRITE, 0, LIM_INGEST, ERR_JSON, api_otlp_profiles},
+    {"/otlp/v1development/profiles", 0, M_POST, NEED_WRITE, 0, LIM_INGEST, ERR_JSON, api_otlp_profiles},
     /* Merges. */
-    {QUERIER_PREFIX, 1, M_POST, NEED_READ, LIM_QUERY, ERR_CONNECT, api_querier},
-    {"/settings.v1.SettingsService/Get", 0, M_POST, NEED_READ, LIM_NONE, ERR_CONNECT, api_settings_get},
-    {"/api/v1/query", 0, M_GET, NEED_READ, LIM_QUERY, ERR_JSON, api_query},
-    {"/api/v1/timeseries", 0, M_GET, NEED_READ, LIM_QUERY, ERR_JSON, api_timeseries},
-    {"/api/v1/diff", 0, M_GET, NEED_READ, LIM_QUERY, ERR_JSON, api_diff},
-    {"/api/v1/profiles", 0, M_GET, NEED_READ, LIM_QUERY, ERR_JSON, api_profiles},
-    {"/pyroscope/render", 0, M_GET, NEED_READ, LIM_QUERY, ERR_JSON, api_pyroscope_render},
-    {"/render", 0, M_GET, NEED_READ, LIM_QUERY, ERR_JSON, api_pyroscope_render},
-    {"/pyroscope/render-diff", 0, M_GET, NEED_READ, LIM_QUERY, ERR_JSON, api_pyroscope_render_diff},
-    {"/render-diff", 0, M_GET, NEED_READ, LIM_QUERY, ERR_JSON, api_pyroscope_render_diff},
+    {QUERIER_PREFIX, 1, M_POST, NEED_READ, 0, LIM_QUERY, ERR_CONNECT, api_querier},
+    {"/settings.v1.SettingsService/Get", 0, M_POST, NEED_READ, 0, LIM_NONE, ERR_CONNECT, api_settings_get},
+    {"/api/v1/query", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_query},
+    {"/api/v1/timeseries", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_timeseries},
+    {"/api/v1/diff", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_diff},
+    {"/api/v1/profiles", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_profiles},
+    {"/pyroscope/render", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_pyroscope_render},
+    {"/render", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_pyroscope_render},
+    {"/pyroscope/render-diff", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_pyroscope_render_diff},
+    {"/render-diff", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_pyroscope_render_diff},
     /* Discovery: scans the index, so it shares the query limiter. */
-    {"/api/v1/series", 0, M_GET, NEED_READ, LIM_QUERY, ERR_JSON, api_series},
-    {"/api/v1/profile-types", 0, M_GET, NEED_READ, LIM_QUERY, ERR_JSON, api_profile_types},
-    {"/api/v1/labels", 0, M_GET, NEED_READ, LIM_QUERY, ERR_JSON, labels},
-    {"/api/v1/labels/", 1, M_GET, NEED_READ, LIM_QUERY, ERR_JSON, label_values},
-    {"/pyroscope/labels", 0, M_GET, NEED_READ, LIM_QUERY, ERR_JSON, api_pyroscope_labels},
-    {"/labels", 0, M_GET, NEED_READ, LIM_QUERY, ERR_JSON, api_pyroscope_labels},
-    {"/pyroscope/label-values", 0, M_GET, NEED_READ, LIM_QUERY, ERR_JSON, api_pyroscope_label_values},
-    {"/label-values", 0, M_GET, NEED_READ, LIM_QUERY, ERR_JSON, api_pyroscope_label_values},
-    {"/api/v1/targets", 0, M_GET, NEED_READ, LIM_NONE, ERR_JSON, targets},
+    {"/api/v1/series", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_series},
+    {"/api/v1/profile-types", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_profile_types},
+    {"/api/v1/labels", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, labels},
+    {"/api/v1/labels/", 1, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, label_values},
+    {"/pyroscope/labels", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_pyroscope_labels},
+    {"/labels", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_pyroscope_labels},
+    {"/pyroscope/label-values", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_pyroscope_label_values},
+    {"/label-values", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_pyroscope_label_values},
+    {"/api/v1/targets", 0, M_GET, NEED_READ, 0, LIM_NONE, ERR_JSON, targets},
+    /* Debug files for symbolization (debuginfo_api.c). */
+    {"/api/v1/debuginfo", 0, M_GET, NEED_READ, 0, LIM_NONE, ERR_JSON, api_debuginfo_list},
+    {"/api/v1/debuginfo/", 1, M_PUT, NEED_WRITE, offsetof(config_t, max_debuginfo_bytes), LIM_INGEST, ERR_JSON,
+     api_debuginfo},
+    {"/api/v1/debuginfo/", 1, M_DELETE, NEED_ADMIN, 0, LIM_NONE, ERR_JSON, api_debuginfo},
+    {"/debuginfo.v1alpha1.DebuginfoService/ShouldInitiateUpload", 0, M_POST, NEED_WRITE, 0, LIM_INGEST, ERR_CONNECT,
+     api_debuginfo_should_upload},
+    {"/debuginfo.v1alpha1.DebuginfoService/UploadFinished", 0, M_POST, NEED_WRITE, 0, LIM_INGEST, ERR_CONNECT,
+     api_debuginfo_upload_finished},
+    {"/debuginfo.v1alpha1.DebuginfoService/Upload/", 1, M_POST, NEED_WRITE, offsetof(config_t, max_debuginfo_bytes),
+     LIM_INGEST, ERR_JSON, api_debuginfo_upload},
     /* Administration. */
-    {"/api/v1/admin/flush", 0, M_POST, NEED_ADMIN, LIM_NONE, ERR_JSON, flush},
-    {"/api/v1/admin/compact", 0, M_POST, NEED_ADMIN, LIM_NONE, ERR_JSON, compact},
+    {"/api/v1/admin/flush", 0, M_POST, NEED_ADMIN, 0, LIM_NONE, ERR_JSON, flush},
+    {"/api/v1/admin/compact", 0, M_POST, NEED_ADMIN, 0, LIM_NONE, ERR_JSON, compact},
     /* Probes and the server's own metrics: no tenant, no credential. */
-    {"/healthz", 0, M_GET, NEED_NONE, LIM_NONE, ERR_JSON, healthz},
-    {"/ready", 0, M_GET, NEED_NONE, LIM_NONE, ERR_JSON, ready},
-    {"/metrics", 0, M_GET, NEED_NONE, LIM_NONE, ERR_JSON, metrics},
+    {"/healthz", 0, M_GET, NEED_NONE, 0, LIM_NONE, ERR_JSON, healthz},
+    {"/ready", 0, M_GET, NEED_NONE, 0, LIM_NONE, ERR_JSON, ready},
+    {"/metrics", 0, M_GET, NEED_NONE, 0, LIM_NONE, ERR_JSON, metrics},
     /* The web UI's static files (web/): public; the data they show comes from the rows above. */
-    {"/", 0, M_GET, NEED_NONE, LIM_NONE, ERR_JSON, static_serve},
-    {"/embed", 0, M_GET, NEED_NONE, LIM_NONE, ERR_JSON, static_serve},
-    {"/index.html", 0, M_GET, NEED_NONE, LIM_NONE, ERR_JSON, static_serve},
-    {"/style.css", 0, M_GET, NEED_NONE, LIM_NONE, ERR_JSON, static_serve},
-    {"/favicon.svg", 0, M_GET, NEED_NONE, LIM_NONE, ERR_JSON, static_serve},
-    {"/js/", 1, M_GET, NEED_NONE, LIM_NONE, ERR_JSON, static_serve},
+    {"/", 0, M_GET, NEED_NONE, 0, LIM_NONE, ERR_JSON, static_serve},
+    {"/embed", 0, M_GET, NEED_NONE, 0, LIM_NONE, ERR_JSON, static_serve},
+    {"/index.html", 0, M_GET, NEED_NONE, 0, LIM_NONE, ERR_JSON, static_serve},
+    {"/style.css", 0, M_GET, NEED_NONE, 0, LIM_NONE, ERR_JSON, static_serve},
+    {"/favicon.svg", 0, M_GET, NEED_NONE, 0, LIM_NONE, ERR_JSON, static_serve},
+    {"/js/", 1, M_GET, NEED_NONE, 0, LIM_NONE, ERR_JSON, static_serve},
 };
 #define NROUTES (sizeof ROUTES / sizeof *ROUTES)
 
 static const char *NEED_NAMES[] = {"none", "read", "write", "admin"};
 static const char *LIMITER_NAMES[] = {"none", "ingest", "query"};
 
-static const route_t *route_find(const char *url) {
+static int route_matches(const route_t *r, const char *url) {
+    return r->prefix ? !strncmp(url, r->path, strlen(r->path)) : !strcmp(url, r->path);
+}
+
+/* The row for url and method: a path may have a row per method (debug files: PUT needs
+ * write, DELETE admin). Without one for the method, the path's first row (for the 405),
+ * with *allowed the methods its rows take together. */
+static const route_t *route_find(const char *url, unsigned method, unsigned *allowed) {
+    const route_t *first = NULL;
+    *allowed = 0;
     for (size_t i = 0; i < NROUTES; i++) {
         const route_t *r = &ROUTES[i];
-        if (r->prefix ? !strncmp(url, r->path, strlen(r->path)) : !strcmp(url, r->path)) return r;
+        if (!route_matches(r, url)) continue;
+        if (r->methods & method) return r;
+        if (!first) first = r;
+        *allowed |= r->methods;
     }
-    return NULL;
+    return first;
 }
 
 static unsigned method_bit(const char *m) {
     if (!strcmp(m, "GET") || !strcmp(m, "HEAD")) return M_GET;
     if (!strcmp(m, "POST")) return M_POST;
+    if (!strcmp(m, "PUT")) return M_PUT;
+    if (!strcmp(m, "DELETE")) return M_DELETE;
     return 0;
+}
+
+/* The Allow header's text for a set of methods. */
+static const char *allow_text(unsigned m) {
+    static const char *const TEXT[16] = {
+        [M_GET] = "GET, HEAD", [M_POST] = "POST",     [M_PUT | M_DELETE] = "PUT, DELETE",
+        [M_PUT] = "PUT",       [M_DELETE] = "DELETE", [M_GET | M_POST] = "GET, HEAD, POST",
+    };
+    return m < 16 && TEXT[m] ? TEXT[m] : "GET, HEAD";
 }
 
 /* A refusal in the row's error shape (Grafana reads Connect's). Returns -1. */
@@ -264,14 +300,15 @@ static int limiter_take(app_t *a, const route_t *rt, http_req_t *req, http_resp_
 
 int app_admit(void *app, http_req_t *req, http_resp_t *resp) {
     app_t *a = app;
-    const route_t *rt = route_find(req->url);
+    unsigned allowed;
+    const route_t *rt = route_find(req->url, method_bit(req->method), &allowed);
     if (!rt) return refuse(NULL, resp, 404, "no such endpoint: %s", req->url);
     if (!(method_bit(req->method) & rt->methods)) {
-        resp->allow = rt->methods == M_POST ? "POST" : "GET, HEAD"; /* RFC 9110: a 405 names what is allowed */
-        return refuse(rt, resp, 405, "%s is not allowed on %s; use %s", req->method, req->url,
-                      rt->methods == M_POST ? "POST" : "GET");
+        resp->allow = allow_text(allowed); /* RFC 9110: a 405 names what is allowed */
+        return refuse(rt, resp, 405, "%s is not allowed on %s; use %s", req->method, req->url, allow_text(allowed));
     }
     if (resolve_tenant(a, rt, req, resp) || limiter_take(a, rt, req, resp)) return -1;
+    if (rt->max_body) req->max_body = *(const size_t *)(const void *)((const char *)&a->cfg + rt->max_body);
     req->route = rt;
     return 0;
 }
@@ -301,7 +338,7 @@ void app_release(void *app, http_req_t *req) {
 void app_print_routes(FILE *out) {
     for (size_t i = 0; i < NROUTES; i++) {
         const route_t *r = &ROUTES[i];
-        fprintf(out, "%-4s %-6s %-32s role=%s limiter=%s\n", r->methods == M_POST ? "POST" : "GET",
+        fprintf(out, "%-4s %-6s %-32s role=%s limiter=%s\n", r->methods == M_GET ? "GET" : allow_text(r->methods),
                 r->prefix ? "prefix" : "exact", r->path, NEED_NAMES[r->need], LIMITER_NAMES[r->limiter]);
     }
 }

@@ -79,6 +79,21 @@ static void default_web_dir(config_t *cfg, const char *argv0) {
     snprintf(cfg->web_dir, sizeof cfg->web_dir, "%s/web", dirname(exe));
 }
 
+/* The debug info sources and the symbolizer (symbolize/), before any thread starts:
+ * libdebuginfod reads its settings from the environment, which debuginfo_new sets. */
+static int symbolize_start(app_t *a, hr_err_t *err) {
+    const char *urls = a->cfg.debuginfod_urls[0] ? a->cfg.debuginfod_urls : getenv("DEBUGINFOD_URLS");
+    debuginfo_config_t dc = {.data_dir = a->cfg.data_dir,
+                             .local_dir = a->cfg.debuginfo_dir,
+                             .debuginfod_urls = urls ? urls : "",
+                             .negative_ttl_ns = a->cfg.debuginfod_negative_ttl_ns};
+    if (!(a->debuginfo = debuginfo_new(&dc, err))) return -1;
+    if (a->cfg.symbolize && !(a->symbolizer = symbolizer_new(a->debuginfo, a->cfg.data_dir, err))) return -1;
+    log_info("symbolize.config", "enabled=%d debuginfo_dir=%s debuginfod_urls=\"%s\"", a->cfg.symbolize,
+             a->cfg.debuginfo_dir[0] ? a->cfg.debuginfo_dir : "-", urls ? urls : "");
+    return 0;
+}
+
 static int serve(app_t *a) {
     store_config_t sc = {a->cfg.data_dir,          a->cfg.wal_fsync,          a->cfg.head_max_bytes,
                          a->cfg.block_duration_ns, a->cfg.zstd_level,         a->cfg.block_cache_bytes,
@@ -93,6 +108,11 @@ static int serve(app_t *a) {
         return 1;
     }
     index_set_series_limit(store_index(a->store), a->cfg.max_series_per_tenant);
+    if (symbolize_start(a, &err)) {
+        fprintf(stderr, "hearth: %s\n", err.msg);
+        store_close(a->store);
+        return 1;
+    }
     pthread_rwlock_init(&a->auth_lock, NULL);
     if (a->cfg.auth_file[0] && !(a->auth = auth_load(a->cfg.auth_file, &err))) {
         fprintf(stderr, "hearth: %s\n", err.msg);
@@ -181,6 +201,8 @@ static int serve(app_t *a) {
     store_close(a->store);
     free(a->buckets);
     auth_free(a->auth);
+    symbolizer_free(a->symbolizer);
+    debuginfo_free(a->debuginfo);
     log_info("server.stopped", "%s", "");
     return rc;
 }

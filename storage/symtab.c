@@ -235,6 +235,23 @@ uint32_t symtab_location(symtab_t *t, uint32_t mapping, uint64_t address, const 
     return id;
 }
 
+int symtab_set_lines(symtab_t *t, uint32_t id, const sym_line_t *lines, uint32_t nlines) {
+    assert(id > 0 && id < t->nlocations && t->locations[id].nlines == 0 && lines_valid(t, lines, nlines));
+    if (t->unindexed && index_sets(t)) return -1;
+    if (VEC_RESERVE(t->lines, t->lines_cap, t->nlines + nlines)) return -1;
+    sym_location_t *l = &t->locations[id];
+    loc_key_t k = {l->mapping, l->address, lines, nlines};
+    /* The old entry stays in the set under the old content's hash, where the equality
+     * check (on the current content) never matches it again. */
+    if (idset_add(&t->set_locations, hash_location(&k), id)) return -1;
+    memcpy(t->lines + t->nlines, lines, nlines * sizeof *lines);
+    l->first_line = (uint32_t)t->nlines, l->nlines = nlines;
+    t->nlines += nlines;
+    if (t->nfp[SYM_FP_LOCATIONS] > id) t->nfp[SYM_FP_LOCATIONS] = id;
+    t->nfp[SYM_FP_STACKS] = 0;
+    return 0;
+}
+
 uint32_t symtab_stack(symtab_t *t, uint32_t parent, uint32_t location) {
     /* The trie's order: a parent exists before its children, so its id is smaller
      * (encoding writes id - parent, fingerprints read the parent's first), and every

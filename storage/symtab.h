@@ -97,6 +97,13 @@ uint32_t symtab_mapping(symtab_t *t, const sym_mapping_t *m);
 uint32_t symtab_location(symtab_t *t, uint32_t mapping, uint64_t address, const sym_line_t *lines, uint32_t nlines);
 uint32_t symtab_stack(symtab_t *t, uint32_t parent, uint32_t location);
 
+/* Gives location id, which has no lines, these lines (function ids valid in t): the
+ * query-time symbolization of a merge's own symtab (symbolize/symbolizer.h), so
+ * every renderer sees the frames. The location stays findable by its new content;
+ * fingerprints of locations and stacks are recomputed by the next
+ * symtab_fingerprint. 0, or -1 out of memory (the location unchanged). */
+int symtab_set_lines(symtab_t *t, uint32_t id, const sym_line_t *lines, uint32_t nlines);
+
 /* Borrowed NUL-terminated string for id (valid while t lives). */
 static inline const char *symtab_str(const symtab_t *t, uint32_t id) {
     assert(id < t->nstrings);

@@ -4,7 +4,7 @@
 set -eu
 bin=$1 td=$2 out=$3
 rm -rf "$out"
-mkdir -p "$out/pprof" "$out/folded" "$out/selector" "$out/push" "$out/querier" "$out/jfr" "$out/multipart" "$out/block" "$out/wal" "$out/otlp"
+mkdir -p "$out/pprof" "$out/folded" "$out/selector" "$out/push" "$out/querier" "$out/jfr" "$out/multipart" "$out/block" "$out/wal" "$out/otlp" "$out/elf"
 for f in "$td"/pprof/*.pb.gz "$td"/corpus/*.pb "$td"/corpus/*.pb.gz; do cp "$f" "$out/pprof/"; done
 cp "$td"/folded/* "$out/folded/"
 head -c 20000 "$td"/corpus/flamegraph__test__results__perf-java-stacks-01-collapsed-pid.txt > "$out/folded/java.txt"
@@ -22,6 +22,9 @@ printf '{"series":[{"labels":[{"name":"a","value":"b"}],"points":[{"value":"NaN"
 unhex() { python3 -c 'import sys; sys.stdout.buffer.write(bytes.fromhex(sys.argv[1]))' "$1"; }
 unhex '0a2b70726f636573735f6370753a6370753a6e616e6f7365636f6e64733a6370753a6e616e6f7365636f6e6473120c7b656e763d2270726f64227d18012080f0cc86a63728063001' > "$out/querier/4.bin"
 unhex '0a036370751a02656e76310000000000004e40' > "$out/querier/5.bin"
+# Debug files (symbolize/): the first 256 KiB of each (headers, tables) and a raw .gopclntab.
+for f in "$td"/symbolize/*.debuginfo; do head -c 262144 "$f" > "$out/elf/$(basename "$f")"; done
+dd if="$td/symbolize/go-example-app-stripped.debuginfo" of="$out/elf/gopclntab" bs=1 skip=12448 count=200000 2>/dev/null
 # The real async-profiler recording, whole and as its first chunk's first 64 KiB.
 for f in "$td"/corpus/*.jfr.gz; do
   gzip -dc "$f" > "$out/jfr/$(basename "$f" .gz)"

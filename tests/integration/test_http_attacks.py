@@ -25,7 +25,7 @@ def routes():
     out = subprocess.run([ARGS.binary, "--print-routes"], capture_output=True, text=True, check=True).stdout
     rows = []
     for line in out.splitlines():
-        m = re.match(r"^(GET|POST)\s+(exact|prefix)\s+(\S+)\s+role=(\w+)\s+limiter=(\w+)$", line)
+        m = re.match(r"^(GET|POST|PUT|DELETE)\s+(exact|prefix)\s+(\S+)\s+role=(\w+)\s+limiter=(\w+)$", line)
         assert m, line
         rows.append((m.group(1), m.group(2) == "prefix", m.group(3), m.group(4), m.group(5)))
     return rows
@@ -82,7 +82,8 @@ def example_url(method, prefix, path):
     if not prefix:
         return path
     return path + {"/querier.v1.QuerierService/": "LabelNames", "/api/v1/labels/": "service_name/values",
-                   "/js/": "app.js"}[path]
+                   "/js/": "app.js", "/api/v1/debuginfo/": "abcd",
+                   "/debuginfo.v1alpha1.DebuginfoService/Upload/": "abcd"}[path]
 
 
 def refusal_only(url, b):
@@ -95,7 +96,7 @@ def refusal_only(url, b):
 def http_attacks_every_route_needs_its_role_and_tenant():
     rows = routes()
     # Every path the server answers is a row; the walk below covers each one.
-    assert len(rows) == 36, len(rows)
+    assert len(rows) == 42, len(rows)
     paths = {r[2] for r in rows}
     for p in ("/render-diff", "/pyroscope/render-diff", "/api/v1/labels", "/labels", "/label-values", "/js/",
               "/v1development/profiles", "/otlp/v1development/profiles"):
@@ -105,6 +106,9 @@ def http_attacks_every_route_needs_its_role_and_tenant():
     with Server(extra=["--auth-file", write_tokens()]) as srv:
         st, _, _ = srv.request("POST", "/ingest?name=attack.cpu&format=folded&from=%d" % T0, b"main;secretfn 5\n",
                                bearer("w-tok"))
+        assert st == 200
+        # A debug file for the DELETE row to remove with the admin token.
+        st, _, _ = srv.request("PUT", "/api/v1/debuginfo/abcd", b"\x7fELF" + bytes(60), bearer("w-tok"))
         assert st == 200
         span = "from=%d&until=%d" % (T0 - 10, T0 + 60)
         for method, prefix, path, role, _ in rows:

@@ -28,6 +28,7 @@
 #include "query/selector.h"
 #include "query/tree.h"
 #include "storage/store.h"
+#include "symbolize/symbolizer.h"
 #include "tests/oom/inject.h"
 #include "tests/oom/otlp_body.h"
 #include "tests/unit/unit.h"
@@ -55,6 +56,9 @@ static upload_t UPLOADS[] = {
     /* The CPU profile again, as an OTLP request (otlp_body.h): the body names the series. */
     {"pprof/go-runtime-cpu-00.pb.gz", "", INGEST_OTLP_PROTO, T0 + 180, NULL, 0},
 };
+
+/* An address-only profile (symbolize/SOURCES.md): uploaded by the symbolization path only. */
+static upload_t NATIVE = {"symbolize/parca-main.cpu.pb.gz", "native", INGEST_PPROF, T0, NULL, 0};
 
 static ingest_request_t request_of(const upload_t *u) {
     return (ingest_request_t){.tenant = "anonymous",
@@ -110,6 +114,8 @@ typedef struct {
     merge_result_t m;
     buf_t out;
     merge_result_t base; /* a merge the render paths start from, made when the store is built */
+    debuginfo_t *di;     /* the symbolization path's sources and symbolizer */
+    symbolizer_t *sym;
 } subject_t;
 
 static store_t *open_store(subject_t *x) {
@@ -142,6 +148,8 @@ static void subject_reopen(subject_t *x) {
 }
 
 static void subject_destroy(subject_t *x) {
+    symbolizer_free(x->sym);
+    debuginfo_free(x->di);
     merge_result_destroy(&x->base);
     store_close(x->s);
     unit_rmtree(x->dir);
@@ -316,6 +324,32 @@ static void answer_merge(subject_t *x, buf_t *out) {
     tree_destroy(&t);
 }
 
+/* The address-only profile and a symbolizer over the shared debug files. */
+static void build_native(subject_t *x) {
+    hr_err_t err = {0};
+    char local[1024];
+    snprintf(local, sizeof local, "%s/symbolize", U.testdata);
+    must(upload(x->s, &NATIVE, &err) == 0, err.msg);
+    debuginfo_config_t dc = {.data_dir = x->dir, .local_dir = local, .debuginfod_urls = "", .negative_ttl_ns = S};
+    must((x->di = debuginfo_new(&dc, &err)) && (x->sym = symbolizer_new(x->di, x->dir, &err)), err.msg);
+}
+
+/* A merge that symbolizes, from the debug file each time: the cache is dropped first. */
+static int op_merge_symbolized(subject_t *x, hr_err_t *err) {
+    symbolizer_invalidate(x->sym, "2d6912fd3dd64542f6f6294f4bf9cb6c265b3085");
+    selector_t sel;
+    if (selector_parse("process_cpu:samples:count:cpu:nanoseconds", &sel, err)) return selector_destroy(&sel), -1;
+    merge_query_t q = {.tenant = "anonymous",
+                       .sel = &sel,
+                       .from = T0 * S,
+                       .until = (T0 + 3600) * S,
+                       .want_stacks = 1,
+                       .symbolizer = x->sym};
+    int rc = merge_run(x->s, &q, &x->m, err);
+    selector_destroy(&sel);
+    return rc;
+}
+
 /* The store of the query paths, and the cpu merge the renderers read. */
 static void build_for_render(subject_t *x) {
     build_blocks_and_head(x);
@@ -347,6 +381,7 @@ static const path_t PATHS[] = {
     {"catalog", 0, build_blocks_and_head, op_catalog, answer_out},
     {"merge cpu", 0, build_blocks_and_head, op_merge_cpu, answer_merge},
     {"merge heap (gauge)", 0, build_blocks_and_head, op_merge_heap, answer_merge},
+    {"merge symbolized", 0, build_native, op_merge_symbolized, answer_merge},
     {"merge cpu focus/ignore/hide", 0, build_blocks_and_head, op_merge_filtered, answer_merge},
     {"render flamegraph", 0, build_for_render, op_flamegraph, answer_out},
     {"render pprof", 0, build_for_render, op_pprof, answer_out},
@@ -508,6 +543,7 @@ int main(int argc, char **argv) {
         otlp_body_of_pprof(gz, o->len, "otlp-api", "2d6912fd3dd64542f6f6294f4bf9cb6c265b3085", o->at_s * S, &o->len);
     free(gz);
     must(o->body != NULL, "the OTLP body");
+    NATIVE.body = unit_read(NATIVE.file, &NATIVE.len);
     int ok = 0, bad = 0;
     for (size_t i = 0; i < sizeof PATHS / sizeof *PATHS; i++) {
         if (only && !strstr(PATHS[i].name, only)) continue;
@@ -517,5 +553,6 @@ int main(int argc, char **argv) {
         else bad++;
     }
     for (size_t i = 0; i < sizeof UPLOADS / sizeof *UPLOADS; i++) free(UPLOADS[i].body);
+    free(NATIVE.body);
     return unit_finish("oom", ok, bad);
 }

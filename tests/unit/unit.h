@@ -107,7 +107,11 @@ int unit_finish(const char *suite, int ok, int bad);
     X(test_negative_gauges_dropped)                                                                                    \
     X(test_render_table)                                                                                               \
     X(test_catalog_answers)                                                                                            \
-    X(test_request_labels)
+    X(test_request_labels)                                                                                             \
+    X(test_symbolize_dwarf_inlines)                                                                                    \
+    X(test_symbolize_pclntab)                                                                                          \
+    X(test_symbolize_cache_persists)                                                                                   \
+    X(test_symbolize_rewrite)
 // clang-format on
 
 #define DECLARE(name) void name(void);

@@ -1,0 +1,231 @@
+/* debuginfo.c - see debuginfo.h. */
+#include "symbolize/debuginfo.h"
+
+#include <dirent.h>
+#include <elfutils/debuginfod.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/timeparse.h"
+#include "common/vec.h"
+#include "storage/fsutil.h"
+#include "symbolize/elf.h"
+
+#define NO_DEADLINE_WAIT_NS (30 * 1000000000LL) /* a download without a query deadline */
+
+typedef struct {
+    char id[257];
+    int64_t until_ns;
+    uint64_t generation;
+} missing_t;
+
+struct debuginfo {
+    char uploads[4096], downloads[4096], local[4096];
+    int debuginfod;
+    atomic_ullong generation;
+    int64_t negative_ttl_ns;
+    pthread_mutex_t mu; /* missing */
+    missing_t *missing;
+    size_t nmissing, missing_cap;
+};
+
+int build_id_valid(const char *id) {
+    size_t n = strlen(id);
+    if (n < 2 || n > 256 || n % 2) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f') || (id[i] >= 'A' && id[i] <= 'F')))
+            return 0;
+    return 1;
+}
+
+debuginfo_t *debuginfo_new(const debuginfo_config_t *cfg, hr_err_t *err) {
+    debuginfo_t *d = calloc(1, sizeof *d);
+    if (!d) {
+        hr_fail(err, HR_ENOMEM, "out of memory");
+        return NULL;
+    }
+    snprintf(d->uploads, sizeof d->uploads, "%s/debuginfo", cfg->data_dir);
+    snprintf(d->downloads, sizeof d->downloads, "%s/debuginfod", cfg->data_dir);
+    snprintf(d->local, sizeof d->local, "%s", cfg->local_dir ? cfg->local_dir : "");
+    d->negative_ttl_ns = cfg->negative_ttl_ns;
+    pthread_mutex_init(&d->mu, NULL);
+    if ((mkdir(d->uploads, 0755) && errno != EEXIST) || (mkdir(d->downloads, 0755) && errno != EEXIST)) {
+        hr_fail(err, HR_EIO, "cannot create %s: %s", d->uploads, strerror(errno));
+        debuginfo_free(d);
+        return NULL;
+    }
+    if (cfg->debuginfod_urls && *cfg->debuginfod_urls) {
+        setenv("DEBUGINFOD_URLS", cfg->debuginfod_urls, 1);
+        setenv("DEBUGINFOD_CACHE_PATH", d->downloads, 1);
+        d->debuginfod = 1;
+    }
+    return d;
+}
+
+void debuginfo_free(debuginfo_t *d) {
+    if (!d) return;
+    pthread_mutex_destroy(&d->mu);
+    free(d->missing);
+    free(d);
+}
+
+uint64_t debuginfo_generation(debuginfo_t *d) { return atomic_load(&d->generation); }
+
+static int is_file(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* The local folder's layouts, first match wins. */
+static int find_local(const debuginfo_t *d, const char *id, char *path, size_t cap) {
+    static const char *const LAYOUTS[] = {"%s/%s", "%s/%s.debuginfo", "%s/%s/debuginfo"};
+    if (!d->local[0]) return 0;
+    for (size_t i = 0; i < sizeof LAYOUTS / sizeof *LAYOUTS; i++) {
+        snprintf(path, cap, LAYOUTS[i], d->local, id);
+        if (is_file(path)) return 1;
+    }
+    return 0;
+}
+
+/* libdebuginfod calls this while it downloads; non-zero aborts the transfer. */
+static int past_deadline(debuginfod_client *c, long a, long b) {
+    (void)a, (void)b;
+    const int64_t *deadline = debuginfod_get_user_data(c);
+    return time_now_ns() > *deadline;
+}
+
+static debuginfo_found_t fetch(const char *downloads, const char *id, int64_t deadline_ns, char *path, size_t cap) {
+    debuginfod_client *c = debuginfod_begin();
+    if (!c) return DEBUGINFO_MISSING;
+    int64_t deadline = deadline_ns ? deadline_ns : time_now_ns() + NO_DEADLINE_WAIT_NS;
+    debuginfod_set_user_data(c, &deadline);
+    debuginfod_set_progressfn(c, past_deadline);
+    char *got = NULL;
+    int fd = debuginfod_find_debuginfo(c, (const unsigned char *)id, 0, &got);
+    debuginfod_end(c);
+    if (fd >= 0) {
+        close(fd);
+        snprintf(path, cap, "%s", got);
+        free(got);
+        log_event(LOG_INFO, "symbolize.debuginfod_fetched", "build_id=%s path=%s", id, path);
+        return DEBUGINFO_FOUND;
+    }
+    free(got);
+    if (time_now_ns() > deadline) {
+        /* libdebuginfod records any failed download, an aborted one too, as an empty file
+         * it answers "missing" from for cache_miss_s (10 minutes): a late answer is not a
+         * missing file, so the record goes and the next query asks again. */
+        char miss[4400];
+        struct stat st;
+        snprintf(miss, sizeof miss, "%s/%s/debuginfo", downloads, id);
+        if (stat(miss, &st) == 0 && st.st_size == 0) unlink(miss);
+        log_event(LOG_WARN, "symbolize.debuginfod_late", "build_id=%s", id);
+        return DEBUGINFO_LATE;
+    }
+    log_event(LOG_INFO, "symbolize.debuginfod_missing", "build_id=%s err=%s", id, strerror(-fd));
+    return DEBUGINFO_MISSING;
+}
+
+/* The remembered-missing entry of id, or NULL; d->mu held. */
+static missing_t *missing_of(debuginfo_t *d, const char *id) {
+    for (size_t i = 0; i < d->nmissing; i++)
+        if (!strcmp(d->missing[i].id, id)) return &d->missing[i];
+    return NULL;
+}
+
+static int known_missing(debuginfo_t *d, const char *id) {
+    pthread_mutex_lock(&d->mu);
+    missing_t *m = missing_of(d, id);
+    int yes = m && m->generation == debuginfo_generation(d) && time_now_ns() < m->until_ns;
+    pthread_mutex_unlock(&d->mu);
+    return yes;
+}
+
+static void remember_missing(debuginfo_t *d, const char *id) {
+    pthread_mutex_lock(&d->mu);
+    missing_t *m = missing_of(d, id);
+    if (!m && VEC_RESERVE(d->missing, d->missing_cap, d->nmissing + 1) == 0) m = &d->missing[d->nmissing++];
+    if (m) { /* out of memory: not remembered, asked again next time */
+        snprintf(m->id, sizeof m->id, "%s", id);
+        m->until_ns = time_now_ns() + d->negative_ttl_ns;
+        m->generation = debuginfo_generation(d);
+    }
+    pthread_mutex_unlock(&d->mu);
+}
+
+debuginfo_found_t debuginfo_find(debuginfo_t *d, const char *id, int64_t deadline_ns, char *path, size_t cap) {
+    snprintf(path, cap, "%s/%s", d->uploads, id);
+    if (is_file(path) || find_local(d, id, path, cap)) return DEBUGINFO_FOUND;
+    if (!d->debuginfod || known_missing(d, id)) return DEBUGINFO_MISSING;
+    debuginfo_found_t f = fetch(d->downloads, id, deadline_ns, path, cap);
+    if (f == DEBUGINFO_MISSING) remember_missing(d, id);
+    return f;
+}
+
+int debuginfo_store(debuginfo_t *d, const char *id, const void *p, size_t n, hr_err_t *err) {
+    if (!elfobj_magic_ok(p, n)) return hr_fail(err, HR_EINVAL, "the body is not an ELF file");
+    char dst[4200];
+    snprintf(dst, sizeof dst, "%s/%s", d->uploads, id);
+    if (fs_write_atomic(dst, p, n, err)) return -1;
+    atomic_fetch_add(&d->generation, 1);
+    return 0;
+}
+
+int debuginfo_delete(debuginfo_t *d, const char *id, hr_err_t *err) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", d->uploads, id);
+    if (unlink(path)) {
+        if (errno == ENOENT) return hr_fail(err, HR_ENOTFOUND, "no debug info uploaded for build ID %s", id);
+        return hr_fail(err, HR_EIO, "cannot delete %s: %s", path, strerror(errno));
+    }
+    atomic_fetch_add(&d->generation, 1);
+    return 0;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+int debuginfo_list_json(debuginfo_t *d, buf_t *out, hr_err_t *err) {
+    DIR *dir = opendir(d->uploads);
+    if (!dir) return hr_fail(err, HR_EIO, "cannot read %s", d->uploads);
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    int rc = 0;
+    for (struct dirent *e; (e = readdir(dir));) {
+        if (!build_id_valid(e->d_name)) continue; /* ., .., temporary files */
+        char *s = strdup(e->d_name);
+        if (!s || VEC_RESERVE(names, cap, n + 1)) {
+            free(s);
+            rc = hr_fail(err, HR_ENOMEM, "out of memory");
+            break;
+        }
+        names[n++] = s;
+    }
+    closedir(dir);
+    if (rc == 0 && n) qsort(names, n, sizeof *names, cmp_str); /* qsort(NULL, 0) is undefined */
+    buf_putc(out, '[');
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        char path[4200], when[64] = "";
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", d->uploads, names[i]);
+        if (stat(path, &st)) continue;
+        struct tm tm;
+        gmtime_r(&st.st_mtime, &tm);
+        strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+        buf_printf(out, "%s{\"build_id\":\"%s\",\"size\":%lld,\"uploaded\":\"%s\"}",
+                   out->data[out->len - 1] == '[' ? "" : ",", names[i], (long long)st.st_size, when);
+    }
+    buf_putc(out, ']');
+    for (size_t i = 0; i < n; i++) free(names[i]);
+    free(names);
+    if (rc == 0 && out->oom) rc = hr_fail(err, HR_ENOMEM, "out of memory");
+    return rc;
+}

@@ -1,0 +1,60 @@
+/* debuginfo.h - where the debug file of a build ID comes from.
+ *
+ * Three sources, tried in this order:
+ *   1. uploads, kept under DATA/debuginfo/BUILD_ID (PUT /api/v1/debuginfo/BUILD_ID);
+ *   2. the local folder --debuginfo-dir: DIR/BUILD_ID, DIR/BUILD_ID.debuginfo or
+ *      DIR/BUILD_ID/debuginfo (PPROF_BINARY_PATH's and debuginfod's layouts);
+ *   3. debuginfod servers (--debuginfod-urls) through libdebuginfod, downloading into
+ *      DATA/debuginfod. Local files come before the network: they cost nothing.
+ * Files are keyed by the build ID string the agent sent (lowercase hex), whatever kind
+ * of ID it is: a GNU note, or a Go build ID hex-encoded.
+ *
+ * A build ID that no source has is remembered for --debuginfod-negative-ttl, so a
+ * query does not ask the servers again for every missing binary; an upload or delete
+ * bumps the generation, which forgets every such answer. Thread-safe. */
+#ifndef HEARTH_DEBUGINFO_H
+#define HEARTH_DEBUGINFO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/buf.h"
+#include "common/err.h"
+
+typedef struct debuginfo debuginfo_t;
+
+typedef struct {
+    const char *data_dir;        /* uploads and downloads live under it */
+    const char *local_dir;       /* --debuginfo-dir; "" for none */
+    const char *debuginfod_urls; /* space-separated; "" for none */
+    int64_t negative_ttl_ns;     /* how long a missing build ID is not asked again */
+} debuginfo_config_t;
+
+/* Creates the folders. With URLs it sets DEBUGINFOD_URLS and DEBUGINFOD_CACHE_PATH
+ * for libdebuginfod, which reads only its environment: call before starting threads.
+ * NULL with err when a folder cannot be made. */
+debuginfo_t *debuginfo_new(const debuginfo_config_t *cfg, hr_err_t *err);
+void debuginfo_free(debuginfo_t *d);
+
+/* 1 when id is 2-256 lowercase or uppercase hex digits, an even number of them. */
+int build_id_valid(const char *id);
+
+typedef enum { DEBUGINFO_FOUND = 1, DEBUGINFO_MISSING = 0, DEBUGINFO_LATE = -1 } debuginfo_found_t;
+
+/* Finds a file for id (valid) and writes its path to path[cap]. LATE when the
+ * deadline (wall clock ns; 0 = none) ended a debuginfod download, which is not
+ * remembered as missing. */
+debuginfo_found_t debuginfo_find(debuginfo_t *d, const char *id, int64_t deadline_ns, char *path, size_t cap);
+
+/* Stores an upload as id's file: written to a temporary file, fsynced, renamed over
+ * any previous one. HR_EINVAL when p is not ELF, HR_EIO on a write error. */
+int debuginfo_store(debuginfo_t *d, const char *id, const void *p, size_t n, hr_err_t *err);
+/* Deletes id's upload; HR_ENOTFOUND when there is none. */
+int debuginfo_delete(debuginfo_t *d, const char *id, hr_err_t *err);
+/* The uploads as a JSON array of {"build_id","size","uploaded"(RFC 3339)}, sorted by build ID. */
+int debuginfo_list_json(debuginfo_t *d, buf_t *out, hr_err_t *err);
+
+/* Bumped by every store and delete: answers computed before it may be stale. */
+uint64_t debuginfo_generation(debuginfo_t *d);
+
+#endif
