@@ -29,13 +29,17 @@ static const char *url_build_id(const http_req_t *req, http_resp_t *resp) {
 static void put(app_t *a, http_req_t *req, http_resp_t *resp, const char *id) {
     if (req->body_too_big)
         return http_error(resp, 413, "debug file exceeds --max-debuginfo-bytes %zu", a->cfg.max_debuginfo_bytes);
+    if (req->spool_error) return http_error(resp, 507, "the debug file could not be written to disk");
     hr_err_t err = {0};
-    if (debuginfo_store(a->debuginfo, id, req->body.data, req->body.len, &err)) return http_error_from(resp, &err);
+    int rc = req->spool_path[0] ? debuginfo_store_file(a->debuginfo, id, req->spool_path, &err)
+                                : debuginfo_store(a->debuginfo, id, req->body.data, req->body.len, &err);
+    if (rc) return http_error_from(resp, &err);
+    req->spool_path[0] = 0; /* renamed into place */
     if (a->symbolizer) symbolizer_invalidate(a->symbolizer, id);
-    log_info("debuginfo.uploaded", "build_id=%s bytes=%zu", id, req->body.len);
+    log_info("debuginfo.uploaded", "build_id=%s bytes=%zu", id, req->received);
     buf_t b;
     buf_init(&b);
-    buf_printf(&b, "{\"build_id\":\"%s\",\"size\":%zu}", id, req->body.len);
+    buf_printf(&b, "{\"build_id\":\"%s\",\"size\":%zu}", id, req->received);
     http_reply(resp, 200, "application/json", &b);
 }
 

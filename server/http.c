@@ -10,6 +10,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -18,11 +19,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "common/jsonw.h"
 #include "common/log.h"
 #include "common/timeparse.h"
 #include "server/deadline.h"
+#include "storage/fsutil.h"
 
 /* MHD's per-connection memory holds the request line, headers and one record per
  * query parameter. The default 32 KiB runs out on a few hundred parameters, and MHD
@@ -123,6 +126,8 @@ static enum MHD_Result post_field(void *cls, enum MHD_ValueKind kind, const char
 
 static void req_free(req_ctx_t *x) {
     http_req_t *r = &x->pub;
+    if (r->spool_fd >= 0) close(r->spool_fd);
+    if (r->spool_path[0]) unlink(r->spool_path); /* not kept by the handler, or never handled */
     if (r->pp) MHD_destroy_post_processor(r->pp);
     buf_free(&r->body);
     for (size_t i = 0; i < r->nfields; i++) buf_free(&r->fields[i].data);
@@ -246,12 +251,19 @@ static enum MHD_Result on_headers(struct http_server *s, struct MHD_Connection *
         return http_error(&resp, 413, "request body of %llu bytes exceeds %s %zu", (unsigned long long)len,
                           r->max_body ? "--max-debuginfo-bytes" : "--max-body-bytes", max_body),
                refuse(s, c, x, &resp);
-    if (has > 0 && budget_take(s, (size_t)len))
+    if (r->spool_dir) {
+        snprintf(r->spool_path, sizeof r->spool_path, "%s/.upload-XXXXXX", r->spool_dir);
+        if ((r->spool_fd = mkostemp(r->spool_path, O_CLOEXEC)) < 0) {
+            r->spool_path[0] = 0;
+            return http_error(&resp, 507, "cannot store the upload: %s", strerror(errno)), refuse(s, c, x, &resp);
+        }
+    }
+    if (has > 0 && !r->spool_dir && budget_take(s, (size_t)len))
         return http_error(&resp, 503, "too many request bodies in flight (--max-inflight-body-bytes %zu); retry later",
                           s->cfg.max_inflight_body),
                refuse(s, c, x, &resp);
     x->has_length = has > 0;
-    x->reserved = has > 0 ? (size_t)len : 0;
+    x->reserved = has > 0 && !r->spool_dir ? (size_t)len : 0;
     const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
     if (ct && !strncasecmp(ct, "multipart/form-data", 19)) {
         r->multipart = 1;
@@ -266,6 +278,12 @@ static void on_body(struct http_server *s, req_ctx_t *x, const char *data, size_
     if (r->body_too_big || x->over_budget) return;
     if (r->received + n > (r->max_body ? r->max_body : s->cfg.max_body)) {
         r->body_too_big = 1; /* chunked (no Content-Length): keep reading so the client gets the 413 */
+        return;
+    }
+    if (r->spool_fd >= 0) { /* to disk: no memory budget to take */
+        hr_err_t e = {0};
+        if (!r->spool_error && fs_write_all(r->spool_fd, data, n, r->spool_path, &e)) r->spool_error = 1;
+        r->received += n;
         return;
     }
     if (!x->has_length) {
@@ -306,7 +324,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         http_error(&resp, 503, "too many request bodies in flight (--max-inflight-body-bytes %zu); retry later",
                    s->cfg.max_inflight_body);
     else if (r->body.oom) http_error(&resp, 500, "out of memory reading the body");
-    else s->router.handle(s->router.app, r, &resp);
+    else {
+        if (r->spool_fd >= 0) close(r->spool_fd), r->spool_fd = -1; /* complete: the handler's to keep */
+        s->router.handle(s->router.app, r, &resp);
+    }
     return reply(c, r, &resp);
 }
 
@@ -375,6 +396,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c) {
     req_ctx_t *x = calloc(1, sizeof *x);
     if (!x) return NULL;
     x->pub.conn = c;
+    x->pub.spool_fd = -1;
     x->pub.start_ns = time_now_ns();
     x->watch = conn_watch(c);
     deadline_request_begins(s->deadlines, x->watch);

@@ -58,6 +58,14 @@ typedef struct http_req {
     int slot;          /* the router's: what admit holds, for release */
     size_t max_body;   /* set by admit to allow this request another body limit than
                         * http_config_t.max_body (debug file uploads); 0 = that one */
+    /* Set by admit for bodies that belong on disk, not in memory (debug files, up to
+     * GiBs): the body is written to a temporary file in this folder as it arrives, and
+     * takes nothing from the in-flight memory budget. */
+    const char *spool_dir;
+    int spool_fd;          /* http.c's: the file being written; -1 when none */
+    char spool_path[4096]; /* the whole body's file when the handler runs, else ""; a handler
+                             * that keeps it renames it and clears this, else it is removed */
+    int spool_error;       /* writing it failed (disk full): the body is incomplete */
 } http_req_t;
 
 typedef struct {

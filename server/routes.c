@@ -121,7 +121,8 @@ typedef struct route {
     int prefix; /* path is a prefix of the URL, not the whole of it */
     unsigned methods;
     need_t need;
-    size_t max_body; /* 0: --max-body-bytes; else a config_t offset of the row's own limit */
+    size_t max_body; /* 0: --max-body-bytes; else a config_t offset of the row's own limit, for
+                      * debug files, whose bodies are spooled to disk (http.h spool_dir) */
     limiter_t limiter;
     errfmt_t errfmt;
     void (*fn)(app_t *a, http_req_t *req, http_resp_t *resp);
@@ -308,7 +309,10 @@ int app_admit(void *app, http_req_t *req, http_resp_t *resp) {
         return refuse(rt, resp, 405, "%s is not allowed on %s; use %s", req->method, req->url, allow_text(allowed));
     }
     if (resolve_tenant(a, rt, req, resp) || limiter_take(a, rt, req, resp)) return -1;
-    if (rt->max_body) req->max_body = *(const size_t *)(const void *)((const char *)&a->cfg + rt->max_body);
+    if (rt->max_body) {
+        req->max_body = *(const size_t *)(const void *)((const char *)&a->cfg + rt->max_body);
+        if (a->debuginfo) req->spool_dir = debuginfo_spool_dir(a->debuginfo);
+    }
     req->route = rt;
     return 0;
 }

@@ -47,6 +47,19 @@ int build_id_valid(const char *id) {
     return 1;
 }
 
+/* Uploads a crash interrupted (http.h's spool files, ".upload-*") are removed. */
+static void remove_spooled(const char *dir) {
+    DIR *dp = opendir(dir);
+    if (!dp) return;
+    for (struct dirent *e; (e = readdir(dp));) {
+        if (strncmp(e->d_name, ".upload-", 8)) continue;
+        char path[4400];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        unlink(path);
+    }
+    closedir(dp);
+}
+
 debuginfo_t *debuginfo_new(const debuginfo_config_t *cfg, hr_err_t *err) {
     debuginfo_t *d = calloc(1, sizeof *d);
     if (!d) {
@@ -63,6 +76,7 @@ debuginfo_t *debuginfo_new(const debuginfo_config_t *cfg, hr_err_t *err) {
         debuginfo_free(d);
         return NULL;
     }
+    remove_spooled(d->uploads);
     if (cfg->debuginfod_urls && *cfg->debuginfod_urls) {
         setenv("DEBUGINFOD_URLS", cfg->debuginfod_urls, 1);
         setenv("DEBUGINFOD_CACHE_PATH", d->downloads, 1);
@@ -178,6 +192,24 @@ int debuginfo_store(debuginfo_t *d, const char *id, const void *p, size_t n, hr_
     if (fs_write_atomic(dst, p, n, err)) return -1;
     atomic_fetch_add(&d->generation, 1);
     return 0;
+}
+
+const char *debuginfo_spool_dir(const debuginfo_t *d) { return d->uploads; }
+
+int debuginfo_store_file(debuginfo_t *d, const char *id, const char *path, hr_err_t *err) {
+    uint8_t head[64];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t got = fd >= 0 ? pread(fd, head, sizeof head, 0) : -1;
+    int rc = fd < 0 || got < 0 ? hr_fail(err, HR_EIO, "cannot read the upload: %s", strerror(errno)) : 0;
+    if (rc == 0 && !elfobj_magic_ok(head, (size_t)got)) rc = hr_fail(err, HR_EINVAL, "the body is not an ELF file");
+    if (rc == 0 && fsync(fd)) rc = hr_fail(err, HR_EIO, "fsync of the upload: %s", strerror(errno));
+    if (fd >= 0) close(fd);
+    char dst[4200];
+    snprintf(dst, sizeof dst, "%s/%s", d->uploads, id);
+    if (rc == 0 && rename(path, dst)) rc = hr_fail(err, HR_EIO, "cannot store %s: %s", dst, strerror(errno));
+    if (rc == 0 && fs_sync_parent(dst, err)) rc = -1;
+    if (rc == 0) atomic_fetch_add(&d->generation, 1);
+    return rc;
 }
 
 int debuginfo_delete(debuginfo_t *d, const char *id, hr_err_t *err) {

@@ -490,3 +490,51 @@ def symbolize_cpp_names_are_qualified_and_demangled():
             want = [(n, f, l) for n, (_, f, l) in zip(names[a], ref[a])]
             assert locs[C_START + a] == want, (hex(a), locs[C_START + a], want)
         assert [f[0] for f in locs[C_START + inlined[0]]] == ["shop::Basket::add", "shop::Basket::fill"]
+
+
+@test
+def symbolize_uploads_stream_to_disk():
+    """A debug file upload is written to disk as it arrives, not held in memory: a 300 MiB body
+    (chunked, without a Content-Length, in 1 MiB writes) leaves the server's peak RSS far below
+    its size, the stored file is byte for byte the body, and an upload cut off midway leaves
+    nothing behind."""
+    import http.client
+    from harness import vm_hwm_mb
+    elf = open(td(PARCA_ID + ".debuginfo"), "rb").read()
+    size = 300 << 20
+    with Server(extra=["--max-debuginfo-bytes", "1GiB"]) as srv:
+        before = vm_hwm_mb(srv.proc.pid)
+        conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=120)
+        conn.putrequest("PUT", "/api/v1/debuginfo/" + PARCA_ID)
+        conn.putheader("Transfer-Encoding", "chunked")
+        conn.endheaders()
+        chunk = bytes(1 << 20)
+        sent = 0
+        for i in range(size >> 20):
+            part = elf if i == 0 else chunk
+            conn.send(b"%x\r\n" % len(part) + part + b"\r\n")
+            sent += len(part)
+        conn.send(b"0\r\n\r\n")
+        resp = conn.getresponse()
+        body = resp.read()
+        assert resp.status == 200, body
+        assert json.loads(body)["size"] == sent and sent >= size, (body, sent)
+        grew = vm_hwm_mb(srv.proc.pid) - before
+        assert grew < 64, f"peak RSS grew {grew} MiB for a {size >> 20} MiB upload"
+        stored = os.path.join(srv.data_dir, "debuginfo", PARCA_ID)
+        assert os.path.getsize(stored) == sent
+        with open(stored, "rb") as f:
+            assert f.read(len(elf)) == elf
+        # Cut off midway: the client goes away, the half-written spool file goes too.
+        conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
+        conn.putrequest("PUT", "/api/v1/debuginfo/" + "ab" * 20)
+        conn.putheader("Content-Length", str(50 << 20))
+        conn.endheaders()
+        conn.send(elf + bytes(5 << 20))
+        conn.close()
+        deadline = time.time() + 10
+        left = lambda: [f for f in os.listdir(os.path.join(srv.data_dir, "debuginfo")) if f.startswith(".upload-")]
+        while left() and time.time() < deadline:
+            time.sleep(0.1)
+        assert not left(), left()
+        assert [x["build_id"] for x in srv.get_json("/api/v1/debuginfo")["debuginfo"]] == [PARCA_ID]
