@@ -138,6 +138,7 @@ test-valgrind: test-deps
 bench: test-deps
 	$(MAKE) hearth
 	python3 tests/bench/bench.py --binary ./hearth --testdata $(TESTDATA)
+	python3 tests/bench/symbolize.py --binary ./hearth --testdata $(TESTDATA)
 
 # The fleet benchmark of issue 12: 1, 20 and 200-service stores, hourly and compacted.
 # FLEET_ARGS passes flags, e.g. FLEET_ARGS="--services 1,20 --days 1" for a quick run.

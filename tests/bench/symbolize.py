@@ -8,7 +8,7 @@ addresses (default 20,000) spread over the text of the shared Go test binary (DW
   again   the same query: every address from the cache in memory
   restart the same query after a restart: the cache file read back, no DWARF
 
-Usage: python3 tests/integration/bench_symbolize.py --binary ./hearth --testdata ../shared/testdata [--locations N]
+Usage: python3 tests/bench/symbolize.py --binary ./hearth --testdata ../shared/testdata [--locations N]
 Prints measured wall times only (median of --runs for the cached cases).
 """
 import argparse
@@ -20,7 +20,7 @@ import tempfile
 import time
 import urllib.parse
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 from harness import ARGS, T0, Server, configure  # noqa: E402
 from protowire import pb_field, pb_put_varint  # noqa: E402
 
