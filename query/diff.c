@@ -215,18 +215,7 @@ int render_diff(const tree_t *left, const merge_result_t *lm, const tree_t *righ
     flamebearer_t fb;
     if (diffbearer_build(left, right, max_nodes, &fb)) return -1;
     long long lt = (long long)left->n[0].total, rt = (long long)right->n[0].total;
-    buf_printf(out, "{\"version\":1,\"flamebearer\":{\"names\":[");
-    for (size_t i = 0; i < fb.nnames; i++) {
-        if (i) buf_putc(out, ',');
-        jsonw_str(out, fb.names[i]);
-    }
-    buf_printf(out, "],\"levels\":[");
-    for (size_t d = 0; d < fb.nlevels; d++) {
-        buf_printf(out, "%s[", d ? "," : "");
-        for (size_t k = 0; k < fb.levels[d].len; k++)
-            buf_printf(out, "%s%lld", k ? "," : "", (long long)fb.levels[d].v[k]);
-        buf_putc(out, ']');
-    }
+    render_bearer_open(&fb, out);
     buf_printf(out,
                "],\"numTicks\":%lld,\"maxSelf\":%lld,\"leftTicks\":%lld,\"rightTicks\":%lld},\"metadata\":", lt + rt,
                (long long)fb.max_self, lt, rt);

@@ -178,21 +178,25 @@ static void render_group_timelines(const grouped_t *g, buf_t *out) {
     buf_putc(out, '}');
 }
 
+void render_bearer_open(const flamebearer_t *fb, buf_t *out) {
+    buf_printf(out, "{\"version\":1,\"flamebearer\":{\"names\":[");
+    for (size_t i = 0; i < fb->nnames; i++) {
+        if (i) buf_putc(out, ',');
+        jsonw_str(out, fb->names[i]);
+    }
+    buf_printf(out, "],\"levels\":[");
+    for (size_t d = 0; d < fb->nlevels; d++) {
+        buf_printf(out, "%s[", d ? "," : "");
+        for (size_t k = 0; k < fb->levels[d].len; k++)
+            buf_printf(out, "%s%lld", k ? "," : "", (long long)fb->levels[d].v[k]);
+        buf_putc(out, ']');
+    }
+}
+
 int render_flamegraph(const tree_t *t, const merge_result_t *r, size_t max_nodes, const grouped_t *groups, buf_t *out) {
     flamebearer_t fb;
     if (flamebearer_build(t, max_nodes, &fb)) return -1;
-    buf_printf(out, "{\"version\":1,\"flamebearer\":{\"names\":[");
-    for (size_t i = 0; i < fb.nnames; i++) {
-        if (i) buf_putc(out, ',');
-        jsonw_str(out, fb.names[i]);
-    }
-    buf_printf(out, "],\"levels\":[");
-    for (size_t d = 0; d < fb.nlevels; d++) {
-        buf_printf(out, "%s[", d ? "," : "");
-        for (size_t k = 0; k < fb.levels[d].len; k++)
-            buf_printf(out, "%s%lld", k ? "," : "", (long long)fb.levels[d].v[k]);
-        buf_putc(out, ']');
-    }
+    render_bearer_open(&fb, out);
     buf_printf(out, "],\"numTicks\":%lld,\"maxSelf\":%lld},\"metadata\":", (long long)fb.total, (long long)fb.max_self);
     render_metadata(r, "single", out);
     buf_printf(out, ",\"timeline\":");

@@ -107,6 +107,9 @@ typedef struct {
 } flamebearer_t;
 
 int flamebearer_build(const tree_t *t, size_t max_nodes, flamebearer_t *fb);
+/* Writes `{"version":1,"flamebearer":{"names":[...],"levels":[[...]...]` (the object left
+ * open for the caller's totals), shared by the single and the diff documents. */
+void render_bearer_open(const flamebearer_t *fb, buf_t *out);
 /* The diff of two trees as one flamebearer (diff.c): 7 numbers per node, [left x
  * delta, left total, left self, right x delta, right total, right self, name index];
  * total is the sum of both roots. Names are borrowed from the trees. 0 or -1 (OOM). */
