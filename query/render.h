@@ -135,6 +135,9 @@ int render_lines(const merge_result_t *r, const char *function, buf_t *out);
  * (rooted at it, inverted) and callees, each sample counted once per side. r's
  * symtab gains the names it lacked. 0 or -1 (err set, or OOM). */
 int render_sandwich(merge_result_t *r, const char *function, size_t max_nodes, buf_t *out, hr_err_t *err);
+/* Pyroscope's tree bytes (PROFILE_FORMAT_TREE; pyrotree.c), truncated to max_nodes as
+ * Pyroscope does (0 = every node). An empty tree writes nothing. 0 or -1 (OOM). */
+int render_pyroscope_tree(const tree_t *t, size_t max_nodes, buf_t *out);
 /* The flame graph as one SVG document (icicle, frames under half a pixel left out).
  * 0 or -1 (OOM). */
 int render_svg(const tree_t *t, const merge_result_t *r, buf_t *out);

@@ -364,9 +364,22 @@ typedef struct {
     const merge_only_t *only;
 } fg_query_t;
 
+/* PROFILE_FORMAT_TREE: the merge as Pyroscope's tree bytes (render_pyroscope_tree). */
+static Querier__V1__SelectMergeStacktracesResponse *tree_msg(qctx_t *c, const tree_t *t, size_t max) {
+    buf_t b;
+    buf_init(&b);
+    Querier__V1__SelectMergeStacktracesResponse *r = NULL;
+    if (render_pyroscope_tree(t, max, &b) == 0 && (r = arena_alloc(c->arena, sizeof *r))) {
+        querier__v1__select_merge_stacktraces_response__init(r);
+        r->tree.len = b.len;
+        if (b.len && !(r->tree.data = arena_alloc(c->arena, b.len))) r = NULL;
+        else if (b.len) memcpy(r->tree.data, b.data, b.len);
+    }
+    buf_free(&b);
+    return r;
+}
+
 static ProtobufCMessage *merged_flamegraph(qctx_t *c, const fg_query_t *q) {
-    if (q->format == QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_TREE)
-        return fail(c, 501, "PROFILE_FORMAT_TREE is not supported: ask for PROFILE_FORMAT_FLAMEGRAPH");
     if (q->max_nodes < 0) return fail(c, 400, "`maxNodes` must not be negative");
     merge_result_t m;
     int64_t from, until;
@@ -376,7 +389,8 @@ static ProtobufCMessage *merged_flamegraph(qctx_t *c, const fg_query_t *q) {
     if (run_merge(c, q->type, q->labels, q->start, q->end, 0, 1, q->cs, q->only, &m, &from, &until) == 0 &&
         tree_build(&t, &m, &c->err) == 0) {
         size_t max = q->max_nodes ? (size_t)q->max_nodes : RENDER_DEFAULT_MAX_NODES;
-        if (flamebearer_build(&t, max, &fb) == 0 && (r = arena_alloc(c->arena, sizeof *r))) {
+        if (q->format == QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_TREE) r = tree_msg(c, &t, max);
+        else if (flamebearer_build(&t, max, &fb) == 0 && (r = arena_alloc(c->arena, sizeof *r))) {
             querier__v1__select_merge_stacktraces_response__init(r);
             if (!(r->flamegraph = flamegraph_msg(c, &fb))) r = NULL;
         }

@@ -176,8 +176,6 @@ def grafana_querier_connect_proto_and_json():
                  ("SelectMergeStacktraces", b"{}", "application/json", 400, "invalid_argument"),
                  ("SelectMergeStacktraces", json.dumps({**doc, "labelSelector": "{env=~\"(\"}"}).encode(),
                   "application/json", 400, "invalid_argument"),
-                 ("SelectMergeStacktraces", json.dumps({**doc, "format": "PROFILE_FORMAT_TREE"}).encode(),
-                  "application/json", 501, "unimplemented"),
                  ("SelectSeries", json.dumps({**doc, "step": -1}).encode(), "application/json", 400, "invalid_argument"),
                  ("LabelValues", b"{}", "application/json", 400, "invalid_argument"),
                  ("ProfileTypes", b"{}", "text/plain", 415, "invalid_argument"),
@@ -344,3 +342,80 @@ def select_series_refuses_exemplars_it_cannot_serve():
         assert st == 501 and js["code"] == "unimplemented", (st, js)
         st, _ = connect_proto(srv, "SelectSeries", pb_field(1, CPU.encode()) + pb_encode_field(10, 0, 3))
         assert st == 501
+
+
+def read_uvarint(b, i):
+    v = shift = 0
+    while True:
+        c = b[i]
+        i += 1
+        v |= (c & 0x7F) << shift
+        shift += 7
+        if c < 0x80:
+            return v, i
+
+
+def pyroscope_tree(b):
+    """{root-first path tuple: (self, total)} of Pyroscope's tree bytes, read as its
+    UnmarshalTree reads them: depth first, each node owed to the last parent still owed one."""
+    nodes, parents, i = {}, [()], 0
+    while parents and i < len(b):
+        parent = parents.pop()
+        n, i = read_uvarint(b, i)
+        name = b[i:i + n].decode()
+        i += n
+        self_v, i = read_uvarint(b, i)
+        kids, i = read_uvarint(b, i)
+        path = parent + (name,) if parent != () or name else ("",)
+        nodes[path] = nodes.get(path, 0) + self_v
+        parents += [path] * kids
+    assert i == len(b) and not parents, (i, len(b), len(parents))
+    totals = {}
+    for path, v in nodes.items():
+        for k in range(1, len(path) + 1):
+            totals[path[:k]] = totals.get(path[:k], 0) + v
+    return {p[1:]: (nodes[p], totals[p]) for p in nodes if len(p) > 1}
+
+
+@test
+def connect_tree_format_is_pyroscopes_tree_bytes():
+    """PROFILE_FORMAT_TREE answers Pyroscope's tree bytes: every node's self and total equal the
+    flame graph's; with maxNodes the dropped children of a node become one `other` child."""
+    with Server() as srv:
+        for i, f in enumerate(cpu_files(3)):
+            assert srv.ingest(open(f, "rb").read(), name="svc", format="pprof", **{"from": T0 + i * 10})[0] == 200
+        base = {"profileTypeID": CPU, "labelSelector": '{service_name="svc"}', "start": (T0 - 10) * 1000,
+                "end": (T0 + 60) * 1000}
+        fb = query(srv, CPU + '{service_name="svc"}', fmt="flamegraph", max_nodes=0)["flamebearer"]
+        want, stack = {}, []
+        for d, lv in enumerate(fb["levels"]):  # the flamebearer's nodes by path
+            x = 0
+            row = []
+            for k in range(0, len(lv), 4):
+                x += lv[k]
+                row.append((x, lv[k + 1], lv[k + 2], fb["names"][lv[k + 3]]))
+                x += lv[k + 1]
+            stack.append(row)
+        paths = {0: [((), 0, fb["numTicks"])]}
+        for d in range(1, len(stack)):
+            paths[d] = []
+            for x, total, self_v, name in stack[d]:
+                parent = next(p for p in paths[d - 1] if p[1] <= x < p[1] + p[2] or (p[2] == 0 and p[1] == x))
+                paths[d].append((parent[0] + (name,), x, total))
+                want[parent[0] + (name,)] = (self_v, total)
+        st, js = connect_json(srv, "SelectMergeStacktraces", {**base, "format": "PROFILE_FORMAT_TREE", "maxNodes": 100000})
+        assert st == 200 and "tree" in js, (st, list(js))
+        import base64
+        got = pyroscope_tree(base64.b64decode(js["tree"]))
+        assert got == want, (len(got), len(want), sorted(set(got.items()) ^ set(want.items()))[:4])
+        # Truncated: 50 nodes, the rest folded into `other` children, every total kept.
+        st, js = connect_json(srv, "SelectMergeStacktraces", {**base, "format": "PROFILE_FORMAT_TREE", "maxNodes": 50})
+        small = pyroscope_tree(base64.b64decode(js["tree"]))
+        assert any(p[-1] == "other" for p in small) and len(small) < len(want)
+        roots = sum(t for p, (s, t) in small.items() if len(p) == 1)
+        assert roots == fb["numTicks"] - fb["levels"][0][2]
+        st, raw = connect_proto(srv, "SelectMergeStacktraces", pb_field(1, CPU.encode()) +
+                                pb_field(2, base["labelSelector"].encode()) + pb_encode_field(3, 0, base["start"]) +
+                                pb_encode_field(4, 0, base["end"]) + pb_encode_field(6, 0, 2))
+        assert st == 200 and pyroscope_tree(pb_decode(raw)[2][0]) == pyroscope_tree(
+            base64.b64decode(connect_json(srv, "SelectMergeStacktraces", {**base, "format": "PROFILE_FORMAT_TREE"})[1]["tree"]))
