@@ -83,7 +83,7 @@ int render_lines(const merge_result_t *r, const char *function, buf_t *out) {
     for (size_t s = 1, k = 0; rc == 0 && s < r->nself && s < sym->nstacks; s++)
         if (r->self[s] != 0) rc = add_stack(&c, (uint32_t)s, r->self[s], ++k);
     if (rc == 0) {
-        qsort_r(c.rows, c.n, sizeof *c.rows, cmp_row, (void *)sym);
+        if (c.n) qsort_r(c.rows, c.n, sizeof *c.rows, cmp_row, (void *)sym); /* qsort(NULL, 0) is undefined */
         buf_append(out, "{\"function\":", 12);
         jsonw_str(out, function);
         buf_printf(out, "%s", ",\"lines\":[");

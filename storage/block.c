@@ -780,8 +780,8 @@ static void rows_of(const segment_t *seg, row_t *v, size_t *n, int totals_only) 
 
 /* 1 when a and b hold the same rows (both are sorted in place). */
 static int same_rows(row_t *a, size_t na, row_t *b, size_t nb) {
-    qsort(a, na, sizeof *a, cmp_row_t);
-    qsort(b, nb, sizeof *b, cmp_row_t);
+    if (na) qsort(a, na, sizeof *a, cmp_row_t); /* a is NULL for a writer given no rows */
+    if (nb) qsort(b, nb, sizeof *b, cmp_row_t);
     return na == nb && (na == 0 || !memcmp(a, b, na * sizeof *a));
 }
 
