@@ -284,6 +284,30 @@ static int merge_rows(scan_ctx_t *c, const segment_t *seg, const uint8_t *keep, 
     return 0;
 }
 
+/* 1 when a location of t has no frames yet (an address, for the symbolizer). */
+static int has_addresses(const symtab_t *t) {
+    for (size_t i = 1; i < t->nlocations; i++)
+        if (!t->locations[i].nlines) return 1;
+    return 0;
+}
+
+/* The symtab the name filters (call site, focus, ignore) read: seg's own, or, when the
+ * query symbolizes and seg holds addresses, a symbolized copy. The symbolizer gives
+ * locations their frames in place, so stack ids are the same, and the filters match
+ * the names the answer will show. *copy receives what to free; NULL on failure. */
+static const symtab_t *filter_names(scan_ctx_t *c, const segment_t *seg, symtab_t **copy, hr_err_t *err) {
+    *copy = NULL;
+    if (!c->q->symbolizer || !has_addresses(seg->sym)) return seg->sym;
+    buf_t b;
+    buf_init(&b);
+    symtab_encode(seg->sym, &b); /* a copy: the segment is shared with other queries */
+    symtab_t *t = b.oom ? NULL : symtab_decode(b.data, b.len, err);
+    buf_free(&b);
+    symbolize_stats_t st = {0};
+    if (t && symbolizer_rewrite(c->q->symbolizer, t, c->q->deadline_ns, &st, err)) symtab_free(t), t = NULL;
+    return *copy = t;
+}
+
 static int merge_segment(scan_ctx_t *c, const segment_t *seg) {
     int touched = 0;
     if (stacks_pass(c)) {
@@ -291,13 +315,19 @@ static int merge_segment(scan_ctx_t *c, const segment_t *seg) {
         memset(c->acc, 0, seg->sym->nstacks * sizeof *c->acc);
     }
     uint8_t *keep = NULL, *also = NULL;
-    if (c->q->call_site && !(keep = callsite_match(seg->sym, c->q->call_site))) return -1;
+    symtab_t *copy = NULL;
+    hr_err_t e = {0};
+    const symtab_t *names =
+        c->q->call_site || stackfilter_active(c->q->filter) ? filter_names(c, seg, &copy, &e) : NULL;
+    if ((c->q->call_site || stackfilter_active(c->q->filter)) && !names) return -1;
+    if (c->q->call_site && !(keep = callsite_match(names, c->q->call_site))) return symtab_free(copy), -1;
     if (stackfilter_active(c->q->filter)) {
-        if (!(also = stackfilter_match(seg->sym, c->q->filter))) return free(keep), -1;
+        if (!(also = stackfilter_match(names, c->q->filter))) return free(keep), symtab_free(copy), -1;
         for (size_t s = 0; keep && s < seg->sym->nstacks; s++) keep[s] &= also[s];
         if (!keep) keep = also, also = NULL;
     }
     free(also);
+    symtab_free(copy);
     int rc = merge_rows(c, seg, keep, &touched);
     free(keep);
     if (rc) return -1;

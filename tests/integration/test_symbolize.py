@@ -538,3 +538,23 @@ def symbolize_uploads_stream_to_disk():
             time.sleep(0.1)
         assert not left(), left()
         assert [x["build_id"] for x in srv.get_json("/api/v1/debuginfo")["debuginfo"]] == [PARCA_ID]
+
+
+@test
+def symbolize_filters_match_the_resolved_names():
+    """focus, ignore and the Connect call site match the names symbolization gives, not the
+    stored addresses: focusing on main.iterate keeps exactly its total, ignoring it drops it."""
+    with Server(extra=["--debuginfo-dir", local_dir()]) as srv:
+        push_file(srv, td("parca-main.cpu.pb.gz"), "parca-main")
+        sel = SAMPLES + '{service_name="parca-main"}'
+        top = query(srv, sel, fmt="top", **{"from": T0 - 10, "until": T0 + 3600})
+        fns = {f["name"]: f for f in top["functions"]}
+        it = fns["main.iterate"]["total"]
+        assert 0 < it < top["total"], (it, top["total"])
+        focused = query(srv, sel, fmt="top", focus="^main\\.iterate$", **{"from": T0 - 10, "until": T0 + 3600})
+        assert focused["total"] == it, (focused["total"], it)
+        ignored = query(srv, sel, fmt="top", ignore="^main\\.iterate$", **{"from": T0 - 10, "until": T0 + 3600})
+        assert ignored["total"] == top["total"] - it and "main.iterate" not in {f["name"] for f in ignored["functions"]}
+        ts = srv.get_json("/api/v1/timeseries", query=sel, focus="^main\\.iterate$", step="60s",
+                          **{"from": T0 - 10, "until": T0 + 3600})
+        assert sum(p["value"] for p in ts["points"]) == it
