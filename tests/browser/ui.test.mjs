@@ -48,7 +48,7 @@ async function singleView(page) {
   check((await page.textContent('#summary')).includes(E.totalText), 'summary shows the formatted total');
   const root = await locate(page, 'total');
   await page.mouse.move(root.x, root.y);
-  const tip = await page.textContent('.tooltip');
+  const tip = await page.textContent('.tooltip:not(.tooltip-side)');
   check(tip.includes('Total: ' + E.totalText) && tip.includes('(100.0%)'), `root tooltip: ${tip}`);
   const first = await page.$$eval('.top-table tbody tr:first-child td', (tds) => tds.map((t) => t.textContent));
   check(first[0] === E.top.name, `table top row ${first[0]} == ${E.top.name}`);
@@ -181,6 +181,8 @@ async function servicesAndFunctions(page) {
     document.querySelectorAll('#fn-callees tbody tr').length === e.callees &&
     document.querySelectorAll('#fn-lines tbody tr').length === e.lines, E.fn, { timeout: 20000 });
   check(new URL(page.url()).searchParams.get('fn') === E.fn.name, 'the function is in the URL');
+  const sandwich = await page.$$eval('.flame-canvas-fn', (cs) => cs.map((c) => Number(c.dataset.total)));
+  check(sandwich.length === 2 && sandwich.every((t) => t === E.fn.total), `sandwich graphs total the function: ${sandwich}`);
   await page.screenshot({ path: path.join(OUT, 'function.png'), fullPage: true });
   await page.click('body', { position: { x: 5, y: 5 } });
   await page.keyboard.press('Escape');
@@ -246,7 +248,7 @@ async function diffView(page) {
   check((await page.textContent('#summary')).startsWith('Left ' + E.diff.leftText), 'diff summary');
   const n = await locate(page, E.zoom);
   await page.mouse.move(n.x, n.y);
-  const tip = await page.textContent('.tooltip');
+  const tip = await page.textContent('.tooltip:not(.tooltip-side)');
   check(tip.includes('Left total') && tip.includes('Right total') && tip.includes('Change in share'), 'diff tooltip: ' + tip);
   const c = await pixelAt(page, n.left + 1.5, n.y);
   check(c[0] !== c[1] || c[1] !== c[2] || c[0] === 199, `diff node is coloured by change: ${c}`);

@@ -83,7 +83,7 @@ def web_ui_in_headless_chromium():
             "profiles": {"count": len(profiles), "firstTotal": profiles[0]["total"]},
             "fn": {"name": fn, "callers": len(sw["callers"]["flamebearer"]["levels"][2]) // 4,
                    "callees": len(sw["callees"]["flamebearer"]["levels"][2]) // 4 if len(sw["callees"]["flamebearer"]["levels"]) > 2 else 0,
-                   "lines": len(lines["lines"])},
+                   "lines": len(lines["lines"]), "total": lines["total"]},
             "filter": {"focus": "sort\\.", "hide": "^runtime\\.", "total": focused["total"],
                        "top": focused["functions"][0]["name"], "names": [f["name"] for f in focused["functions"]]},
         }

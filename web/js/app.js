@@ -78,6 +78,10 @@ class App {
     this.fg = new FlameGraph($('graph-pane'), { onZoom: (path) => this.renderBreadcrumb(path) });
     this.table = new TopTable($('table-pane'), { onPick: (name) => this.pickFunction(name) });
     this.diffTable = new DiffTable($('diff-table-pane'));
+    if (!EMBED) { // the function pane's sandwich: its callers (inverted) and callees as flame graphs
+      this.fnCallers = new FlameGraph($('fn-callers-graph'), { className: 'flame-canvas-fn' });
+      this.fnCallees = new FlameGraph($('fn-callees-graph'), { className: 'flame-canvas-fn' });
+    }
     this.chart = new TimeSeries($('chart'), { onSelect: (a, b) => this.onChartSelect(a, b) });
     this.bindControls();
     window.addEventListener('popstate', () => { this.state = readState(); this.syncControls(); this.load(); });
@@ -435,6 +439,8 @@ class App {
     };
     rows('fn-callers', level2(sw.callers));
     rows('fn-callees', level2(sw.callees));
+    this.fnCallers.setData(sw.callers, unit);
+    this.fnCallees.setData(sw.callees, unit);
     rows('fn-lines', lines.lines.map((l) => [`${l.file.split('/').pop()}:${l.line}`, formatValue(l.self, unit),
       formatValue(l.total, unit)]));
   }

@@ -47,13 +47,14 @@ function linkParents(up, down) {
 }
 
 export class FlameGraph {
-  // container: an element the graph fills; opts.onZoom(path) reports zoom changes.
+  // container: an element the graph fills; opts.onZoom(path) reports zoom changes;
+  // opts.className names the canvas (default flame-canvas, the main graph's).
   constructor(container, opts = {}) {
     this.opts = opts;
     this.canvas = document.createElement('canvas');
-    this.canvas.className = 'flame-canvas';
+    this.canvas.className = opts.className || 'flame-canvas';
     this.tip = document.createElement('div');
-    this.tip.className = 'tooltip';
+    this.tip.className = opts.className ? 'tooltip tooltip-side' : 'tooltip'; /* tests read the main one as .tooltip:not(.tooltip-side) */
     this.tip.hidden = true;
     container.append(this.canvas, this.tip);
     this.levels = [];
