@@ -188,6 +188,14 @@ async function servicesAndFunctions(page) {
   await page.keyboard.press('Escape');
   await page.waitForSelector('#function-pane', { state: 'hidden' });
   check(!new URL(page.url()).searchParams.get('fn'), 'Esc closes the function pane');
+  // A frame's right-click opens its function's pane too.
+  const z = await locate(page, E.zoom);
+  await page.mouse.click(z.x, z.y, { button: 'right' });
+  await page.waitForFunction((n) => document.querySelector('#fn-name').textContent === n &&
+    !document.querySelector('#function-pane').hidden, E.zoom);
+  check(new URL(page.url()).searchParams.get('fn') === E.zoom, 'right-click on a frame opens its function');
+  await page.keyboard.press('Escape');
+  await page.waitForSelector('#function-pane', { state: 'hidden' });
   await page.keyboard.press('/');
   check(await page.evaluate(() => document.activeElement.id === 'search'), '/ focuses the search');
   await page.selectOption('#service', '');

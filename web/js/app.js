@@ -75,7 +75,8 @@ class App {
     this.loadSeq = 0;
     this.applyTheme();
     document.body.classList.toggle('embed', EMBED);
-    this.fg = new FlameGraph($('graph-pane'), { onZoom: (path) => this.renderBreadcrumb(path) });
+    this.fg = new FlameGraph($('graph-pane'), { onZoom: (path) => this.renderBreadcrumb(path),
+                                                onPick: (name) => this.pickFunction(name) });
     this.table = new TopTable($('table-pane'), { onPick: (name) => this.pickFunction(name) });
     this.diffTable = new DiffTable($('diff-table-pane'));
     if (!EMBED) { // the function pane's sandwich: its callers (inverted) and callees as flame graphs

@@ -48,6 +48,7 @@ function linkParents(up, down) {
 
 export class FlameGraph {
   // container: an element the graph fills; opts.onZoom(path) reports zoom changes;
+  // opts.onPick(name), when given, is what a right click on a frame opens;
   // opts.className names the canvas (default flame-canvas, the main graph's).
   constructor(container, opts = {}) {
     this.opts = opts;
@@ -66,6 +67,12 @@ export class FlameGraph {
     this.canvas.addEventListener('mousemove', (e) => this.onMove(e));
     this.canvas.addEventListener('mouseleave', () => { this.tip.hidden = true; });
     this.canvas.addEventListener('click', (e) => this.onClick(e));
+    this.canvas.addEventListener('contextmenu', (e) => { // a frame's menu: its function's pane
+      const h = this.hit(e);
+      if (!h || !this.opts.onPick || h.d === 0) return;
+      e.preventDefault();
+      this.opts.onPick(this.levels[h.d][h.i].name);
+    });
     new ResizeObserver(() => this.render()).observe(container);
   }
 
