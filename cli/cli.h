@@ -1,4 +1,4 @@
-/* cli.h - the subcommands besides `serve`: push, query, check.
+/* cli.h - the subcommands besides `serve`: push, query, check, objstore.
  *
  * Each takes its own argv (argv[0] is the subcommand), prints what it did, and
  * returns the process exit code: 0 success, 1 the operation failed or found
@@ -15,6 +15,8 @@
 int cli_push(int argc, char **argv);
 int cli_query(int argc, char **argv);
 int cli_check(int argc, char **argv);
+/* The S3 client by hand (storage/objstore.h): put, get, head, ls, rm. */
+int cli_objstore(int argc, char **argv);
 
 /* Option parsing shared by the subcommands: `--name value`, `--name=value`, and
  * boolean `--name`. Positional arguments are collected in order. */

@@ -1,0 +1,607 @@
+/* objstore.c - the S3 client (objstore.h): path-style requests signed by libcurl.
+ *
+ * libcurl signs (CURLOPT_AWS_SIGV4), but Debian 12's curl 7.88 leaves two parts of the
+ * canonical request to its caller, and this file supplies both:
+ *  - the payload hash: curl signs whatever x-amz-content-sha256 header it is given,
+ *    so every request sets one, the SHA-256 of its body (OpenSSL, which libcurl links
+ *    anyway); an empty body has a well-known hash.
+ *  - the query string: curl signs it byte for byte as the URL has it, while S3
+ *    recomputes it sorted by name with every value percent-encoded. So each query is
+ *    written here already in canonical form (names in order, values encoded with
+ *    objstore_encode), and the object path is encoded the same way, with CURLOPT_PATH_AS_IS
+ *    so curl never rewrites a "." or ".." segment of a key.
+ *
+ * One request is one `req_t`: method, key, query, headers, a body from memory or a
+ * file, and where the answer goes. `perform` runs it with bounded retries: a transport
+ * failure or a 5xx is tried again after 100, 200, 400 ms..., with the answer buffer
+ * rolled back and the file rewound, so a retry sends and keeps exactly what the first
+ * attempt would have. Anything else is final at once. */
+#include "storage/objstore.h"
+
+#include <assert.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define POOL_MAX 8       /* idle easy handles kept (each holds its connections) */
+#define KEY_MAX 1024     /* S3's limit on an object name, in bytes */
+#define ERRBODY_MAX 4096 /* of an error answer kept to find its <Code> */
+#define LIST_ANSWER_MAX (16u << 20)
+
+static const char EMPTY_SHA256[] = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+
+struct objstore {
+    char *endpoint, *bucket, *prefix, *region, *access, *secret, *sigv4;
+    long connect_ms, stall_ms, timeout_ms;
+    int retries, list_page;
+    pthread_mutex_t mu; /* guards pool, npool */
+    CURL *pool[POOL_MAX];
+    size_t npool;
+};
+
+/* ---------------------------------------------------------------- encoding */
+
+void objstore_encode(buf_t *out, const char *s, size_t n, int keep_slash) {
+    static const char hex[] = "0123456789ABCDEF";
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+            c == '.' || c == '~' || (c == '/' && keep_slash))
+            buf_putc(out, c);
+        else {
+            char e[3] = {'%', hex[c >> 4], hex[c & 15]};
+            buf_append(out, e, 3);
+        }
+    }
+}
+
+static int hexval(int c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* Appends code point cp as UTF-8; -1 for one XML does not allow. */
+static int put_utf8(buf_t *out, unsigned long cp) {
+    if (cp == 0 || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return -1;
+    if (cp < 0x80) buf_putc(out, (uint8_t)cp);
+    else if (cp < 0x800) {
+        buf_putc(out, (uint8_t)(0xC0 | cp >> 6));
+        buf_putc(out, (uint8_t)(0x80 | (cp & 63)));
+    } else if (cp < 0x10000) {
+        buf_putc(out, (uint8_t)(0xE0 | cp >> 12));
+        buf_putc(out, (uint8_t)(0x80 | (cp >> 6 & 63)));
+        buf_putc(out, (uint8_t)(0x80 | (cp & 63)));
+    } else {
+        buf_putc(out, (uint8_t)(0xF0 | cp >> 18));
+        buf_putc(out, (uint8_t)(0x80 | (cp >> 12 & 63)));
+        buf_putc(out, (uint8_t)(0x80 | (cp >> 6 & 63)));
+        buf_putc(out, (uint8_t)(0x80 | (cp & 63)));
+    }
+    return 0;
+}
+
+int objstore_xml_unescape(buf_t *out, const char *p, size_t n) {
+    static const struct {
+        const char *name;
+        char c;
+    } NAMED[] = {{"amp", '&'}, {"lt", '<'}, {"gt", '>'}, {"quot", '"'}, {"apos", '\''}};
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] != '&') {
+            buf_putc(out, (uint8_t)p[i]);
+            continue;
+        }
+        const char *semi = memchr(p + i, ';', n - i);
+        if (!semi) return -1;
+        const char *e = p + i + 1;
+        size_t en = (size_t)(semi - e);
+        int done = 0;
+        for (size_t k = 0; k < sizeof NAMED / sizeof *NAMED && !done; k++)
+            if (strlen(NAMED[k].name) == en && !memcmp(NAMED[k].name, e, en))
+                buf_putc(out, (uint8_t)NAMED[k].c), done = 1;
+        if (!done) {
+            if (en < 2 || e[0] != '#') return -1;
+            int base = e[1] == 'x' ? 16 : 10;
+            unsigned long cp = 0;
+            size_t d = base == 16 ? 2 : 1;
+            if (d == en || en - d > 8) return -1;
+            for (; d < en; d++) {
+                int v = hexval(e[d]);
+                if (v < 0 || v >= base) return -1;
+                cp = cp * (unsigned long)base + (unsigned long)v;
+            }
+            if (put_utf8(out, cp)) return -1;
+        }
+        i = (size_t)(semi - p);
+    }
+    return out->oom ? -1 : 0;
+}
+
+/* The text of the first <tag>...</tag> in [p, end): 1 and *v, *vn, or 0. */
+static int xml_find(const char *p, const char *end, const char *tag, const char **v, size_t *vn) {
+    char open[64], close[64];
+    int ol = snprintf(open, sizeof open, "<%s>", tag), cl = snprintf(close, sizeof close, "</%s>", tag);
+    const char *a = memmem(p, (size_t)(end - p), open, (size_t)ol);
+    if (!a) return 0;
+    a += ol;
+    const char *b = memmem(a, (size_t)(end - a), close, (size_t)cl);
+    if (!b) return 0;
+    *v = a, *vn = (size_t)(b - a);
+    return 1;
+}
+
+/* ---------------------------------------------------------------- opening */
+
+static char *dup_n(const char *s, size_t n) {
+    char *d = malloc(n + 1);
+    if (d) memcpy(d, s, n), d[n] = 0;
+    return d;
+}
+
+/* A query parameter's value, percent-decoded; NULL on a bad escape or no memory. */
+static char *url_decode(const char *s, size_t n) {
+    char *d = malloc(n + 1);
+    if (!d) return NULL;
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] != '%') {
+            d[o++] = s[i];
+            continue;
+        }
+        int hi = i + 2 < n + 1 ? hexval(s[i + 1]) : -1, lo = hi >= 0 ? hexval(s[i + 2]) : -1;
+        if (lo < 0 || (hi == 0 && lo == 0)) return free(d), NULL;
+        d[o++] = (char)(hi * 16 + lo);
+        i += 2;
+    }
+    d[o] = 0;
+    return d;
+}
+
+/* Reads the ?name=value&... part of the URL into s (endpoint, region). */
+static int parse_params(objstore_t *s, const char *q, hr_err_t *err) {
+    while (*q) {
+        size_t n = strcspn(q, "&");
+        const char *eq = memchr(q, '=', n);
+        if (!eq) return hr_fail(err, HR_EINVAL, "object store URL: `%.*s` is not name=value", (int)n, q);
+        size_t nl = (size_t)(eq - q);
+        char **slot = nl == 8 && !memcmp(q, "endpoint", 8) ? &s->endpoint
+                      : nl == 6 && !memcmp(q, "region", 6) ? &s->region
+                                                           : NULL;
+        if (!slot)
+            return hr_fail(err, HR_EINVAL, "object store URL: unknown parameter `%.*s` (use endpoint, region)", (int)nl,
+                           q);
+        free(*slot);
+        *slot = url_decode(eq + 1, n - nl - 1);
+        if (!*slot) return hr_fail(err, HR_EINVAL, "object store URL: bad percent-encoding in `%.*s`", (int)n, q);
+        q += n + (q[n] == '&');
+    }
+    return 0;
+}
+
+static int parse_url(objstore_t *s, const char *url, hr_err_t *err) {
+    if (!url || strncmp(url, "s3://", 5))
+        return hr_fail(err, HR_EINVAL, "object store URL must look like s3://bucket/prefix?endpoint=http://host:port");
+    const char *p = url + 5, *q = strchr(p, '?');
+    size_t path_n = q ? (size_t)(q - p) : strlen(p), bn = strcspn(p, "/?");
+    if (bn < 3 || bn > 63) return hr_fail(err, HR_EINVAL, "object store URL: a bucket name has 3 to 63 characters");
+    s->bucket = dup_n(p, bn);
+    const char *pre = p + bn;
+    size_t pn = path_n - bn;
+    while (pn && *pre == '/') pre++, pn--;
+    while (pn && pre[pn - 1] == '/') pn--;
+    s->prefix = dup_n(pre, pn);
+    if (!s->bucket || !s->prefix) return hr_fail(err, HR_ENOMEM, "out of memory");
+    if (q && parse_params(s, q + 1, err)) return -1;
+    if (!s->endpoint || (strncmp(s->endpoint, "http://", 7) && strncmp(s->endpoint, "https://", 8)))
+        return hr_fail(err, HR_EINVAL, "object store URL: endpoint=http://host:port (or https://) is required");
+    size_t el = strlen(s->endpoint);
+    while (el && s->endpoint[el - 1] == '/') s->endpoint[--el] = 0;
+    return 0;
+}
+
+objstore_t *objstore_open(const objstore_config_t *cfg, hr_err_t *err) {
+    objstore_t *s = calloc(1, sizeof *s);
+    if (!s) return hr_fail(err, HR_ENOMEM, "out of memory"), NULL;
+    pthread_mutex_init(&s->mu, NULL);
+    if (parse_url(s, cfg->url, err)) return objstore_free(s), NULL;
+    const char *ak = cfg->access_key ? cfg->access_key : getenv("AWS_ACCESS_KEY_ID");
+    const char *sk = cfg->secret_key ? cfg->secret_key : getenv("AWS_SECRET_ACCESS_KEY");
+    if (!ak || !*ak || !sk || !*sk) {
+        objstore_free(s);
+        hr_fail(err, HR_EINVAL,
+                "object store: no keys (give them, or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)");
+        return NULL;
+    }
+    if (!s->region && !(s->region = strdup("us-east-1"))) return objstore_free(s), hr_fail(err, HR_ENOMEM, "oom"), NULL;
+    s->access = strdup(ak);
+    s->secret = strdup(sk);
+    size_t sl = strlen(s->region) + 16;
+    s->sigv4 = malloc(sl);
+    if (!s->access || !s->secret || !s->sigv4) return objstore_free(s), hr_fail(err, HR_ENOMEM, "out of memory"), NULL;
+    snprintf(s->sigv4, sl, "aws:amz:%s:s3", s->region);
+    s->connect_ms = cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 5000;
+    s->stall_ms = cfg->stall_timeout_ms > 0 ? cfg->stall_timeout_ms : 30000;
+    s->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : 0;
+    s->retries = cfg->retries >= 0 ? cfg->retries : 2;
+    s->list_page = cfg->list_page > 0 && cfg->list_page <= 1000 ? cfg->list_page : 1000;
+    return s;
+}
+
+void objstore_free(objstore_t *s) {
+    if (!s) return;
+    for (size_t i = 0; i < s->npool; i++) curl_easy_cleanup(s->pool[i]);
+    if (s->secret) explicit_bzero(s->secret, strlen(s->secret));
+    free(s->endpoint), free(s->bucket), free(s->prefix), free(s->region);
+    free(s->access), free(s->secret), free(s->sigv4);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+static CURL *pool_take(objstore_t *s) {
+    CURL *c = NULL;
+    pthread_mutex_lock(&s->mu);
+    if (s->npool) c = s->pool[--s->npool];
+    pthread_mutex_unlock(&s->mu);
+    return c ? c : curl_easy_init();
+}
+
+static void pool_give(objstore_t *s, CURL *c) {
+    pthread_mutex_lock(&s->mu);
+    if (s->npool < POOL_MAX) s->pool[s->npool++] = c, c = NULL;
+    pthread_mutex_unlock(&s->mu);
+    if (c) curl_easy_cleanup(c);
+}
+
+/* ---------------------------------------------------------------- one request */
+
+typedef struct {
+    const char *method; /* GET, PUT, HEAD, DELETE */
+    const char *key;    /* relative to the prefix; NULL: the bucket (a listing) */
+    const char *query;  /* canonical (sorted, encoded) or NULL */
+    char range[64];     /* the Range header's value, or "" */
+    int if_absent;
+    const uint8_t *data; /* a PUT's body from memory, */
+    size_t n, sent;
+    FILE *f; /* or from a file of n bytes */
+    char sha[65];
+    buf_t *out; /* a 2xx answer's body (NULL: none expected) */
+    size_t max; /* more than this is refused */
+    int over;
+    long status;
+    uint64_t length; /* the answer's Content-Length (a HEAD's object size) */
+    buf_t errbody;   /* a non-2xx answer's body, up to ERRBODY_MAX */
+    CURL *c;
+} req_t;
+
+static size_t on_body(char *p, size_t size, size_t nm, void *ctx) {
+    req_t *r = ctx;
+    size_t n = size * nm;
+    long st = 0;
+    curl_easy_getinfo(r->c, CURLINFO_RESPONSE_CODE, &st);
+    if (st < 200 || st > 299) {
+        size_t room = ERRBODY_MAX - r->errbody.len;
+        buf_append(&r->errbody, p, n < room ? n : room);
+        return n;
+    }
+    if (!r->out) return n;                               /* an answer nobody asked for (a PUT's empty XML) */
+    if (r->out->len + n > r->max) return r->over = 1, 0; /* curl stops with a write error */
+    buf_append(r->out, p, n);
+    return r->out->oom ? 0 : n;
+}
+
+static size_t on_send(char *p, size_t size, size_t nm, void *ctx) {
+    req_t *r = ctx;
+    size_t room = size * nm;
+    if (r->f) return fread(p, 1, room, r->f);
+    size_t k = r->n - r->sent < room ? r->n - r->sent : room;
+    memcpy(p, r->data + r->sent, k);
+    r->sent += k;
+    return k;
+}
+
+/* ENDPOINT/BUCKET[/PREFIX/KEY], the path encoded as SigV4's canonical URI wants. */
+static void object_url(const objstore_t *s, const char *key, buf_t *u) {
+    buf_printf(u, "%s/", s->endpoint);
+    objstore_encode(u, s->bucket, strlen(s->bucket), 0);
+    if (key) {
+        buf_putc(u, '/');
+        if (*s->prefix) {
+            objstore_encode(u, s->prefix, strlen(s->prefix), 1);
+            buf_putc(u, '/');
+        }
+        objstore_encode(u, key, strlen(key), 1);
+    }
+}
+
+static int setup(objstore_t *s, req_t *r, const char *url, struct curl_slist **hdr) {
+    CURL *c = r->c;
+    char h[160];
+    snprintf(h, sizeof h, "x-amz-content-sha256: %s", r->sha[0] ? r->sha : EMPTY_SHA256);
+    *hdr = curl_slist_append(*hdr, h);
+    if (r->range[0]) snprintf(h, sizeof h, "Range: %s", r->range), *hdr = curl_slist_append(*hdr, h);
+    if (r->if_absent) *hdr = curl_slist_append(*hdr, "If-None-Match: *");
+    if (!*hdr) return -1;
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_PATH_AS_IS, 1L);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, *hdr);
+    curl_easy_setopt(c, CURLOPT_AWS_SIGV4, s->sigv4);
+    curl_easy_setopt(c, CURLOPT_USERNAME, s->access);
+    curl_easy_setopt(c, CURLOPT_PASSWORD, s->secret);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, s->connect_ms);
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, s->stall_ms < 1000 ? 1L : s->stall_ms / 1000);
+    if (s->timeout_ms) curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, s->timeout_ms);
+    curl_easy_setopt(c, CURLOPT_USERAGENT, "hearth-objstore");
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
+    if (!strcmp(r->method, "HEAD")) curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+    else if (!strcmp(r->method, "PUT")) {
+        curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
+        curl_easy_setopt(c, CURLOPT_READFUNCTION, on_send);
+        curl_easy_setopt(c, CURLOPT_READDATA, r);
+        curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, (curl_off_t)r->n);
+    } else if (strcmp(r->method, "GET")) curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, r->method);
+    return 0;
+}
+
+/* What a failed attempt was; transient ones are retried. */
+typedef enum { ATTEMPT_OK, ATTEMPT_TRANSIENT, ATTEMPT_FINAL } attempt_t;
+
+static attempt_t attempt(objstore_t *s, req_t *r, const char *url, char *cerr, size_t cerr_n) {
+    struct curl_slist *hdr = NULL;
+    r->status = 0, r->over = 0, r->sent = 0;
+    r->errbody.len = 0;
+    if (r->f && fseek(r->f, 0, SEEK_SET))
+        return snprintf(cerr, cerr_n, "cannot rewind: %s", strerror(errno)), ATTEMPT_FINAL;
+    curl_easy_reset(r->c); /* keeps the handle's connections */
+    if (setup(s, r, url, &hdr)) return curl_slist_free_all(hdr), snprintf(cerr, cerr_n, "out of memory"), ATTEMPT_FINAL;
+    char eb[CURL_ERROR_SIZE] = "";
+    curl_easy_setopt(r->c, CURLOPT_ERRORBUFFER, eb);
+    CURLcode rc = curl_easy_perform(r->c);
+    curl_easy_getinfo(r->c, CURLINFO_RESPONSE_CODE, &r->status);
+    curl_off_t cl = -1;
+    if (curl_easy_getinfo(r->c, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl) == CURLE_OK && cl >= 0)
+        r->length = (uint64_t)cl;
+    curl_slist_free_all(hdr);
+    if (rc == CURLE_OK) return r->status >= 500 ? ATTEMPT_TRANSIENT : ATTEMPT_OK;
+    snprintf(cerr, cerr_n, "%s", eb[0] ? eb : curl_easy_strerror(rc));
+    if (r->over || (r->out && r->out->oom)) return ATTEMPT_FINAL;
+    return ATTEMPT_TRANSIENT; /* connect, send, receive, timeout */
+}
+
+/* The S3 error code of an error answer (<Code>NoSuchKey</Code>), or "". */
+static void s3_code(const req_t *r, char *code, size_t n) {
+    const char *v, *p = (const char *)r->errbody.data;
+    size_t vn;
+    code[0] = 0;
+    if (p && xml_find(p, p + r->errbody.len, "Code", &v, &vn)) snprintf(code, n, "%.*s", (int)(vn < 60 ? vn : 60), v);
+}
+
+/* Runs r with bounded retries. 0 on a 2xx (or 412 for a conditional put: r->status
+ * says), -1 with err otherwise. */
+static int perform(objstore_t *s, req_t *r, hr_err_t *err) {
+    buf_t u;
+    buf_init(&u);
+    object_url(s, r->key, &u);
+    if (r->query) buf_printf(&u, "?%s", r->query);
+    buf_putc(&u, 0);
+    buf_init(&r->errbody);
+    r->c = u.oom ? NULL : pool_take(s);
+    if (!r->c) return buf_free(&u), hr_fail(err, HR_ENOMEM, "out of memory");
+    size_t base = r->out ? r->out->len : 0;
+    char cerr[CURL_ERROR_SIZE + 64] = "";
+    attempt_t a = ATTEMPT_FINAL;
+    int tries = 0;
+    for (; tries <= s->retries; tries++) {
+        if (tries) {
+            struct timespec ts = {.tv_sec = 0, .tv_nsec = 100000000L << (tries - 1 < 3 ? tries - 1 : 3)};
+            while (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+            nanosleep(&ts, NULL);
+        }
+        if (r->out) r->out->len = base; /* a retry keeps only its own answer */
+        a = attempt(s, r, (const char *)u.data, cerr, sizeof cerr);
+        if (a != ATTEMPT_TRANSIENT) break;
+    }
+    pool_give(s, r->c);
+    r->c = NULL;
+    char code[64];
+    s3_code(r, code, sizeof code);
+    buf_free(&r->errbody);
+    const char *what = r->key ? r->key : "(bucket)";
+    int rc = -1;
+    if (r->out && r->out->oom) hr_fail(err, HR_ENOMEM, "out of memory reading %s", what);
+    else if (r->over)
+        hr_fail(err, r->range[0] ? HR_EINTERNAL : HR_ETOOBIG, "%s: the answer is larger than %zu bytes", what, r->max);
+    else if (a == ATTEMPT_FINAL && r->status == 0) hr_fail(err, HR_EINTERNAL, "%s: %s", what, cerr);
+    else if (r->status == 0)
+        hr_fail(err, HR_EIO, "object store %s unreachable after %d attempts: %s", s->endpoint, tries, cerr);
+    else if (r->status >= 500)
+        hr_fail(err, HR_EIO, "object store answered %ld%s%s%s after %d attempts (%s %s)", r->status,
+                code[0] ? " (" : "", code, code[0] ? ")" : "", tries, r->method, what);
+    else if (r->status >= 200 && r->status <= 299) rc = 0;
+    else if (r->status == 412 && r->if_absent) rc = 0;
+    else if (r->status == 404)
+        hr_fail(err, HR_ENOTFOUND, "%s/%s%s%s: not found (%s)", s->bucket, s->prefix, *s->prefix ? "/" : "", what,
+                code[0] ? code : "404");
+    else if (r->status == 401 || r->status == 403)
+        hr_fail(err, HR_EINVAL, "object store refused the request (%ld %s): check the access key and secret key",
+                r->status, code[0] ? code : "AccessDenied");
+    else if (r->status == 416)
+        hr_fail(err, HR_EINVAL, "%s: range %s is past the end of the object", what, r->range + 6);
+    else
+        hr_fail(err, HR_EINVAL, "object store answered %ld (%s) to %s %s", r->status, code[0] ? code : "?", r->method,
+                what);
+    buf_free(&u);
+    return rc;
+}
+
+static int check_key(const char *key, hr_err_t *err) {
+    size_t n = key ? strlen(key) : 0;
+    if (!n || n > KEY_MAX) return hr_fail(err, HR_EINVAL, "an object key has 1 to %d bytes", KEY_MAX);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- operations */
+
+static int sha256_hex(const void *p, size_t n, FILE *f, char out[65], hr_err_t *err) {
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    unsigned char md[32];
+    unsigned mdn = 0;
+    int ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+    if (ok && p) ok = EVP_DigestUpdate(ctx, p, n);
+    if (ok && f) {
+        unsigned char chunk[65536];
+        size_t k;
+        while (ok && (k = fread(chunk, 1, sizeof chunk, f)) > 0) ok = EVP_DigestUpdate(ctx, chunk, k);
+        if (ferror(f)) return EVP_MD_CTX_free(ctx), hr_fail(err, HR_EIO, "cannot read: %s", strerror(errno));
+    }
+    ok = ok && EVP_DigestFinal_ex(ctx, md, &mdn) && mdn == 32;
+    EVP_MD_CTX_free(ctx);
+    if (!ok) return hr_fail(err, HR_ENOMEM, "cannot compute SHA-256");
+    for (int i = 0; i < 32; i++) snprintf(out + 2 * i, 3, "%02x", md[i]);
+    return 0;
+}
+
+int objstore_put(objstore_t *s, const char *key, const void *data, size_t n, int flags, hr_err_t *err) {
+    if (check_key(key, err)) return -1;
+    req_t r = {.method = "PUT", .key = key, .data = data, .n = n, .if_absent = flags & OBJSTORE_IF_ABSENT};
+    if (sha256_hex(data, n, NULL, r.sha, err) || perform(s, &r, err)) return -1;
+    return r.status == 412 ? 1 : 0;
+}
+
+int objstore_put_file(objstore_t *s, const char *key, const char *path, int flags, hr_err_t *err) {
+    if (check_key(key, err)) return -1;
+    FILE *f = fopen(path, "rb");
+    if (!f) return hr_fail(err, errno == ENOENT ? HR_ENOTFOUND : HR_EIO, "%s: %s", path, strerror(errno));
+    struct stat st;
+    req_t r = {.method = "PUT", .key = key, .f = f, .if_absent = flags & OBJSTORE_IF_ABSENT};
+    int rc = -1;
+    if (fstat(fileno(f), &st)) hr_fail(err, HR_EIO, "%s: %s", path, strerror(errno));
+    else if ((r.n = (size_t)st.st_size), sha256_hex(NULL, 0, f, r.sha, err)) (void)0;
+    else if (perform(s, &r, err) == 0) rc = r.status == 412 ? 1 : 0;
+    fclose(f);
+    return rc;
+}
+
+int objstore_get_ranges(objstore_t *s, const char *key, const objstore_range_t *rg, size_t n, buf_t *out,
+                        hr_err_t *err) {
+    if (check_key(key, err)) return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (rg[i].len == 0 || rg[i].off + rg[i].len < rg[i].off)
+            return hr_fail(err, HR_EINVAL, "%s: range %zu is empty or wraps", key, i);
+        req_t r = {.method = "GET", .key = key, .out = out, .max = out->len + rg[i].len};
+        snprintf(r.range, sizeof r.range, "bytes=%llu-%llu", (unsigned long long)rg[i].off,
+                 (unsigned long long)(rg[i].off + rg[i].len - 1));
+        size_t before = out->len;
+        if (perform(s, &r, err)) return -1;
+        /* A 200 sends the whole object (a server that ignores Range) and a 206 ends early at
+         * the object's end: either way not the bytes asked for. */
+        if (r.status != 206 || out->len - before != rg[i].len) {
+            size_t got = out->len - before;
+            out->len = before;
+            return hr_fail(err, HR_EINVAL, "%s: range %s is past the end of the object (got %zu of %llu bytes)", key,
+                           r.range + 6, got, (unsigned long long)rg[i].len);
+        }
+    }
+    return 0;
+}
+
+int objstore_get(objstore_t *s, const char *key, size_t max, buf_t *out, hr_err_t *err) {
+    if (check_key(key, err)) return -1;
+    req_t r = {.method = "GET", .key = key, .out = out, .max = out->len + max};
+    return perform(s, &r, err);
+}
+
+int objstore_head(objstore_t *s, const char *key, uint64_t *size, hr_err_t *err) {
+    if (check_key(key, err)) return -1;
+    req_t r = {.method = "HEAD", .key = key};
+    if (perform(s, &r, err)) return -1;
+    *size = r.length;
+    return 0;
+}
+
+int objstore_delete(objstore_t *s, const char *key, hr_err_t *err) {
+    if (check_key(key, err)) return -1;
+    req_t r = {.method = "DELETE", .key = key};
+    return perform(s, &r, err);
+}
+
+/* One page of a listing: calls fn per <Contents>, and leaves the next page's token in
+ * *next (or empties it on the last page). 1 when fn stopped, 0 to go on, -1. */
+static int list_page(const buf_t *ans, size_t skip, objstore_list_fn fn, void *ctx, buf_t *next, hr_err_t *err) {
+    const char *p = (const char *)ans->data, *end = p + ans->len, *v;
+    size_t vn;
+    buf_t key;
+    buf_init(&key);
+    int rc = 0;
+    next->len = 0;
+    const char *c;
+    while (rc == 0 && (c = memmem(p, (size_t)(end - p), "<Contents>", 10))) {
+        const char *ce = memmem(c, (size_t)(end - c), "</Contents>", 11);
+        const char *sv;
+        size_t sn;
+        if (!ce || !xml_find(c, ce, "Key", &v, &vn) || !xml_find(c, ce, "Size", &sv, &sn)) {
+            rc = hr_fail(err, HR_EINTERNAL, "object store listing: a <Contents> without <Key> or <Size>");
+            break;
+        }
+        key.len = 0;
+        char num[24];
+        snprintf(num, sizeof num, "%.*s", (int)(sn < 23 ? sn : 23), sv);
+        char *numend;
+        unsigned long long size = strtoull(num, &numend, 10);
+        if (objstore_xml_unescape(&key, v, vn) || *numend || !sn) {
+            rc = hr_fail(err, key.oom ? HR_ENOMEM : HR_EINTERNAL, "object store listing: a bad <Key> or <Size>");
+            break;
+        }
+        buf_putc(&key, 0);
+        if (key.oom) rc = hr_fail(err, HR_ENOMEM, "out of memory");
+        else if (key.len - 1 < skip) rc = hr_fail(err, HR_EINTERNAL, "object store listing: a key outside the prefix");
+        else if (fn(ctx, (const char *)key.data + skip, size)) rc = 1;
+        p = ce + 11;
+    }
+    buf_free(&key);
+    p = (const char *)ans->data;
+    if (rc == 0 && xml_find(p, end, "IsTruncated", &v, &vn) && vn == 4 && !memcmp(v, "true", 4)) {
+        if (!xml_find(p, end, "NextContinuationToken", &v, &vn) || !vn || objstore_xml_unescape(next, v, vn))
+            rc = hr_fail(err, HR_EINTERNAL, "object store listing: truncated without a continuation token");
+    }
+    return rc;
+}
+
+int objstore_list(objstore_t *s, const char *prefix, objstore_list_fn fn, void *ctx, hr_err_t *err) {
+    buf_t full, q, ans, token;
+    buf_init(&full), buf_init(&q), buf_init(&ans), buf_init(&token);
+    if (*s->prefix) buf_printf(&full, "%s/", s->prefix);
+    size_t skip = full.len;
+    buf_append(&full, prefix, strlen(prefix));
+    int rc = 0;
+    do {
+        /* The canonical query: names in byte order, values encoded. */
+        q.len = 0, ans.len = 0;
+        if (token.len) {
+            buf_printf(&q, "continuation-token=");
+            objstore_encode(&q, (const char *)token.data, token.len, 0);
+            buf_putc(&q, '&');
+        }
+        buf_printf(&q, "list-type=2&max-keys=%d&prefix=", s->list_page);
+        objstore_encode(&q, (const char *)full.data, full.len, 0);
+        buf_putc(&q, 0);
+        if (q.oom || full.oom) {
+            rc = hr_fail(err, HR_ENOMEM, "out of memory");
+            break;
+        }
+        req_t r = {.method = "GET", .query = (const char *)q.data, .out = &ans, .max = LIST_ANSWER_MAX};
+        rc = perform(s, &r, err);
+        if (rc == 0) rc = list_page(&ans, skip, fn, ctx, &token, err);
+    } while (rc == 0 && token.len);
+    buf_free(&full), buf_free(&q), buf_free(&ans), buf_free(&token);
+    return rc < 0 ? -1 : 0;
+}
