@@ -189,7 +189,9 @@ int cli_objstore(int argc, char **argv) {
         .secret_key = sk,
         .connect_timeout_ms = tmo,
         .stall_timeout_ms = tmo,
-        .retries = retries ? atoi(retries) : -1,
+        .retries = !retries            ? 0
+                   : atoi(retries) > 0 ? atoi(retries)
+                                       : -1, /* objstore: 0 is its default */
         .list_page = page ? atoi(page) : 0,
     };
     hr_err_t err = {0};

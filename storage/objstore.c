@@ -229,7 +229,7 @@ objstore_t *objstore_open(const objstore_config_t *cfg, hr_err_t *err) {
     s->connect_ms = cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 5000;
     s->stall_ms = cfg->stall_timeout_ms > 0 ? cfg->stall_timeout_ms : 30000;
     s->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : 0;
-    s->retries = cfg->retries >= 0 ? cfg->retries : 2;
+    s->retries = cfg->retries > 0 ? cfg->retries : cfg->retries < 0 ? 0 : 2;
     s->list_page = cfg->list_page > 0 && cfg->list_page <= 1000 ? cfg->list_page : 1000;
     return s;
 }
@@ -398,17 +398,17 @@ static int perform(objstore_t *s, req_t *r, hr_err_t *err) {
     if (!r->c) return buf_free(&u), hr_fail(err, HR_ENOMEM, "out of memory");
     size_t base = r->out ? r->out->len : 0;
     char cerr[CURL_ERROR_SIZE + 64] = "";
-    attempt_t a = ATTEMPT_FINAL;
-    int tries = 0;
-    for (; tries <= s->retries; tries++) {
-        if (tries) {
-            struct timespec ts = {.tv_sec = 0, .tv_nsec = 100000000L << (tries - 1 < 3 ? tries - 1 : 3)};
-            while (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    attempt_t a = ATTEMPT_TRANSIENT;
+    int tries = 0; /* attempts made */
+    while (a == ATTEMPT_TRANSIENT && tries <= s->retries) {
+        if (tries) { /* back off 100, 200, 400, 800 ms, 800 ms... */
+            long ms = 100L << (tries - 1 < 3 ? tries - 1 : 3);
+            struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = ms % 1000 * 1000000L};
             nanosleep(&ts, NULL);
         }
         if (r->out) r->out->len = base; /* a retry keeps only its own answer */
         a = attempt(s, r, (const char *)u.data, cerr, sizeof cerr);
-        if (a != ATTEMPT_TRANSIENT) break;
+        tries++;
     }
     pool_give(s, r->c);
     r->c = NULL;
@@ -422,10 +422,11 @@ static int perform(objstore_t *s, req_t *r, hr_err_t *err) {
         hr_fail(err, r->range[0] ? HR_EINTERNAL : HR_ETOOBIG, "%s: the answer is larger than %zu bytes", what, r->max);
     else if (a == ATTEMPT_FINAL && r->status == 0) hr_fail(err, HR_EINTERNAL, "%s: %s", what, cerr);
     else if (r->status == 0)
-        hr_fail(err, HR_EIO, "object store %s unreachable after %d attempts: %s", s->endpoint, tries, cerr);
+        hr_fail(err, HR_EIO, "object store %s unreachable after %d attempt%s: %s", s->endpoint, tries,
+                tries > 1 ? "s" : "", cerr);
     else if (r->status >= 500)
-        hr_fail(err, HR_EIO, "object store answered %ld%s%s%s after %d attempts (%s %s)", r->status,
-                code[0] ? " (" : "", code, code[0] ? ")" : "", tries, r->method, what);
+        hr_fail(err, HR_EIO, "object store answered %ld%s%s%s after %d attempt%s (%s %s)", r->status,
+                code[0] ? " (" : "", code, code[0] ? ")" : "", tries, tries > 1 ? "s" : "", r->method, what);
     else if (r->status >= 200 && r->status <= 299) rc = 0;
     else if (r->status == 412 && r->if_absent) rc = 0;
     else if (r->status == 404)

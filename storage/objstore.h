@@ -42,7 +42,7 @@ typedef struct {
     long connect_timeout_ms; /* 0: 5000 */
     long stall_timeout_ms;   /* a transfer moving under 1 KiB/s this long fails; 0: 30000 */
     long timeout_ms;         /* whole attempt; 0: none (the stall timeout bounds it) */
-    int retries;             /* extra attempts after a transient failure; <0: 2 */
+    int retries;             /* extra attempts after a transient failure; 0: 2, <0: none */
     int list_page;           /* max-keys of one ListObjectsV2 page; 0: 1000 */
 } objstore_config_t;
 

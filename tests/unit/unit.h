@@ -111,7 +111,10 @@ int unit_finish(const char *suite, int ok, int bad);
     X(test_symbolize_dwarf_inlines)                                                                                    \
     X(test_symbolize_pclntab)                                                                                          \
     X(test_symbolize_cache_persists)                                                                                   \
-    X(test_symbolize_rewrite)
+    X(test_symbolize_rewrite)                                                                                          \
+    X(test_objstore_encodings)                                                                                         \
+    X(test_objstore_open)                                                                                              \
+    X(test_objstore_retries)
 // clang-format on
 
 #define DECLARE(name) void name(void);
