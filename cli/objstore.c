@@ -102,22 +102,26 @@ static int cmd_get(objstore_t *s, const char *key, const char *ranges, int nthre
     if (ranges && !r) return 2;
     reader_t *t = calloc((size_t)nthreads, sizeof *t);
     pthread_t *th = calloc((size_t)nthreads, sizeof *th);
-    int rc = t && th ? 0 : 1;
-    for (int i = 0; rc == 0 && i < nthreads; i++) {
-        t[i] = (reader_t){.s = s, .key = key, .r = r, .nr = nr};
-        buf_init(&t[i].out);
-        if (pthread_create(&th[i], NULL, reader_run, &t[i])) nthreads = i, rc = 1;
+    int rc = t && th ? 0 : 1, started = 0;
+    if (rc) fprintf(stderr, "hearth objstore: ENOMEM: out of memory\n");
+    while (rc == 0 && started < nthreads) {
+        t[started] = (reader_t){.s = s, .key = key, .r = r, .nr = nr};
+        buf_init(&t[started].out);
+        if (pthread_create(&th[started], NULL, reader_run, &t[started]))
+            rc = 1, fprintf(stderr, "hearth objstore: cannot start thread %d\n", started);
+        else started++;
     }
-    for (int i = 0; t && th && i < nthreads; i++) pthread_join(th[i], NULL);
-    for (int i = 0; rc == 0 && i < nthreads; i++) {
+    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+    for (int i = 0; rc == 0 && i < started; i++) {
+        const buf_t *a = &t[i].out, *b = &t[0].out;
         if (t[i].rc) rc = fail(&t[i].err);
-        else if (t[i].out.len != t[0].out.len || memcmp(t[i].out.data, t[0].out.data, t[0].out.len)) {
+        else if (a->len != b->len || (a->len && memcmp(a->data, b->data, a->len))) {
             fprintf(stderr, "hearth objstore: EINTERNAL: thread %d read other bytes than thread 0\n", i);
             rc = 1;
         }
     }
-    if (rc == 0 && fwrite(t[0].out.data, 1, t[0].out.len, stdout) != t[0].out.len) rc = 1;
-    for (int i = 0; t && i < nthreads; i++) buf_free(&t[i].out);
+    if (rc == 0 && t[0].out.len && fwrite(t[0].out.data, 1, t[0].out.len, stdout) != t[0].out.len) rc = 1;
+    for (int i = 0; i < started; i++) buf_free(&t[i].out);
     free(t), free(th), free(r);
     return rc;
 }

@@ -155,7 +155,7 @@ static char *url_decode(const char *s, size_t n) {
             d[o++] = s[i];
             continue;
         }
-        int hi = i + 2 < n + 1 ? hexval(s[i + 1]) : -1, lo = hi >= 0 ? hexval(s[i + 2]) : -1;
+        int hi = i + 2 < n ? hexval(s[i + 1]) : -1, lo = hi >= 0 ? hexval(s[i + 2]) : -1;
         if (lo < 0 || (hi == 0 && lo == 0)) return free(d), NULL;
         d[o++] = (char)(hi * 16 + lo);
         i += 2;
@@ -219,7 +219,8 @@ objstore_t *objstore_open(const objstore_config_t *cfg, hr_err_t *err) {
                 "object store: no keys (give them, or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)");
         return NULL;
     }
-    if (!s->region && !(s->region = strdup("us-east-1"))) return objstore_free(s), hr_fail(err, HR_ENOMEM, "oom"), NULL;
+    if (!s->region && !(s->region = strdup("us-east-1")))
+        return objstore_free(s), hr_fail(err, HR_ENOMEM, "out of memory"), NULL;
     s->access = strdup(ak);
     s->secret = strdup(sk);
     size_t sl = strlen(s->region) + 16;
