@@ -300,7 +300,10 @@ static size_t on_body(char *p, size_t size, size_t nm, void *ctx) {
 static size_t on_send(char *p, size_t size, size_t nm, void *ctx) {
     req_t *r = ctx;
     size_t room = size * nm;
-    if (r->f) return fread(p, 1, room, r->f);
+    if (r->f) {
+        size_t k = fread(p, 1, room, r->f);
+        return k || !ferror(r->f) ? k : CURL_READFUNC_ABORT;
+    }
     size_t k = r->n - r->sent < room ? r->n - r->sent : room;
     memcpy(p, r->data + r->sent, k);
     r->sent += k;
@@ -423,7 +426,7 @@ static int perform(objstore_t *s, req_t *r, hr_err_t *err) {
         hr_fail(err, r->range[0] ? HR_EINTERNAL : HR_ETOOBIG, "%s: the answer is larger than %zu bytes", what, r->max);
     else if (a == ATTEMPT_FINAL && r->status == 0) hr_fail(err, HR_EINTERNAL, "%s: %s", what, cerr);
     else if (r->status == 0)
-        hr_fail(err, HR_EIO, "object store %s unreachable after %d attempt%s: %s", s->endpoint, tries,
+        hr_fail(err, HR_EIO, "no answer from object store %s after %d attempt%s: %s", s->endpoint, tries,
                 tries > 1 ? "s" : "", cerr);
     else if (r->status >= 500)
         hr_fail(err, HR_EIO, "object store answered %ld%s%s%s after %d attempt%s (%s %s)", r->status,

@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "common/buf.h"
 #include "storage/objstore.h"
@@ -71,7 +72,7 @@ void test_objstore_open(void) {
 /* ---------------------------------------------------------------- the scripted server */
 
 typedef struct {
-    const int *script; /* the status of each request in turn; 200 after the end */
+    const int *script; /* the status of each request in turn (0: stall 2 s first); 200 after the end */
     size_t nscript;
     atomic_int requests;
     char last_method[8], last_sha[65], last_range[64];
@@ -94,6 +95,11 @@ static enum MHD_Result on_req(void *cls, struct MHD_Connection *c, const char *u
     }
     int i = atomic_fetch_add(&s->requests, 1);
     int status = (size_t)i < s->nscript ? s->script[i] : 200;
+    if (status == 0) { /* a server that has stopped moving: the client's stall timeout must end the wait */
+        struct timespec ts = {.tv_sec = 2};
+        nanosleep(&ts, NULL);
+        status = 200;
+    }
     const char *sha = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "x-amz-content-sha256");
     const char *range = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Range");
     snprintf(s->last_method, sizeof s->last_method, "%s", method);
@@ -108,8 +114,8 @@ static enum MHD_Result on_req(void *cls, struct MHD_Connection *c, const char *u
     return rc;
 }
 
-/* Starts the scripted server and opens a store on it (retries 2, short timeouts). */
-static struct MHD_Daemon *script_start(script_t *s, objstore_t **os) {
+/* Starts the scripted server and opens a store on it with these timeouts and retries. */
+static struct MHD_Daemon *script_start(script_t *s, objstore_t **os, long timeout_ms, int retries) {
     buf_init(&s->last_body);
     struct MHD_Daemon *d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, 0, NULL, NULL, on_req, s,
                                             MHD_OPTION_SOCK_ADDR, NULL, MHD_OPTION_END);
@@ -119,7 +125,13 @@ static struct MHD_Daemon *script_start(script_t *s, objstore_t **os) {
     snprintf(url, sizeof url, "s3://bucket/pre?endpoint=http://127.0.0.1:%u",
              (unsigned)MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT)->port);
     objstore_config_t cfg = {
-        .url = url, .access_key = "AK", .secret_key = "SK", .connect_timeout_ms = 2000, .stall_timeout_ms = 2000};
+        .url = url,
+        .access_key = "AK",
+        .secret_key = "SK",
+        .connect_timeout_ms = timeout_ms,
+        .stall_timeout_ms = timeout_ms,
+        .retries = retries,
+    };
     hr_err_t err = {0};
     *os = objstore_open(&cfg, &err);
     CHECK(*os != NULL);
@@ -138,7 +150,7 @@ void test_objstore_retries(void) {
     static const int FAIL3[] = {503, 503, 503};
     script_t s = {.script = FAIL3, .nscript = 3};
     objstore_t *os = NULL;
-    struct MHD_Daemon *d = script_start(&s, &os);
+    struct MHD_Daemon *d = script_start(&s, &os, 2000, 2);
     hr_err_t err = {0};
     buf_t out;
     buf_init(&out);
@@ -153,7 +165,7 @@ void test_objstore_retries(void) {
     /* 500, then 200: the retry succeeds and the answer holds only the good body. */
     static const int FAIL1[] = {500};
     s = (script_t){.script = FAIL1, .nscript = 1};
-    d = script_start(&s, &os);
+    d = script_start(&s, &os, 2000, 2);
     out.len = 0;
     CHECK_INT(objstore_get(os, "k", 100, &out, &err), 0);
     CHECK_INT(out.len, 10);
@@ -176,7 +188,7 @@ void test_objstore_retries(void) {
     /* 503, then 200 for a PUT: the retry sends the whole body again, with its SHA-256. */
     static const int PUT1[] = {503};
     s = (script_t){.script = PUT1, .nscript = 1};
-    d = script_start(&s, &os);
+    d = script_start(&s, &os, 2000, 2);
     static const char body[] = "a block image, say";
     CHECK_INT(objstore_put(os, "seg/1", body, sizeof body - 1, 0, &err), 0);
     CHECK_INT(atomic_load(&s.requests), 2);
@@ -196,6 +208,22 @@ void test_objstore_retries(void) {
     CHECK_INT(objstore_head(os, "nope", &size, &err), -1);
     CHECK_INT(err.code, HR_ENOTFOUND);
     CHECK_INT(atomic_load(&s.requests), 1);
+    script_stop(d, &s, os);
+
+    /* A stalled answer: the stall timeout (1 s here) ends each attempt; after the retries,
+     * a transient error well before the server would have answered three times. */
+    static const int STALL[] = {0, 0};
+    s = (script_t){.script = STALL, .nscript = 2};
+    d = script_start(&s, &os, 1000, 1);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    out.len = 0;
+    CHECK_INT(objstore_get(os, "k", 100, &out, &err), -1);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double took = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    CHECK_INT(err.code, HR_EIO);
+    CHECK(strstr(err.msg, "after 2 attempts: Operation too slow") != NULL);
+    CHECK(took >= 1.5 && took < 3.5);
     script_stop(d, &s, os);
     buf_free(&out);
 }
