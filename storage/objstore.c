@@ -521,7 +521,7 @@ int objstore_get_ranges(objstore_t *s, const char *key, const objstore_range_t *
 
 int objstore_get(objstore_t *s, const char *key, size_t max, buf_t *out, hr_err_t *err) {
     if (check_key(key, err)) return -1;
-    req_t r = {.method = "GET", .key = key, .out = out, .max = out->len + max};
+    req_t r = {.method = "GET", .key = key, .out = out, .max = max > SIZE_MAX - out->len ? SIZE_MAX : out->len + max};
     return perform(s, &r, err);
 }
 

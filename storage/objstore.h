@@ -56,7 +56,9 @@ void objstore_free(objstore_t *s);
 enum { OBJSTORE_IF_ABSENT = 1 }; /* flags of the puts: create only (If-None-Match: *) */
 
 /* Stores n bytes (borrowed for the call) as key. Returns 0 when stored; 1 when flags
- * has OBJSTORE_IF_ABSENT and key exists already (nothing written); -1 with err. */
+ * has OBJSTORE_IF_ABSENT and key exists already (nothing written); -1 with err.
+ * A conditional put retried after a lost answer may find the object its own first
+ * attempt created and return 1: a caller that must know compares the content. */
 int objstore_put(objstore_t *s, const char *key, const void *data, size_t n, int flags, hr_err_t *err);
 /* As objstore_put, streaming the file at path: it is read once to hash it (SigV4 signs
  * the body's SHA-256) and again, chunk by chunk, to send it, so it must not change

@@ -181,13 +181,22 @@ class RadosGateway:
 
 
 _SHARED = None
+_FAILED = None
 
 
 def shared():
-    """One gateway for the whole run, started on first use and stopped at exit."""
-    global _SHARED
+    """One gateway for the whole run, started on first use and stopped at exit. A gateway
+    that failed to start is not tried again: every later test fails at once with its error."""
+    global _SHARED, _FAILED
+    if _FAILED:
+        raise RuntimeError(f"the S3 server did not start: {_FAILED}")
     if _SHARED is None:
         gw = RadosGateway()
         atexit.register(gw.stop)
-        _SHARED = gw.start()
+        try:
+            _SHARED = gw.start()
+        except Exception as e:
+            atexit.unregister(gw.stop)  # start() stopped it and kept its logs for the error
+            _FAILED = e
+            raise
     return _SHARED
