@@ -11,7 +11,7 @@ import signal
 from harness import (
     ARGS, CPU, T0, Server, connect_json, connect_proto, cpu_files, multipart, push, query, test)
 from pprof_ref import pprof_raw, pprof_traces
-from protowire import pb_decode, pb_encode_field, pb_field, pb_packed, pb_strs, push_request_proto
+from protowire import pb_decode, pb_encode_field, pb_field, pb_packed, pb_strs, pb_uvarint, push_request_proto
 
 
 @test
@@ -344,28 +344,17 @@ def select_series_refuses_exemplars_it_cannot_serve():
         assert st == 501
 
 
-def read_uvarint(b, i):
-    v = shift = 0
-    while True:
-        c = b[i]
-        i += 1
-        v |= (c & 0x7F) << shift
-        shift += 7
-        if c < 0x80:
-            return v, i
-
-
 def pyroscope_tree(b):
     """{root-first path tuple: (self, total)} of Pyroscope's tree bytes, read as its
     UnmarshalTree reads them: depth first, each node owed to the last parent still owed one."""
     nodes, parents, i = {}, [()], 0
     while parents and i < len(b):
         parent = parents.pop()
-        n, i = read_uvarint(b, i)
+        n, i = pb_uvarint(b, i)
         name = b[i:i + n].decode()
         i += n
-        self_v, i = read_uvarint(b, i)
-        kids, i = read_uvarint(b, i)
+        self_v, i = pb_uvarint(b, i)
+        kids, i = pb_uvarint(b, i)
         path = parent + (name,) if parent != () or name else ("",)
         nodes[path] = nodes.get(path, 0) + self_v
         parents += [path] * kids
