@@ -192,14 +192,18 @@ static const char **run_keys(const run_t *r, size_t *n) {
     return v;
 }
 
-/* Reads the run's partitions of key (NULL: every partition) into in[0..*nin), which
- * has room for them. 1, 0 (an input is unreadable), -1 with err; the caller frees
- * what was read either way. */
+/* 1 when partition p of input block i is one of key's (NULL: every partition). */
+static int wanted(const run_t *r, size_t i, size_t p, const char *key) {
+    return !key || !strcmp(r->ix[i]->parts[p].key, key);
+}
+
+/* Reads the run's partitions of key into in[0..*nin), which has room for all of them.
+ * 1, 0 (an input is unreadable), -1 with err; the caller frees what was read. */
 static int read_inputs(store_t *s, run_t *r, const char *key, segment_t **in, size_t *nin, hr_err_t *err) {
     int rc = 1;
     for (size_t i = 0; i < r->n && rc == 1; i++)
         for (size_t p = 0; p < r->ix[i]->nparts && rc == 1; p++) {
-            if (key && strcmp(r->ix[i]->parts[p].key, key)) continue;
+            if (!wanted(r, i, p, key)) continue;
             if (read_input(s, r, i, p, &in[*nin], err)) rc = -1;
             else if (!in[*nin]) rc = 0;
             else (*nin)++;
@@ -207,10 +211,13 @@ static int read_inputs(store_t *s, run_t *r, const char *key, segment_t **in, si
     return rc;
 }
 
-/* Merges what read_inputs reads into one segment (*out). 1, 0, -1 as read_inputs. */
-static int merge_inputs(store_t *s, run_t *r, const char *key, size_t room, segment_t **out, hr_err_t *err) {
+/* Merges what read_inputs reads into one segment (*out). 1, 0, -1 as read_inputs. The
+ * array is sized by counting, not by assuming one partition per key and block. */
+static int merge_inputs(store_t *s, run_t *r, const char *key, segment_t **out, hr_err_t *err) {
+    size_t room = 0, nin = 0;
+    for (size_t i = 0; i < r->n; i++)
+        for (size_t p = 0; p < r->ix[i]->nparts; p++) room += (size_t)wanted(r, i, p, key);
     segment_t **in = calloc(room + 1, sizeof *in);
-    size_t nin = 0;
     int rc = in ? read_inputs(s, r, key, in, &nin, err) : hr_fail(err, HR_ENOMEM, "out of memory");
     *out = NULL;
     if (rc == 1 && !(*out = compact_segments((const segment_t *const *)in, nin, err))) rc = -1;
@@ -223,7 +230,7 @@ static int merge_inputs(store_t *s, run_t *r, const char *key, size_t room, segm
  * block) and adds the result to w: only that key's rows and symbols are in memory. */
 static int merge_key(store_t *s, run_t *r, const char *key, block_writer_t *w, hr_err_t *err) {
     segment_t *m;
-    int rc = merge_inputs(s, r, key, r->n, &m, err);
+    int rc = merge_inputs(s, r, key, &m, err);
     if (rc == 1 && block_writer_add(w, key, m, err)) rc = -1;
     segment_free(m);
     return rc;
@@ -274,10 +281,8 @@ static int compact_streamed(store_t *s, run_t *r, hr_err_t *err) {
 /* A run with a version-1 block (one partition of everything) is merged whole, into
  * one block (its run was planned under --compact-max-bytes). */
 static int compact_whole(store_t *s, run_t *r, hr_err_t *err) {
-    size_t room = 0;
-    for (size_t i = 0; i < r->n; i++) room += r->ix[i]->nparts;
     segment_t *m;
-    int rc = merge_inputs(s, r, NULL, room, &m, err);
+    int rc = merge_inputs(s, r, NULL, &m, err);
     if (rc == 1 && VEC_RESERVE(r->out, r->out_cap, 1)) rc = hr_fail(err, HR_ENOMEM, "out of memory");
     if (rc == 1 && store_write_block(s, r->tenant, m, &r->out[0], err)) rc = -1;
     if (rc == 1) r->nout = 1;
