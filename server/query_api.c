@@ -191,6 +191,11 @@ static void run_merge(app_t *a, http_req_t *req, http_resp_t *resp, selector_t *
         free(ga.copy);
         return filter_destroy(&fa);
     }
+    if (ga.n && !(rd->needs & RENDER_TIMELINE)) { /* refused, never ignored */
+        http_error(resp, 400, "`group_by` needs a format with a timeline (flamegraph), not `%s`", format);
+        free(ga.copy);
+        return filter_destroy(&fa);
+    }
     merge_query_t q = merge_for(rd, a, req, sel, r, auto_step(r), only, &fa);
     merge_result_t m;
     render_args_t args = {.m = &m,
@@ -202,7 +207,7 @@ static void run_merge(app_t *a, http_req_t *req, http_resp_t *resp, selector_t *
     buf_init(&out);
     grouped_t groups;
     int rc = merge_run(a->store, &q, &m, &err);
-    if (rc == 0 && (rd->needs & RENDER_TIMELINE)) rc = run_groups(a, &q, sel, &ga, 0, &groups, &args, &err);
+    if (rc == 0) rc = run_groups(a, &q, sel, &ga, 0, &groups, &args, &err);
     else memset(&groups, 0, sizeof groups);
     if (rc == 0) rc = query_render(rd, &args, &out, &err);
     note_symbolization(resp, &m);

@@ -589,6 +589,8 @@ def group_by_splits_timelines_by_label():
         assert srv.get_json("/pyroscope/render", query=sel, **{"from": T0 - 10, "until": T0 + 100})["groups"] is None
         st, body = srv.get("/api/v1/timeseries", query=sel, group_by="pod", limit="-1", **span)
         assert st == 400, body
+        st, body = srv.get("/api/v1/query", query=sel, format="top", group_by="pod", **{"from": T0 - 10, "until": T0 + 100})
+        assert st == 400 and b"group_by" in body, body  # refused, not ignored
 
 
 def flamebearer_nodes(fb):
