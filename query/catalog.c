@@ -45,7 +45,7 @@ static int mark(void *ctx, const segment_t *seg) {
 
 /* The series of q's tenant with a profile in q's range, as a bitmap (*n bytes). */
 static uint8_t *presence(store_t *st, const catalog_query_t *q, uint32_t *n, hr_err_t *err) {
-    presence_t p = {NULL, (uint32_t)index_series_total(store_index(st)) + 1, q->from, q->until, q->deadline_ns, 0};
+    presence_t p = {NULL, index_series_bound(store_index(st)), q->from, q->until, q->deadline_ns, 0};
     if (!(p.present = calloc(p.n, 1))) return hr_fail(err, HR_ENOMEM, "out of memory"), NULL;
     store_filter_t f = {q->from, q->until, NULL, 0, 1, 0}; /* presence needs rows, not stacks */
     if (store_scan(st, q->tenant, &f, mark, &p, err)) {
@@ -101,9 +101,9 @@ static void set_bit(void *ctx, const series_t *s) {
 }
 
 uint8_t *catalog_select(store_t *st, const catalog_query_t *q, uint32_t *n, hr_err_t *err) {
-    /* Series ids are dense, so total + 1 covers every id that exists now; a series
-     * created while the query runs is simply not part of it. */
-    bitmap_t b = {NULL, (uint32_t)index_series_total(store_index(st)) + 1};
+    /* The bound covers every id the mirror holds now; a series created while the
+     * query runs is simply not part of it. */
+    bitmap_t b = {NULL, index_series_bound(store_index(st))};
     if (!(b.bits = calloc(b.n, 1))) return hr_fail(err, HR_ENOMEM, "out of memory"), NULL;
     if (catalog_series(st, q, set_bit, &b, err)) {
         free(b.bits);

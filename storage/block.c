@@ -1045,21 +1045,39 @@ segment_t *block_read(const char *path, hr_err_t *err) {
     return s;
 }
 
-/* Reads n bytes at off of path into a new buffer. */
-static uint8_t *read_range(int fd, const char *path, uint64_t off, uint64_t n, hr_err_t *err) {
+/* Reads n bytes at off of src into a new buffer. */
+static uint8_t *read_range(const block_src_t *src, uint64_t off, uint64_t n, hr_err_t *err) {
     uint8_t *b = malloc(n ? (size_t)n : 1);
     if (!b) return hr_fail(err, HR_ENOMEM, "out of memory"), NULL;
+    if (n && src->read(src->ctx, src->name, off, n, b, err)) return free(b), NULL;
+    return b;
+}
+
+/* block_src_t's read for files: name is the path. */
+static int file_read(void *ctx, const char *path, uint64_t off, uint64_t n, uint8_t *out, hr_err_t *err) {
+    (void)ctx;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return hr_fail(err, errno == ENOENT ? HR_ENOTFOUND : HR_EIO, "open %s: %s", path, strerror(errno));
     size_t got = 0;
     while (got < n) {
-        ssize_t k = pread(fd, b + got, (size_t)(n - got), (off_t)(off + got));
+        ssize_t k = pread(fd, out + got, (size_t)(n - got), (off_t)(off + got));
         if (k < 0 && errno == EINTR) continue;
         if (k <= 0) {
-            free(b);
-            return hr_fail(err, HR_EIO, "read %s: %s", path, k < 0 ? strerror(errno) : "short file"), NULL;
+            close(fd);
+            return hr_fail(err, k < 0 ? HR_EIO : HR_EUNPROC, "read %s: %s", path, k < 0 ? strerror(errno) : "short file");
         }
         got += (size_t)k;
     }
-    return b;
+    close(fd);
+    return 0;
+}
+
+int block_src_file(block_src_t *src, const char *path, hr_err_t *err) {
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return hr_fail(err, errno == ENOENT ? HR_ENOTFOUND : HR_EIO, "stat %s: %s", path, strerror(errno));
+    *src = (block_src_t){.name = path, .size = (uint64_t)st.st_size, .read = file_read, .ctx = NULL};
+    return 0;
 }
 
 /* A version-1 file is one partition of every series, with no footer totals. */
@@ -1075,39 +1093,42 @@ static block_index_t *index_v1(uint64_t size, hr_err_t *err) {
     return ix;
 }
 
-block_index_t *block_index_read(const char *path, hr_err_t *err) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return hr_fail(err, errno == ENOENT ? HR_ENOTFOUND : HR_EIO, "open %s: %s", path, strerror(errno)), NULL;
-    struct stat st;
+block_index_t *block_index_read_src(const block_src_t *src, hr_err_t *err) {
     block_index_t *ix = NULL;
     uint8_t head[HEADER_BYTES], tail[TAIL_BYTES];
-    uint64_t size = fstat(fd, &st) == 0 ? (uint64_t)st.st_size : 0, foff;
-    int v = size >= HEADER_BYTES && pread(fd, head, HEADER_BYTES, 0) == HEADER_BYTES
-                ? header_version(head, HEADER_BYTES)
-                : 0;
-    if (v == 1) ix = index_v1(size, err);
-    else if (v != 2 || size < HEADER_BYTES + TAIL_BYTES)
-        hr_fail(err, HR_EUNPROC, "block %s: not a Hearth block (bad magic or version)", path);
-    else if (pread(fd, tail, TAIL_BYTES, (off_t)(size - TAIL_BYTES)) != TAIL_BYTES || !(foff = tail_footer(tail, size)))
-        hr_fail(err, HR_EUNPROC, "block %s: bad tail", path);
-    else {
-        uint8_t *f = read_range(fd, path, foff, size - TAIL_BYTES - foff, err);
-        if (f) ix = parse_footer(f, (size_t)(size - TAIL_BYTES - foff), foff, err);
-        free(f);
+    uint64_t size = src->size, foff;
+    hr_err_t e = {0};
+    int v = 0;
+    if (size >= HEADER_BYTES) {
+        if (src->read(src->ctx, src->name, 0, HEADER_BYTES, head, &e)) return *err = e, NULL;
+        v = header_version(head, HEADER_BYTES);
     }
-    close(fd);
+    if (v == 1) return index_v1(size, err);
+    if (v != 2 || size < HEADER_BYTES + TAIL_BYTES)
+        return hr_fail(err, HR_EUNPROC, "block %s: not a Hearth block (bad magic or version)", src->name), NULL;
+    if (src->read(src->ctx, src->name, size - TAIL_BYTES, TAIL_BYTES, tail, &e)) return *err = e, NULL;
+    if (!(foff = tail_footer(tail, size))) return hr_fail(err, HR_EUNPROC, "block %s: bad tail", src->name), NULL;
+    uint8_t *f = read_range(src, foff, size - TAIL_BYTES - foff, err);
+    if (f) ix = parse_footer(f, (size_t)(size - TAIL_BYTES - foff), foff, err);
+    free(f);
     return ix;
 }
 
-segment_t *block_read_part(const char *path, const block_index_t *ix, size_t p, int view, hr_err_t *err) {
-    if (ix->version == 1) return block_read(path, err);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return hr_fail(err, HR_EIO, "open %s: %s", path, strerror(errno)), NULL;
-    const block_part_t *bp = &ix->parts[p];
-    uint8_t *b = read_range(fd, path, bp->off, bp->len, err);
-    close(fd);
-    segment_t *s = b ? decode_part(b, (size_t)bp->len, bp, view, err) : NULL;
+block_index_t *block_index_read(const char *path, hr_err_t *err) {
+    block_src_t src;
+    return block_src_file(&src, path, err) ? NULL : block_index_read_src(&src, err);
+}
+
+segment_t *block_read_part_src(const block_src_t *src, const block_index_t *ix, size_t p, int view, hr_err_t *err) {
+    const block_part_t *bp = ix->version == 1 ? NULL : &ix->parts[p];
+    uint8_t *b = read_range(src, bp ? bp->off : 0, bp ? bp->len : src->size, err);
+    if (!b) return NULL;
+    segment_t *s = bp ? decode_part(b, (size_t)bp->len, bp, view, err) : block_decode(b, (size_t)src->size, err);
     free(b);
     return s;
+}
+
+segment_t *block_read_part(const char *path, const block_index_t *ix, size_t p, int view, hr_err_t *err) {
+    block_src_t src;
+    return block_src_file(&src, path, err) ? NULL : block_read_part_src(&src, ix, p, view, err);
 }

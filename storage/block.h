@@ -22,6 +22,7 @@
 #define HEARTH_BLOCK_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common/buf.h"
 #include "common/err.h"
@@ -90,6 +91,25 @@ typedef struct {
      * empty symtab: what totals-only queries scan. NULL for version 1. */
     segment_t *totals;
 } block_index_t;
+
+/* Where a block's bytes come from: a file, or an object in the cluster's object store
+ * (storage/blockstore.h). Every reader below goes through read, asking only for the
+ * byte ranges it needs (header, tail, footer, the partitions it decodes). */
+typedef struct {
+    const char *name; /* a path or an object key, for read and for messages */
+    uint64_t size;    /* the block's bytes */
+    /* Reads exactly n bytes at off into out. 0, or -1 with err: HR_ENOTFOUND (gone),
+     * HR_EUNPROC (short: corrupt), HR_EIO (passing), HR_ENOMEM. */
+    int (*read)(void *ctx, const char *name, uint64_t off, uint64_t n, uint8_t *out, hr_err_t *err);
+    void *ctx;
+} block_src_t;
+
+/* A source reading the file at path (borrowed; stat'ed now for its size). 0 or -1. */
+int block_src_file(block_src_t *src, const char *path, hr_err_t *err);
+
+/* block_index_read and block_read_part from any source. */
+block_index_t *block_index_read_src(const block_src_t *src, hr_err_t *err);
+segment_t *block_read_part_src(const block_src_t *src, const block_index_t *ix, size_t p, int view, hr_err_t *err);
 
 /* Reads the header, tail and footer of a block file (a version-1 file: its header
  * only). NULL with err on a missing, short or corrupt file. */

@@ -1,7 +1,8 @@
-/* index.h - the metadata store (SQLite): series and their labels, the block
- * catalog, the WAL checkpoint and the schema version.
+/* index.h - the metadata store: series and their labels, the block catalog, the WAL
+ * checkpoint and the schema version; in SQLite for one node, in PostgreSQL for a
+ * cluster (index_backend.h), where it is shared by every node.
  *
- * SQLite is the durable truth; the series are also mirrored in memory (an array
+ * The database is the durable truth; the series are also mirrored in memory (an array
  * indexed by series id) because every ingest and query consults them. Series ids
  * are dense, assigned here, and never reused. All functions are thread-safe (one
  * mutex; every call is short). Every ingest takes that mutex to resolve its series,
@@ -41,6 +42,17 @@ index_t *index_open(const char *path, hr_err_t *err);
  * writes, so it works beside a running server and on a full disk. Functions that
  * write then fail with HR_EIO. */
 index_t *index_open_readonly(const char *path, hr_err_t *err);
+
+/* The cluster catalog in PostgreSQL (creating its tables if needed, one node at a
+ * time under an advisory lock). An unreachable server is HR_EIO, as is every call
+ * that finds it gone later (the connection is re-established on the next call). */
+typedef struct {
+    const char *conninfo;   /* postgres://user@host:port/db, or libpq's key=value form */
+    int64_t trash_delay_ms; /* how long replaced blocks' objects stay readable */
+} index_pg_config_t;
+index_t *index_open_pg(const index_pg_config_t *cfg, hr_err_t *err);
+/* 1 when the catalog is shared with other nodes (PostgreSQL). */
+int index_shared(index_t *ix);
 void index_close(index_t *ix);
 
 /* Finds the series (tenant, profile type, labels) or creates it, committed to SQLite
@@ -64,18 +76,40 @@ typedef struct {
 int index_snapshot(index_t *ix, const char *tenant, index_snapshot_t *out, hr_err_t *err);
 void index_snapshot_free(index_snapshot_t *s);
 size_t index_series_total(index_t *ix);
+/* One past the highest series id known: the size of a bitmap over every series. */
+uint32_t index_series_bound(index_t *ix);
+
+/* A shared catalog: reads what other nodes changed since the last call (their new
+ * series into the mirror). *changed is 1 when anything did (series or blocks), so
+ * the caller re-reads the block list. Always 0 for SQLite. 0, or -1 (HR_EIO). */
+int index_sync(index_t *ix, int *changed, hr_err_t *err);
 
 /* The block catalog. */
 int index_blocks(index_t *ix, block_meta_t **out, size_t *n, hr_err_t *err);
-int64_t index_next_block_id(index_t *ix);
+int index_next_block_id(index_t *ix, int64_t *id, hr_err_t *err);
 /* Registers blocks and moves the WAL checkpoint to wal_segment in one transaction. */
 int index_commit_blocks(index_t *ix, const block_meta_t *b, size_t n, uint32_t wal_segment, hr_err_t *err);
 uint32_t index_wal_checkpoint(index_t *ix);
 /* Compaction: registers the merged blocks and drops the n blocks they replace in one
- * transaction, so the catalog names either the old blocks or the new ones. */
+ * transaction, so the catalog names either the old blocks or the new ones. When any
+ * of the n is gone already (another node's compaction or retention), nothing changes
+ * and it fails with HR_ENOTFOUND. A shared catalog puts the replaced blocks' objects
+ * in its trash, deleted after the delay (index_trash_take). */
 int index_replace_blocks(index_t *ix, const block_meta_t *merged, size_t nmerged, const int64_t *ids, size_t n,
                          hr_err_t *err);
 /* Drops blocks from the catalog in one transaction (the caller deals with files). */
 int index_remove_blocks(index_t *ix, const int64_t *ids, size_t n, hr_err_t *err);
+
+/* Shared catalogs only (HR_EINVAL otherwise). */
+/* Takes job for owner until lease_ms from now, unless another owner's lease on it
+ * is still running: 1 taken, 0 held by another, -1 with err. */
+int index_claim(index_t *ix, const char *job, const char *owner, int64_t lease_ms, hr_err_t *err);
+int index_release(index_t *ix, const char *job, const char *owner, hr_err_t *err);
+/* Records that node is alive (its role and address), for operators and planners. */
+int index_heartbeat(index_t *ix, const char *node, const char *target, const char *listen, hr_err_t *err);
+/* Takes up to max keys of replaced blocks' objects whose delay has passed off the
+ * trash (their rows are gone once this returns), for the caller to delete. *keys
+ * (malloc'd, each key too) has *n of them. */
+int index_trash_take(index_t *ix, size_t max, char ***keys, size_t *n, hr_err_t *err);
 
 #endif

@@ -321,7 +321,7 @@ static const char *service_of(void *ctx, uint32_t series) {
  * meta for the catalog. */
 int store_new_block(store_t *s, const char *tenant, block_meta_t *meta, char *full, size_t cap, hr_err_t *err) {
     memset(meta, 0, sizeof *meta);
-    meta->id = index_next_block_id(s->index);
+    if (index_next_block_id(s->index, &meta->id, err)) return -1;
     snprintf(meta->tenant, sizeof meta->tenant, "%s", tenant);
     snprintf(meta->path, sizeof meta->path, "blocks/%s/%08lld.blk", tenant, (long long)meta->id);
     snprintf(full, cap, "%s/blocks/%s", s->dir, tenant);
