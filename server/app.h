@@ -16,6 +16,7 @@
 #include "server/auth.h"
 #include "server/metrics.h"
 #include "server/scrape.h"
+#include "storage/objstore.h"
 #include "storage/store.h"
 #include "symbolize/symbolizer.h"
 
@@ -42,6 +43,8 @@ typedef struct app {
     pthread_rwlock_t auth_lock;
     debuginfo_t *debuginfo;   /* debug files: uploads, --debuginfo-dir, debuginfod */
     symbolizer_t *symbolizer; /* NULL with --symbolize=false */
+    objstore_t *objects;      /* cluster mode: where blocks live (NULL on one node) */
+    char node[512];           /* cluster mode: this node's name in the catalog */
 } app_t;
 
 /* The router (routes.c), as the HTTP layer's three callbacks (http.h): admit finds the

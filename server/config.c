@@ -12,7 +12,21 @@
 #include "common/timeparse.h"
 
 /* T_DURATION0 and T_INT0 also take 0, which turns the setting off ("0 = no limit"). */
-typedef enum { T_STR, T_SIZE, T_DURATION, T_DURATION0, T_INT, T_INT0, T_FSYNC, T_LEVEL, T_LOGFMT, T_BOOL } opt_type_t;
+/* T_SECRET is a string --print-config does not print. */
+typedef enum {
+    T_STR,
+    T_SECRET,
+    T_SIZE,
+    T_DURATION,
+    T_DURATION0,
+    T_INT,
+    T_INT0,
+    T_FSYNC,
+    T_LEVEL,
+    T_LOGFMT,
+    T_BOOL,
+    T_TARGET
+} opt_type_t;
 
 typedef struct {
     const char *name, *def, *help;
@@ -88,13 +102,46 @@ static const opt_t OPTS[] = {
      T_STR, O(debuginfod_urls)},
     {"debuginfod-negative-ttl", "5m", "a build ID no source has is not asked for again for this long", T_DURATION,
      O(debuginfod_negative_ttl_ns)},
+    {"catalog", "",
+     "cluster mode: the shared catalog, postgres://USER@HOST:PORT/DB (password: PGPASSWORD or ~/.pgpass); needs "
+     "--object-store (docs/cluster.md)",
+     T_STR, O(catalog)},
+    {"object-store", "", "cluster mode: where blocks live, s3://BUCKET/PREFIX?endpoint=http://HOST:PORT&region=R",
+     T_STR, O(object_store)},
+    {"s3-access-key", "", "object store access key; empty: AWS_ACCESS_KEY_ID", T_STR, O(s3_access_key)},
+    {"s3-secret-key", "", "object store secret key; empty: AWS_SECRET_ACCESS_KEY (never printed or logged)", T_SECRET,
+     O(s3_secret_key)},
+    {"cache-dir", "",
+     "cluster mode: disk cache of block byte ranges read from the object store (default DATA_DIR/cache)", T_STR,
+     O(cache_dir)},
+    {"cache-bytes", "10GiB", "cluster mode: size of --cache-dir's cache", T_SIZE, O(cache_bytes)},
+    {"flush-interval", "1s",
+     "cluster mode: uploads are batched this long, stored as a block in the object store and only then acknowledged",
+     T_DURATION, O(flush_interval_ns)},
+    {"flush-bytes", "64MiB", "cluster mode: ... or until the batch is this large", T_SIZE, O(flush_bytes)},
+    {"ack-timeout", "30s", "cluster mode: an upload whose batch is not stored within this gets 503", T_DURATION,
+     O(ack_timeout_ns)},
+    {"trash-delay", "10m",
+     "cluster mode: objects of blocks compaction or retention replaced are deleted this long after (outlasting "
+     "queries)",
+     T_DURATION, O(trash_delay_ns)},
+    {"target", "all",
+     "cluster mode: this node's roles: all, ingest (accepts uploads), query (answers queries) or compact "
+     "(compaction and retention only)",
+     T_TARGET, O(target)},
+    {"node-name", "", "cluster mode: this node's name in the catalog (default: hostname:port)", T_STR, O(node_name)},
     {"max-debuginfo-bytes", "1GiB",
      "largest debug file upload (PUT /api/v1/debuginfo/ID), instead of max-body-bytes; held in memory as it arrives, "
      "so within max-inflight-body-bytes too",
      T_SIZE, O(max_debuginfo_bytes)},
 };
 #define NOPTS (sizeof OPTS / sizeof *OPTS)
-_Static_assert(NOPTS <= 48, "config_t.raw holds 48 options");
+_Static_assert(NOPTS <= CONFIG_MAX_OPTS, "config_t.raw holds CONFIG_MAX_OPTS options");
+
+const char *config_target_name(config_target_t t) {
+    static const char *const NAMES[TARGET_COUNT] = {"all", "ingest", "query", "compact"};
+    return t < TARGET_COUNT ? NAMES[t] : "?";
+}
 
 static int parse_size(const char *s, size_t *out) {
     char *end;
@@ -118,6 +165,7 @@ static int set_opt(config_t *c, const opt_t *o, const char *v, FILE *err) {
     char *end;
     switch (o->type) {
     case T_STR:
+    case T_SECRET:
         if (strlen(v) >= o->len) goto bad;
         memcpy(field, v, strlen(v) + 1);
         return 0;
@@ -151,6 +199,10 @@ static int set_opt(config_t *c, const opt_t *o, const char *v, FILE *err) {
         else if (!strcmp(v, "false") || !strcmp(v, "0")) *(int *)(void *)field = 0;
         else goto bad;
         return 0;
+    case T_TARGET:
+        for (int t = 0; t < TARGET_COUNT; t++)
+            if (!strcmp(v, config_target_name((config_target_t)t))) return c->target = (config_target_t)t, 0;
+        goto bad;
     case T_LOGFMT:
         if (!strcmp(v, "logfmt")) c->log_json = 0;
         else if (!strcmp(v, "json")) c->log_json = 1;
@@ -275,7 +327,9 @@ static void print_config(const config_t *c) {
     if (c->config_file[0]) printf("# config file: %s\n", c->config_file);
     for (size_t i = 0; i < NOPTS; i++) {
         char line[700];
-        snprintf(line, sizeof line, "%s = %s", OPTS[i].name, c->raw[i]);
+        if (OPTS[i].type == T_SECRET && c->raw[i][0]) /* commented out: the file stays valid */
+            snprintf(line, sizeof line, "# %s = (set, not shown)", OPTS[i].name);
+        else snprintf(line, sizeof line, "%s = %s", OPTS[i].name, c->raw[i]);
         printf("%-48s # %s; %s\n", line, c->source[i] ? c->source[i] : "default", OPTS[i].help);
     }
 }
@@ -337,6 +391,15 @@ int config_load(config_t *c, int argc, char **argv, FILE *err) {
     }
     if (c->zstd_level > 19) {
         fprintf(err, "hearth: --zstd-level must be 1-19\n");
+        return -1;
+    }
+    if (!c->catalog[0] != !c->object_store[0]) {
+        fprintf(err, "hearth: cluster mode needs both --catalog and --object-store (docs/cluster.md)\n");
+        return -1;
+    }
+    if (c->target != TARGET_ALL && !c->catalog[0]) {
+        fprintf(err, "hearth: --target=%s is for cluster nodes (--catalog and --object-store)\n",
+                config_target_name(c->target));
         return -1;
     }
     if (print) {

@@ -16,6 +16,12 @@
 #include "common/log.h"
 #include "storage/wal.h"
 
+/* A cluster node's roles (--target). */
+typedef enum { TARGET_ALL, TARGET_INGEST, TARGET_QUERY, TARGET_COMPACT, TARGET_COUNT } config_target_t;
+const char *config_target_name(config_target_t t);
+
+#define CONFIG_MAX_OPTS 64
+
 typedef struct {
     char listen[256];
     char data_dir[2048];
@@ -50,10 +56,22 @@ typedef struct {
     char debuginfod_urls[2048]; /* "" = the DEBUGINFOD_URLS environment variable */
     int64_t debuginfod_negative_ttl_ns;
     size_t max_debuginfo_bytes;
+    /* Cluster mode (docs/cluster.md): set by --catalog with --object-store. */
+    char catalog[1024];
+    char object_store[1024];
+    char s3_access_key[256], s3_secret_key[256];
+    char cache_dir[2048];
+    size_t cache_bytes;
+    int64_t flush_interval_ns;
+    size_t flush_bytes;
+    int64_t ack_timeout_ns;
+    int64_t trash_delay_ns;
+    config_target_t target;
+    char node_name[256];
     char config_file[2048];
     /* For --print-config: each option's effective text and its source. */
-    char raw[48][512];
-    const char *source[48];
+    char raw[CONFIG_MAX_OPTS][512];
+    const char *source[CONFIG_MAX_OPTS];
 } config_t;
 
 /* Fills cfg from defaults, config file, environment and argv (argv[0] is skipped; a

@@ -299,6 +299,14 @@ static int limiter_take(app_t *a, const route_t *rt, http_req_t *req, http_resp_
                   LIMITERS[rt->limiter].flag, max);
 }
 
+/* A cluster node serves only its roles' routes (--target): uploads on ingest nodes,
+ * queries on query nodes; probes, metrics and administration everywhere. */
+static int role_allows(const app_t *a, limiter_t l) {
+    config_target_t t = a->cfg.target;
+    if (t == TARGET_ALL || l == LIM_NONE) return 1;
+    return (l == LIM_INGEST && t == TARGET_INGEST) || (l == LIM_QUERY && t == TARGET_QUERY);
+}
+
 int app_admit(void *app, http_req_t *req, http_resp_t *resp) {
     app_t *a = app;
     unsigned allowed;
@@ -308,6 +316,9 @@ int app_admit(void *app, http_req_t *req, http_resp_t *resp) {
         resp->allow = allow_text(allowed); /* RFC 9110: a 405 names what is allowed */
         return refuse(rt, resp, 405, "%s is not allowed on %s; use %s", req->method, req->url, allow_text(allowed));
     }
+    if (!role_allows(a, rt->limiter))
+        return refuse(rt, resp, 404, "this node (--target=%s) does not serve %s; send it to a node with the %s role",
+                      config_target_name(a->cfg.target), req->url, LIMITER_NAMES[rt->limiter]);
     if (resolve_tenant(a, rt, req, resp) || limiter_take(a, rt, req, resp)) return -1;
     if (rt->max_body) {
         req->max_body = *(const size_t *)(const void *)((const char *)&a->cfg + rt->max_body);

@@ -26,28 +26,61 @@ typedef struct {
     int stop;
 } cutter_t;
 
-/* Checks the head limits every few seconds and cuts blocks when they are due. */
+static int clustered(const app_t *a) { return a->cfg.catalog[0] != 0; }
+/* Compaction, retention and the trash run on nodes with the compact role. */
+static int compacts(const app_t *a) { return a->cfg.target == TARGET_ALL || a->cfg.target == TARGET_COMPACT; }
+
+/* Waits up to ms on the thread's condition; 1 when asked to stop. */
+static int pause_ms(cutter_t *c, long ms) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    long ns = ts.tv_nsec + ms * 1000000L;
+    ts.tv_sec += ns / 1000000000L;
+    ts.tv_nsec = ns % 1000000000L;
+    pthread_mutex_lock(&c->mu);
+    if (!c->stop) pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+    int stop = c->stop;
+    pthread_mutex_unlock(&c->mu);
+    return stop;
+}
+
+/* The background upkeep every few seconds: on one node, cuts when the head limits
+ * are reached; with the compact role, retention, compaction and (a cluster) deleting
+ * trashed objects; in a cluster, a heartbeat in the catalog. */
 static void *cutter_main(void *arg) {
     cutter_t *c = arg;
-    pthread_mutex_lock(&c->mu);
-    while (!c->stop) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += 2;
-        pthread_cond_timedwait(&c->cv, &c->mu, &ts);
-        if (c->stop) break;
-        pthread_mutex_unlock(&c->mu);
+    app_t *a = c->app;
+    while (!pause_ms(c, 2000)) {
         hr_err_t err = {0};
-        if (store_maybe_cut(c->app->store, &err) < 0) log_error("head.cut_failed", "err=\"%s\"", err.msg);
-        if (store_apply_retention(c->app->store, time_now_ns(), &err) < 0)
+        if (!clustered(a) && store_maybe_cut(a->store, &err) < 0) log_error("head.cut_failed", "err=\"%s\"", err.msg);
+        if (clustered(a) &&
+            index_heartbeat(store_index(a->store), a->node, config_target_name(a->cfg.target), a->cfg.listen, &err))
+            log_warn("cluster.heartbeat_failed", "err=\"%s\"", err.msg);
+        if (!compacts(a)) continue;
+        if (store_apply_retention(a->store, time_now_ns(), &err) < 0)
             log_error("retention.failed", "err=\"%s\"", err.msg);
         int rc = 0;
-        while (!c->stop && (rc = store_compact(c->app->store, &err)) == 1) {
+        while (!c->stop && (rc = store_compact(a->store, &err)) == 1) {
         }
         if (rc < 0) log_error("compaction.failed", "err=\"%s\"", err.msg);
-        pthread_mutex_lock(&c->mu);
+        if (store_collect_trash(a->store, &err) < 0) log_warn("trash.failed", "err=\"%s\"", err.msg);
     }
-    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+/* A cluster node with the ingest role stores its heads every --flush-interval (or
+ * once they reach --flush-bytes): the cut that acknowledges the uploads waiting in
+ * store_ingest. Checked every 20 ms, so an ack comes at most that much after the
+ * interval; after a failure (object store or catalog away) it waits a second. */
+static void *flusher_main(void *arg) {
+    cutter_t *c = arg;
+    long wait = 20;
+    while (!pause_ms(c, wait)) {
+        hr_err_t err = {0};
+        int rc = store_maybe_cut(c->app->store, &err);
+        if (rc < 0) log_error("flush.failed", "err=\"%s\" (retrying; uploads wait up to --ack-timeout)", err.msg);
+        wait = rc < 0 ? 1000 : 20;
+    }
     return NULL;
 }
 
@@ -95,10 +128,54 @@ static int symbolize_start(app_t *a, hr_err_t *err) {
     return 0;
 }
 
+/* Cluster mode: the object store and what the store needs of it. 0, or 1 after
+ * printing why not. */
+static int cluster_config(app_t *a, store_config_t *sc, char *cache_dir, size_t cap) {
+    objstore_config_t oc = {.url = a->cfg.object_store,
+                            .access_key = a->cfg.s3_access_key[0] ? a->cfg.s3_access_key : NULL,
+                            .secret_key = a->cfg.s3_secret_key[0] ? a->cfg.s3_secret_key : NULL};
+    hr_err_t err = {0};
+    if (!(a->objects = objstore_open(&oc, &err))) {
+        fprintf(stderr, "hearth: --object-store: %s\n", err.msg);
+        return 1;
+    }
+    if (a->cfg.cache_dir[0]) snprintf(cache_dir, cap, "%s", a->cfg.cache_dir);
+    else snprintf(cache_dir, cap, "%s/cache", a->cfg.data_dir);
+    if (!a->cfg.node_name[0]) {
+        char host[128] = "node";
+        gethostname(host, sizeof host - 1);
+        snprintf(a->node, sizeof a->node, "%s/%s", host, a->cfg.listen);
+    } else {
+        snprintf(a->node, sizeof a->node, "%s", a->cfg.node_name);
+    }
+    sc->catalog = a->cfg.catalog;
+    sc->objects = a->objects;
+    sc->cache_dir = cache_dir;
+    sc->cache_bytes = a->cfg.cache_bytes;
+    sc->trash_delay_ms = a->cfg.trash_delay_ns / 1000000;
+    sc->ack_timeout_ns = a->cfg.ack_timeout_ns;
+    sc->node = a->node;
+    /* A node's head is only the batch being stored: cut every flush interval. */
+    sc->block_duration_ns = a->cfg.flush_interval_ns;
+    sc->head_max_bytes = a->cfg.flush_bytes;
+    log_info("cluster.config", "node=%s target=%s object_store=%s cache_dir=%s flush_interval_ms=%lld", a->node,
+             config_target_name(a->cfg.target), a->cfg.object_store, cache_dir,
+             (long long)(a->cfg.flush_interval_ns / 1000000));
+    return 0;
+}
+
 static int serve(app_t *a) {
-    store_config_t sc = {a->cfg.data_dir,          a->cfg.wal_fsync,          a->cfg.head_max_bytes,
-                         a->cfg.block_duration_ns, a->cfg.zstd_level,         a->cfg.block_cache_bytes,
-                         a->cfg.retention_ns,      a->cfg.compact_min_blocks, a->cfg.compact_max_bytes};
+    store_config_t sc = {.data_dir = a->cfg.data_dir,
+                         .fsync = a->cfg.wal_fsync,
+                         .head_max_bytes = a->cfg.head_max_bytes,
+                         .block_duration_ns = a->cfg.block_duration_ns,
+                         .zstd_level = a->cfg.zstd_level,
+                         .block_cache_bytes = a->cfg.block_cache_bytes,
+                         .retention_ns = a->cfg.retention_ns,
+                         .compact_min_blocks = a->cfg.compact_min_blocks,
+                         .compact_max_bytes = a->cfg.compact_max_bytes};
+    char cache_dir[2100];
+    if (clustered(a) && cluster_config(a, &sc, cache_dir, sizeof cache_dir)) return 1;
     a->decode_budget.cap = a->cfg.max_decode_memory;
     a->limits = (ingest_limits_t){a->cfg.max_decompressed_bytes, a->cfg.max_samples, a->cfg.max_labels,
                                   &a->decode_budget, a->cfg.max_label_value_bytes};
@@ -181,17 +258,23 @@ static int serve(app_t *a) {
     log_info("server.ready", "url=%s://%s/ data_dir=%s", a->cfg.tls_cert[0] ? "https" : "http", a->cfg.listen,
              a->cfg.data_dir);
     cutter_t cut = {.app = a, .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
-    pthread_t th;
+    cutter_t fl = {.app = a, .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    pthread_t th, flt;
     pthread_create(&th, NULL, cutter_main, &cut);
+    int flushing = clustered(a) && pthread_create(&flt, NULL, flusher_main, &fl) == 0;
     int sig;
     while (sigwait(&sigs, &sig) == 0 && sig == SIGHUP) reload_auth(a);
     log_info("server.stopping", "signal=%d", sig);
     atomic_store(&a->stopping, 1);
-    pthread_mutex_lock(&cut.mu);
-    cut.stop = 1;
-    pthread_cond_signal(&cut.cv);
-    pthread_mutex_unlock(&cut.mu);
+    cutter_t *threads[] = {&cut, &fl};
+    for (size_t i = 0; i < 2; i++) {
+        pthread_mutex_lock(&threads[i]->mu);
+        threads[i]->stop = 1;
+        pthread_cond_signal(&threads[i]->cv);
+        pthread_mutex_unlock(&threads[i]->mu);
+    }
     pthread_join(th, NULL);
+    if (flushing) pthread_join(flt, NULL);
     http_stop(http); /* waits for in-flight requests, which may read a->scraper (/metrics) */
     scraper_stop(atomic_exchange(&a->scraper, NULL));
     int rc = 0;
@@ -200,6 +283,7 @@ static int serve(app_t *a) {
         rc = 1;
     }
     store_close(a->store);
+    objstore_free(a->objects);
     free(a->buckets);
     auth_free(a->auth);
     symbolizer_free(a->symbolizer);

@@ -1064,7 +1064,8 @@ static int file_read(void *ctx, const char *path, uint64_t off, uint64_t n, uint
         if (k < 0 && errno == EINTR) continue;
         if (k <= 0) {
             close(fd);
-            return hr_fail(err, k < 0 ? HR_EIO : HR_EUNPROC, "read %s: %s", path, k < 0 ? strerror(errno) : "short file");
+            return hr_fail(err, k < 0 ? HR_EIO : HR_EUNPROC, "read %s: %s", path,
+                           k < 0 ? strerror(errno) : "short file");
         }
         got += (size_t)k;
     }

@@ -11,10 +11,9 @@
 static int unreadable(hr_code_t code) { return code == HR_EUNPROC || code == HR_ENOTFOUND; }
 
 void bcache_attach(store_t *s, block_t *b, hr_err_t *err) {
-    char full[4096];
-    snprintf(full, sizeof full, "%s/%s", s->dir, b->meta.path);
     hr_err_t e = {0};
-    if ((b->ix = block_index_read(full, &e)) && (b->parts = calloc(2 * b->ix->nparts + 1, sizeof *b->parts))) return;
+    if ((b->ix = store_read_index(s, &b->meta, &e)) && (b->parts = calloc(2 * b->ix->nparts + 1, sizeof *b->parts)))
+        return;
     if (b->ix) hr_fail(&e, HR_ENOMEM, "out of memory");
     block_index_free(b->ix);
     b->ix = NULL;
@@ -73,10 +72,8 @@ segment_t *bcache_pin(store_t *s, size_t i, size_t p, int view, hr_err_t *err) {
     pthread_mutex_unlock(&s->cache_mu);
     if (!c) hr_fail(err, HR_EUNPROC, "block %s is unreadable", b->meta.path);
     if (!c || seg) return seg;
-    char full[4096];
-    snprintf(full, sizeof full, "%s/%s", s->dir, b->meta.path);
-    seg = block_read_part(full, b->ix, p, view, err); /* no lock held: other scans go on */
-    if (seg && symtab_fingerprint_stacks(seg->sym)) { /* merges recognise stacks across blocks by them */
+    seg = store_read_part(s, &b->meta, b->ix, p, view, err); /* no lock held: other scans go on */
+    if (seg && symtab_fingerprint_stacks(seg->sym)) {        /* merges recognise stacks across blocks by them */
         segment_free(seg);
         seg = NULL;
         hr_fail(err, HR_ENOMEM, "out of memory");

@@ -55,15 +55,14 @@ segment_t *compact_segments(const segment_t *const *in, size_t n, hr_err_t *err)
 
 typedef struct {
     char tenant[128]; /* copied while planning: s->blocks may move (a cut appends) once data is released */
-    size_t *idx;      /* positions in s->blocks (stable: only compaction and retention remove, under `compact`) */
+    size_t *idx;      /* positions in s->blocks while planning (data held) */
     int64_t *ids;
     size_t n;
     int64_t bytes;
-    /* Each input block's file and footer, copied or borrowed while planning: a footer
-     * is freed only when its block is dropped, by compaction or retention, which
-     * `compact` keeps out. */
-    char (*files)[4096];
-    const block_index_t **ix;
+    /* Each input block's catalog entry and footer, the run's own copies: in a cluster
+     * a catalog sync may drop a block from s->blocks while the run reads it. */
+    block_meta_t *metas;
+    block_index_t **ix;
     int legacy;        /* a version-1 input: merged whole, as it has no partitions */
     block_meta_t *out; /* the blocks written, for the catalog */
     size_t nout, out_cap;
@@ -136,20 +135,19 @@ static int plan_run(store_t *s, run_t *r) {
     return 1;
 }
 
-/* Records the run's ids, files and footers (data held shared). 1, or 0 when a footer
- * is not yet attached (compact later, once every footer is in), -1 on OOM. */
+/* Records the run's ids and catalog entries (data held shared). 1, or 0 when a
+ * footer is not yet attached (compact later, once every footer is in), -1 on OOM. */
 static int prepare_run(store_t *s, run_t *r, hr_err_t *err) {
     r->ids = malloc(r->n * sizeof *r->ids);
-    r->files = malloc(r->n * sizeof *r->files);
-    r->ix = malloc(r->n * sizeof *r->ix);
-    if (!r->ids || !r->files || !r->ix) return hr_fail(err, HR_ENOMEM, "out of memory planning compaction");
+    r->metas = malloc(r->n * sizeof *r->metas);
+    r->ix = calloc(r->n, sizeof *r->ix);
+    if (!r->ids || !r->metas || !r->ix) return hr_fail(err, HR_ENOMEM, "out of memory planning compaction");
     int attached = 1;
     pthread_mutex_lock(&s->cache_mu); /* scans may attach a block's footer meanwhile */
     for (size_t i = 0; i < r->n; i++) {
         const block_t *b = &s->blocks[r->idx[i]];
         r->ids[i] = b->meta.id;
-        snprintf(r->files[i], sizeof *r->files, "%s/%s", s->dir, b->meta.path);
-        r->ix[i] = b->ix;
+        r->metas[i] = b->meta;
         attached &= b->ix != NULL && !b->bad;
         r->legacy |= b->ix && b->ix->version == 1;
     }
@@ -157,17 +155,30 @@ static int prepare_run(store_t *s, run_t *r, hr_err_t *err) {
     return attached;
 }
 
+/* Reads the run's own copies of its inputs' footers (no lock held). 1, 0 when an
+ * input turned out unreadable, -1 with err. */
+static int read_footers(store_t *s, run_t *r, hr_err_t *err) {
+    for (size_t i = 0; i < r->n; i++) {
+        hr_err_t e = {0};
+        if ((r->ix[i] = store_read_index(s, &r->metas[i], &e))) continue;
+        if (e.code != HR_EUNPROC && e.code != HR_ENOTFOUND) return *err = e, -1;
+        return 0; /* bcache_attach marks it bad when a scan or the next plan attaches it */
+    }
+    return 1;
+}
+
 /* Reads partition p of input block i (rows view), bypassing the cache: a run reads
  * each partition once, and a day of a fleet would evict what queries use. An
  * unreadable block is marked bad (a later plan skips it): 0 with *seg NULL. */
 static int read_input(store_t *s, run_t *r, size_t i, size_t p, segment_t **seg, hr_err_t *err) {
     hr_err_t e = {0};
-    if ((*seg = block_read_part(r->files[i], r->ix[i], p, BLOCK_VIEW_ROWS, &e))) return 0;
+    if ((*seg = store_read_part(s, &r->metas[i], r->ix[i], p, BLOCK_VIEW_ROWS, &e))) return 0;
     if (e.code != HR_EUNPROC && e.code != HR_ENOTFOUND) return *err = e, -1;
-    log_error("block.unreadable", "path=%s partition=%zu err=\"%s\"", r->files[i], p, e.msg);
+    log_error("block.unreadable", "path=%s partition=%zu err=\"%s\"", r->metas[i].path, p, e.msg);
     pthread_rwlock_rdlock(&s->data);
     pthread_mutex_lock(&s->cache_mu);
-    s->blocks[r->idx[i]].bad = 1;
+    for (size_t k = 0; k < s->nblocks; k++)
+        if (s->blocks[k].meta.id == r->ids[i]) s->blocks[k].bad = 1;
     pthread_mutex_unlock(&s->cache_mu);
     pthread_rwlock_unlock(&s->data);
     return 0;
@@ -244,8 +255,9 @@ static int open_output(store_t *s, run_t *r, block_writer_t **w, hr_err_t *err) 
     return (*w = block_writer_new(full, s->cfg.zstd_level, err)) ? 1 : -1;
 }
 
-/* Commits the output block being written and records it. 1 or -1. */
-static int close_output(run_t *r, block_writer_t **w, hr_err_t *err) {
+/* Commits the output block being written, records it and publishes it (cluster.c).
+ * 1 or -1. */
+static int close_output(store_t *s, run_t *r, block_writer_t **w, hr_err_t *err) {
     block_summary_t sum;
     int rc = block_writer_commit(*w, &sum, NULL, err);
     block_writer_free(*w);
@@ -255,7 +267,7 @@ static int close_output(run_t *r, block_writer_t **w, hr_err_t *err) {
     m->min_time = sum.min_time, m->max_time = sum.max_time;
     m->profiles = (int64_t)sum.profiles, m->samples = (int64_t)sum.samples;
     m->bytes = (int64_t)sum.bytes;
-    return 1;
+    return store_publish_block(s, m, err) ? -1 : 1;
 }
 
 /* Writes the run merged, one key (service) at a time, starting a new block once one
@@ -271,7 +283,7 @@ static int compact_streamed(store_t *s, run_t *r, hr_err_t *err) {
         if (!w) rc = open_output(s, r, &w, err);
         if (rc == 1) rc = merge_key(s, r, keys[k], w, err);
         if (rc == 1 && (k + 1 == nkeys || block_writer_bytes(w) >= s->cfg.compact_max_bytes))
-            rc = close_output(r, &w, err);
+            rc = close_output(s, r, &w, err);
     }
     block_writer_free(w);
     free(keys);
@@ -296,40 +308,42 @@ static int compact_run(store_t *s, run_t *r, hr_err_t *err) {
     return r->legacy ? compact_whole(s, r, err) : compact_streamed(s, r, err);
 }
 
-/* Removes the run's output files (a run that failed, or lost the catalog swap). */
+/* Removes the run's output blocks (a run that failed, or lost the catalog swap). */
 static void discard_outputs(store_t *s, run_t *r) {
-    for (size_t i = 0; i < r->nout; i++) {
-        char full[4096];
-        snprintf(full, sizeof full, "%s/%s", s->dir, r->out[i].path);
-        unlink(full);
-    }
+    for (size_t i = 0; i < r->nout; i++) store_discard_block(s, &r->out[i]);
     r->nout = 0;
 }
 
 /* Replaces the run's blocks by the merged ones in memory (the array has room for
- * them). data and cache_mu held. */
-static int swap_in_locked(store_t *s, run_t *r, const block_t *merged, char (*paths)[4096]) {
+ * them; a cluster's sync may have done either half already). data and cache_mu held.
+ * The replaced blocks' entries go to gone, for store_retire_block. */
+static int swap_in_locked(store_t *s, run_t *r, const block_t *merged, block_meta_t *gone) {
     size_t k = 0, np = 0;
     for (size_t i = 0; i < s->nblocks; i++) {
         block_t *b = &s->blocks[i];
-        int gone = 0;
-        for (size_t j = 0; j < r->n && !gone; j++) gone = b->meta.id == r->ids[j];
-        if (!gone) {
+        int replaced = 0;
+        for (size_t j = 0; j < r->n && !replaced; j++) replaced = b->meta.id == r->ids[j];
+        if (!replaced) {
             s->blocks[k++] = *b;
             continue;
         }
+        gone[np++] = b->meta;
         bcache_drop_locked(s, b);
-        snprintf(paths[np++], sizeof *paths, "%s/%s", s->dir, b->meta.path);
     }
     s->nblocks = k;
-    for (size_t i = 0; i < r->nout; i++) s->blocks[s->nblocks++] = merged[i];
+    for (size_t i = 0; i < r->nout; i++) {
+        block_t m = merged[i];
+        if (store_has_block(s, m.meta.id)) bcache_drop_locked(s, &m); /* synced in already */
+        else s->blocks[s->nblocks++] = m;
+    }
     return (int)np;
 }
 
 static void run_free(run_t *r) {
     free(r->idx);
     free(r->ids);
-    free(r->files);
+    free(r->metas);
+    for (size_t i = 0; r->ix && i < r->n; i++) block_index_free(r->ix[i]);
     free(r->ix);
     free(r->out);
 }
@@ -343,10 +357,24 @@ static int reserve_outputs(store_t *s, const run_t *r, hr_err_t *err) {
     return rc ? hr_fail(err, HR_ENOMEM, "out of memory") : 1;
 }
 
+/* A cluster's compactors claim a run's tenant and day in the catalog before merging
+ * it, so two never merge the same blocks; the catalog swap checks the inputs are all
+ * still there in any case (index_replace_blocks). 1 claimed (or one node), 0 held by
+ * another compactor, -1. */
+static int claim_run(store_t *s, const run_t *r, char *job, size_t cap, hr_err_t *err) {
+    if (!index_shared(s->index)) return 1;
+    const int64_t day = 86400LL * 1000000000;
+    snprintf(job, cap, "compact/%s/%lld", r->tenant, (long long)(r->metas[0].min_time / day));
+    /* The lease outlasts a run (minutes at most); a compactor that died frees it then. */
+    return index_claim(s->index, job, s->cfg.node ? s->cfg.node : "", 15 * 60 * 1000, err);
+}
+
 int store_compact(store_t *s, hr_err_t *err) {
     if (!s->cfg.compact_min_blocks || s->cfg.compact_min_blocks < 2 || !s->cfg.compact_max_bytes) return 0;
+    if (store_sync(s, err)) return -1;
     int64_t t0 = store_now_ns();
     run_t r = {0};
+    char job[256] = "";
     pthread_mutex_lock(&s->compact);
     pthread_rwlock_rdlock(&s->data);
     pthread_mutex_lock(&s->cache_mu);
@@ -355,14 +383,23 @@ int store_compact(store_t *s, hr_err_t *err) {
     if (rc < 0) hr_fail(err, HR_ENOMEM, "out of memory planning compaction");
     if (rc == 1) rc = prepare_run(s, &r, err);
     pthread_rwlock_unlock(&s->data);
+    int lost = 0;
+    int claimed = rc == 1 ? claim_run(s, &r, job, sizeof job, err) : 0;
+    if (rc == 1 && claimed != 1) rc = claimed;
+    if (rc == 1) rc = read_footers(s, &r, err);
     /* Allocated before the catalog swaps the run out: after that nothing may fail. */
-    char(*paths)[4096] = rc == 1 ? malloc(r.n * sizeof *paths) : NULL;
-    if (rc == 1 && !paths) rc = hr_fail(err, HR_ENOMEM, "out of memory");
+    block_meta_t *gone = rc == 1 ? calloc(r.n, sizeof *gone) : NULL;
+    if (rc == 1 && !gone) rc = hr_fail(err, HR_ENOMEM, "out of memory");
     if (rc == 1) rc = compact_run(s, &r, err);
     block_t *merged = rc == 1 ? calloc(r.nout + 1, sizeof *merged) : NULL;
     if (rc == 1 && !merged) rc = hr_fail(err, HR_ENOMEM, "out of memory");
     if (rc == 1) rc = reserve_outputs(s, &r, err);
-    if (rc == 1 && index_replace_blocks(s->index, r.out, r.nout, r.ids, r.n, err)) rc = -1;
+    if (rc == 1 && index_replace_blocks(s->index, r.out, r.nout, r.ids, r.n, err)) {
+        /* another node's compaction or retention took an input first: nothing changed */
+        rc = err->code == HR_ENOTFOUND && index_shared(s->index) ? 0 : -1;
+        if (rc == 0) log_info("compaction.overtaken", "tenant=%s err=\"%s\"", r.tenant, err->msg);
+        lost = rc == 0;
+    }
     if (rc != 1) discard_outputs(s, &r);
     int64_t bytes = 0, profiles = 0;
     for (size_t i = 0; i < r.nout; i++) { /* footers outside the locks; a scan retries a passing failure */
@@ -374,16 +411,22 @@ int store_compact(store_t *s, hr_err_t *err) {
     pthread_rwlock_wrlock(&s->data);
     pthread_mutex_lock(&s->cache_mu);
     if (rc == 1) {
-        np = swap_in_locked(s, &r, merged, paths);
+        np = swap_in_locked(s, &r, merged, gone);
         s->compactions++; /* under data: store_stats reads them under it */
         s->compacted_blocks += r.n;
     }
+    s->compactions_lost += (uint64_t)lost;
     bcache_evict_locked(s);
     pthread_mutex_unlock(&s->cache_mu);
     pthread_rwlock_unlock(&s->data);
-    for (int i = 0; i < np; i++) unlink(paths[i]); /* after the catalog: crash-safe */
-    free(paths);
+    for (int i = 0; i < np; i++) store_retire_block(s, &gone[i]); /* after the catalog: crash-safe */
+    free(gone);
     free(merged);
+    if (claimed == 1 && job[0]) {
+        hr_err_t e = {0}; /* an unreleased lease only delays the next run of this day */
+        if (index_release(s->index, job, s->cfg.node ? s->cfg.node : "", &e))
+            log_warn("compaction.release_failed", "job=%s err=\"%s\"", job, e.msg);
+    }
     if (rc == 1) {
         log_info("compaction.done",
                  "tenant=%s blocks_in=%zu bytes_in=%lld blocks_out=%zu bytes_out=%lld profiles=%lld duration_ms=%.1f",

@@ -77,8 +77,8 @@ static void load_existing(objcache_t *c) {
         snprintf(path, sizeof path, "%s/%s", c->dir, de->d_name);
         entry_t e = {0};
         struct stat st;
-        int ok = strlen(de->d_name) > 32 && sscanf(de->d_name, "%16" SCNx64 "%16" SCNx64 ".%" SCNx64 ".%" SCNx64, &e.k1,
-                                                   &e.k2, &e.off, &e.n) == 4;
+        int ok = strlen(de->d_name) > 32 &&
+                 sscanf(de->d_name, "%16" SCNx64 "%16" SCNx64 ".%" SCNx64 ".%" SCNx64, &e.k1, &e.k2, &e.off, &e.n) == 4;
         if (!ok || stat(path, &st) != 0 || (uint64_t)st.st_size != e.n || VEC_RESERVE(c->v, c->cap, c->nv + 1)) {
             unlink(path);
             continue;
@@ -117,8 +117,7 @@ void objcache_free(objcache_t *c) {
 
 static ssize_t find(const objcache_t *c, const entry_t *k) {
     for (size_t i = 0; i < c->nv; i++)
-        if (c->v[i].k1 == k->k1 && c->v[i].k2 == k->k2 && c->v[i].off == k->off && c->v[i].n == k->n)
-            return (ssize_t)i;
+        if (c->v[i].k1 == k->k1 && c->v[i].k2 == k->k2 && c->v[i].off == k->off && c->v[i].n == k->n) return (ssize_t)i;
     return -1;
 }
 

@@ -10,6 +10,7 @@
 int store_apply_retention(store_t *s, int64_t now, hr_err_t *err) {
     if (s->cfg.retention_ns <= 0) return 0;
     int64_t cutoff = now - s->cfg.retention_ns;
+    if (store_sync(s, err)) return -1; /* a cluster: another node may have deleted some already */
     /* Blocks only change under `cut`, so holding it keeps the list stable while the
      * catalog is updated; readers are excluded only for the in-memory swap. */
     pthread_mutex_lock(&s->compact);
@@ -21,7 +22,7 @@ int store_apply_retention(store_t *s, int64_t now, hr_err_t *err) {
         if (s->blocks[i].meta.max_time < cutoff) ids[n++] = s->blocks[i].meta.id;
     if (rc == 0 && n) rc = index_remove_blocks(s->index, ids, n, err);
     if (rc == 0 && n) {
-        char(*paths)[4096] = malloc(n * sizeof *paths);
+        block_meta_t *gone = malloc(n * sizeof *gone);
         size_t np = 0;
         pthread_rwlock_wrlock(&s->data);
         pthread_mutex_lock(&s->cache_mu);
@@ -32,15 +33,15 @@ int store_apply_retention(store_t *s, int64_t now, hr_err_t *err) {
                 s->blocks[k++] = *b;
                 continue;
             }
+            if (gone) gone[np++] = b->meta;
             bcache_drop_locked(s, b);
-            if (paths) snprintf(paths[np++], sizeof *paths, "%s/%s", s->dir, b->meta.path);
         }
         s->nblocks = k;
         s->retention_deleted += n;
         pthread_mutex_unlock(&s->cache_mu);
         pthread_rwlock_unlock(&s->data);
-        for (size_t i = 0; i < np; i++) unlink(paths[i]); /* after the catalog: crash-safe */
-        free(paths);
+        for (size_t i = 0; i < np; i++) store_retire_block(s, &gone[i]); /* after the catalog: crash-safe */
+        free(gone);
         log_info("retention.deleted", "blocks=%zu older_than_ns=%lld", n, (long long)cutoff);
     }
     pthread_rwlock_unlock(&s->cut);

@@ -55,6 +55,25 @@ static void remove_all_orphans(store_t *s) {
     closedir(d);
 }
 
+/* The catalog and the log: index.db and the WAL in the data dir, or in cluster mode
+ * the shared catalog, the object store's disk cache and no log (an ingest is
+ * acknowledged only once stored as a block). */
+static int open_catalog(store_t *s, hr_err_t *err) {
+    char path[2200];
+    if (s->cfg.catalog && s->cfg.catalog[0]) {
+        if (!s->cfg.objects) return hr_fail(err, HR_EINVAL, "a cluster catalog needs an object store");
+        index_pg_config_t pc = {s->cfg.catalog, s->cfg.trash_delay_ms};
+        if (!(s->index = index_open_pg(&pc, err))) return -1;
+        s->objects = s->cfg.objects;
+        s->ocache = objcache_open(s->objects, s->cfg.cache_dir, s->cfg.cache_bytes, err);
+        return s->ocache ? 0 : -1;
+    }
+    snprintf(path, sizeof path, "%s/index.db", s->dir);
+    if (!(s->index = index_open(path, err))) return -1;
+    snprintf(path, sizeof path, "%s/wal", s->dir);
+    return (s->wal = wal_open(path, s->cfg.fsync, err)) ? 0 : -1;
+}
+
 store_t *store_open(const store_config_t *cfg, hr_err_t *err) {
     store_t *s = calloc(1, sizeof *s);
     if (!s) {
@@ -69,6 +88,8 @@ store_t *store_open(const store_config_t *cfg, hr_err_t *err) {
     pthread_rwlock_init(&s->data, NULL);
     pthread_mutex_init(&s->cache_mu, NULL);
     pthread_mutex_init(&s->compact, NULL);
+    pthread_mutex_init(&s->durable_mu, NULL);
+    pthread_cond_init(&s->durable_cv, NULL);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     s->decode_threads = cpus < 1 ? 1 : cpus > DECODE_MAX ? DECODE_MAX : (int)cpus;
     char path[2200];
@@ -77,10 +98,7 @@ store_t *store_open(const store_config_t *cfg, hr_err_t *err) {
     /* Before anything reads or writes: two servers on one directory would rotate and
      * delete each other's WAL segments and blocks. */
     if ((s->lock_fd = fs_lock_dir(s->dir, err)) < 0) goto fail;
-    snprintf(path, sizeof path, "%s/index.db", s->dir);
-    if (!(s->index = index_open(path, err))) goto fail;
-    snprintf(path, sizeof path, "%s/wal", s->dir);
-    if (!(s->wal = wal_open(path, cfg->fsync, err))) goto fail;
+    if (open_catalog(s, err)) goto fail;
     block_meta_t *metas;
     size_t n;
     if (index_blocks(s->index, &metas, &n, err)) goto fail;
@@ -108,6 +126,9 @@ void store_close(store_t *s) {
     free(s->blocks);
     wal_close(s->wal);
     index_close(s->index);
+    objcache_free(s->ocache);
+    pthread_mutex_destroy(&s->durable_mu);
+    pthread_cond_destroy(&s->durable_cv);
     pthread_rwlock_destroy(&s->cut);
     pthread_rwlock_destroy(&s->data);
     pthread_mutex_destroy(&s->cache_mu);
@@ -119,6 +140,7 @@ void store_close(store_t *s) {
 index_t *store_index(store_t *s) { return s->index; }
 
 int store_replay(store_t *s, wal_replay_fn fn, void *ctx, wal_scan_t *st, hr_err_t *err) {
+    if (!s->wal) return memset(st, 0, sizeof *st), 0; /* a cluster node keeps no log */
     return wal_replay(s->wal, index_wal_checkpoint(s->index), fn, ctx, st, err);
 }
 
@@ -281,7 +303,7 @@ int store_ingest(store_t *s, const char *tenant, const void *rec, size_t len, co
      * series and then failed in the WAL would leave series without data behind. While
      * the disk stays full the store is read-only; ingest resumes when space returns. */
     uint64_t avail = fs_free_bytes(s->dir);
-    if (avail < len + INGEST_SPACE_RESERVE)
+    if (s->wal && avail < len + INGEST_SPACE_RESERVE)
         return hr_fail(err, HR_EIO,
                        "no space left on device: %llu bytes free in the data directory, this upload needs %zu "
                        "plus %llu of reserve; writes resume when space returns",
@@ -295,10 +317,12 @@ int store_ingest(store_t *s, const char *tenant, const void *rec, size_t len, co
     pthread_rwlock_rdlock(&s->cut);
     staged_t st;
     int rc = stage(s, tenant, b, &st, err);
-    if (rc == 0 && (rc = wal_append(s->wal, rec, len, err)) != 0) unstage(s, &st);
+    if (rc == 0 && s->wal && (rc = wal_append(s->wal, rec, len, err)) != 0) unstage(s, &st);
     else if (rc == 0) commit(s, b, series, &st);
+    uint64_t gen = s->head_gen; /* the heads it is in: the next cut stores them */
     pthread_rwlock_unlock(&s->cut);
     free(series);
+    if (rc == 0 && !s->wal && b->n) rc = store_wait_durable(s, gen, err);
     return rc;
 }
 
@@ -344,7 +368,7 @@ int store_write_block(store_t *s, const char *tenant, const segment_t *seg, bloc
     meta->profiles = (int64_t)seg->nprofiles;
     meta->samples = (int64_t)seg->nsamples;
     meta->bytes = (int64_t)bytes;
-    return 0;
+    return store_publish_block(s, meta, err);
 }
 
 /* What a cut needs after its catalog commit, allocated before it: once the catalog
@@ -388,15 +412,16 @@ int store_cut(store_t *s, hr_err_t *err) {
         if (rc == 0) n++;
     }
     uint32_t closed = 0;
-    if (rc == 0 && n == 0) goto out;
-    if (rc == 0) rc = wal_rotate(s->wal, &closed, err);
+    if (rc == 0 && n == 0) {
+        s->head_gen++; /* nothing was waiting to be stored */
+        store_cut_done(s, 1, NULL);
+        goto out;
+    }
+    if (rc == 0 && s->wal) rc = wal_rotate(s->wal, &closed, err);
     if (rc == 0) rc = index_commit_blocks(s->index, metas, n, closed, err);
     if (rc != 0) {
-        for (size_t i = 0; i < n; i++) {
-            char full[4096];
-            snprintf(full, sizeof full, "%s/%s", s->dir, metas[i].path);
-            unlink(full);
-        }
+        for (size_t i = 0; i < n; i++) store_discard_block(s, &metas[i]);
+        store_cut_done(s, 0, err);
         goto out;
     }
     /* The new blocks' footers are read before the swap (I/O outside the data lock);
@@ -409,7 +434,10 @@ int store_cut(store_t *s, hr_err_t *err) {
     /* Swap: the written heads become blocks, atomically for readers. */
     pthread_rwlock_wrlock(&s->data);
     pthread_mutex_lock(&s->cache_mu);
-    for (size_t k = 0; k < n; k++) s->blocks[s->nblocks++] = fresh[k];
+    for (size_t k = 0; k < n; k++) {
+        if (store_has_block(s, fresh[k].meta.id)) bcache_drop_locked(s, &fresh[k]); /* a sync took it in already */
+        else s->blocks[s->nblocks++] = fresh[k];
+    }
     for (size_t i = 0; i < s->nheads; i++) {
         if (!empty[i]) continue;
         segment_free(s->heads[i].seg);
@@ -419,7 +447,9 @@ int store_cut(store_t *s, hr_err_t *err) {
     s->cuts++; /* under data, like every counter store_stats reads */
     pthread_mutex_unlock(&s->cache_mu);
     pthread_rwlock_unlock(&s->data);
-    wal_remove_upto(s->wal, closed);
+    s->head_gen++;
+    store_cut_done(s, 1, NULL);
+    if (s->wal) wal_remove_upto(s->wal, closed);
     log_info("head.cut", "blocks=%zu wal_checkpoint=%u", n, closed);
 out:
     cut_unprepare(s, fresh, empty);
@@ -509,6 +539,7 @@ int store_scan(store_t *s, const char *tenant, const store_filter_t *f, store_se
 
 int store_scan_passes(store_t *s, const char *tenant, const store_filter_t *f, size_t n, store_pass_fn pass,
                       store_segment_fn fn, void *ctx, hr_err_t *err) {
+    if (store_sync(s, err)) return -1;
     pthread_rwlock_rdlock(&s->data);
     int rc = 0;
     for (size_t k = 0; k < n && rc == 0; k++) {
@@ -521,6 +552,8 @@ int store_scan_passes(store_t *s, const char *tenant, const store_filter_t *f, s
 
 int store_time_range(store_t *s, const char *tenant, int64_t *oldest, int64_t *newest) {
     *oldest = INT64_MAX, *newest = INT64_MIN;
+    hr_err_t e = {0};
+    if (store_sync(s, &e)) log_warn("catalog.sync_failed", "err=\"%s\" (answering from the last sync)", e.msg);
     pthread_rwlock_rdlock(&s->data);
     for (size_t i = 0; i < s->nblocks; i++) {
         const block_meta_t *m = &s->blocks[i].meta;
@@ -566,7 +599,14 @@ void store_stats(store_t *s, store_stats_t *out) {
     out->retention_deleted = s->retention_deleted;
     out->compactions = s->compactions;
     out->compacted_blocks = s->compacted_blocks;
+    out->compactions_lost = s->compactions_lost;
     pthread_rwlock_unlock(&s->data);
     out->series = index_series_total(s->index);
-    out->wal_bytes = wal_segment_bytes(s->wal);
+    out->wal_bytes = s->wal ? wal_segment_bytes(s->wal) : 0;
+    if (s->ocache) {
+        objcache_stats_t oc;
+        objcache_stats(s->ocache, &oc);
+        out->ocache_hits = oc.hits, out->ocache_misses = oc.misses;
+        out->ocache_fetched_bytes = oc.fetched_bytes, out->ocache_bytes = oc.bytes;
+    }
 }

@@ -29,6 +29,7 @@
 #include "common/err.h"
 #include "storage/batch.h"
 #include "storage/index.h"
+#include "storage/objstore.h"
 #include "storage/segment.h"
 #include "storage/wal.h"
 
@@ -42,6 +43,16 @@ typedef struct {
     int64_t retention_ns;      /* delete blocks whose newest profile is older; 0 = keep all */
     size_t compact_min_blocks; /* merge a run of at least this many small blocks; 0 = never */
     size_t compact_max_bytes;  /* ... into one block of at most this many bytes */
+    /* Cluster mode (storage/cluster.c, docs/cluster.md): with a catalog URL the store
+     * keeps no WAL and no index.db; blocks are objects in `objects`, read by byte range
+     * through a disk cache, and the catalog is shared in PostgreSQL. */
+    const char *catalog;    /* PostgreSQL conninfo; NULL or "": one node (SQLite) */
+    objstore_t *objects;    /* borrowed; required with catalog */
+    const char *cache_dir;  /* object ranges cached here ... */
+    uint64_t cache_bytes;   /* ... up to this many bytes */
+    int64_t trash_delay_ms; /* replaced blocks' objects stay readable this long */
+    int64_t ack_timeout_ns; /* an ingest waits this long for its batch to be stored */
+    const char *node;       /* this node's name: compaction leases, heartbeats */
 } store_config_t;
 
 typedef struct store store_t;
@@ -54,7 +65,11 @@ void store_close(store_t *s);
  * and calls store_apply). */
 int store_replay(store_t *s, wal_replay_fn fn, void *ctx, wal_scan_t *st, hr_err_t *err);
 
-/* Durably logs rec, then applies batch to tenant's head. */
+/* Durably logs rec, then applies batch to tenant's head. In cluster mode there is no
+ * log: the batch goes to the head, and the call returns once a cut has stored that
+ * head as a block in the object store and registered it in the catalog (the durable
+ * acknowledgement), or fails with HR_EIO after ack_timeout_ns (the data may still be
+ * stored by a later cut: at least once). */
 int store_ingest(store_t *s, const char *tenant, const void *rec, size_t len, const batch_t *b, hr_err_t *err);
 /* Applies a batch to the head without logging it (WAL replay). */
 int store_apply(store_t *s, const char *tenant, const batch_t *b, hr_err_t *err);
@@ -116,6 +131,15 @@ int store_scan_passes(store_t *s, const char *tenant, const store_filter_t *f, s
 
 index_t *store_index(store_t *s);
 
+/* Cluster mode (no-ops returning 0 on one node): */
+/* Re-reads what other nodes changed in the catalog (new series, blocks added and
+ * removed) when its version moved: one round trip when it did not. 0, or -1 with
+ * HR_EIO (the catalog is unreachable). Scans call it first. */
+int store_sync(store_t *s, hr_err_t *err);
+/* Deletes the objects of replaced blocks whose delay has passed. Returns how many. */
+int store_collect_trash(store_t *s, hr_err_t *err);
+int store_clustered(const store_t *s);
+
 typedef struct {
     size_t head_bytes, head_profiles, head_samples;
     size_t head_strings, head_functions, head_locations, head_stacks; /* interned symbols */
@@ -126,6 +150,9 @@ typedef struct {
     uint64_t wal_bytes;
     uint64_t cuts, retention_deleted;
     uint64_t compactions, compacted_blocks; /* runs done, blocks they replaced */
+    /* cluster mode: object ranges read from the cache and from the store */
+    uint64_t ocache_hits, ocache_misses, ocache_fetched_bytes, ocache_bytes;
+    uint64_t compactions_lost; /* runs another node's compaction or retention overtook */
 } store_stats_t;
 void store_stats(store_t *s, store_stats_t *out);
 /* The time of tenant's oldest and newest stored profile (ns), from the block catalog

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "storage/block.h"
+#include "storage/objcache.h"
 #include "storage/store.h"
 
 typedef struct {
@@ -63,7 +64,15 @@ struct store {
     size_t cached_bytes;
     part_cache_t *lru_oldest, *lru_newest; /* the loaded partitions (cache_mu) */
     int decode_threads; /* partitions a scan decodes at once: the machine's cores, up to DECODE_MAX */
-    uint64_t part_loads, cuts, retention_deleted, compactions, compacted_blocks;
+    uint64_t part_loads, cuts, retention_deleted, compactions, compacted_blocks, compactions_lost;
+    /* Cluster mode (cluster.c): NULL objects means one node with local files. */
+    objstore_t *objects;
+    objcache_t *ocache;
+    pthread_mutex_t durable_mu; /* innermost; guards the three below */
+    pthread_cond_t durable_cv;  /* broadcast after every cut attempt */
+    uint64_t head_gen;          /* the heads' generation: a cut stores one (written under `cut`) */
+    uint64_t durable_gen;       /* every generation below this is stored */
+    hr_err_t flush_err;         /* the last failed cut's error (cleared by a good one) */
 };
 
 static inline int64_t store_now_ns(void) {
@@ -78,6 +87,32 @@ int store_new_block(store_t *s, const char *tenant, block_meta_t *meta, char *fu
 /* Writes seg as a new block file of tenant (a cut head or a compacted run); fills
  * meta for the catalog. 0 or -1. (store.c) */
 int store_write_block(store_t *s, const char *tenant, const segment_t *seg, block_meta_t *meta, hr_err_t *err);
+
+/* ---- cluster.c: where block bytes live ---- */
+
+/* Reads a block's footer / one partition view, from its file or its object. In
+ * cluster mode a range that reads back corrupt from the disk cache is dropped and
+ * read again from the store; a missing object is a passing HR_EIO (this node's block
+ * list is older than the catalog), never "unreadable". */
+block_index_t *store_read_index(store_t *s, const block_meta_t *m, hr_err_t *err);
+segment_t *store_read_part(store_t *s, const block_meta_t *m, const block_index_t *ix, size_t p, int view,
+                           hr_err_t *err);
+/* A block just written at DATA_DIR/m->path: in cluster mode uploaded as object
+ * m->path and the local file removed. 0 or -1 (the local file is then removed too). */
+int store_publish_block(store_t *s, const block_meta_t *m, hr_err_t *err);
+/* Removes a written block that will not be registered (its file, or its object). */
+void store_discard_block(store_t *s, const block_meta_t *m);
+/* Removes a block the catalog no longer names: its file (one node), or nothing (a
+ * cluster: the catalog put its object in the trash). */
+void store_retire_block(store_t *s, const block_meta_t *m);
+/* 1 when s->blocks holds block id. data held. */
+int store_has_block(const store_t *s, int64_t id);
+/* Cluster ingest: waits until generation gen of the heads is stored. 0, or -1 with
+ * HR_EIO after the ack timeout. */
+int store_wait_durable(store_t *s, uint64_t gen, hr_err_t *err);
+/* Records a cut's outcome for the waiting ingests: ok stores every generation below
+ * head_gen; otherwise e is kept for their error. */
+void store_cut_done(store_t *s, int ok, const hr_err_t *e);
 
 /* ---- block_cache.c ---- */
 

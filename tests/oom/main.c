@@ -137,7 +137,15 @@ static void subject_init(subject_t *x, const char *name) {
     memset(x, 0, sizeof *x);
     unit_tmpdir(rel, x->dir, sizeof x->dir);
     /* A cache of 0 bytes: every query decodes the partitions it reads, under test too. */
-    x->cfg = (store_config_t){x->dir, WAL_FSYNC_NONE, 64 << 20, 3600 * S, 3, 0, 0, 2, 64 << 20};
+    x->cfg = (store_config_t){.data_dir = x->dir,
+                              .fsync = WAL_FSYNC_NONE,
+                              .head_max_bytes = 64 << 20,
+                              .block_duration_ns = 3600 * S,
+                              .zstd_level = 3,
+                              .block_cache_bytes = 0,
+                              .retention_ns = 0,
+                              .compact_min_blocks = 2,
+                              .compact_max_bytes = 64 << 20};
     x->s = open_store(x);
     buf_init(&x->out);
 }

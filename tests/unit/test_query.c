@@ -23,7 +23,15 @@
 static store_t *new_store(const char *name) {
     char dir[512];
     unit_tmpdir(name, dir, sizeof dir);
-    store_config_t cfg = {dir, WAL_FSYNC_NONE, 64 << 20, 3600 * S, 3, 64 << 20, 0, 0, 0};
+    store_config_t cfg = {.data_dir = dir,
+                          .fsync = WAL_FSYNC_NONE,
+                          .head_max_bytes = 64 << 20,
+                          .block_duration_ns = 3600 * S,
+                          .zstd_level = 3,
+                          .block_cache_bytes = 64 << 20,
+                          .retention_ns = 0,
+                          .compact_min_blocks = 0,
+                          .compact_max_bytes = 0};
     hr_err_t err = {0};
     store_t *s = store_open(&cfg, &err);
     wal_scan_t ws;

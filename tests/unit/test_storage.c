@@ -560,7 +560,15 @@ static int count_segments(void *ctx, const segment_t *seg) {
 void test_store_cut_and_reopen(void) {
     char dir[512];
     unit_tmpdir("store1", dir, sizeof dir);
-    store_config_t cfg = {dir, WAL_FSYNC_NONE, 1 << 20, 3600LL * 1000000000, 3, 1 << 20, 0, 0, 0};
+    store_config_t cfg = {.data_dir = dir,
+                          .fsync = WAL_FSYNC_NONE,
+                          .head_max_bytes = 1 << 20,
+                          .block_duration_ns = 3600LL * 1000000000,
+                          .zstd_level = 3,
+                          .block_cache_bytes = 1 << 20,
+                          .retention_ns = 0,
+                          .compact_min_blocks = 0,
+                          .compact_max_bytes = 0};
     hr_err_t err = {0};
     store_t *s = store_open(&cfg, &err);
     CHECK(s != NULL);
@@ -620,7 +628,15 @@ void test_retention(void) {
     char dir[512];
     unit_tmpdir("retention", dir, sizeof dir);
     const int64_t H = 3600LL * 1000000000, now = 1000 * H;
-    store_config_t cfg = {dir, WAL_FSYNC_NONE, 1 << 20, H, 3, 1 << 20, 24 * H, 0, 0};
+    store_config_t cfg = {.data_dir = dir,
+                          .fsync = WAL_FSYNC_NONE,
+                          .head_max_bytes = 1 << 20,
+                          .block_duration_ns = H,
+                          .zstd_level = 3,
+                          .block_cache_bytes = 1 << 20,
+                          .retention_ns = 24 * H,
+                          .compact_min_blocks = 0,
+                          .compact_max_bytes = 0};
     hr_err_t err = {0};
     store_t *s = store_open(&cfg, &err);
     wal_scan_t ws;
@@ -698,7 +714,15 @@ void test_store_compaction(void) {
     char dir[512];
     unit_tmpdir("compaction", dir, sizeof dir);
     const int64_t H = 3600LL * 1000000000, day0 = 1000 * 24 * H;
-    store_config_t cfg = {dir, WAL_FSYNC_NONE, 1 << 20, H, 3, 1 << 20, 0, 2, 1 << 20};
+    store_config_t cfg = {.data_dir = dir,
+                          .fsync = WAL_FSYNC_NONE,
+                          .head_max_bytes = 1 << 20,
+                          .block_duration_ns = H,
+                          .zstd_level = 3,
+                          .block_cache_bytes = 1 << 20,
+                          .retention_ns = 0,
+                          .compact_min_blocks = 2,
+                          .compact_max_bytes = 1 << 20};
     hr_err_t err = {0};
     store_t *s = store_open(&cfg, &err);
     wal_scan_t ws;

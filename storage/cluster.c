@@ -1,0 +1,192 @@
+/* cluster.c - what a store does differently as one node of a cluster (store.h,
+ * docs/cluster.md): blocks are objects read by byte range through the disk cache,
+ * the catalog is shared, and an ingest is acknowledged once a cut has stored it.
+ * On one node (s->objects NULL) the same calls work on local files. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/vec.h"
+#include "storage/store_impl.h"
+
+int store_clustered(const store_t *s) { return s->objects != NULL; }
+
+/* block_src_t's read for objects: name is the key. */
+static int object_read(void *ctx, const char *key, uint64_t off, uint64_t n, uint8_t *out, hr_err_t *err) {
+    store_t *s = ctx;
+    if (objcache_read(s->ocache, key, off, n, out, err) == 0) return 0;
+    if (err->code == HR_ENOTFOUND) /* the catalog moved on since this node synced: retry later */
+        return hr_fail(err, HR_EIO, "block object %s is gone from the object store (the block list is stale)", key);
+    return -1;
+}
+
+/* A source for block m; path receives a local file's path (cap bytes). */
+static int source(store_t *s, const block_meta_t *m, block_src_t *src, char *path, size_t cap, hr_err_t *err) {
+    if (s->objects) {
+        *src = (block_src_t){.name = m->path, .size = (uint64_t)m->bytes, .read = object_read, .ctx = s};
+        return 0;
+    }
+    snprintf(path, cap, "%s/%s", s->dir, m->path);
+    return block_src_file(src, path, err);
+}
+
+block_index_t *store_read_index(store_t *s, const block_meta_t *m, hr_err_t *err) {
+    char path[4096];
+    block_src_t src;
+    block_index_t *ix = NULL;
+    for (int attempt = 0; attempt < 2 && !ix; attempt++) {
+        if (source(s, m, &src, path, sizeof path, err)) return NULL;
+        if ((ix = block_index_read_src(&src, err)) || !s->objects || err->code != HR_EUNPROC) break;
+        objcache_forget(s->ocache, m->path); /* a damaged cached copy: fetch it again */
+    }
+    return ix;
+}
+
+segment_t *store_read_part(store_t *s, const block_meta_t *m, const block_index_t *ix, size_t p, int view,
+                           hr_err_t *err) {
+    char path[4096];
+    block_src_t src;
+    segment_t *seg = NULL;
+    for (int attempt = 0; attempt < 2 && !seg; attempt++) {
+        if (source(s, m, &src, path, sizeof path, err)) return NULL;
+        if ((seg = block_read_part_src(&src, ix, p, view, err)) || !s->objects || err->code != HR_EUNPROC) break;
+        objcache_forget(s->ocache, m->path);
+    }
+    return seg;
+}
+
+int store_publish_block(store_t *s, const block_meta_t *m, hr_err_t *err) {
+    if (!s->objects) return 0;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", s->dir, m->path);
+    /* Block ids are unique across nodes, so the key exists only when an earlier
+     * attempt of this very put stored it (its answer lost): done either way. */
+    int rc = objstore_put_file(s->objects, m->path, path, OBJSTORE_IF_ABSENT, err);
+    unlink(path);
+    return rc < 0 ? -1 : 0;
+}
+
+void store_discard_block(store_t *s, const block_meta_t *m) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", s->dir, m->path);
+    unlink(path);
+    hr_err_t e = {0};
+    if (s->objects && objstore_delete(s->objects, m->path, &e))
+        log_warn("block.discard_failed", "key=%s err=\"%s\" (an orphan object; no catalog row names it)", m->path,
+                 e.msg);
+}
+
+void store_retire_block(store_t *s, const block_meta_t *m) {
+    if (s->objects) return; /* the catalog trashed the object; store_collect_trash deletes it */
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", s->dir, m->path);
+    unlink(path);
+}
+
+int store_has_block(const store_t *s, int64_t id) {
+    for (size_t i = 0; i < s->nblocks; i++)
+        if (s->blocks[i].meta.id == id) return 1;
+    return 0;
+}
+
+/* ---- the durable acknowledgement ---- */
+
+int store_wait_durable(store_t *s, uint64_t gen, hr_err_t *err) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    int64_t ns = until.tv_nsec + s->cfg.ack_timeout_ns;
+    until.tv_sec += ns / 1000000000;
+    until.tv_nsec = ns % 1000000000;
+    pthread_mutex_lock(&s->durable_mu);
+    int timed_out = 0;
+    while (s->durable_gen <= gen && !timed_out)
+        timed_out = pthread_cond_timedwait(&s->durable_cv, &s->durable_mu, &until) == ETIMEDOUT;
+    int rc = 0;
+    if (s->durable_gen <= gen)
+        rc = hr_fail(err, HR_EIO, "not stored yet (%s); it may still be stored by the next flush",
+                     s->flush_err.msg[0] ? s->flush_err.msg : "the flush did not finish in time");
+    pthread_mutex_unlock(&s->durable_mu);
+    return rc;
+}
+
+void store_cut_done(store_t *s, int ok, const hr_err_t *e) {
+    pthread_mutex_lock(&s->durable_mu);
+    if (ok) {
+        s->durable_gen = s->head_gen;
+        s->flush_err.msg[0] = 0;
+    } else if (e) {
+        s->flush_err = *e;
+    }
+    pthread_cond_broadcast(&s->durable_cv);
+    pthread_mutex_unlock(&s->durable_mu);
+}
+
+/* ---- catalog sync ---- */
+
+static block_t *find_block(block_t *v, size_t n, int64_t id) {
+    for (size_t i = 0; i < n; i++)
+        if (v[i].meta.id == id) return &v[i];
+    return NULL;
+}
+
+/* Makes s->blocks the catalog's list: blocks it still names keep their footers and
+ * cached partitions, new ones attach on first use, gone ones are dropped. The array
+ * keeps the spare room it had: a cut or compaction reserved it for its swap. */
+static int adopt_blocks(store_t *s, block_meta_t *metas, size_t n, hr_err_t *err) {
+    pthread_rwlock_wrlock(&s->data);
+    size_t spare = s->blocks_cap - s->nblocks, cap = n + spare + 1;
+    block_t *v = calloc(cap, sizeof *v);
+    if (!v) {
+        pthread_rwlock_unlock(&s->data);
+        return hr_fail(err, HR_ENOMEM, "out of memory");
+    }
+    pthread_mutex_lock(&s->cache_mu);
+    for (size_t i = 0; i < n; i++) {
+        block_t *old = find_block(s->blocks, s->nblocks, metas[i].id);
+        v[i] = old ? *old : (block_t){.meta = metas[i]};
+        if (old) old->meta.id = -1; /* moved */
+    }
+    for (size_t i = 0; i < s->nblocks; i++)
+        if (s->blocks[i].meta.id != -1) bcache_drop_locked(s, &s->blocks[i]);
+    free(s->blocks);
+    s->blocks = v;
+    s->nblocks = n;
+    s->blocks_cap = cap;
+    pthread_mutex_unlock(&s->cache_mu);
+    pthread_rwlock_unlock(&s->data);
+    return 0;
+}
+
+int store_sync(store_t *s, hr_err_t *err) {
+    if (!index_shared(s->index)) return 0;
+    int changed;
+    if (index_sync(s->index, &changed, err)) return -1;
+    if (!changed) return 0;
+    block_meta_t *metas;
+    size_t n;
+    if (index_blocks(s->index, &metas, &n, err)) return -1;
+    int rc = adopt_blocks(s, metas, n, err);
+    free(metas);
+    return rc;
+}
+
+int store_collect_trash(store_t *s, hr_err_t *err) {
+    if (!s->objects) return 0;
+    char **keys;
+    size_t n;
+    if (index_trash_take(s->index, 256, &keys, &n, err)) return -1;
+    for (size_t i = 0; i < n; i++) {
+        hr_err_t e = {0};
+        objcache_forget(s->ocache, keys[i]);
+        if (objstore_delete(s->objects, keys[i], &e))
+            log_warn("trash.delete_failed", "key=%s err=\"%s\" (left as an orphan object)", keys[i], e.msg);
+        free(keys[i]);
+    }
+    free(keys);
+    if (n) log_info("trash.deleted", "objects=%zu", n);
+    return (int)n;
+}
