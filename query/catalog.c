@@ -84,6 +84,7 @@ static int walk(store_t *st, const catalog_query_t *q, const uint8_t *present, u
 int catalog_series(store_t *st, const catalog_query_t *q, catalog_series_fn fn, void *ctx, hr_err_t *err) {
     uint8_t *present = NULL;
     uint32_t npresent = 0;
+    if (store_sync(st, err)) return -1; /* a cluster: series other nodes made since the last query */
     if (q->ranged && !(present = presence(st, q, &npresent, err))) return -1;
     int rc = walk(st, q, present, npresent, fn, ctx, err);
     free(present);
@@ -101,8 +102,9 @@ static void set_bit(void *ctx, const series_t *s) {
 }
 
 uint8_t *catalog_select(store_t *st, const catalog_query_t *q, uint32_t *n, hr_err_t *err) {
-    /* The bound covers every id the mirror holds now; a series created while the
-     * query runs is simply not part of it. */
+    /* The bound covers every id the mirror holds now (synced first, in a cluster); a
+     * series created while the query runs is simply not part of it. */
+    if (store_sync(st, err)) return NULL;
     bitmap_t b = {NULL, index_series_bound(store_index(st))};
     if (!(b.bits = calloc(b.n, 1))) return hr_fail(err, HR_ENOMEM, "out of memory"), NULL;
     if (catalog_series(st, q, set_bit, &b, err)) {

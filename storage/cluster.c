@@ -103,24 +103,24 @@ int store_wait_durable(store_t *s, uint64_t gen, hr_err_t *err) {
     until.tv_nsec = ns % 1000000000;
     pthread_mutex_lock(&s->durable_mu);
     int timed_out = 0;
-    while (s->durable_gen <= gen && !timed_out)
+    while (s->head_gen <= gen && !timed_out)
         timed_out = pthread_cond_timedwait(&s->durable_cv, &s->durable_mu, &until) == ETIMEDOUT;
     int rc = 0;
-    if (s->durable_gen <= gen)
-        rc = hr_fail(err, HR_EIO, "not stored yet (%s); it may still be stored by the next flush",
-                     s->flush_err.msg[0] ? s->flush_err.msg : "the flush did not finish in time");
+    if (s->head_gen <= gen) /* the cut is still running (a hung object store): it may yet store it */
+        rc = hr_fail(err, HR_EIO, "not stored within --ack-timeout; it may still be stored by the flush under way");
+    else if (s->head_gen - gen > 64) /* slept through 64 cuts: its outcome is forgotten, and a retry is safer */
+        rc = hr_fail(err, HR_EIO, "the flush outcome of this upload is unknown; retry it");
+    else if (s->failed >> (gen % 64) & 1) rc = hr_fail(err, HR_EIO, "not stored: %s", s->flush_err.msg);
     pthread_mutex_unlock(&s->durable_mu);
     return rc;
 }
 
 void store_cut_done(store_t *s, int ok, const hr_err_t *e) {
     pthread_mutex_lock(&s->durable_mu);
-    if (ok) {
-        s->durable_gen = s->head_gen;
-        s->flush_err.msg[0] = 0;
-    } else if (e) {
-        s->flush_err = *e;
-    }
+    uint64_t bit = 1ULL << (s->head_gen % 64);
+    s->failed = ok ? s->failed & ~bit : s->failed | bit;
+    if (!ok && e) s->flush_err = *e;
+    s->head_gen++;
     pthread_cond_broadcast(&s->durable_cv);
     pthread_mutex_unlock(&s->durable_mu);
 }
@@ -163,14 +163,22 @@ static int adopt_blocks(store_t *s, block_meta_t *metas, size_t n, hr_err_t *err
 
 int store_sync(store_t *s, hr_err_t *err) {
     if (!index_shared(s->index)) return 0;
-    int changed;
-    if (index_sync(s->index, &changed, err)) return -1;
-    if (!changed) return 0;
+    int64_t v;
+    if (index_sync(s->index, &v, err)) return -1;
+    pthread_mutex_lock(&s->durable_mu);
+    int stale = v != s->blocks_version;
+    pthread_mutex_unlock(&s->durable_mu);
+    if (!stale) return 0;
+    /* Read after the version: a change landing between the two shows in the list and
+     * moves the version again, so the next sync reads the list once more. */
     block_meta_t *metas;
     size_t n;
     if (index_blocks(s->index, &metas, &n, err)) return -1;
     int rc = adopt_blocks(s, metas, n, err);
     free(metas);
+    pthread_mutex_lock(&s->durable_mu);
+    if (rc == 0) s->blocks_version = v;
+    pthread_mutex_unlock(&s->durable_mu);
     return rc;
 }
 

@@ -20,7 +20,7 @@ struct index {
     size_t nseries, series_cap;
     idset_t set;
     uint32_t synced; /* shared catalogs: every series id <= this is in the mirror */
-    int64_t version; /* shared catalogs: the catalog version last synced */
+    int64_t version; /* shared catalogs: the catalog version whose series are all in the mirror */
     size_t max_per_tenant;
     struct tenant_count {
         char tenant[129];
@@ -259,15 +259,14 @@ int index_series(index_t *ix, const char *tenant, const char *ptype, const label
     return rc;
 }
 
-int index_sync(index_t *ix, int *changed, hr_err_t *err) {
-    *changed = 0;
+int index_sync(index_t *ix, int64_t *version, hr_err_t *err) {
+    *version = 0;
     if (!ix->ops->version) return 0;
     pthread_mutex_lock(&ix->mu);
-    int64_t v;
-    int rc = ix->ops->version(ix->db, &v, err);
-    if (rc == 0 && v != ix->version) {
+    int rc = ix->ops->version(ix->db, version, err);
+    if (rc == 0 && *version != ix->version) {
         rc = ix->ops->series_since(ix->db, ix->synced, load_row, ix, err);
-        if (rc == 0) ix->version = v, *changed = 1;
+        if (rc == 0) ix->version = *version;
     }
     pthread_mutex_unlock(&ix->mu);
     return rc;

@@ -79,10 +79,12 @@ size_t index_series_total(index_t *ix);
 /* One past the highest series id known: the size of a bitmap over every series. */
 uint32_t index_series_bound(index_t *ix);
 
-/* A shared catalog: reads what other nodes changed since the last call (their new
- * series into the mirror). *changed is 1 when anything did (series or blocks), so
- * the caller re-reads the block list. Always 0 for SQLite. 0, or -1 (HR_EIO). */
-int index_sync(index_t *ix, int *changed, hr_err_t *err);
+/* A shared catalog: reads the catalog's version (it moves with every change of
+ * series or blocks, by any node) into *version and, when it moved since the last
+ * call, the series other nodes made into the mirror; the caller re-reads the block
+ * list when the version is not the one it last read it at. SQLite: always 0.
+ * 0, or -1 (HR_EIO). */
+int index_sync(index_t *ix, int64_t *version, hr_err_t *err);
 
 /* The block catalog. */
 int index_blocks(index_t *ix, block_meta_t **out, size_t *n, hr_err_t *err);

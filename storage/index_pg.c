@@ -41,14 +41,24 @@ static const char *SCHEMA =
     "CREATE TABLE IF NOT EXISTS hearth_nodes(name text PRIMARY KEY, target text NOT NULL, listen text NOT NULL,"
     "  heartbeat timestamptz NOT NULL);";
 
-/* A message from libpq without its trailing newline. */
+/* A message from libpq on one line (it spreads some over several, for terminals). */
 static int pg_fail(pg_t *p, hr_err_t *err, const char *what, const PGresult *r) {
     const char *m = r ? PQresultErrorMessage(r) : "";
     if (!m || !*m) m = PQerrorMessage(p->c);
-    size_t n = strlen(m);
-    while (n && (m[n - 1] == '\n' || m[n - 1] == ' ')) n--;
-    return hr_fail(err, HR_EIO, "catalog (PostgreSQL) %s: %.*s", what, (int)n, m);
+    char line[400];
+    size_t k = 0;
+    for (const char *c = m; *c && k + 1 < sizeof line; c++) {
+        int space = *c == '\n' || *c == '\t' || *c == ' ';
+        if (!space) line[k++] = *c;
+        else if (k && line[k - 1] != ' ') line[k++] = ' ';
+    }
+    while (k && line[k - 1] == ' ') k--;
+    line[k] = 0;
+    return hr_fail(err, HR_EIO, "catalog (PostgreSQL) %s: %s", what, line);
 }
+
+/* PostgreSQL's notices ("relation already exists, skipping") are not Hearth's to print. */
+static void quiet(void *arg, const char *message) { (void)arg, (void)message; }
 
 /* A live connection, reconnecting once if the last one broke. 0 or -1 (HR_EIO). */
 static int pg_conn(pg_t *p, hr_err_t *err) {
@@ -59,6 +69,7 @@ static int pg_conn(pg_t *p, hr_err_t *err) {
         const char *vals[] = {p->conninfo, "5", "hearth", NULL};
         p->c = PQconnectdbParams(keys, vals, 1);
     }
+    if (p->c) PQsetNoticeProcessor(p->c, quiet, NULL);
     if (p->c && PQstatus(p->c) == CONNECTION_OK) return 0;
     return p->c ? pg_fail(p, err, "unreachable", NULL) : hr_fail(err, HR_ENOMEM, "out of memory");
 }

@@ -90,6 +90,7 @@ store_t *store_open(const store_config_t *cfg, hr_err_t *err) {
     pthread_mutex_init(&s->compact, NULL);
     pthread_mutex_init(&s->durable_mu, NULL);
     pthread_cond_init(&s->durable_cv, NULL);
+    s->blocks_version = -1;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     s->decode_threads = cpus < 1 ? 1 : cpus > DECODE_MAX ? DECODE_MAX : (int)cpus;
     char path[2200];
@@ -319,7 +320,9 @@ int store_ingest(store_t *s, const char *tenant, const void *rec, size_t len, co
     int rc = stage(s, tenant, b, &st, err);
     if (rc == 0 && s->wal && (rc = wal_append(s->wal, rec, len, err)) != 0) unstage(s, &st);
     else if (rc == 0) commit(s, b, series, &st);
+    pthread_mutex_lock(&s->durable_mu);
     uint64_t gen = s->head_gen; /* the heads it is in: the next cut stores them */
+    pthread_mutex_unlock(&s->durable_mu);
     pthread_rwlock_unlock(&s->cut);
     free(series);
     if (rc == 0 && !s->wal && b->n) rc = store_wait_durable(s, gen, err);
@@ -397,6 +400,20 @@ static void cut_unprepare(store_t *s, block_t *fresh, segment_t **empty) {
     free(fresh);
 }
 
+/* A failed cluster cut: the heads' uploads are about to be told 503, so they must
+ * not be stored later either (their clients retry them): the heads are replaced by
+ * the empty successors. `cut` held for writing. */
+static void drop_heads(store_t *s, segment_t **empty) {
+    pthread_rwlock_wrlock(&s->data);
+    for (size_t i = 0; i < s->nheads; i++) {
+        if (!empty[i]) continue;
+        segment_free(s->heads[i].seg);
+        s->heads[i].seg = empty[i];
+        empty[i] = NULL;
+    }
+    pthread_rwlock_unlock(&s->data);
+}
+
 int store_cut(store_t *s, hr_err_t *err) {
     pthread_rwlock_wrlock(&s->cut);
     /* No ingest is running now, so the heads are stable and readers may keep
@@ -413,14 +430,14 @@ int store_cut(store_t *s, hr_err_t *err) {
     }
     uint32_t closed = 0;
     if (rc == 0 && n == 0) {
-        s->head_gen++; /* nothing was waiting to be stored */
-        store_cut_done(s, 1, NULL);
+        store_cut_done(s, 1, NULL); /* nothing was waiting to be stored */
         goto out;
     }
     if (rc == 0 && s->wal) rc = wal_rotate(s->wal, &closed, err);
     if (rc == 0) rc = index_commit_blocks(s->index, metas, n, closed, err);
     if (rc != 0) {
         for (size_t i = 0; i < n; i++) store_discard_block(s, &metas[i]);
+        if (!s->wal && empty) drop_heads(s, empty); /* a cluster: every upload in them gets its 503 now */
         store_cut_done(s, 0, err);
         goto out;
     }
@@ -447,7 +464,6 @@ int store_cut(store_t *s, hr_err_t *err) {
     s->cuts++; /* under data, like every counter store_stats reads */
     pthread_mutex_unlock(&s->cache_mu);
     pthread_rwlock_unlock(&s->data);
-    s->head_gen++;
     store_cut_done(s, 1, NULL);
     if (s->wal) wal_remove_upto(s->wal, closed);
     log_info("head.cut", "blocks=%zu wal_checkpoint=%u", n, closed);

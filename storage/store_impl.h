@@ -68,11 +68,14 @@ struct store {
     /* Cluster mode (cluster.c): NULL objects means one node with local files. */
     objstore_t *objects;
     objcache_t *ocache;
-    pthread_mutex_t durable_mu; /* innermost; guards the three below */
-    pthread_cond_t durable_cv;  /* broadcast after every cut attempt */
-    uint64_t head_gen;          /* the heads' generation: a cut stores one (written under `cut`) */
-    uint64_t durable_gen;       /* every generation below this is stored */
-    hr_err_t flush_err;         /* the last failed cut's error (cleared by a good one) */
+    pthread_mutex_t durable_mu; /* innermost; guards the four below */
+    pthread_cond_t durable_cv;  /* broadcast after every cut */
+    /* The heads' generation: the uploads of generation g are in the heads until a
+     * cut stores them (or fails) and moves on to g + 1. Changed under `cut` too. */
+    uint64_t head_gen;
+    hr_err_t flush_err;     /* the last failed cut's error */
+    uint64_t failed;        /* bit g % 64 set: generation g's cut failed (its uploads got 503) */
+    int64_t blocks_version; /* the catalog version s->blocks was last read at (-1: never) */
 };
 
 static inline int64_t store_now_ns(void) {
@@ -107,11 +110,12 @@ void store_discard_block(store_t *s, const block_meta_t *m);
 void store_retire_block(store_t *s, const block_meta_t *m);
 /* 1 when s->blocks holds block id. data held. */
 int store_has_block(const store_t *s, int64_t id);
-/* Cluster ingest: waits until generation gen of the heads is stored. 0, or -1 with
- * HR_EIO after the ack timeout. */
+/* Cluster ingest: waits until the cut of generation gen of the heads is over. 0 when
+ * it stored them; -1 with HR_EIO when it failed (a failed cluster cut drops the heads:
+ * an upload is stored only if acknowledged), or after the ack timeout. */
 int store_wait_durable(store_t *s, uint64_t gen, hr_err_t *err);
-/* Records a cut's outcome for the waiting ingests: ok stores every generation below
- * head_gen; otherwise e is kept for their error. */
+/* Records the outcome of the cut of generation head_gen and moves on to the next
+ * (`cut` held for writing); e is kept for the failed uploads' error. */
 void store_cut_done(store_t *s, int ok, const hr_err_t *e);
 
 /* ---- block_cache.c ---- */
