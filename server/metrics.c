@@ -156,6 +156,17 @@ static void render_storage(const metrics_t *m, const store_stats_t *s, buf_t *o)
     scalar(o, "hearth_retention_deleted_blocks_total", "counter", "Blocks deleted by retention.", s->retention_deleted);
     scalar(o, "hearth_compactions_total", "counter", "Compaction runs done.", s->compactions);
     scalar(o, "hearth_compacted_blocks_total", "counter", "Blocks replaced by compaction.", s->compacted_blocks);
+    scalar(o, "hearth_compactions_overtaken_total", "counter",
+           "Compaction runs dropped because another node's compaction or retention replaced an input first.",
+           s->compactions_lost);
+    scalar(o, "hearth_object_cache_hits_total", "counter", "Block byte ranges read from the disk cache (cluster mode).",
+           s->ocache_hits);
+    scalar(o, "hearth_object_cache_misses_total", "counter",
+           "Block byte ranges fetched from the object store (cluster mode).", s->ocache_misses);
+    scalar(o, "hearth_object_fetched_bytes_total", "counter", "Bytes fetched from the object store (cluster mode).",
+           s->ocache_fetched_bytes);
+    scalar(o, "hearth_object_cache_bytes", "gauge", "Bytes in the disk cache of block ranges (--cache-bytes).",
+           s->ocache_bytes);
     scalar(o, "hearth_series", "gauge", "Series in the index.", s->series);
     scalar(o, "hearth_wal_segment_bytes", "gauge", "Bytes in the current WAL segment.", s->wal_bytes);
     scalar(o, "hearth_wal_replayed_records_total", "counter", "WAL records replayed at start.", m->wal_replayed);
