@@ -483,7 +483,7 @@ def cluster_nodejs_agent_pushes_to_one_node_read_through_another():
         types = {t["id"] for t in b.get_json("/api/v1/profile-types", query=sel)["profileTypes"]}
         cpu = "wall:cpu:nanoseconds:wall:nanoseconds"
         assert cpu in types, types
-        doc = b.get_json("/api/v1/query", query=cpu + sel, **span)
+        doc = b.get_json("/api/v1/query", query=cpu + sel, format="top", **span)
         assert doc["profiles"] >= 2 and doc["total"] > 0, doc
         assert "busyMath" in json.dumps(doc["functions"][:5]), doc["functions"][:5]
         # A third node, started after the pushes, answers the same bytes as b.
