@@ -21,6 +21,8 @@ import os, signal, subprocess, sys, tempfile, time, urllib.request
 
 import pgserver, s3server
 
+testdata = os.path.normpath(os.path.join(os.environ["PYTHONPATH"], "..", "..", "..", "shared", "testdata"))
+
 run = tempfile.mkdtemp(prefix="hearth-cluster-")
 procs = []
 
@@ -85,11 +87,12 @@ Hearth cluster up: nodes on http://127.0.0.1:4101, :4102, :4103
   keys         AWS_ACCESS_KEY_ID={s3server.ACCESS_KEY} AWS_SECRET_ACCESS_KEY={s3server.SECRET_KEY}
   node logs    {run}/node-N/server.log
 
-Push to one node:
-  curl --data-binary @../shared/testdata/pprof/go-runtime-cpu-00.pb.gz \\
-       'http://127.0.0.1:4101/ingest?name=demo&format=pprof'
-Query through another:
-  curl 'http://127.0.0.1:4103/api/v1/query?query=process_cpu:cpu:nanoseconds:cpu:nanoseconds{{service_name="demo"}}&from=now-1h&until=now'
+Push to one node (a real profile, dated now):
+  curl --data-binary @{testdata}/pprof/go-runtime-cpu-00.pb.gz \\
+       "http://127.0.0.1:4101/ingest?name=demo&format=pprof&from=$(date +%s)"
+Query through another (-G with --data-urlencode: curl would read the braces as a glob):
+  curl -G http://127.0.0.1:4103/api/v1/query -d format=top -d from=now-1h -d until=now \\
+       --data-urlencode 'query=process_cpu:cpu:nanoseconds:cpu:nanoseconds{{service_name="demo"}}'
 See the blocks:
   psql -h 127.0.0.1 -p {pg.port} -U hearth hearth -c 'SELECT id, key, profiles FROM hearth_blocks'
 
