@@ -97,7 +97,7 @@ class PostgresServer:
         while time.time() < end:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"postgres exited {self.proc.returncode}: {self.tail()}")
-            r = subprocess.run([f"{BIN}/pg_isready", "-q", "-h", "127.0.0.1", "-p", str(self.port)],
+            r = subprocess.run([f"{BIN}/pg_isready", "-q", "-h", "127.0.0.1", "-p", str(self.port), "-U", USER],
                                capture_output=True)
             if r.returncode == 0:
                 return

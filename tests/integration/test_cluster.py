@@ -467,15 +467,16 @@ def cluster_object_store_outage_refuses_then_recovers():
         outage_round(c, a, [b], c.gw.stop_gateway, c.gw.start_gateway, "the object store")
 
 
-def wait_compaction_settled(c, compactors, timeout=90):
-    """Polls until both compactors have run and the block count has not changed for 2 s."""
+def wait_compaction_settled(c, compactors, timeout=90, quiet_s=6):
+    """Polls until the compactors have run and the block count has not changed for quiet_s
+    (three of the compactors' 2 s passes: a shorter wait ends between two passes)."""
     end, last, since = time.time() + timeout, None, time.time()
     while time.time() < end:
         n = c.block_count()
         runs = sum(metric(k, "hearth_compactions_total") for k in compactors)
         if n != last:
             last, since = n, time.time()
-        elif runs >= 1 and time.time() - since >= 2:
+        elif runs >= 1 and time.time() - since >= quiet_s:
             return n, runs
         time.sleep(0.25)
     raise AssertionError(f"compaction did not settle in {timeout}s: {last} blocks ({c.logs()})")
