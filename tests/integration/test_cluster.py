@@ -18,6 +18,7 @@ INTERFACE ASSUMED (written while the C side was being built; docs/cluster.md des
     got a 503 may or may not be stored: at-least-once) and every acknowledged upload is there.
   - Every node answers every query from the catalog and the object store, with the same bytes as
     a single node (`hearth --data-dir X`) given the same uploads in the same order.
+  - A route outside a node's roles answers 404 with a JSON {"error": ...} that mentions the role.
   - Metrics: hearth_compactions_total (compaction runs done), hearth_blocks (blocks known), both
     unlabelled lines.
   - Tables: hearth_blocks(id, tenant, key, profiles, ...) with one row per live block, key relative
@@ -403,6 +404,11 @@ def cluster_upload_to_one_node_is_read_at_once_through_another():
         listed = c.objects()
         assert all(same_key(k, listed) for k in keys), (keys, listed)
         assert metric(q, "hearth_blocks") == c.block_count(), "the query node's hearth_blocks after a query"
+        # Each role refuses the other's routes with a JSON error that names the role to ask.
+        st, body = q.ingest(open(cpu_files(1)[0], "rb").read(), name="fresh", format="pprof", **{"from": T0})
+        assert st == 404 and "role" in json.loads(body)["error"], ("push to a query node", st, body[:300])
+        st, body = a.get("/api/v1/query", query=CPU + '{service_name="fresh"}', **SPAN)
+        assert st == 404 and "role" in json.loads(body)["error"], ("query to an ingest node", st, body[:300])
 
 
 @test
@@ -523,7 +529,10 @@ def cluster_two_compactors_merge_segments_and_answers_stay_exact():
             loop.join()
         assert not seen, f"answers changed during compaction ({len(seen)} in {rounds[0]} rounds):\n" + "\n".join(seen[:10])
         assert rounds[0] >= 2, f"only {rounds[0]} query rounds ran during compaction"
-        assert after < before, f"{after} blocks after compaction, {before} before the busy pushes ({runs} runs)"
+        assert after < before, (
+            f"{after} blocks after compaction, {before} before the busy pushes; runs and blocks known per compactor: "
+            f"{[(k.name, metric(k, 'hearth_compactions_total'), metric(k, 'hearth_blocks')) for k in ks]}; "
+            f"hearth_jobs: {c.psql('SELECT * FROM hearth_jobs')} ({c.logs()})")
         assert c.profile_count() == 2 * profiles_steady, \
             f"profiles in hearth_blocks: {c.profile_count()}, want {2 * profiles_steady} (lost or doubled)"
         assert_same(want_all, answers(q, rd_all), "the query node after compaction")
