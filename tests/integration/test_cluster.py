@@ -477,7 +477,13 @@ def cluster_object_store_outage_refuses_then_recovers():
         outage_round(c, a, [b], c.gw.stop_gateway, c.gw.start_gateway, "the object store")
 
 
-def wait_compaction_settled(c, compactors, timeout=90, quiet_s=6):
+def compaction_state(c, compactors):
+    """What a failed compaction test reports: each compactor's runs and known blocks, the jobs."""
+    per = [(k.name, metric(k, "hearth_compactions_total"), metric(k, "hearth_blocks")) for k in compactors]
+    return f"(compactor, runs, blocks known): {per}; hearth_jobs: {c.psql('SELECT * FROM hearth_jobs')} ({c.logs()})"
+
+
+def wait_compaction_settled(c, compactors, timeout=45, quiet_s=6):
     """Polls until the compactors have run and the block count has not changed for quiet_s
     (three of the compactors' 2 s passes: a shorter wait ends between two passes)."""
     end, last, since = time.time() + timeout, None, time.time()
@@ -489,7 +495,7 @@ def wait_compaction_settled(c, compactors, timeout=90, quiet_s=6):
         elif runs >= 1 and time.time() - since >= quiet_s:
             return n, runs
         time.sleep(0.25)
-    raise AssertionError(f"compaction did not settle in {timeout}s: {last} blocks ({c.logs()})")
+    raise AssertionError(f"compaction did not settle in {timeout}s: {last} blocks; {compaction_state(c, compactors)}")
 
 
 @test
@@ -533,10 +539,7 @@ def cluster_two_compactors_merge_segments_and_answers_stay_exact():
             loop.join()
         assert not seen, f"answers changed during compaction ({len(seen)} in {rounds[0]} rounds):\n" + "\n".join(seen[:10])
         assert rounds[0] >= 2, f"only {rounds[0]} query rounds ran during compaction"
-        assert after < before, (
-            f"{after} blocks after compaction, {before} before the busy pushes; runs and blocks known per compactor: "
-            f"{[(k.name, metric(k, 'hearth_compactions_total'), metric(k, 'hearth_blocks')) for k in ks]}; "
-            f"hearth_jobs: {c.psql('SELECT * FROM hearth_jobs')} ({c.logs()})")
+        assert after < before, f"{after} blocks after compaction, {before} before the busy pushes; {compaction_state(c, ks)}"
         assert c.profile_count() == 2 * profiles_steady, \
             f"profiles in hearth_blocks: {c.profile_count()}, want {2 * profiles_steady} (lost or doubled)"
         assert_same(want_all, answers(q, rd_all), "the query node after compaction")
