@@ -48,7 +48,9 @@ def free_port():
 
 
 class Server:
-    def __init__(self, data_dir=None, extra=(), log_dir=None):
+    def __init__(self, data_dir=None, extra=(), log_dir=None, env=None):
+        """env: variables added to this environment for the server process (e.g. S3 keys)."""
+        self.env = dict(os.environ, **env) if env else None
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="hearth-it-", dir=ARGS.tmp)
         self.log_dir = log_dir or self.data_dir
         self.extra = list(extra)
@@ -61,7 +63,7 @@ class Server:
         self.log = open(os.path.join(self.log_dir, "server.log"), "ab")
         self.proc = subprocess.Popen(
             [ARGS.binary, "--listen", f"127.0.0.1:{self.port}", "--data-dir", self.data_dir] + self.extra,
-            stdout=self.log, stderr=self.log)
+            stdout=self.log, stderr=self.log, env=self.env)
         deadline = time.time() + 60
         while time.time() < deadline:
             if self.proc.poll() is not None:

@@ -82,7 +82,7 @@ class RadosGateway:
         return r.stdout
 
     def _daemon(self, name, *args):
-        log = open(os.path.join(self.dir, f"{name}.out"), "w")
+        log = open(os.path.join(self.dir, f"{name}.out"), "a")  # a restarted gateway appends
         self.procs[name] = subprocess.Popen(list(args) + ["-f", "-c", self.conf], stdout=log, stderr=log)
 
     def _ceph(self, *args):
@@ -143,6 +143,8 @@ class RadosGateway:
         self._stop("rgw")
 
     def start_gateway(self):
+        """Starts radosgw again on the same port (the port is in ceph.conf). The OSD kept every
+        object in its memory meanwhile, so nothing stored before stop_gateway() is lost."""
         self._daemon("rgw", "radosgw", "-n", "client.rgw")
         self._wait("radosgw", self._http_up)
 

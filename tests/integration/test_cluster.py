@@ -1,0 +1,603 @@
+"""Cluster mode: stateless nodes over a PostgreSQL catalog and an S3 object store.
+
+The area shares one real PostgreSQL (pgserver.shared()) and one real S3 server (Ceph's radosgw,
+s3server.shared()); each test takes its own database and its own bucket, starts its nodes, and
+compares their answers byte for byte with those of a plain single node given the same uploads
+(restarted first, so it too answers from a block), except merged pprof, compared by its decoded
+content (see PPROF_BYTES). The whole area takes about 1.5 minutes.
+
+INTERFACE ASSUMED (written while the C side was being built; docs/cluster.md describes the design):
+  - A node: hearth --listen 127.0.0.1:P --data-dir D --catalog postgres://USER@127.0.0.1:PORT/DB
+        --object-store 's3://BUCKET/PREFIX?endpoint=http://127.0.0.1:PORT&region=us-east-1'
+        --cache-dir D/cache --flush-interval 200ms [--target all|ingest|query|compact]
+        [--node-name NAME] [--compact-min-blocks N --compact-max-bytes SIZE]
+    with the S3 keys in AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY. Every role serves /ready
+    (200 once it serves) and /metrics; `--target compact` only compacts.
+  - A push answers 200 only once its upload is in a segment block in the object store and that
+    block is registered in PostgreSQL. With PostgreSQL or the object store unreachable, a push
+    answers 503 with a JSON body {"error": "..."} (after retrying until --ack-timeout, set to 5s
+    here; within OUTAGE_S), and so does a query that needs them; once the service is back, pushes succeed again (a pushed upload that
+    got a 503 may or may not be stored: at-least-once) and every acknowledged upload is there.
+  - Every node answers every query from the catalog and the object store, with the same bytes as
+    a single node (`hearth --data-dir X`) given the same uploads in the same order.
+  - A compact node compacts every due run it finds in the catalog, including blocks registered
+    after it started (its 2 s passes: the test waits for 6 s without change).
+  - A route outside a node's roles answers 404 with a JSON {"error": ...} that mentions the role.
+  - Metrics: hearth_compactions_total (compaction runs done), hearth_blocks (blocks known), both
+    unlabelled lines.
+  - Tables: hearth_blocks(id, tenant, key, profiles, ...) with one row per live block, key relative
+    to the object-store prefix (or ending in it); hearth_trash(key, delete_after) for replaced
+    objects waiting for deletion. Nothing else of the schema is relied on.
+"""
+import concurrent.futures
+import contextlib
+import gzip
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.parse
+
+import pgserver
+import s3server
+from protowire import pb_decode, pb_packed
+from harness import ARGS, CONNECT, CPU, T0, Server, cpu_files, metric, test, types_of
+
+FLUSH = "200ms"
+ACK_TIMEOUT = "5s"  # --ack-timeout of the outage tests' nodes: a batch not stored by then gets 503
+OUTAGE_S = 25  # a push or query during an outage is answered (503) within this many seconds
+RECOVER_S = 30  # and pushes succeed again within this many seconds of the service's return
+# Merged pprof answers are compared by what they decode to (sample types, period, dates, and the
+# summed values of every stack of (function, file, line) with its labels), not by their bytes: a
+# single node's own pprof bytes differ between its head and a block, and between one block and
+# nine holding the same profiles (the order of samples, locations and strings). True makes the
+# comparison bytewise, once the merged pprof's encoding is canonical.
+PPROF_BYTES = False
+SPAN = {"from": T0 - 10, "until": T0 + 100000}
+_ids = iter(range(1, 10**6))
+
+
+def td(rel):
+    return os.path.join(ARGS.testdata, rel)
+
+
+# ---------------------------------------------------------------- the cluster of one test
+
+class Cluster:
+    """One test's database and bucket on the area's PostgreSQL and gateway, and the nodes it
+    started, every one of them stopped on the way out (by PID, through harness.Server)."""
+
+    def __init__(self):
+        self.pg, self.gw = pgserver.shared(), s3server.shared()
+        n = next(_ids)
+        self.db = f"hearth_it_{os.getpid()}_{n}"
+        self.catalog = self.pg.create_database(self.db)
+        self.bucket = self.gw.create_bucket(f"hearth-cluster-{os.getpid()}-{n}")
+        self.store = self.gw.url(self.bucket, "hearth")
+        self.nodes = []
+
+    def node(self, name, target="all", extra=(), start=True):
+        """A cluster node (Server) with its own data dir and cache dir under it; started unless
+        start=False. node.cache is its cache dir."""
+        data = tempfile.mkdtemp(prefix=f"hearth-node-{name}-", dir=ARGS.tmp)
+        srv = Server(data_dir=data, env=self.gw.env(), extra=[
+            "--catalog", self.catalog, "--object-store", self.store, "--cache-dir", os.path.join(data, "cache"),
+            "--flush-interval", FLUSH, "--target", target, "--node-name", name] + list(extra))
+        srv.name, srv.cache = name, os.path.join(data, "cache")
+        self.nodes.append(srv)
+        return srv.start() if start else srv
+
+    def psql(self, sql):
+        return self.pg.psql(sql, db=self.db)
+
+    def block_count(self):
+        return int(self.psql("SELECT count(*) FROM hearth_blocks")[0][0])
+
+    def profile_count(self):
+        return int(self.psql("SELECT coalesce(sum(profiles), 0) FROM hearth_blocks")[0][0])
+
+    def objects(self):
+        """Every key in the bucket under the prefix, as `hearth objstore ls` lists it."""
+        r = subprocess.run([ARGS.binary, "objstore", self.store, "ls"], capture_output=True, text=True,
+                           env=dict(os.environ, **self.gw.env()), timeout=60)
+        assert r.returncode == 0, f"hearth objstore ls: {r.stderr}"
+        return [line.rsplit(" ", 1)[0] for line in r.stdout.splitlines()]
+
+    def logs(self):
+        return ", ".join(f"{n.name}: {n.log_dir}/server.log" for n in self.nodes)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        errors = []
+        for n in self.nodes:
+            if n.proc is None:
+                continue
+            if n.proc.poll() is not None:  # killed by the test, or died: nothing to stop
+                n.log.close()
+                if n.proc.returncode not in (0, -signal.SIGKILL):
+                    errors.append(f"node {n.name} exited {n.proc.returncode}: {n.tail()}")
+                continue
+            try:
+                n.stop()
+            except Exception as e:
+                errors.append(f"node {n.name}: {e}")
+        if errors and exc[0] is None:
+            raise AssertionError("\n".join(errors))
+
+
+def same_key(block_key, listed):
+    """Whether a catalog key names one of the listed object keys (either may carry the prefix)."""
+    return any(x == block_key or x.endswith("/" + block_key) or block_key.endswith("/" + x) for x in listed)
+
+
+# ---------------------------------------------------------------- uploads and answers
+
+def push_ok(srv, path, name, at):
+    st, body = srv.ingest(open(path, "rb").read(), name=name, format="pprof", **{"from": at})
+    assert st == 200, f"push {os.path.basename(path)} as {name} to {srv.url('')}: {st} {body[:300]!r}"
+
+
+def uploads():
+    """The uploads test a compares: six real CPU profiles over two label sets, a heap profile,
+    a large CPU profile and one with pprof labels; (path, name, from) in push order."""
+    out = [(p, "web{env=%s}" % ("prod" if i % 2 else "dev"), T0 + 10 * i) for i, p in enumerate(cpu_files(6))]
+    out.append((td("pprof/go-runtime-heap.pb.gz"), "web{env=prod}", T0 + 5))
+    out.append((td("pprof/pprof-large.cpu.pb.gz"), "batch", T0 + 30))
+    out.append((td("corpus/parca__pkg__query__testdata__profile-with-labels.pb.gz"), "labelled", T0 + 20))
+    return out
+
+
+def reads(ref, services, everything=True):
+    """The reads compared across nodes: {name: (method, path, params or JSON body)}. The profile
+    type ids of each service come from the reference node ref. everything: also the reads over
+    all services (label names and values, profile types)."""
+    out = {} if not everything else {
+        "labels": ("GET", "/api/v1/labels", {}),
+        "service_name values": ("GET", "/api/v1/labels/service_name/values", {}),
+        "env values": ("GET", "/api/v1/labels/env/values", {}),
+        "pyroscope label-values __name__": ("GET", "/pyroscope/label-values", {"label": "__name__"}),
+        "profile-types": ("GET", "/api/v1/profile-types", {}),
+        "connect LabelNames": ("POST", CONNECT + "LabelNames", {}),
+    }
+    for svc in services:
+        sel = '{service_name="%s"}' % svc
+        out[f"{svc} series"] = ("GET", "/api/v1/series", {"query": sel})
+        out[f"{svc} pyroscope/render"] = ("GET", "/pyroscope/render", {"query": f"{svc}.cpu{{}}", **SPAN})
+        for tid in sorted(set(types_of(ref, svc).values())):
+            q = tid + sel
+            out[f"{q} flamegraph"] = ("GET", "/api/v1/query", {"query": q, "format": "flamegraph", **SPAN})
+            out[f"{q} pprof"] = ("GET", "/api/v1/query", {"query": q, "format": "pprof", **SPAN})
+            out[f"{q} top"] = ("GET", "/api/v1/query", {"query": q, "format": "top", **SPAN})
+            out[f"{q} timeseries"] = ("GET", "/api/v1/timeseries", {"query": q, "step": "10s", **SPAN})
+            out[f"{q} connect SelectMergeStacktraces"] = ("POST", CONNECT + "SelectMergeStacktraces", {
+                "profileTypeID": tid, "labelSelector": sel, "start": SPAN["from"] * 1000,
+                "end": SPAN["until"] * 1000})
+    if "web" in services:
+        out["web by env"] = ("GET", "/api/v1/timeseries", {"query": CPU + '{service_name="web"}', "group_by": "env",
+                                                           "step": "10s", **SPAN})
+        out["web env=prod render"] = ("GET", "/pyroscope/render", {"query": 'web.cpu{env="prod"}', **SPAN})
+    return out
+
+
+def answers(srv, rd):
+    """{name: (status, raw body)} of every read in rd, asked of srv."""
+    out = {}
+    for name, (method, path, arg) in rd.items():
+        if method == "GET":
+            out[name] = srv.get(path, **arg)
+        else:
+            st, body, _ = srv.request("POST", path, json.dumps(arg).encode(), {"Content-Type": "application/json"})
+            out[name] = (st, body)
+    return out
+
+
+def _ints(vals):
+    """A repeated int field's values, packed (bytes) or not (ints)."""
+    out = []
+    for v in vals:
+        out.extend(pb_packed(v) if isinstance(v, bytes) else [v])
+    return out
+
+
+def pprof_content(raw):
+    """What a pprof says, independent of its encoding: sample types, period, time, duration, and
+    {(stack of (function, file, line) root last, sorted labels): summed values}."""
+    m = pb_decode(gzip.decompress(raw))
+    st = [s.decode() for s in m.get(6, [])]
+    fns = {}
+    for f in m.get(5, []):
+        d = pb_decode(f)
+        fns[_ints(d.get(1, [0]))[0]] = (st[_ints(d.get(2, [0]))[0]], st[_ints(d.get(4, [0]))[0]])
+    locs = {}
+    for loc in m.get(4, []):
+        d = pb_decode(loc)
+        lines = []
+        for ln in d.get(4, []):
+            e = pb_decode(ln)
+            lines.append(fns.get(_ints(e.get(1, [0]))[0], ("?", "?")) + (_ints(e.get(2, [0]))[0],))
+        locs[_ints(d.get(1, [0]))[0]] = tuple(lines)
+    samples = {}
+    for smp in m.get(2, []):
+        d = pb_decode(smp)
+        stack = tuple(locs.get(i) for i in _ints(d.get(1, [])))
+        labels = tuple(sorted((st[_ints(e.get(1, [0]))[0]], st[_ints(e.get(2, [0]))[0]], _ints(e.get(3, [0]))[0])
+                              for e in map(pb_decode, d.get(3, []))))
+        vals = _ints(d.get(2, []))
+        old = samples.get((stack, labels), [0] * len(vals))
+        samples[(stack, labels)] = [a + b for a, b in zip(old, vals)]
+    types = [tuple(st[_ints(pb_decode(t).get(k, [0]))[0]] for k in (1, 2)) for t in m.get(1, [])]
+    head = {k: _ints(m.get(k, [0])) for k in (9, 10, 12)}
+    return types, head, samples
+
+
+def explain_pprof(wb, gb):
+    wu, gu = gzip.decompress(wb), gzip.decompress(gb)
+    size = f"{len(gu)} bytes unzipped != {len(wu)}"
+    try:
+        (wt, wh, ws), (gt, gh, gs) = pprof_content(wb), pprof_content(gb)
+    except Exception as e:  # a decoding failure is itself worth reporting, not a crash
+        return f"gzipped pprof, {size}; could not decode it: {e!r}"
+    if (wt, wh, ws) == (gt, gh, gs):
+        return f"gzipped pprof, {size}: the SAME samples, stacks, labels and values, encoded differently"
+    parts = []
+    if wt != gt:
+        parts.append(f"sample types {gt} != {wt}")
+    if wh != gh:
+        parts.append(f"time/duration/period {gh} != {wh}")
+    only_w, only_g = set(ws) - set(gs), set(gs) - set(ws)
+    differ = [k for k in set(ws) & set(gs) if ws[k] != gs[k]]
+    parts.append(f"{len(only_w)} stacks missing, {len(only_g)} extra, {len(differ)} with other values")
+    return f"gzipped pprof, {size}: " + "; ".join(parts)
+
+
+def explain(want, got):
+    """Why two answers differ, in a line: status, JSON equal but reordered, or the first byte."""
+    (ws, wb), (gs, gb) = want, got
+    if ws != gs:
+        return f"status {gs} != {ws}: {gb[:200]!r}"
+    if wb[:2] == gb[:2] == b"\x1f\x8b":
+        return explain_pprof(wb, gb)
+    try:
+        if json.loads(wb) == json.loads(gb):
+            return "same JSON, different bytes (key or element order)"
+    except ValueError:
+        pass
+    i = next((k for k in range(min(len(wb), len(gb))) if wb[k] != gb[k]), min(len(wb), len(gb)))
+    return f"{len(gb)} bytes != {len(wb)}; first difference at byte {i}: {gb[i:i + 60]!r} != {wb[i:i + 60]!r}"
+
+
+def same(w, g):
+    """Whether two answers agree: the same bytes, or for merged pprof (unless PPROF_BYTES) the same
+    decoded content."""
+    if w == g:
+        return True
+    if PPROF_BYTES or w[0] != g[0] or not (w[1][:2] == g[1][:2] == b"\x1f\x8b"):
+        return False
+    try:
+        return pprof_content(w[1]) == pprof_content(g[1])
+    except Exception:
+        return False
+
+
+def assert_same(want, got, who):
+    bad = [f"  {name}: {explain(want[name], got[name])}" for name in want if not same(want[name], got[name])]
+    assert not bad, f"{who} answers differently from the single node ({len(bad)} of {len(want)}):\n" + "\n".join(bad)
+
+
+@contextlib.contextmanager
+def reference(ups):
+    """A plain single node given ups in order, then restarted (which cuts its head into a block),
+    for the with block. Restarted because a single node's merged pprof differs in its bytes (the
+    order of samples and locations) between the head and a block, and a cluster node reads
+    blocks only."""
+    with Server() as ref:
+        for path, name, at in ups:
+            push_ok(ref, path, name, at)
+        ref.stop()
+        ref.start()
+        yield ref
+
+
+def checked_reference(ref, rd):
+    """The reference node's answers, which must all be 200 and not empty."""
+    want = answers(ref, rd)
+    bad = {k: v for k, v in want.items() if v[0] != 200 or not v[1]}
+    assert not bad, f"the single node itself fails: {bad}"
+    return want
+
+
+_REF_TOTALS = []
+
+
+def ref_totals():
+    """The CPU total of each of the six Go CPU profiles, as a single node stores it."""
+    if not _REF_TOTALS:
+        with Server() as ref:
+            for i, p in enumerate(cpu_files(6)):
+                push_ok(ref, p, f"ref{i}", T0)
+            _REF_TOTALS.extend(total(ref, f"ref{i}") for i in range(6))
+        assert all(_REF_TOTALS), _REF_TOTALS
+    return _REF_TOTALS
+
+
+def total(srv, svc):
+    """The CPU total of a service through srv (fails unless the query answers 200)."""
+    st, body = srv.get("/api/v1/query", query=CPU + '{service_name="%s"}' % svc, format="top", **SPAN)
+    assert st == 200, f"query {svc} via {srv.url('')}: {st} {body[:300]!r}"
+    return json.loads(body)["total"]
+
+
+def assert_503_json(st, body, what, took):
+    assert st == 503, f"{what}: {st} (want 503) {body[:300]!r}"
+    try:
+        err = json.loads(body)["error"]
+    except (ValueError, KeyError, TypeError):
+        raise AssertionError(f"{what}: 503 without a JSON {{\"error\": ...}} body: {body[:300]!r}")
+    assert isinstance(err, str) and err, f"{what}: empty error {body[:300]!r}"
+    assert took < OUTAGE_S, f"{what}: the 503 took {took:.1f}s (at most {OUTAGE_S}s)"
+
+
+def push_timed(srv, path, name, at):
+    t = time.time()
+    st, body, _ = srv.request("POST", "/ingest?" + urllib.parse.urlencode({"name": name, "format": "pprof", "from": at}),
+        open(path, "rb").read(), {"Content-Type": "application/octet-stream"}, timeout=OUTAGE_S + 30)
+    return st, body, time.time() - t
+
+
+def query_timed(srv, svc):
+    t = time.time()
+    st, body, _ = srv.request("GET", "/api/v1/query?" + urllib.parse.urlencode(
+        {"query": CPU + '{service_name="%s"}' % svc, "format": "top", **SPAN}), timeout=OUTAGE_S + 30)
+    return st, body, time.time() - t
+
+
+def push_until_ok(srv, path, name, at, what):
+    """Pushes (to a throwaway service) until the node takes uploads again, within RECOVER_S."""
+    end = time.time() + RECOVER_S
+    while True:
+        st, body, _ = push_timed(srv, path, name, at)
+        if st == 200:
+            return
+        assert time.time() < end, f"{what}: pushes still fail {RECOVER_S}s after the service returned: {st} {body[:300]!r}"
+        time.sleep(0.2)
+
+
+# ---------------------------------------------------------------- tests
+
+@test
+def cluster_three_nodes_answer_like_a_single_node():
+    ups = uploads()
+    services = ["web", "batch", "labelled"]
+    with Cluster() as c:
+        nodes = [c.node(n) for n in "abc"]
+        for i, (path, name, at) in enumerate(ups):
+            push_ok(nodes[i % 3], path, name, at)
+        with reference(ups) as ref:
+            rd = reads(ref, services)
+            want = checked_reference(ref, rd)
+        for n in nodes:
+            assert_same(want, answers(n, rd), f"node {n.name} ({c.logs()})")
+        rows = c.psql("SELECT id, tenant, key, profiles FROM hearth_blocks")
+        assert rows and all(int(r[3]) > 0 for r in rows), rows
+        listed = c.objects()
+        missing = [r[2] for r in rows if not same_key(r[2], listed)]
+        assert not missing, f"blocks in the catalog but not in the bucket: {missing} (bucket: {listed})"
+
+
+@test
+def cluster_upload_to_one_node_is_read_at_once_through_another():
+    totals = ref_totals()
+    with Cluster() as c:
+        a, q = c.node("a", "ingest"), c.node("c", "query")
+        blocks = 0
+        for i, p in enumerate(cpu_files(3)):
+            push_ok(a, p, "fresh", T0 + i)
+            # No wait: the 200 means stored and registered, and each query syncs the catalog.
+            got, want = total(q, "fresh"), sum(totals[:i + 1])
+            assert got == want, f"after push {i}: query node sees total {got}, want {want} ({c.logs()})"
+            now = c.block_count()
+            assert now > blocks, f"push {i} acknowledged but hearth_blocks did not grow ({now})"
+            blocks = now
+        keys = [r[0] for r in c.psql("SELECT key FROM hearth_blocks")]
+        listed = c.objects()
+        assert all(same_key(k, listed) for k in keys), (keys, listed)
+        assert metric(q, "hearth_blocks") == c.block_count(), "the query node's hearth_blocks after a query"
+        # Each role refuses the other's routes with a JSON error that names the role to ask.
+        st, body = q.ingest(open(cpu_files(1)[0], "rb").read(), name="fresh", format="pprof", **{"from": T0})
+        assert st == 404 and "role" in json.loads(body)["error"], ("push to a query node", st, body[:300])
+        st, body = a.get("/api/v1/query", query=CPU + '{service_name="fresh"}', **SPAN)
+        assert st == 404 and "role" in json.loads(body)["error"], ("query to an ingest node", st, body[:300])
+
+
+@test
+def cluster_killed_node_loses_no_acknowledged_upload():
+    totals = ref_totals()
+    with Cluster() as c:
+        a, b = c.node("a"), c.node("b", "query")
+        for i, p in enumerate(cpu_files(2)):
+            push_ok(a, p, "kill", T0 + i)
+        # Four uploads at once (likely one batch), then SIGKILL the moment all four are acknowledged.
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            list(pool.map(lambda i: push_ok(a, cpu_files(6)[i], "kill", T0 + i), range(2, 6)))
+        a.proc.send_signal(signal.SIGKILL)
+        a.proc.wait()
+        want = sum(totals)
+        got = total(b, "kill")
+        assert got == want, f"through b after a was killed: {got} != {want} ({c.logs()})"
+        # Restarted over the same data dir, a must not add anything of its own (no local replay).
+        a.start()
+        for n, when in ((a, "through a restarted after kill -9"), (b, "through b after a restarted")):
+            got = total(n, "kill")
+            assert got == want, f"{when}: {got} != {want}"
+
+
+def outage_round(c, a, readers, down, up, what):
+    """The outage test of d and e: acknowledged uploads survive; during the outage pushes to a
+    and queries through each of readers answer 503 with a JSON error; after it pushes succeed
+    again and the readers see every acknowledged upload."""
+    totals, files = ref_totals(), cpu_files(6)
+    push_ok(a, files[0], "ok", T0)
+    down()
+    try:
+        st, body, took = push_timed(a, files[1], "during", T0 + 1)
+        assert_503_json(st, body, f"push with {what} down", took)
+        for n in readers:
+            st, body, took = query_timed(n, "ok")
+            assert_503_json(st, body, f"query through {n.name} with {what} down", took)
+    finally:
+        up()
+    push_until_ok(a, files[2], "probe", T0 + 2, f"{what} back")
+    push_ok(a, files[3], "ok", T0 + 3)  # the first try: no retry that could store it twice
+    want = totals[0] + totals[3]
+    for n in readers:
+        got = total(n, "ok")
+        assert got == want, f"through {n.name} after {what} returned: {got} != {want} ({c.logs()})"
+    # The push that got a 503 may have been stored (at-least-once), but once at most.
+    assert total(readers[0], "during") in (0, totals[1]), "the upload refused during the outage"
+
+
+@test
+def cluster_postgres_outage_refuses_then_recovers():
+    with Cluster() as c:
+        a, b = c.node("a", extra=["--ack-timeout", ACK_TIMEOUT]), c.node("b", "query")
+        outage_round(c, a, [b, a], c.pg.stop, c.pg.restart, "PostgreSQL")
+
+
+@test
+def cluster_object_store_outage_refuses_then_recovers():
+    with Cluster() as c:
+        a, b = c.node("a", "ingest", ["--ack-timeout", ACK_TIMEOUT]), c.node("b", "query")
+        # b has not read anything yet, so its cache cannot answer: the query needs the object store.
+        outage_round(c, a, [b], c.gw.stop_gateway, c.gw.start_gateway, "the object store")
+
+
+def compaction_state(c, compactors):
+    """What a failed compaction test reports: each compactor's runs and known blocks, the jobs."""
+    per = [(k.name, metric(k, "hearth_compactions_total"), metric(k, "hearth_blocks")) for k in compactors]
+    return f"(compactor, runs, blocks known): {per}; hearth_jobs: {c.psql('SELECT * FROM hearth_jobs')} ({c.logs()})"
+
+
+def wait_compaction_settled(c, compactors, timeout=45, quiet_s=6):
+    """Polls until the compactors have run and the block count has not changed for quiet_s
+    (three of the compactors' 2 s passes: a shorter wait ends between two passes)."""
+    end, last, since = time.time() + timeout, None, time.time()
+    while time.time() < end:
+        n = c.block_count()
+        runs = sum(metric(k, "hearth_compactions_total") for k in compactors)
+        if n != last:
+            last, since = n, time.time()
+        elif runs >= 1 and time.time() - since >= quiet_s:
+            return n, runs
+        time.sleep(0.25)
+    raise AssertionError(f"compaction did not settle in {timeout}s: {last} blocks; {compaction_state(c, compactors)}")
+
+
+@test
+def cluster_two_compactors_merge_segments_and_answers_stay_exact():
+    files = cpu_files(6)
+    steady = [(p, "steady{env=%s}" % ("a" if i % 2 else "b"), T0 + 10 * i + r) for r in range(2)
+              for i, p in enumerate(files)]
+    busy = [(p, "busy", T0 + 10 * i + r) for r in range(2) for i, p in enumerate(files)]
+    small = ["--compact-min-blocks", "2", "--compact-max-bytes", "64MiB"]
+    with Cluster() as c:
+        ing, q = c.node("ingest", "ingest"), c.node("query", "query")
+        for path, name, at in steady:
+            push_ok(ing, path, name, at)
+        before, profiles_steady = c.block_count(), c.profile_count()
+        assert before >= 6, f"12 pushes {FLUSH} apart made only {before} segment blocks"
+        with reference(steady + busy) as ref:
+            rd_steady = reads(ref, ["steady"], everything=False)
+            rd_all = reads(ref, ["steady", "busy"])
+            want_steady, want_all = checked_reference(ref, rd_steady), checked_reference(ref, rd_all)
+        assert_same(want_steady, answers(q, rd_steady), "the query node before compaction")
+
+        # Queries in a loop while the compactors run and the ingest node keeps pushing.
+        stop, seen, rounds = threading.Event(), [], [0]
+
+        def query_loop():
+            while not stop.is_set():
+                got = answers(q, rd_steady)
+                seen.extend(f"{k}: {explain(want_steady[k], got[k])}" for k in want_steady
+                            if not same(want_steady[k], got[k]))
+                rounds[0] += 1
+
+        loop = threading.Thread(target=query_loop)
+        loop.start()
+        try:
+            ks = [c.node(f"compact{i}", "compact", small) for i in (1, 2)]
+            for path, name, at in busy:
+                push_ok(ing, path, name, at)
+            after, runs = wait_compaction_settled(c, ks)
+        finally:
+            stop.set()
+            loop.join()
+        assert not seen, f"answers changed during compaction ({len(seen)} in {rounds[0]} rounds):\n" + "\n".join(seen[:10])
+        assert rounds[0] >= 2, f"only {rounds[0]} query rounds ran during compaction"
+        assert after < before, f"{after} blocks after compaction, {before} before the busy pushes; {compaction_state(c, ks)}"
+        assert c.profile_count() == 2 * profiles_steady, \
+            f"profiles in hearth_blocks: {c.profile_count()}, want {2 * profiles_steady} (lost or doubled)"
+        assert_same(want_all, answers(q, rd_all), "the query node after compaction")
+        keys = [r[0] for r in c.psql("SELECT key FROM hearth_blocks")]
+        assert len(keys) == len(set(keys)), keys
+        trash = {r[0] for r in c.psql("SELECT key FROM hearth_trash")}
+        assert not trash & set(keys), f"live blocks in the trash: {trash & set(keys)}"
+        listed = c.objects()
+        assert all(same_key(k, listed) for k in keys), f"catalog blocks missing from the bucket: {keys} vs {listed}"
+        assert metric(q, "hearth_blocks") == len(keys), "the query node's hearth_blocks after a query"
+        for k in ks:
+            assert k.proc.poll() is None, f"compactor {k.name} died: {k.tail()}"
+
+
+@test
+def cluster_wiped_cache_changes_no_answer():
+    ups = uploads()
+    services = ["web", "batch", "labelled"]
+    with Cluster() as c:
+        a = c.node("a")
+        for path, name, at in ups:
+            push_ok(a, path, name, at)
+        with reference(ups) as ref:
+            rd = reads(ref, services)
+            want = checked_reference(ref, rd)
+        assert_same(want, answers(a, rd), "node a with its cache filled")
+        cached = sum(len(fs) for _, _, fs in os.walk(a.cache))
+        assert cached, f"nothing in the cache dir {a.cache} after the queries"
+        a.stop()
+        shutil.rmtree(a.cache)
+        a.start()
+        assert_same(want, answers(a, rd), "node a with its cache wiped")
+
+
+@test
+def cluster_nodejs_agent_pushes_to_one_node_read_through_another():
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node")
+    if not os.path.isdir(os.path.join(here, "node_modules", "@pyroscope", "nodejs")):
+        r = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--silent"], cwd=here,
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, f"npm install @pyroscope/nodejs failed: {r.stderr[-2000:]}"
+    with Cluster() as c:
+        a, b = c.node("a", "ingest"), c.node("b", "query")
+        t0 = int(time.time()) - 60
+        r = subprocess.run(["node", "push.js"], cwd=here, capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, HEARTH_URL=a.url(""), SECONDS="6"))
+        assert r.returncode == 0, r.stderr[-2000:]
+        span = {"from": t0, "until": int(time.time()) + 60}
+        sel = '{service_name="node-agent-test"}'
+        types = {t["id"] for t in b.get_json("/api/v1/profile-types", query=sel)["profileTypes"]}
+        cpu = "wall:cpu:nanoseconds:wall:nanoseconds"
+        assert cpu in types, types
+        doc = b.get_json("/api/v1/query", query=cpu + sel, format="top", **span)
+        assert doc["profiles"] >= 2 and doc["total"] > 0, doc
+        assert "busyMath" in json.dumps(doc["functions"][:5]), doc["functions"][:5]
+        # A third node, started after the pushes, answers the same bytes as b.
+        d = c.node("d", "query")
+        for fmt in ("flamegraph", "pprof"):
+            want, got = b.get("/api/v1/query", query=cpu + sel, format=fmt, **span), \
+                d.get("/api/v1/query", query=cpu + sel, format=fmt, **span)
+            assert want[0] == 200 and same(want, got), f"{fmt}: {explain(want, got)}"
