@@ -22,20 +22,19 @@
 #include "storage/objstore.h"
 #include "storage/wal.h"
 
-static const char USAGE[] =
-    "Usage: hearth check DATA_DIR [--quarantine]\n"
-    "       hearth check --catalog POSTGRES_URL --object-store S3_URL\n\n"
-    "Verifies block checksums, the block catalog and the WAL of a data directory; or, for a\n"
-    "cluster, every block the shared catalog names, read back from the object store.\n"
-    "Exits 0 when everything is sound, 1 when problems remain.\n\n"
-    "Flags:\n"
-    "  --quarantine     move unreadable blocks to DATA_DIR/quarantine/ and drop them from the\n"
-    "                   catalog (stop the server first)\n"
-    "  --catalog        a cluster's PostgreSQL catalog (as hearth serve --catalog)\n"
-    "  --object-store   its object store (as hearth serve --object-store; keys from\n"
-    "                   AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)\n\n"
-    "Example:\n"
-    "  hearth check /var/lib/hearth --quarantine\n";
+static const char USAGE[] = "Usage: hearth check DATA_DIR [--quarantine]\n"
+                            "       hearth check --catalog POSTGRES_URL --object-store S3_URL\n\n"
+                            "Verifies block checksums, the block catalog and the WAL of a data directory; or, for a\n"
+                            "cluster, every block the shared catalog names, read back from the object store.\n"
+                            "Exits 0 when everything is sound, 1 when problems remain.\n\n"
+                            "Flags:\n"
+                            "  --quarantine     move unreadable blocks to DATA_DIR/quarantine/ and drop them from the\n"
+                            "                   catalog (stop the server first)\n"
+                            "  --catalog        a cluster's PostgreSQL catalog (as hearth serve --catalog)\n"
+                            "  --object-store   its object store (as hearth serve --object-store; keys from\n"
+                            "                   AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)\n\n"
+                            "Example:\n"
+                            "  hearth check /var/lib/hearth --quarantine\n";
 
 static int quarantine(const char *dir, index_t *ix, const block_meta_t *b) {
     char qdir[4096], from[4096], to[4200];

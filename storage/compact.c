@@ -369,9 +369,22 @@ static int claim_run(store_t *s, const run_t *r, char *job, size_t cap, hr_err_t
     return index_claim(s->index, job, s->cfg.node ? s->cfg.node : "", 15 * 60 * 1000, err);
 }
 
+/* Reads the footers no scan has attached yet: planning needs each block's version,
+ * and a compaction-only node never scans. A failure leaves the block for later. */
+static void attach_footers(store_t *s) {
+    pthread_rwlock_rdlock(&s->data);
+    for (size_t i = 0; i < s->nblocks; i++) {
+        pthread_mutex_lock(&s->cache_mu);
+        if (!s->blocks[i].ix && !s->blocks[i].bad) bcache_attach(s, &s->blocks[i], NULL);
+        pthread_mutex_unlock(&s->cache_mu);
+    }
+    pthread_rwlock_unlock(&s->data);
+}
+
 int store_compact(store_t *s, hr_err_t *err) {
     if (!s->cfg.compact_min_blocks || s->cfg.compact_min_blocks < 2 || !s->cfg.compact_max_bytes) return 0;
     if (store_sync(s, err)) return -1;
+    attach_footers(s);
     int64_t t0 = store_now_ns();
     run_t r = {0};
     char job[256] = "";
