@@ -29,7 +29,7 @@ TSAN_FLAGS = -O1 -g -fsanitize=thread
 
 objs = $(patsubst %.cc,$(1)/%.o,$(patsubst %.c,$(1)/%.o,$(GEN_C:build/gen/%=%) $(LIB_SRC)))
 
-.PHONY: all deps test-deps run test test-unit test-integration test-asan test-tsan bench clean fmt bench-fleet install fuzz fuzz-build fuzz-regress test-valgrind
+.PHONY: all deps test-deps run test test-unit test-integration test-asan test-tsan bench clean fmt bench-fleet bench-cluster install fuzz fuzz-build fuzz-regress test-valgrind
 all: hearth
 
 deps:
@@ -139,6 +139,12 @@ bench: test-deps
 	$(MAKE) hearth
 	python3 tests/bench/bench.py --binary ./hearth --testdata $(TESTDATA)
 	python3 tests/bench/symbolize.py --binary ./hearth --testdata $(TESTDATA)
+	python3 tests/bench/cluster.py --binary ./hearth
+
+# The cluster benchmark of issue 15 alone (real PostgreSQL and RADOS Gateway; about 6 minutes).
+bench-cluster: test-deps
+	$(MAKE) hearth
+	python3 tests/bench/cluster.py --binary ./hearth
 
 # The fleet benchmark of issue 12: 1, 20 and 200-service stores, hourly and compacted.
 # FLEET_ARGS passes flags, e.g. FLEET_ARGS="--services 1,20 --days 1" for a quick run.

@@ -60,7 +60,7 @@ static void *cutter_main(void *arg) {
         if (store_apply_retention(a->store, time_now_ns(), &err) < 0)
             log_error("retention.failed", "err=\"%s\"", err.msg);
         int rc = 0;
-        while (!c->stop && (rc = store_compact(a->store, &err)) == 1) {
+        while (!atomic_load(&a->stopping) && (rc = store_compact(a->store, &err)) == 1) {
         }
         if (rc < 0) log_error("compaction.failed", "err=\"%s\"", err.msg);
         if (store_collect_trash(a->store, &err) < 0) log_warn("trash.failed", "err=\"%s\"", err.msg);

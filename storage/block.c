@@ -1094,24 +1094,44 @@ static block_index_t *index_v1(uint64_t size, hr_err_t *err) {
     return ix;
 }
 
-block_index_t *block_index_read_src(const block_src_t *src, hr_err_t *err) {
-    block_index_t *ix = NULL;
-    uint8_t head[HEADER_BYTES], tail[TAIL_BYTES];
-    uint64_t size = src->size, foff;
-    hr_err_t e = {0};
-    int v = 0;
-    if (size >= HEADER_BYTES) {
-        if (src->read(src->ctx, src->name, 0, HEADER_BYTES, head, &e)) return *err = e, NULL;
-        v = header_version(head, HEADER_BYTES);
+/* How much of a block's end one read takes: the tail and, mostly, the whole footer, so
+ * opening a block costs one read (one round trip to an object store), not three. */
+#define INDEX_READ_AHEAD ((uint64_t)64 << 10)
+
+/* A version-1 file has no tail: told by its header. */
+static block_index_t *index_by_header(const block_src_t *src, hr_err_t *err) {
+    uint8_t head[HEADER_BYTES];
+    if (src->size < HEADER_BYTES || src->read(src->ctx, src->name, 0, HEADER_BYTES, head, err)) {
+        if (src->size < HEADER_BYTES) hr_fail(err, HR_EUNPROC, "block %s: not a Hearth block (too short)", src->name);
+        return NULL;
     }
-    if (v == 1) return index_v1(size, err);
-    if (v != 2 || size < HEADER_BYTES + TAIL_BYTES)
-        return hr_fail(err, HR_EUNPROC, "block %s: not a Hearth block (bad magic or version)", src->name), NULL;
-    if (src->read(src->ctx, src->name, size - TAIL_BYTES, TAIL_BYTES, tail, &e)) return *err = e, NULL;
-    if (!(foff = tail_footer(tail, size))) return hr_fail(err, HR_EUNPROC, "block %s: bad tail", src->name), NULL;
-    uint8_t *f = read_range(src, foff, size - TAIL_BYTES - foff, err);
-    if (f) ix = parse_footer(f, (size_t)(size - TAIL_BYTES - foff), foff, err);
-    free(f);
+    int v = header_version(head, HEADER_BYTES);
+    if (v == 1) return index_v1(src->size, err);
+    return hr_fail(err, HR_EUNPROC, "block %s: not a Hearth block (bad magic, version or tail)", src->name), NULL;
+}
+
+block_index_t *block_index_read_src(const block_src_t *src, hr_err_t *err) {
+    uint64_t size = src->size;
+    if (size < HEADER_BYTES + TAIL_BYTES) return index_by_header(src, err);
+    uint64_t chunk = size - HEADER_BYTES < INDEX_READ_AHEAD ? size - HEADER_BYTES : INDEX_READ_AHEAD;
+    uint64_t at = size - chunk; /* the chunk is [at, size) */
+    uint8_t *t = read_range(src, at, chunk, err);
+    if (!t) return NULL;
+    uint64_t foff = tail_footer(t + chunk - TAIL_BYTES, size);
+    if (!foff) {
+        free(t);
+        return index_by_header(src, err);
+    }
+    block_index_t *ix = NULL;
+    size_t flen = (size_t)(size - TAIL_BYTES - foff);
+    if (foff >= at) {
+        ix = parse_footer(t + (foff - at), flen, foff, err);
+    } else {
+        uint8_t *f = read_range(src, foff, flen, err);
+        if (f) ix = parse_footer(f, flen, foff, err);
+        free(f);
+    }
+    free(t);
     return ix;
 }
 

@@ -10,17 +10,63 @@
 /* 1 when a block that failed to load with code is corrupt or gone, not passing. */
 static int unreadable(hr_code_t code) { return code == HR_EUNPROC || code == HR_ENOTFOUND; }
 
+/* Gives b the footer ix read for it (NULL: the read failed with e). cache_mu held. */
+static void install(store_t *s, block_t *b, block_index_t *ix, hr_err_t *e, hr_err_t *err) {
+    (void)s;
+    if (ix && (b->parts = calloc(2 * ix->nparts + 1, sizeof *b->parts))) {
+        b->ix = ix;
+        return;
+    }
+    if (ix) hr_fail(e, HR_ENOMEM, "out of memory");
+    block_index_free(ix);
+    b->bad = unreadable(e->code);
+    if (err && !b->bad) *err = *e;
+    log_error(b->bad ? "block.unreadable" : "block.attach_failed", "path=%s err=\"%s\"", b->meta.path,
+              e->msg[0] ? e->msg : "out of memory");
+}
+
 void bcache_attach(store_t *s, block_t *b, hr_err_t *err) {
     hr_err_t e = {0};
-    if ((b->ix = store_read_index(s, &b->meta, &e)) && (b->parts = calloc(2 * b->ix->nparts + 1, sizeof *b->parts)))
-        return;
-    if (b->ix) hr_fail(&e, HR_ENOMEM, "out of memory");
-    block_index_free(b->ix);
-    b->ix = NULL;
-    b->bad = unreadable(e.code);
-    if (err && !b->bad) *err = e;
-    log_error(b->bad ? "block.unreadable" : "block.attach_failed", "path=%s err=\"%s\"", b->meta.path,
-              e.msg[0] ? e.msg : "out of memory");
+    install(s, b, store_read_index(s, &b->meta, &e), &e, err);
+}
+
+typedef struct {
+    store_t *s;
+    const size_t *idx;
+    block_index_t **got;
+    hr_err_t *errs;
+    size_t n, first, step;
+} footers_t;
+
+static void *read_footers(void *arg) {
+    footers_t *f = arg;
+    for (size_t k = f->first; k < f->n; k += f->step)
+        f->got[k] = store_read_index(f->s, &f->s->blocks[f->idx[k]].meta, &f->errs[k]);
+    return NULL;
+}
+
+void bcache_attach_many(store_t *s, const size_t *idx, size_t n) {
+    block_index_t **got = calloc(n + 1, sizeof *got);
+    hr_err_t *errs = calloc(n + 1, sizeof *errs);
+    size_t t = n < ATTACH_MAX ? n : ATTACH_MAX, started = 1;
+    footers_t f[ATTACH_MAX];
+    pthread_t tid[ATTACH_MAX];
+    if (!got || !errs) t = 0; /* out of memory: scan_block attaches them one by one */
+    for (size_t i = 0; i < t; i++) f[i] = (footers_t){s, idx, got, errs, n, i, t};
+    while (started < t && pthread_create(&tid[started], NULL, read_footers, &f[started]) == 0) started++;
+    for (size_t i = 0; i < t; i++) /* the caller's share, and any whose thread did not start */
+        if (i == 0 || i >= started) read_footers(&f[i]);
+    for (size_t i = 1; i < started; i++) pthread_join(tid[i], NULL);
+    pthread_mutex_lock(&s->cache_mu);
+    for (size_t k = 0; k < (t ? n : 0); k++) {
+        block_t *b = &s->blocks[idx[k]];
+        if (b->ix || b->bad) block_index_free(got[k]); /* a scan attached it meanwhile */
+        else if (got[k] || errs[k].code != HR_EIO) install(s, b, got[k], &errs[k], NULL);
+        /* a passing failure: scan_block retries it and fails the scan */
+    }
+    pthread_mutex_unlock(&s->cache_mu);
+    free(got);
+    free(errs);
 }
 
 static void lru_unlink(store_t *s, part_cache_t *c) {

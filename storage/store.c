@@ -93,6 +93,8 @@ store_t *store_open(const store_config_t *cfg, hr_err_t *err) {
     s->blocks_version = -1;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     s->decode_threads = cpus < 1 ? 1 : cpus > DECODE_MAX ? DECODE_MAX : (int)cpus;
+    /* A cluster node's partitions come over the network: round trips, not cores, bound it. */
+    if (cfg->catalog && cfg->catalog[0]) s->decode_threads = DECODE_MAX;
     char path[2200];
     snprintf(path, sizeof path, "%s/blocks", s->dir);
     if (fs_mkdirs(path, err)) goto fail;
@@ -527,12 +529,30 @@ static int scan_block(store_t *s, size_t i, const store_filter_t *f, want_t *bat
     return rc;
 }
 
+/* Reads, in parallel, the footers of the scan's blocks that have none yet (a node
+ * that just started, or blocks other nodes wrote). `data` held for reading. */
+static void attach_range(store_t *s, const char *tenant, const store_filter_t *f) {
+    size_t *idx = malloc((s->nblocks + 1) * sizeof *idx), n = 0;
+    if (!idx) return; /* scan_block attaches them one by one */
+    pthread_mutex_lock(&s->cache_mu);
+    for (size_t i = 0; i < s->nblocks; i++) {
+        const block_t *b = &s->blocks[i];
+        if (!b->ix && !b->bad && !strcmp(b->meta.tenant, tenant) && b->meta.max_time >= f->from &&
+            b->meta.min_time <= f->until)
+            idx[n++] = i;
+    }
+    pthread_mutex_unlock(&s->cache_mu);
+    if (n > 1) bcache_attach_many(s, idx, n);
+    free(idx);
+}
+
 /* One scan; `data` held for reading. */
 static int scan_locked(store_t *s, const char *tenant, const store_filter_t *f, store_segment_fn fn, void *ctx,
                        hr_err_t *err) {
     int rc = 0;
     want_t batch[DECODE_BATCH];
     size_t nb = 0;
+    attach_range(s, tenant, f);
     for (size_t i = 0; i < s->nblocks && rc == 0; i++) {
         const block_meta_t *m = &s->blocks[i].meta;
         if (strcmp(m->tenant, tenant) || m->max_time < f->from || m->min_time > f->until) continue;

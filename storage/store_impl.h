@@ -31,6 +31,7 @@ typedef struct {
 
 #define DECODE_BATCH 8 /* partitions pinned at once by a scan */
 #define DECODE_MAX 4   /* threads a scan decodes them on, at most */
+#define ATTACH_MAX 8   /* threads a scan reads unattached footers on (object store round trips) */
 
 /* One decoded partition of a block, cached under --block-cache-bytes. Loaded ones
  * are on the store's LRU list, least recently pinned first, so eviction takes the
@@ -126,6 +127,11 @@ void store_cut_done(store_t *s, int ok, const hr_err_t *e);
  * fills err (when not NULL). cache_mu held, or the block not yet visible to other
  * threads. */
 void bcache_attach(store_t *s, block_t *b, hr_err_t *err);
+/* Reads the footers of blocks idx[0..n) (unattached, not bad) on up to ATTACH_MAX
+ * threads: a cold cluster node opens a week of blocks in a few round trips' time, not
+ * one after another. A passing failure leaves a block unattached, for scan_block to
+ * retry and report. `data` held for reading; cache_mu not held. */
+void bcache_attach_many(store_t *s, const size_t *idx, size_t n);
 /* Frees a block's index and cached partitions. cache_mu held (or no other thread). */
 void bcache_drop_locked(store_t *s, block_t *b);
 /* Frees least-recently used decoded partitions that no scan holds, down to the
