@@ -74,11 +74,12 @@ static int cmp_block_time(const void *a, const void *b, void *ctx) {
     return (x > y) - (x < y);
 }
 
-/* Runs stay within one UTC day, so retention still frees space a day at a time. */
+/* A run gathers blocks that start on one UTC day, so retention still frees space a
+ * day at a time; a block that runs past midnight (a cluster's segment, a head cut
+ * just after) joins the day it starts on rather than staying a block of its own. */
 static int same_day(const block_meta_t *a, const block_meta_t *b) {
     const int64_t day = 86400LL * 1000000000;
-    int64_t d = a->min_time / day;
-    return a->max_time / day == d && b->min_time / day == d && b->max_time / day == d;
+    return a->min_time / day == b->min_time / day;
 }
 
 /* Picks the first due run (see store.h). data held shared, cache_mu (for the

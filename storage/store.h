@@ -85,7 +85,7 @@ int store_maybe_cut(store_t *s, hr_err_t *err);
 int store_apply_retention(store_t *s, int64_t now_ns, hr_err_t *err);
 
 /* Compaction: finds the first run of compact_min_blocks or more time-adjacent blocks
- * of one tenant within one UTC day, each under compact_max_bytes / 2, merges them a
+ * of one tenant starting on one UTC day, each under compact_max_bytes / 2, merges them a
  * partition key (service) at a time (compact.h) into blocks of about
  * compact_max_bytes each (a block is closed once it reaches that size; a run with a
  * version-1 block is capped at compact_max_bytes of input and written as one block),
