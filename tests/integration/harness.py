@@ -145,6 +145,16 @@ def vm_hwm_mb(pid):
 
 # ---------------------------------------------------------------- test data and uploads
 
+def node_agent_dir():
+    """tests/integration/node with the real Pyroscope Node.js agent installed (npm, once)."""
+    here = os.path.join(HERE, "node")
+    if not os.path.isdir(os.path.join(here, "node_modules", "@pyroscope", "nodejs")):
+        r = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--silent"], cwd=here,
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, f"npm install @pyroscope/nodejs failed: {r.stderr[-2000:]}"
+    return here
+
+
 def read_testdata(rel):
     """The bytes of a file under the shared test data (rel: e.g. "pprof/go-runtime-cpu-00.pb.gz")."""
     return open(os.path.join(ARGS.testdata, rel), "rb").read()

@@ -45,7 +45,7 @@ import urllib.parse
 import pgserver
 import s3server
 from protowire import pb_decode, pb_packed
-from harness import ARGS, CONNECT, CPU, T0, Server, cpu_files, metric, test, types_of
+from harness import ARGS, CONNECT, CPU, T0, Server, cpu_files, metric, node_agent_dir, test, types_of
 
 FLUSH = "200ms"
 ACK_TIMEOUT = "5s"  # --ack-timeout of the outage tests' nodes: a batch not stored by then gets 503
@@ -576,11 +576,7 @@ def cluster_wiped_cache_changes_no_answer():
 
 @test
 def cluster_nodejs_agent_pushes_to_one_node_read_through_another():
-    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node")
-    if not os.path.isdir(os.path.join(here, "node_modules", "@pyroscope", "nodejs")):
-        r = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--silent"], cwd=here,
-                           capture_output=True, text=True, timeout=300)
-        assert r.returncode == 0, f"npm install @pyroscope/nodejs failed: {r.stderr[-2000:]}"
+    here = node_agent_dir()
     with Cluster() as c:
         a, b = c.node("a", "ingest"), c.node("b", "query")
         t0 = int(time.time()) - 60

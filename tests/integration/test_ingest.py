@@ -19,7 +19,7 @@ import threading
 import time
 
 from harness import (
-    ARGS, CPU, CPU_FILE, T0, Server, cli, cpu_total, metric, multipart, query, read_testdata, test,
+    ARGS, CPU, CPU_FILE, T0, Server, cli, cpu_total, metric, multipart, node_agent_dir, query, read_testdata, test,
     types_of, vm_hwm_mb)
 from pprof_ref import build_goprof, pprof_raw, unlocated_totals
 from protowire import pb_encode_field, pb_field, pb_put_varint, push_request_proto
@@ -295,11 +295,7 @@ def parca_writeraw_json_gateway():
 
 @test
 def pyroscope_nodejs_agent_pushes_unchanged():
-    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node")
-    if not os.path.isdir(os.path.join(here, "node_modules", "@pyroscope", "nodejs")):
-        r = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--silent"], cwd=here,
-                           capture_output=True, text=True, timeout=300)
-        assert r.returncode == 0, f"npm install @pyroscope/nodejs failed: {r.stderr[-2000:]}"
+    here = node_agent_dir()
     with Server() as srv:
         r = subprocess.run(["node", "push.js"], cwd=here, capture_output=True, text=True, timeout=120,
                            env=dict(os.environ, HEARTH_URL=srv.url(""), SECONDS="10"))
