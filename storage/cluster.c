@@ -93,6 +93,78 @@ int store_has_block(const store_t *s, int64_t id) {
     return 0;
 }
 
+/* ---- prefetching a scan's partitions ---- */
+
+typedef struct {
+    const char *key;
+    uint64_t off, len;
+} range_t;
+
+typedef struct {
+    store_t *s;
+    const range_t *v;
+    size_t n, first, step;
+} fetch_share_t;
+
+static void *fetch_share(void *arg) {
+    fetch_share_t *f = arg;
+    for (size_t k = f->first; k < f->n; k += f->step) {
+        const range_t *r = &f->v[k];
+        uint8_t *scratch = malloc(r->len ? (size_t)r->len : 1);
+        hr_err_t e = {0};
+        if (scratch) (void)objcache_read(f->s->ocache, r->key, r->off, r->len, scratch, &e);
+        free(scratch);
+    }
+    return NULL;
+}
+
+/* The uncached ranges of the partitions f wants. NULL on OOM (nothing prefetched). */
+static range_t *wanted_ranges(store_t *s, const char *tenant, const store_filter_t *f, size_t *n) {
+    range_t *v = NULL;
+    size_t cap = 0;
+    *n = 0;
+    pthread_mutex_lock(&s->cache_mu); /* footers and cached partitions */
+    for (size_t i = 0; i < s->nblocks; i++) {
+        const block_t *b = &s->blocks[i];
+        if (!b->ix || b->bad || strcmp(b->meta.tenant, tenant) || b->meta.max_time < f->from ||
+            b->meta.min_time > f->until)
+            continue;
+        for (size_t p = 0; p < b->ix->nparts; p++) {
+            const block_part_t *bp = &b->ix->parts[p];
+            int decoded = b->parts[2 * p].cached || b->parts[2 * p + 1].cached;
+            if (decoded || !store_part_wanted(bp, f) || objcache_has(s->ocache, b->meta.path, bp->off, bp->len))
+                continue;
+            if (VEC_RESERVE(v, cap, *n + 1)) {
+                pthread_mutex_unlock(&s->cache_mu);
+                free(v);
+                return NULL;
+            }
+            v[(*n)++] = (range_t){b->meta.path, bp->off, bp->len};
+        }
+    }
+    pthread_mutex_unlock(&s->cache_mu);
+    return v;
+}
+
+void store_prefetch(store_t *s, const char *tenant, const store_filter_t *f) {
+    if (!s->objects) return;
+    size_t n;
+    range_t *v = wanted_ranges(s, tenant, f, &n);
+    size_t t = n < PREFETCH_MAX ? n : PREFETCH_MAX, started = 1;
+    if (!v || n < 2) { /* one partition: the decode fetches it itself */
+        free(v);
+        return;
+    }
+    fetch_share_t sh[PREFETCH_MAX];
+    pthread_t tid[PREFETCH_MAX];
+    for (size_t i = 0; i < t; i++) sh[i] = (fetch_share_t){s, v, n, i, t};
+    while (started < t && pthread_create(&tid[started], NULL, fetch_share, &sh[started]) == 0) started++;
+    for (size_t i = 0; i < t; i++)
+        if (i == 0 || i >= started) fetch_share(&sh[i]);
+    for (size_t i = 1; i < started; i++) pthread_join(tid[i], NULL);
+    free(v);
+}
+
 /* ---- the durable acknowledgement ---- */
 
 int store_wait_durable(store_t *s, uint64_t gen, hr_err_t *err) {

@@ -201,6 +201,15 @@ int objcache_read(objcache_t *c, const char *key, uint64_t off, uint64_t n, uint
     return 0;
 }
 
+int objcache_has(objcache_t *c, const char *key, uint64_t off, uint64_t n) {
+    entry_t e = {.off = off, .n = n};
+    key_hash(key, &e.k1, &e.k2);
+    pthread_mutex_lock(&c->mu);
+    int found = find(c, &e) >= 0;
+    pthread_mutex_unlock(&c->mu);
+    return found;
+}
+
 void objcache_forget(objcache_t *c, const char *key) {
     uint64_t k1, k2;
     key_hash(key, &k1, &k2);

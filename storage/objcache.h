@@ -32,6 +32,8 @@ void objcache_free(objcache_t *c);
  * (then cached). Errors are the store's (objstore.h): HR_EIO passing, HR_ENOTFOUND,
  * HR_EINVAL for a range past the object's end. */
 int objcache_read(objcache_t *c, const char *key, uint64_t off, uint64_t n, uint8_t *out, hr_err_t *err);
+/* 1 when the range is cached (it may still vanish before it is read). */
+int objcache_has(objcache_t *c, const char *key, uint64_t off, uint64_t n);
 /* Drops every cached range of key (it read back corrupt). */
 void objcache_forget(objcache_t *c, const char *key);
 

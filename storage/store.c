@@ -491,7 +491,7 @@ int store_maybe_cut(store_t *s, hr_err_t *err) {
 }
 
 /* 1 when partition p may hold rows the filter wants: time range and series. */
-static int part_wanted(const block_part_t *p, const store_filter_t *f) {
+int store_part_wanted(const block_part_t *p, const store_filter_t *f) {
     if (p->series && (p->max_time < f->from || p->min_time > f->until)) return 0; /* version 1: the block's range */
     if (!f->series || !p->series) return 1;
     for (size_t k = 0; k < p->nseries; k++)
@@ -515,7 +515,7 @@ static int scan_block(store_t *s, size_t i, const store_filter_t *f, want_t *bat
     int rc = 0;
     for (size_t p = 0; p < ix->nparts && rc == 0; p++) {
         const block_part_t *bp = &ix->parts[p];
-        if (!part_wanted(bp, f)) continue;
+        if (!store_part_wanted(bp, f)) continue;
         /* A range covering the whole partition takes its pre-merged rows: one per
          * series instead of every profile. */
         int view = f->merged_ok && bp->merged && bp->min_time >= f->from && bp->max_time <= f->until ? BLOCK_VIEW_MERGED
@@ -553,6 +553,7 @@ static int scan_locked(store_t *s, const char *tenant, const store_filter_t *f, 
     want_t batch[DECODE_BATCH];
     size_t nb = 0;
     attach_range(s, tenant, f);
+    if (!f->totals_only) store_prefetch(s, tenant, f);
     for (size_t i = 0; i < s->nblocks && rc == 0; i++) {
         const block_meta_t *m = &s->blocks[i].meta;
         if (strcmp(m->tenant, tenant) || m->max_time < f->from || m->min_time > f->until) continue;

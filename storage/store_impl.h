@@ -29,9 +29,10 @@ typedef struct {
     size_t staged_profiles, staged_samples, staged_spans;
 } head_t;
 
-#define DECODE_BATCH 8 /* partitions pinned at once by a scan */
-#define DECODE_MAX 4   /* threads a scan decodes them on, at most */
-#define ATTACH_MAX 8   /* threads a scan reads unattached footers on (object store round trips) */
+#define DECODE_BATCH 8  /* partitions pinned at once by a scan */
+#define DECODE_MAX 4    /* threads a scan decodes them on, at most */
+#define ATTACH_MAX 8    /* threads a scan reads unattached footers on (object store round trips) */
+#define PREFETCH_MAX 16 /* threads a cluster scan fetches partitions on */
 
 /* One decoded partition of a block, cached under --block-cache-bytes. Loaded ones
  * are on the store's LRU list, least recently pinned first, so eviction takes the
@@ -109,6 +110,13 @@ void store_discard_block(store_t *s, const block_meta_t *m);
 /* Removes a block the catalog no longer names: its file (one node), or nothing (a
  * cluster: the catalog put its object in the trash). */
 void store_retire_block(store_t *s, const block_meta_t *m);
+/* Fetches the byte ranges of the partitions a scan will decode into the disk cache,
+ * on up to PREFETCH_MAX threads, before decoding starts: a cold cluster query waits
+ * for a few round trips, not one per partition. Errors are left for the decode to
+ * meet and report. Nothing on one node. `data` held for reading. */
+void store_prefetch(store_t *s, const char *tenant, const store_filter_t *f);
+/* 1 when partition p may hold rows the filter wants: time range and series. */
+int store_part_wanted(const block_part_t *p, const store_filter_t *f);
 /* 1 when s->blocks holds block id. data held. */
 int store_has_block(const store_t *s, int64_t id);
 /* Cluster ingest: waits until the cut of generation gen of the heads is over. 0 when
