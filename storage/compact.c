@@ -82,9 +82,27 @@ static int same_day(const block_meta_t *a, const block_meta_t *b) {
     return a->min_time / day == b->min_time / day;
 }
 
-/* Picks the first due run (see store.h). data held shared, cache_mu (for the
- * footers' versions) held. Returns 1 found, 0, -1 OOM. */
-static int plan_run(store_t *s, run_t *r) {
+#define SKIP_MAX 16
+/* Runs another cluster compactor holds, passed over by this plan: (tenant, day). */
+typedef struct {
+    struct {
+        char tenant[128];
+        int64_t day;
+    } v[SKIP_MAX];
+    size_t n;
+} skip_t;
+
+static int64_t day_of(int64_t t) { return t / (86400LL * 1000000000); }
+
+static int skipped(const skip_t *sk, const char *tenant, int64_t min_time) {
+    for (size_t i = 0; i < sk->n; i++)
+        if (sk->v[i].day == day_of(min_time) && !strcmp(sk->v[i].tenant, tenant)) return 1;
+    return 0;
+}
+
+/* Picks the first due run (see store.h) that sk does not pass over. data held shared,
+ * cache_mu (for the footers' versions) held. Returns 1 found, 0, -1 OOM. */
+static int plan_run(store_t *s, run_t *r, const skip_t *sk) {
     size_t *order = malloc((s->nblocks + 1) * sizeof *order);
     if (!order) return -1;
     int found = 0;
@@ -114,7 +132,7 @@ static int plan_run(store_t *s, run_t *r) {
                 legacy |= v1;
                 continue;
             }
-            if (k - start >= s->cfg.compact_min_blocks) {
+            if (k - start >= s->cfg.compact_min_blocks && !skipped(sk, tenant, s->blocks[order[start]].meta.min_time)) {
                 found = 1;
                 snprintf(r->tenant, sizeof r->tenant, "%s", tenant);
                 r->n = k - start;
@@ -364,8 +382,7 @@ static int reserve_outputs(store_t *s, const run_t *r, hr_err_t *err) {
  * another compactor, -1. */
 static int claim_run(store_t *s, const run_t *r, char *job, size_t cap, hr_err_t *err) {
     if (!index_shared(s->index)) return 1;
-    const int64_t day = 86400LL * 1000000000;
-    snprintf(job, cap, "compact/%s/%lld", r->tenant, (long long)(r->metas[0].min_time / day));
+    snprintf(job, cap, "compact/%s/%lld", r->tenant, (long long)day_of(r->metas[0].min_time));
     /* The lease outlasts a run (minutes at most); a compactor that died frees it then. */
     return index_claim(s->index, job, s->cfg.node ? s->cfg.node : "", 15 * 60 * 1000, err);
 }
@@ -382,6 +399,32 @@ static void attach_footers(store_t *s) {
     pthread_rwlock_unlock(&s->data);
 }
 
+static void run_free(run_t *r);
+
+/* Plans the first due run and, in a cluster, claims it; a run another compactor holds
+ * is passed over for the next one (up to SKIP_MAX of them). 1 with r planned (and
+ * job its claim's name, "" on one node), 0 when nothing is due for this node, -1. */
+static int plan_claimed(store_t *s, run_t *r, char *job, size_t cap, hr_err_t *err) {
+    skip_t sk = {.n = 0};
+    for (;;) {
+        pthread_rwlock_rdlock(&s->data);
+        pthread_mutex_lock(&s->cache_mu);
+        int rc = plan_run(s, r, &sk);
+        pthread_mutex_unlock(&s->cache_mu);
+        if (rc < 0) hr_fail(err, HR_ENOMEM, "out of memory planning compaction");
+        if (rc == 1) rc = prepare_run(s, r, err);
+        pthread_rwlock_unlock(&s->data);
+        if (rc != 1) return rc;
+        if ((rc = claim_run(s, r, job, cap, err)) != 0) return rc;
+        if (sk.n == SKIP_MAX) return 0;
+        snprintf(sk.v[sk.n].tenant, sizeof sk.v[sk.n].tenant, "%s", r->tenant);
+        sk.v[sk.n++].day = day_of(r->metas[0].min_time);
+        run_free(r);
+        memset(r, 0, sizeof *r);
+        job[0] = 0;
+    }
+}
+
 int store_compact(store_t *s, hr_err_t *err) {
     if (!s->cfg.compact_min_blocks || s->cfg.compact_min_blocks < 2 || !s->cfg.compact_max_bytes) return 0;
     if (store_sync(s, err)) return -1;
@@ -390,16 +433,7 @@ int store_compact(store_t *s, hr_err_t *err) {
     run_t r = {0};
     char job[256] = "";
     pthread_mutex_lock(&s->compact);
-    pthread_rwlock_rdlock(&s->data);
-    pthread_mutex_lock(&s->cache_mu);
-    int rc = plan_run(s, &r);
-    pthread_mutex_unlock(&s->cache_mu);
-    if (rc < 0) hr_fail(err, HR_ENOMEM, "out of memory planning compaction");
-    if (rc == 1) rc = prepare_run(s, &r, err);
-    pthread_rwlock_unlock(&s->data);
-    int lost = 0;
-    int claimed = rc == 1 ? claim_run(s, &r, job, sizeof job, err) : 0;
-    if (rc == 1 && claimed != 1) rc = claimed;
+    int rc = plan_claimed(s, &r, job, sizeof job, err), claimed = rc == 1, lost = 0;
     if (rc == 1) rc = read_footers(s, &r, err);
     /* Allocated before the catalog swaps the run out: after that nothing may fail. */
     block_meta_t *gone = rc == 1 ? calloc(r.n, sizeof *gone) : NULL;
