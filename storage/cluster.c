@@ -3,6 +3,7 @@
  * the catalog is shared, and an ingest is acknowledged once a cut has stored it.
  * On one node (s->objects NULL) the same calls work on local files. */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,25 +101,25 @@ typedef struct {
     uint64_t off, len;
 } range_t;
 
-typedef struct {
+struct prefetch {
     store_t *s;
-    const range_t *v;
-    size_t n, first, step;
-} fetch_share_t;
+    range_t *v;
+    size_t n;
+    atomic_size_t next; /* the next range to fetch; n or more: none left (or stopped) */
+    pthread_t tid[PREFETCH_MAX];
+    size_t threads;
+};
 
-static void *fetch_share(void *arg) {
-    fetch_share_t *f = arg;
-    for (size_t k = f->first; k < f->n; k += f->step) {
-        const range_t *r = &f->v[k];
-        uint8_t *scratch = malloc(r->len ? (size_t)r->len : 1);
-        hr_err_t e = {0};
-        if (scratch) (void)objcache_read(f->s->ocache, r->key, r->off, r->len, scratch, &e);
-        free(scratch);
+static void *fetch_ranges(void *arg) {
+    prefetch_t *p = arg;
+    for (size_t k; (k = atomic_fetch_add(&p->next, 1)) < p->n;) {
+        hr_err_t e = {0}; /* a failure is met again, and reported, by the decode */
+        (void)objcache_fetch(p->s->ocache, p->v[k].key, p->v[k].off, p->v[k].len, &e);
     }
     return NULL;
 }
 
-/* The uncached ranges of the partitions f wants. NULL on OOM (nothing prefetched). */
+/* The uncached ranges of the partitions f wants, in scan order. NULL on OOM. */
 static range_t *wanted_ranges(store_t *s, const char *tenant, const store_filter_t *f, size_t *n) {
     range_t *v = NULL;
     size_t cap = 0;
@@ -146,23 +147,30 @@ static range_t *wanted_ranges(store_t *s, const char *tenant, const store_filter
     return v;
 }
 
-void store_prefetch(store_t *s, const char *tenant, const store_filter_t *f) {
-    if (!s->objects) return;
-    size_t n;
-    range_t *v = wanted_ranges(s, tenant, f, &n);
-    size_t t = n < PREFETCH_MAX ? n : PREFETCH_MAX, started = 1;
-    if (!v || n < 2) { /* one partition: the decode fetches it itself */
-        free(v);
-        return;
+prefetch_t *store_prefetch_start(store_t *s, const char *tenant, const store_filter_t *f) {
+    if (!s->objects) return NULL;
+    prefetch_t *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->s = s;
+    p->v = wanted_ranges(s, tenant, f, &p->n);
+    atomic_init(&p->next, 0);
+    size_t want = p->n < PREFETCH_MAX ? p->n : PREFETCH_MAX;
+    if (p->v && p->n > 1) /* one partition: the decode fetches it itself */
+        while (p->threads < want && pthread_create(&p->tid[p->threads], NULL, fetch_ranges, p) == 0) p->threads++;
+    if (!p->threads) {
+        free(p->v);
+        free(p);
+        return NULL;
     }
-    fetch_share_t sh[PREFETCH_MAX];
-    pthread_t tid[PREFETCH_MAX];
-    for (size_t i = 0; i < t; i++) sh[i] = (fetch_share_t){s, v, n, i, t};
-    while (started < t && pthread_create(&tid[started], NULL, fetch_share, &sh[started]) == 0) started++;
-    for (size_t i = 0; i < t; i++)
-        if (i == 0 || i >= started) fetch_share(&sh[i]);
-    for (size_t i = 1; i < started; i++) pthread_join(tid[i], NULL);
-    free(v);
+    return p;
+}
+
+void store_prefetch_end(prefetch_t *p) {
+    if (!p) return;
+    atomic_store(&p->next, p->n); /* a scan that stopped early wants no more */
+    for (size_t i = 0; i < p->threads; i++) pthread_join(p->tid[i], NULL);
+    free(p->v);
+    free(p);
 }
 
 /* ---- the durable acknowledgement ---- */

@@ -31,8 +31,11 @@ struct objcache {
     char dir[2048];
     uint64_t budget;
     pthread_mutex_t mu;
+    pthread_cond_t landed; /* a fetch in flight ended */
     entry_t *v;
     size_t nv, cap;
+    entry_t *fl; /* ranges being fetched: another reader of one waits for it */
+    size_t nfl, flcap;
     uint64_t clock, bytes;
     uint64_t hits, misses, fetched;
     unsigned seq; /* temporary file names */
@@ -100,6 +103,7 @@ objcache_t *objcache_open(objstore_t *os, const char *dir, uint64_t budget, hr_e
     c->budget = budget;
     snprintf(c->dir, sizeof c->dir, "%s", dir);
     pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->landed, NULL);
     if (fs_mkdirs(dir, err)) {
         objcache_free(c);
         return NULL;
@@ -111,15 +115,19 @@ objcache_t *objcache_open(objstore_t *os, const char *dir, uint64_t budget, hr_e
 void objcache_free(objcache_t *c) {
     if (!c) return;
     free(c->v);
+    free(c->fl);
+    pthread_cond_destroy(&c->landed);
     pthread_mutex_destroy(&c->mu);
     free(c);
 }
 
-static ssize_t find(const objcache_t *c, const entry_t *k) {
-    for (size_t i = 0; i < c->nv; i++)
-        if (c->v[i].k1 == k->k1 && c->v[i].k2 == k->k2 && c->v[i].off == k->off && c->v[i].n == k->n) return (ssize_t)i;
+static ssize_t find_in(const entry_t *v, size_t n, const entry_t *k) {
+    for (size_t i = 0; i < n; i++)
+        if (v[i].k1 == k->k1 && v[i].k2 == k->k2 && v[i].off == k->off && v[i].n == k->n) return (ssize_t)i;
     return -1;
 }
+
+static ssize_t find(const objcache_t *c, const entry_t *k) { return find_in(c->v, c->nv, k); }
 
 /* Reads a cached range's file: 0, or -1 when it is gone or short (wiped meanwhile). */
 static int read_file(const char *path, uint64_t n, uint8_t *out) {
@@ -164,41 +172,88 @@ static void store_range(objcache_t *c, entry_t *e, const uint8_t *p) {
     pthread_mutex_unlock(&c->mu);
 }
 
+/* What a reader of range e finds, mu held on entry and on return. */
+enum { FOUND_CACHED, FOUND_NOTHING, FOUND_CLAIMED };
+
+/* Waits out a fetch of e in flight, then claims e for fetching unless it is cached
+ * (FOUND_CACHED, its entry touched). FOUND_NOTHING when out of memory for the claim:
+ * the caller fetches unclaimed (two readers may then both fetch it). */
+static int find_or_claim(objcache_t *c, const entry_t *e) {
+    for (;;) {
+        ssize_t i = find(c, e);
+        if (i >= 0) {
+            c->v[i].used = c->clock++;
+            return FOUND_CACHED;
+        }
+        if (find_in(c->fl, c->nfl, e) < 0) break;
+        pthread_cond_wait(&c->landed, &c->mu);
+    }
+    if (VEC_RESERVE(c->fl, c->flcap, c->nfl + 1)) return FOUND_NOTHING;
+    c->fl[c->nfl++] = *e;
+    return FOUND_CLAIMED;
+}
+
+/* Ends a claim: readers waiting for e look again. mu held. */
+static void unclaim(objcache_t *c, const entry_t *e) {
+    ssize_t i = find_in(c->fl, c->nfl, e);
+    if (i < 0) return;
+    c->fl[i] = c->fl[--c->nfl];
+    pthread_cond_broadcast(&c->landed);
+}
+
+/* Fetches range e of key from the store and keeps it (out: a copy, if not NULL).
+ * mu not held; a claim on e, if any, is ended. */
+static int fetch(objcache_t *c, entry_t *e, const char *key, uint8_t *out, hr_err_t *err) {
+    buf_t b;
+    buf_init(&b);
+    objstore_range_t r = {e->off, e->n};
+    int rc = objstore_get_ranges(c->os, key, &r, 1, &b, err);
+    if (rc == 0) { /* get_ranges appended exactly n bytes */
+        if (out) memcpy(out, b.data, (size_t)e->n);
+        pthread_mutex_lock(&c->mu);
+        c->misses++;
+        c->fetched += e->n;
+        pthread_mutex_unlock(&c->mu);
+        if (e->n <= c->budget) store_range(c, e, b.data);
+    }
+    buf_free(&b);
+    pthread_mutex_lock(&c->mu);
+    unclaim(c, e);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
 int objcache_read(objcache_t *c, const char *key, uint64_t off, uint64_t n, uint8_t *out, hr_err_t *err) {
     entry_t e = {.off = off, .n = n};
     key_hash(key, &e.k1, &e.k2);
     char path[2200];
     entry_path(c, &e, path, sizeof path);
     pthread_mutex_lock(&c->mu);
-    ssize_t i = find(c, &e);
-    if (i >= 0) c->v[i].used = c->clock++;
+    int found = find_or_claim(c, &e);
     pthread_mutex_unlock(&c->mu);
-    if (i >= 0 && read_file(path, n, out) == 0) {
-        pthread_mutex_lock(&c->mu);
-        c->hits++;
+    if (found == FOUND_CACHED) {
+        if (read_file(path, n, out) == 0) {
+            pthread_mutex_lock(&c->mu);
+            c->hits++;
+            pthread_mutex_unlock(&c->mu);
+            return 0;
+        }
+        pthread_mutex_lock(&c->mu); /* wiped or damaged underneath us: forget it, fetch it */
+        ssize_t i = find(c, &e);
+        if (i >= 0) drop(c, (size_t)i);
         pthread_mutex_unlock(&c->mu);
-        return 0;
     }
-    if (i >= 0) { /* wiped or damaged underneath us: forget it */
-        pthread_mutex_lock(&c->mu);
-        if ((i = find(c, &e)) >= 0) drop(c, (size_t)i);
-        pthread_mutex_unlock(&c->mu);
-    }
-    buf_t b;
-    buf_init(&b);
-    objstore_range_t r = {off, n};
-    if (objstore_get_ranges(c->os, key, &r, 1, &b, err)) {
-        buf_free(&b);
-        return -1;
-    }
-    memcpy(out, b.data, (size_t)n); /* get_ranges appended exactly n bytes */
+    return fetch(c, &e, key, out, err);
+}
+
+int objcache_fetch(objcache_t *c, const char *key, uint64_t off, uint64_t n, hr_err_t *err) {
+    entry_t e = {.off = off, .n = n};
+    key_hash(key, &e.k1, &e.k2);
     pthread_mutex_lock(&c->mu);
-    c->misses++;
-    c->fetched += n;
+    int known = find(c, &e) >= 0 || find_in(c->fl, c->nfl, &e) >= 0;
+    int found = known ? FOUND_CACHED : find_or_claim(c, &e);
     pthread_mutex_unlock(&c->mu);
-    if (n <= c->budget) store_range(c, &e, out);
-    buf_free(&b);
-    return 0;
+    return found == FOUND_CACHED ? 0 : fetch(c, &e, key, NULL, err);
 }
 
 int objcache_has(objcache_t *c, const char *key, uint64_t off, uint64_t n) {

@@ -11,7 +11,8 @@
  * drops the key's ranges (objcache_forget) and reads again.
  *
  * Thread safety: every call may come from any thread (one mutex over the entry list;
- * no I/O is done under it). */
+ * no I/O is done under it). A range is fetched once however many threads want it at
+ * the same time: the others wait for that fetch and read the cached copy. */
 #ifndef HEARTH_OBJCACHE_H
 #define HEARTH_OBJCACHE_H
 
@@ -32,6 +33,9 @@ void objcache_free(objcache_t *c);
  * (then cached). Errors are the store's (objstore.h): HR_EIO passing, HR_ENOTFOUND,
  * HR_EINVAL for a range past the object's end. */
 int objcache_read(objcache_t *c, const char *key, uint64_t off, uint64_t n, uint8_t *out, hr_err_t *err);
+/* Makes sure the range is cached (a prefetch): 0 at once when it is, or is being
+ * fetched; otherwise fetches it, with objcache_read's errors. */
+int objcache_fetch(objcache_t *c, const char *key, uint64_t off, uint64_t n, hr_err_t *err);
 /* 1 when the range is cached (it may still vanish before it is read). */
 int objcache_has(objcache_t *c, const char *key, uint64_t off, uint64_t n);
 /* Drops every cached range of key (it read back corrupt). */

@@ -553,13 +553,14 @@ static int scan_locked(store_t *s, const char *tenant, const store_filter_t *f, 
     want_t batch[DECODE_BATCH];
     size_t nb = 0;
     attach_range(s, tenant, f);
-    if (!f->totals_only) store_prefetch(s, tenant, f);
+    prefetch_t *pf = f->totals_only ? NULL : store_prefetch_start(s, tenant, f);
     for (size_t i = 0; i < s->nblocks && rc == 0; i++) {
         const block_meta_t *m = &s->blocks[i].meta;
         if (strcmp(m->tenant, tenant) || m->max_time < f->from || m->min_time > f->until) continue;
         rc = scan_block(s, i, f, batch, &nb, fn, ctx, err);
     }
     if (nb && rc == 0) rc = bcache_run_batch(s, batch, nb, fn, ctx, err); /* queued, not yet pinned */
+    store_prefetch_end(pf);
     for (size_t i = 0; i < s->nheads && rc == 0; i++) {
         const segment_t *seg = s->heads[i].seg;
         if (strcmp(s->heads[i].tenant, tenant) || !seg->nprofiles || seg->max_time < f->from ||

@@ -110,11 +110,18 @@ void store_discard_block(store_t *s, const block_meta_t *m);
 /* Removes a block the catalog no longer names: its file (one node), or nothing (a
  * cluster: the catalog put its object in the trash). */
 void store_retire_block(store_t *s, const block_meta_t *m);
-/* Fetches the byte ranges of the partitions a scan will decode into the disk cache,
- * on up to PREFETCH_MAX threads, before decoding starts: a cold cluster query waits
- * for a few round trips, not one per partition. Errors are left for the decode to
- * meet and report. Nothing on one node. `data` held for reading. */
-void store_prefetch(store_t *s, const char *tenant, const store_filter_t *f);
+/* Starts fetching the byte ranges of the partitions a scan will decode into the disk
+ * cache, in scan order, on up to PREFETCH_MAX threads, and returns while they run:
+ * the scan decodes each partition as soon as its bytes are in (a decode that reaches
+ * a range being fetched waits for that fetch), so a cold cluster query waits for
+ * about one round trip and the decode of the last partition to arrive, not a round
+ * trip per partition. Errors are left for the decode to meet and report. NULL when
+ * there is nothing to fetch (one node, everything cached, one partition) or no
+ * thread started. `data` held for reading until store_prefetch_end. */
+typedef struct prefetch prefetch_t;
+prefetch_t *store_prefetch_start(store_t *s, const char *tenant, const store_filter_t *f);
+/* Cancels the ranges not yet started, joins the threads and frees p (NULL: nothing). */
+void store_prefetch_end(prefetch_t *p);
 /* 1 when partition p may hold rows the filter wants: time range and series. */
 int store_part_wanted(const block_part_t *p, const store_filter_t *f);
 /* 1 when s->blocks holds block id. data held. */

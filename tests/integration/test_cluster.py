@@ -571,6 +571,16 @@ def cluster_wiped_cache_changes_no_answer():
         a.stop()
         shutil.rmtree(a.cache)
         a.start()
+        # Four identical cold queries at once: each range is fetched once (the others wait for
+        # that fetch), so the misses equal the ranges now cached.
+        _, path, params = next(r for name, r in rd.items() if name.endswith("flamegraph"))
+        with concurrent.futures.ThreadPoolExecutor(4) as ex:
+            got = list(ex.map(lambda _: a.get(path, **params), range(4)))
+        assert all(st == 200 for st, _ in got), [st for st, _ in got]
+        assert len({body for _, body in got}) == 1, "concurrent cold queries answered differently"
+        misses = metric(a, "hearth_object_cache_misses_total")
+        ranges = sum(len(fs) for _, _, fs in os.walk(a.cache))
+        assert 0 < misses == ranges, f"{misses:.0f} fetches for {ranges} cached ranges: a range was fetched twice"
         assert_same(want, answers(a, rd), "node a with its cache wiped")
 
 
