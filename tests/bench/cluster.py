@@ -328,14 +328,17 @@ def query_node(c, a, expect, name):
     q = c.node(name, "--target", "query")
     try:
         out["warm_ms"] = warm(q, a, expect)
-        stop(q)
-        shutil.rmtree(os.path.join(q.data_dir, "cache"), ignore_errors=True)
-        start(q)
-        f0 = harness.metric(q, "hearth_object_fetched_bytes_total")
-        m0 = harness.metric(q, "hearth_object_cache_misses_total")
-        out["cold_ms"] = flamegraph(q, a, expect)
-        out["cold_fetched_bytes"] = harness.metric(q, "hearth_object_fetched_bytes_total") - f0
-        out["cold_cache_misses"] = harness.metric(q, "hearth_object_cache_misses_total") - m0
+        out["cold_all_ms"] = []
+        for _ in range(a.cold_reps):
+            stop(q)
+            shutil.rmtree(os.path.join(q.data_dir, "cache"), ignore_errors=True)
+            start(q)
+            f0 = harness.metric(q, "hearth_object_fetched_bytes_total")
+            m0 = harness.metric(q, "hearth_object_cache_misses_total")
+            out["cold_all_ms"].append(flamegraph(q, a, expect))
+            out["cold_fetched_bytes"] = harness.metric(q, "hearth_object_fetched_bytes_total") - f0
+            out["cold_cache_misses"] = harness.metric(q, "hearth_object_cache_misses_total") - m0
+        out["cold_ms"] = statistics.median(out["cold_all_ms"])
         out["query_node_block_bytes_metric"] = harness.metric(q, "hearth_block_bytes")
     finally:
         stop(q)
@@ -404,9 +407,12 @@ def bench_week(a, tmp, pg, gw):
     out["single_blocks"] = harness.metric(single, "hearth_blocks")
     out["single_block_bytes"] = harness.metric(single, "hearth_block_bytes")
     out["single_warm_ms"] = warm(single, a, expect)
-    stop(single)
-    start(single)
-    out["single_cold_ms"] = flamegraph(single, a, expect)
+    out["single_cold_all_ms"] = []
+    for _ in range(a.cold_reps):
+        stop(single)
+        start(single)
+        out["single_cold_all_ms"].append(flamegraph(single, a, expect))
+    out["single_cold_ms"] = statistics.median(out["single_cold_all_ms"])
     stop(single)
     for row in out["regimes"]:
         row["warm_ratio"] = row["warm_ms"] / out["single_warm_ms"]
@@ -421,8 +427,17 @@ def mib(b):
 
 
 def report(doc):
-    m, ing, lat, wk = doc["meta"], doc["ingest"], doc["latency"], doc["week"]
+    m = doc["meta"]
     print(f"\n## Hearth cluster bench, {m['date']} ({m['cores']} cores; {m['note']})\n")
+    if "ingest" in doc:
+        report_ingest(m, doc["ingest"])
+    if "latency" in doc:
+        report_latency(m, doc["latency"])
+    if "week" in doc:
+        report_week(m, doc["week"])
+
+
+def report_ingest(m, ing):
     print(f"### Ingest scaling (--ingest-rate-limit {ing['rate_limit']} per node, flush 200ms, "
           f"{m['clients']} clients, {m['phase_seconds']} s measured after {m['warmup']} s)\n")
     print("| nodes | accepted uploads/s | accepted MiB/s | 429s | other statuses |")
@@ -433,6 +448,9 @@ def report(doc):
     r = ing["ratio_uploads"]
     print(f"\nthree nodes / one node: {r:.2f}x uploads/s, {ing['ratio_bytes']:.2f}x bytes/s" if r else
           "\nthree nodes / one node: undefined (no upload accepted on one node)")
+
+
+def report_latency(m, lat):
     print(f"\n### Ack latency (one client, {m['latency_pushes']} sequential pushes)\n")
     print("| --flush-interval | p50 ms | p95 ms | max ms |")
     print("|---|---|---|---|")
@@ -440,9 +458,12 @@ def report(doc):
         print(f"| {k} | {v['p50_ms']:.0f} | {v['p95_ms']:.0f} | {v['max_ms']:.0f} |")
     print("\nAn upload is answered once its batch is stored: the latency is the flush interval plus the "
           "write of the block to the object store and its row to the catalog.")
+
+
+def report_week(m, wk):
     print(f"\n### {m['days']}-day flame graph of one service ({wk['uploads']:,} uploads)\n")
-    print("| store | blocks | block MiB | warm ms (median of %d) | cold ms | warm / single | cold / single |"
-          " cold: fetched from S3 MiB (misses) |" % m["reps"])
+    print("| store | blocks | block MiB | warm ms (median of %d) | cold ms (median of %d) | warm / single |"
+          " cold / single | cold: fetched from S3 MiB (misses) |" % (m["reps"], m.get("cold_reps", 1)))
     print("|---|---|---|---|---|---|---|---|")
     for r in wk["regimes"]:
         print(f"| cluster, compacted {r['regime']} | {r['blocks']} | {mib(r['block_bytes']):.2f} | {r['warm_ms']:.0f} | "
@@ -455,6 +476,9 @@ def report(doc):
           f"{wk['expected_total']:,} ns. The store also holds {m.get('other_services', 0)} other services: the "
           f"queried one is {100 * wk.get('query_byte_share', 1):.0f}% of the uploaded bytes, so a read of only "
           f"the selected partitions fetches about that share of the block bytes.")
+    for r in wk["regimes"]:
+        print(f"- compacted {r['regime']}: cold queries " + ", ".join(f"{x:.0f}" for x in r.get("cold_all_ms", [])) +
+              " ms; single node " + ", ".join(f"{x:.0f}" for x in wk.get("single_cold_all_ms", [])) + " ms")
     for r in wk["regimes"]:
         print(f"- compacted {r['regime']}: {r['compact_calls']} POST /api/v1/admin/compact calls, "
               f"{r['compact_seconds']:.1f} s, {r['compactions']:.0f} compactions on that node")
@@ -485,6 +509,8 @@ def main():
     ap.add_argument("--other-every", type=int, default=12, help="they upload once per this many 300 s slots")
     ap.add_argument("--compact-min-blocks", type=int, default=4, help="of the week's cluster nodes")
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--cold-reps", type=int, default=3, help="cold queries, each after a restart (median)")
+    ap.add_argument("--only", default="ingest,latency,week", help="the parts to run (comma-separated)")
     ap.add_argument("--out", default=OUT)
     ap.add_argument("--keep", action="store_true", help="keep the servers' folders (printed)")
     ap.add_argument("--note", default="machine shared with other work: timings are noisy")
@@ -499,6 +525,7 @@ def main():
     meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cores": os.cpu_count(), "days": a.days,
             "clients": a.clients, "phase_seconds": a.phase_seconds, "warmup": a.warmup, "backoff_ms": a.backoff_ms,
             "latency_pushes": a.latency_pushes, "week_clients": a.week_clients, "reps": a.reps, "seed": a.seed,
+            "cold_reps": a.cold_reps,
             "other_services": a.other_services, "other_every": a.other_every,
             "binary": os.path.abspath(a.binary), "note": a.note}
     pg, gw, ok = PostgresServer(), RadosGateway(), False
@@ -510,9 +537,13 @@ def main():
         gw.create_bucket(BUCKET)
         pool = ingest_pool(a)
         doc = {"meta": meta}
-        doc["ingest"] = bench_ingest(a, tmp, pg, gw, pool)
-        doc["latency"] = bench_latency(a, tmp, pg, gw, pool)
-        doc["week"] = bench_week(a, tmp, pg, gw)
+        parts = a.only.split(",")
+        if "ingest" in parts:
+            doc["ingest"] = bench_ingest(a, tmp, pg, gw, pool)
+        if "latency" in parts:
+            doc["latency"] = bench_latency(a, tmp, pg, gw, pool)
+        if "week" in parts:
+            doc["week"] = bench_week(a, tmp, pg, gw)
         ok = True
     finally:
         errors = stop_all()
