@@ -76,8 +76,81 @@ int groupby_run(store_t *st, const merge_query_t *q, selector_t *sel, char *cons
     return rc;
 }
 
+/* ---- exemplars ---- */
+
+typedef struct {
+    uint32_t series;
+    size_t bucket;
+} ref_t;
+
+typedef struct {
+    exemplar_t *ex;
+    ref_t *refs; /* the set exemplars, ordered by series id */
+    size_t n;
+    int oom;
+} labeller_t;
+
+static int by_series(const void *a, const void *b) {
+    const ref_t *x = a, *y = b;
+    return (x->series > y->series) - (x->series < y->series);
+}
+
+/* Copies series s's labels into the exemplars it shows. */
+static void label_exemplars(void *ctx, const series_t *s) {
+    labeller_t *l = ctx;
+    size_t lo = 0, hi = l->n;
+    while (lo < hi) { /* the first exemplar of series s */
+        size_t mid = (lo + hi) / 2;
+        if (l->refs[mid].series < s->id) lo = mid + 1;
+        else hi = mid;
+    }
+    for (size_t k = lo; k < l->n && l->refs[k].series == s->id; k++)
+        if (labels_copy(&l->ex[l->refs[k].bucket].labels, &s->labels)) l->oom = 1;
+}
+
+/* The group's largest profile per bucket, and their labels; sel narrowed to it. */
+static int group_exemplars(store_t *st, const merge_query_t *q, const selector_t *sel, group_t *g, hr_err_t *err) {
+    const merge_result_t *m = &g->m;
+    if (!m->nbuckets || !m->tl_step) return 0;
+    if (!(g->ex = calloc(m->nbuckets, sizeof *g->ex))) return hr_fail(err, HR_ENOMEM, "out of memory");
+    catalog_query_t cq = {q->tenant, sel, 0, q->from, q->until, q->deadline_ns};
+    catalog_profile_t *p;
+    size_t np;
+    if (catalog_profiles(st, &cq, &p, &np, err)) return -1;
+    for (size_t i = 0; i < np; i++) { /* newest first: among equals the newest stays */
+        if (p[i].time_ns < m->tl_start) continue;
+        size_t b = (size_t)((p[i].time_ns - m->tl_start) / m->tl_step);
+        if (b < m->nbuckets && (!g->ex[b].set || p[i].total > g->ex[b].p.total)) g->ex[b].set = 1, g->ex[b].p = p[i];
+    }
+    free(p);
+    labeller_t l = {.ex = g->ex};
+    if (!(l.refs = malloc((m->nbuckets + 1) * sizeof *l.refs))) return hr_fail(err, HR_ENOMEM, "out of memory");
+    for (size_t b = 0; b < m->nbuckets; b++)
+        if (g->ex[b].set) l.refs[l.n++] = (ref_t){g->ex[b].p.series, b};
+    qsort(l.refs, l.n, sizeof *l.refs, by_series);
+    int rc = l.n ? catalog_series(st, &cq, label_exemplars, &l, err) : 0;
+    free(l.refs);
+    return rc == 0 && l.oom ? hr_fail(err, HR_ENOMEM, "out of memory") : rc;
+}
+
+int groupby_exemplars(store_t *st, const merge_query_t *q, selector_t *sel, grouped_t *g, hr_err_t *err) {
+    int rc = 0;
+    for (size_t i = 0; i < g->n && rc == 0; i++) {
+        size_t n0 = sel->n;
+        for (size_t k = 0; k < g->width && rc == 0; k++) rc = selector_add_eq(sel, g->names[k], g->v[i].vals[k], err);
+        if (rc == 0) rc = group_exemplars(st, q, sel, &g->v[i], err);
+        selector_truncate(sel, n0);
+    }
+    return rc;
+}
+
+static void exemplars_free(group_t *g) {
+    for (size_t b = 0; g->ex && b < g->m.nbuckets; b++) labels_destroy(&g->ex[b].labels);
+    free(g->ex);
+}
+
 void grouped_destroy(grouped_t *g) {
-    for (size_t i = 0; i < g->n; i++) merge_result_destroy(&g->v[i].m);
+    for (size_t i = 0; i < g->n; i++) merge_result_destroy(&g->v[i].m), exemplars_free(&g->v[i]);
     free(g->v);
     free(g->g.v);
     free(g->other);

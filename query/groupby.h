@@ -15,9 +15,17 @@
 #include "query/catalog.h"
 #include "query/merge.h"
 
+/* The individual profile a timeline bucket is shown by (Grafana's exemplars). */
+typedef struct {
+    int set;             /* 0: the bucket has no profile */
+    catalog_profile_t p; /* the bucket's profile with the largest total (the newest of equals) */
+    labels_t labels;     /* its series' labels */
+} exemplar_t;
+
 typedef struct {
     const char *const *vals; /* width values, borrowed from the result's groups */
     merge_result_t m;        /* totals and timeline */
+    exemplar_t *ex;          /* m.nbuckets of them after groupby_exemplars, else NULL */
 } group_t;
 
 typedef struct {
@@ -36,6 +44,11 @@ typedef struct {
  * 0, or -1 with err; out is destroyed by grouped_destroy either way. */
 int groupby_run(store_t *st, const merge_query_t *q, selector_t *sel, char *const *names, size_t width, size_t limit,
                 grouped_t *out, hr_err_t *err);
+/* Fills each kept group's ex: per bucket of its timeline, the profile with the
+ * largest total among those the group selects in the bucket (totals from the block
+ * footers: no stacks are read). A profile's total is its whole value, before any
+ * stack filter of q. 0, or -1 with err. */
+int groupby_exemplars(store_t *st, const merge_query_t *q, selector_t *sel, grouped_t *g, hr_err_t *err);
 void grouped_destroy(grouped_t *g);
 
 #endif

@@ -434,10 +434,36 @@ static ProtobufCMessage *select_merge_profile(qctx_t *c, const ProtobufCMessage 
 
 /* ---- SelectSeries ---- */
 
+/* A point's exemplar: the individual profile of the step with the largest total. */
+static Querier__V1__Exemplar *exemplar_msg(qctx_t *c, const exemplar_t *e) {
+    Querier__V1__Exemplar *x = arena_alloc(c->arena, sizeof *x);
+    char id[48];
+    snprintf(id, sizeof id, "%u-%lld", e->p.series, (long long)e->p.time_ns);
+    if (!x) return NULL;
+    querier__v1__exemplar__init(x);
+    if (!(x->labels = arena_alloc(c->arena, (e->labels.n + 1) * sizeof *x->labels))) return NULL;
+    x->timestamp = e->p.time_ns / MS;
+    x->value = e->p.total;
+    if (!(x->profile_id = arena_strdup(c->arena, id))) return NULL;
+    for (size_t i = 0; i < e->labels.n; i++)
+        if (!(x->labels[x->n_labels++] = label_pair(c, e->labels.v[i].name, e->labels.v[i].value))) return NULL;
+    return x;
+}
+
+/* Attaches bucket b's exemplar, if the group has one, to point p. 0 or -1 (OOM). */
+static int point_exemplar(qctx_t *c, const group_t *g, size_t b, Querier__V1__Point *p) {
+    if (!g->ex || !g->ex[b].set) return 0;
+    if (!(p->exemplars = arena_alloc(c->arena, sizeof *p->exemplars))) return -1;
+    p->n_exemplars = 1;
+    return (p->exemplars[0] = exemplar_msg(c, &g->ex[b])) ? 0 : -1;
+}
+
 /* One series of the answer: the group's labels (names[i] = vals[i], left out where
- * the value is "", a label the group lacks) and its non-empty steps. */
-static Querier__V1__Series *series_msg(qctx_t *c, char *const *names, const char *const *vals, size_t width,
-                                       const merge_result_t *m, double *total) {
+ * the value is "", a label the group lacks) and its non-empty steps, with their
+ * exemplars when the group has them. */
+static Querier__V1__Series *series_msg(qctx_t *c, char *const *names, size_t width, const group_t *g, double *total) {
+    const char *const *vals = g->vals;
+    const merge_result_t *m = &g->m;
     arena_t *ar = c->arena;
     Querier__V1__Series *s = arena_alloc(ar, sizeof *s);
     if (!s) return NULL;
@@ -458,6 +484,7 @@ static Querier__V1__Series *series_msg(qctx_t *c, char *const *names, const char
         querier__v1__point__init(p);
         p->value = m->timeline[i];
         p->timestamp = (m->tl_start + (int64_t)i * m->tl_step) / MS;
+        if (point_exemplar(c, g, i, p)) return NULL;
         s->points[s->n_points++] = p;
         *total += m->timeline[i];
     }
@@ -470,8 +497,10 @@ static ProtobufCMessage *select_series(qctx_t *c, const ProtobufCMessage *in) {
     selector_t sel = {0};
     if (!(q->step >= 0) || q->step > 1e9) return fail(c, 400, "`step` must be a positive number of seconds");
     if (q->limit < 0) return fail(c, 400, "`limit` must not be negative");
-    if (q->exemplar_type > QUERIER__V1__EXEMPLAR_TYPE__EXEMPLAR_TYPE_NONE)
-        return fail(c, 501, "`exemplarType` INDIVIDUAL and SPAN are not served: ask without exemplars");
+    if (q->exemplar_type == QUERIER__V1__EXEMPLAR_TYPE__EXEMPLAR_TYPE_SPAN)
+        return fail(c, 501, "`exemplarType` SPAN is not served: ask for INDIVIDUAL or none");
+    if (q->exemplar_type > QUERIER__V1__EXEMPLAR_TYPE__EXEMPLAR_TYPE_SPAN)
+        return fail(c, 400, "unknown `exemplarType`");
     merge_opts_t o;
     if (merge_options(c, q->stack_trace_selector, NULL, 0, &o)) return NULL;
     if (ms_range(c, q->start, q->end, HOUR_NS, &from, &until) ||
@@ -493,13 +522,15 @@ static ProtobufCMessage *select_series(qctx_t *c, const ProtobufCMessage *in) {
                             QUERIER__V1__TIME_SERIES_AGGREGATION_TYPE__TIME_SERIES_AGGREGATION_TYPE_AVERAGE};
     grouped_t g;
     int rc = groupby_run(c->a->store, &mq, &sel, q->group_by, q->n_group_by, (size_t)q->limit, &g, &c->err);
+    if (rc == 0 && q->exemplar_type == QUERIER__V1__EXEMPLAR_TYPE__EXEMPLAR_TYPE_INDIVIDUAL)
+        rc = groupby_exemplars(c->a->store, &mq, &sel, &g, &c->err);
     selector_destroy(&sel);
     Querier__V1__SelectSeriesResponse *r = rc ? NULL : arena_alloc(c->arena, sizeof *r);
     if (r) querier__v1__select_series_response__init(r);
     if (rc == 0 && (!r || !(r->series = arena_alloc(c->arena, (g.n + 1) * sizeof *r->series)))) rc = -1, oom(c);
     for (size_t i = 0; i < g.n && rc == 0; i++) {
         double total;
-        Querier__V1__Series *s = series_msg(c, q->group_by, g.v[i].vals, q->n_group_by, &g.v[i].m, &total);
+        Querier__V1__Series *s = series_msg(c, q->group_by, q->n_group_by, &g.v[i], &total);
         if (!s) rc = -1, oom(c);
         else r->series[r->n_series++] = s;
     }

@@ -7,6 +7,7 @@ answers; call-site stack selectors served; options Hearth does not serve refused
 import json
 import os
 import signal
+import struct
 
 from harness import (
     ARGS, CPU, T0, Server, connect_json, connect_proto, cpu_files, multipart, push, query, test)
@@ -333,12 +334,70 @@ def connect_diff_profile_stats_and_settings():
 
 
 @test
-def select_series_refuses_exemplars_it_cannot_serve():
+def select_series_individual_exemplars_name_each_steps_largest_profile():
+    """exemplarType INDIVIDUAL: each point carries the profile of its step with the largest total
+    (as /api/v1/profiles lists it: id, time, total, series labels), per group with group_by, in
+    both codecs; the exemplar's id opens that one profile through profile_id_selector, as
+    Grafana does when an exemplar is clicked. SPAN exemplars are refused (501)."""
+    files = cpu_files(4)
     with Server() as srv:
-        doc = {"profileTypeID": CPU, "labelSelector": "{}", "start": (T0 - 10) * 1000, "end": (T0 + 60) * 1000,
-               "step": 15}
-        assert connect_json(srv, "SelectSeries", dict(doc, exemplarType="EXEMPLAR_TYPE_NONE"))[0] == 200
+        for i, p in enumerate(files):  # two envs, profiles 30 s apart: two 60 s steps each
+            push(srv, p, "ex{env=prod}", T0 + 30 * i)
+            push(srv, p, "ex{env=dev}", T0 + 60 + 30 * i)
+        doc = {"profileTypeID": CPU, "labelSelector": '{service_name="ex"}', "step": 60,
+               "start": (T0 - 60) * 1000, "end": (T0 + 240) * 1000}
+        rows = srv.get_json("/api/v1/profiles", query=CPU + '{service_name="ex"}', limit=1000,
+                            **{"from": T0 - 60, "until": T0 + 240})["profiles"]
+
+        def best(env, lo, hi):
+            """The largest profile of env in [lo, hi) s, the newest of equals."""
+            rs = [r for r in rows if r["labels"]["env"] == env and lo * 1000 <= r["timestamp"] < hi * 1000]
+            return max(rs, key=lambda r: (r["total"], r["timestamp"])) if rs else None
+
+        step0 = T0 - T0 % 60
+        st, js = connect_json(srv, "SelectSeries", dict(doc, groupBy=["env"], exemplarType="EXEMPLAR_TYPE_INDIVIDUAL"))
+        assert st == 200, js
+        seen = 0
+        for series in js["series"]:
+            env = {l["name"]: l["value"] for l in series["labels"]}["env"]
+            for pt in series["points"]:
+                t = int(pt["timestamp"]) // 1000
+                want = best(env, t, t + 60)
+                assert want and t in (step0, step0 + 60, step0 + 120, step0 + 180), (env, t, pt)
+                (ex,) = pt["exemplars"]
+                assert (ex["profileId"], int(ex["timestamp"]), int(ex["value"])) == (
+                    want["id"], want["timestamp"], want["total"]), (ex, want)
+                assert {l["name"]: l["value"] for l in ex["labels"]} == want["labels"], (ex, want)
+                seen += 1
+                # The exemplar opens its profile, and only it.
+                st, one = connect_json(srv, "SelectMergeStacktraces", {
+                    "profileTypeID": CPU, "labelSelector": '{service_name="ex"}', "start": doc["start"],
+                    "end": doc["end"], "profileIdSelector": [ex["profileId"]]})
+                assert st == 200 and int(one["flamegraph"]["total"]) == want["total"], (st, one, want)
+        assert seen >= 4, js
+        # Without the group-by: one series, each step's largest profile across both envs.
         st, js = connect_json(srv, "SelectSeries", dict(doc, exemplarType="EXEMPLAR_TYPE_INDIVIDUAL"))
+        assert st == 200, js
+        for pt in js["series"][0]["points"]:
+            t = int(pt["timestamp"]) // 1000
+            cands = [b for b in (best("prod", t, t + 60), best("dev", t, t + 60)) if b]
+            want = max(cands, key=lambda r: (r["total"], r["timestamp"]))
+            assert int(pt["exemplars"][0]["value"]) == want["total"], (pt, cands)
+        # Without exemplars asked for, none are sent.
+        st, js = connect_json(srv, "SelectSeries", dict(doc, exemplarType="EXEMPLAR_TYPE_NONE"))
+        assert st == 200 and not any(pt.get("exemplars") for s in js["series"] for pt in s["points"]), js
+        # Binary proto: Point.exemplars is field 4; Exemplar value field 4, profile_id field 2.
+        body = (pb_field(1, CPU.encode()) + pb_field(2, b'{service_name="ex"}') +
+                pb_encode_field(3, 0, doc["start"]) + pb_encode_field(4, 0, doc["end"]) +
+                pb_encode_field(6, 1, struct.pack("<d", 60.0)) + pb_encode_field(10, 0, 2))
+        st, raw = connect_proto(srv, "SelectSeries", body)
+        assert st == 200, raw
+        pts = [pb_decode(p) for s in pb_decode(raw)[1] for p in pb_decode(s)[2]]
+        exs = [pb_decode(p[4][0]) for p in pts]
+        ids = {r["id"]: r["total"] for r in rows}
+        assert exs and all(ids[e[2][0].decode()] == e[4][0] for e in exs), exs
+        # SPAN exemplars are not served; an unknown type is a bad request.
+        st, js = connect_json(srv, "SelectSeries", dict(doc, exemplarType="EXEMPLAR_TYPE_SPAN"))
         assert st == 501 and js["code"] == "unimplemented", (st, js)
         st, _ = connect_proto(srv, "SelectSeries", pb_field(1, CPU.encode()) + pb_encode_field(10, 0, 3))
         assert st == 501
