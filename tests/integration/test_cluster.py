@@ -3,8 +3,8 @@
 The area shares one real PostgreSQL (pgserver.shared()) and one real S3 server (Ceph's radosgw,
 s3server.shared()); each test takes its own database and its own bucket, starts its nodes, and
 compares their answers byte for byte with those of a plain single node given the same uploads
-(restarted first, so it too answers from a block), except merged pprof, compared by its decoded
-content (see PPROF_BYTES). The whole area takes about 1.5 minutes.
+(restarted first, so it too answers from a block), merged pprof included (see PPROF_BYTES). The
+whole area takes about 1.5 minutes.
 
 INTERFACE ASSUMED (written while the C side was being built; docs/cluster.md describes the design):
   - A node: hearth --listen 127.0.0.1:P --data-dir D --catalog postgres://USER@127.0.0.1:PORT/DB
@@ -51,12 +51,11 @@ FLUSH = "200ms"
 ACK_TIMEOUT = "5s"  # --ack-timeout of the outage tests' nodes: a batch not stored by then gets 503
 OUTAGE_S = 25  # a push or query during an outage is answered (503) within this many seconds
 RECOVER_S = 30  # and pushes succeed again within this many seconds of the service's return
-# Merged pprof answers are compared by what they decode to (sample types, period, dates, and the
-# summed values of every stack of (function, file, line) with its labels), not by their bytes: a
-# single node's own pprof bytes differ between its head and a block, and between one block and
-# nine holding the same profiles (the order of samples, locations and strings). True makes the
-# comparison bytewise, once the merged pprof's encoding is canonical.
-PPROF_BYTES = False
+# Merged pprof answers are compared byte for byte, like every other answer: the merged pprof is
+# canonical (query/pprof_out.c), so its bytes do not depend on the blocks its profiles came from.
+# False would compare them by what they decode to (sample types, period, dates, and the summed
+# values of every stack of (function, file, line) with its labels); a failure reports both.
+PPROF_BYTES = True
 SPAN = {"from": T0 - 10, "until": T0 + 100000}
 _ids = iter(range(1, 10**6))
 
@@ -293,9 +292,8 @@ def assert_same(want, got, who):
 @contextlib.contextmanager
 def reference(ups):
     """A plain single node given ups in order, then restarted (which cuts its head into a block),
-    for the with block. Restarted because a single node's merged pprof differs in its bytes (the
-    order of samples and locations) between the head and a block, and a cluster node reads
-    blocks only."""
+    for the with block. Restarted so that it answers from a block, as cluster nodes do (their
+    heads are flushed within a second)."""
     with Server() as ref:
         for path, name, at in ups:
             push_ok(ref, path, name, at)

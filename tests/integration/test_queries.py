@@ -309,6 +309,39 @@ def merged_pprof_is_dated_by_its_profiles():
         assert st == 200 and pprof_dates(body) == (0, 0), pprof_dates(body)
 
 
+@test
+def merged_pprof_bytes_do_not_depend_on_how_the_profiles_are_stored():
+    """The merged pprof is canonical: the same uploads give the same bytes from the head, from
+    one block after a restart, from a block per upload sent in the other order, and after
+    compaction (only the symbols its samples reach, every table sorted by content)."""
+    files = cpu_files(6)
+    reads = [(CPU + '{service_name="canon"}', T0 - 10, T0 + 100), (CPU + "{}", T0 - 10, T0 + 100),
+             (CPU + '{service_name="canon"}', T0 + 15, T0 + 35)]
+
+    def answers(srv):
+        out = []
+        for sel, frm, until in reads:
+            st, body = srv.get("/api/v1/query", query=sel, format="pprof", **{"from": frm, "until": until})
+            assert st == 200, body[:200]
+            out.append(body)
+        return out
+
+    with Server() as a:
+        for i, f in enumerate(files):
+            push(a, f, "canon" if i % 2 else "other", T0 + 10 * i)
+        head = answers(a)
+        a.stop()
+        a.start()
+        assert answers(a) == head, "the head and its block give different pprof bytes"
+    with Server(extra=["--compact-min-blocks", "2"]) as b:
+        for i, f in reversed(list(enumerate(files))):
+            push(b, f, "canon" if i % 2 else "other", T0 + 10 * i)
+            assert b.request("POST", "/api/v1/admin/flush", b"")[0] == 200
+        assert answers(b) == head, "a block per upload, pushed newest first, gives other pprof bytes"
+        assert b.request("POST", "/api/v1/admin/compact", b"")[0] == 200
+        assert answers(b) == head, "compaction changed the pprof bytes"
+
+
 # ---------------------------------------------------------------- 7. PromQL string literals
 
 @test
