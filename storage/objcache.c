@@ -36,6 +36,7 @@ struct objcache {
     size_t nv, cap;
     entry_t *fl; /* ranges being fetched: another reader of one waits for it */
     size_t nfl, flcap;
+    uint64_t failed_fetches; /* HR_EIO fetches: a waiter that saw one fails too, not retries */
     uint64_t clock, bytes;
     uint64_t hits, misses, fetched;
     unsigned seq; /* temporary file names */
@@ -173,18 +174,22 @@ static void store_range(objcache_t *c, entry_t *e, const uint8_t *p) {
 }
 
 /* What a reader of range e finds, mu held on entry and on return. */
-enum { FOUND_CACHED, FOUND_NOTHING, FOUND_CLAIMED };
+enum { FOUND_CACHED, FOUND_NOTHING, FOUND_CLAIMED, FOUND_FAILED };
 
 /* Waits out a fetch of e in flight, then claims e for fetching unless it is cached
- * (FOUND_CACHED, its entry touched). FOUND_NOTHING when out of memory for the claim:
- * the caller fetches unclaimed (two readers may then both fetch it). */
+ * (FOUND_CACHED, its entry touched). FOUND_FAILED when a fetch failed with HR_EIO
+ * while it waited (the store is failing: the caller reports it rather than trying
+ * again, so readers of one range do not queue up behind each other's timeouts). FOUND_NOTHING when
+ * out of memory for the claim: the caller fetches unclaimed. */
 static int find_or_claim(objcache_t *c, const entry_t *e) {
+    uint64_t failed = c->failed_fetches;
     for (;;) {
         ssize_t i = find(c, e);
         if (i >= 0) {
             c->v[i].used = c->clock++;
             return FOUND_CACHED;
         }
+        if (c->failed_fetches != failed) return FOUND_FAILED;
         if (find_in(c->fl, c->nfl, e) < 0) break;
         pthread_cond_wait(&c->landed, &c->mu);
     }
@@ -218,6 +223,7 @@ static int fetch(objcache_t *c, entry_t *e, const char *key, uint8_t *out, hr_er
     }
     buf_free(&b);
     pthread_mutex_lock(&c->mu);
+    if (rc && err->code == HR_EIO) c->failed_fetches++; /* the store failing, not a gone key */
     unclaim(c, e);
     pthread_mutex_unlock(&c->mu);
     return rc;
@@ -231,6 +237,8 @@ int objcache_read(objcache_t *c, const char *key, uint64_t off, uint64_t n, uint
     pthread_mutex_lock(&c->mu);
     int found = find_or_claim(c, &e);
     pthread_mutex_unlock(&c->mu);
+    if (found == FOUND_FAILED)
+        return hr_fail(err, HR_EIO, "the object store failed a fetch of block object %s meanwhile", key);
     if (found == FOUND_CACHED) {
         if (read_file(path, n, out) == 0) {
             pthread_mutex_lock(&c->mu);
@@ -253,6 +261,7 @@ int objcache_fetch(objcache_t *c, const char *key, uint64_t off, uint64_t n, hr_
     int known = find(c, &e) >= 0 || find_in(c->fl, c->nfl, &e) >= 0;
     int found = known ? FOUND_CACHED : find_or_claim(c, &e);
     pthread_mutex_unlock(&c->mu);
+    if (found == FOUND_FAILED) return hr_fail(err, HR_EIO, "the object store failed a fetch meanwhile");
     return found == FOUND_CACHED ? 0 : fetch(c, &e, key, NULL, err);
 }
 
