@@ -4,6 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/buf.h"
+#include "common/vec.h"
+
 typedef struct {
     group_t g;
     double key; /* what the chart shows of it: the sum of its timeline (else its total) */
@@ -76,15 +79,64 @@ int groupby_run(store_t *st, const merge_query_t *q, selector_t *sel, char *cons
     return rc;
 }
 
-/* ---- exemplars ---- */
+/* ---- exemplars ----
+ *
+ * One pass for every group: the series walk maps each selected series to its kept
+ * group (by its value tuple), one totals-only profile list picks each group's
+ * largest profile per bucket, and a second walk copies the chosen series' labels. */
+
+/* A value tuple as one string: the values joined by \x1f (not in label values). */
+static void tuple_key(buf_t *b, const char *const *vals, size_t width) {
+    b->len = 0;
+    for (size_t k = 0; k < width; k++) {
+        if (k) buf_putc(b, 0x1f);
+        buf_append(b, vals[k], strlen(vals[k]));
+    }
+    buf_putc(b, 0);
+}
 
 typedef struct {
-    uint32_t series;
+    char *key;
+    uint32_t group;
+} gkey_t;
+
+static int by_key(const void *a, const void *b) { return strcmp(((const gkey_t *)a)->key, ((const gkey_t *)b)->key); }
+
+typedef struct {
+    const grouped_t *g;
+    gkey_t *keys;      /* the kept groups', sorted */
+    int32_t *group_of; /* by series id: the kept group, or -1 */
+    size_t ngroup_of, cap;
+    const char **vals; /* width of them: a series' values */
+    char (*bufs)[256]; /* width of them: room for computed ones (__name__) */
+    buf_t key;
+    int oom;
+} mapper_t;
+
+static void map_series(void *ctx, const series_t *s) {
+    mapper_t *m = ctx;
+    for (size_t k = 0; k < m->g->width; k++) {
+        m->vals[k] = catalog_label_value(s, m->g->names[k], m->bufs[k], sizeof m->bufs[k]);
+        if (!m->vals[k]) m->vals[k] = "";
+    }
+    tuple_key(&m->key, m->vals, m->g->width);
+    gkey_t want = {(char *)m->key.data, 0},
+           *hit = m->key.oom ? NULL : bsearch(&want, m->keys, m->g->n, sizeof *m->keys, by_key);
+    if (VEC_RESERVE(m->group_of, m->cap, (size_t)s->id + 1)) {
+        m->oom = 1;
+        return;
+    }
+    while (m->ngroup_of <= s->id) m->group_of[m->ngroup_of++] = -1;
+    m->group_of[s->id] = hit ? (int32_t)hit->group : -1;
+}
+
+typedef struct {
+    uint32_t series, group;
     size_t bucket;
 } ref_t;
 
 typedef struct {
-    exemplar_t *ex;
+    grouped_t *g;
     ref_t *refs; /* the set exemplars, ordered by series id */
     size_t n;
     int oom;
@@ -105,43 +157,79 @@ static void label_exemplars(void *ctx, const series_t *s) {
         else hi = mid;
     }
     for (size_t k = lo; k < l->n && l->refs[k].series == s->id; k++)
-        if (labels_copy(&l->ex[l->refs[k].bucket].labels, &s->labels)) l->oom = 1;
+        if (labels_copy(&l->g->v[l->refs[k].group].ex[l->refs[k].bucket].labels, &s->labels)) l->oom = 1;
 }
 
-/* The group's largest profile per bucket, and their labels; sel narrowed to it. */
-static int group_exemplars(store_t *st, const merge_query_t *q, const selector_t *sel, group_t *g, hr_err_t *err) {
+/* Keeps profile p as its group's bucket exemplar if it is the largest so far. */
+static void offer(group_t *g, const catalog_profile_t *p) {
     const merge_result_t *m = &g->m;
-    if (!m->nbuckets || !m->tl_step) return 0;
-    if (!(g->ex = calloc(m->nbuckets, sizeof *g->ex))) return hr_fail(err, HR_ENOMEM, "out of memory");
-    catalog_query_t cq = {q->tenant, sel, 0, q->from, q->until, q->deadline_ns};
-    catalog_profile_t *p;
-    size_t np;
-    if (catalog_profiles(st, &cq, &p, &np, err)) return -1;
-    for (size_t i = 0; i < np; i++) { /* newest first: among equals the newest stays */
-        if (p[i].time_ns < m->tl_start) continue;
-        size_t b = (size_t)((p[i].time_ns - m->tl_start) / m->tl_step);
-        if (b < m->nbuckets && (!g->ex[b].set || p[i].total > g->ex[b].p.total)) g->ex[b].set = 1, g->ex[b].p = p[i];
+    if (!g->ex || p->time_ns < m->tl_start) return;
+    size_t b = (size_t)((p->time_ns - m->tl_start) / m->tl_step);
+    if (b < m->nbuckets && (!g->ex[b].set || p->total > g->ex[b].p.total)) g->ex[b].set = 1, g->ex[b].p = *p;
+}
+
+/* The kept groups' keys, sorted; NULL on OOM. */
+static gkey_t *group_keys(const grouped_t *g) {
+    gkey_t *keys = calloc(g->n + 1, sizeof *keys);
+    buf_t b;
+    buf_init(&b);
+    for (size_t i = 0; keys && i < g->n; i++) {
+        tuple_key(&b, g->v[i].vals, g->width);
+        keys[i] = (gkey_t){b.oom ? NULL : strdup((char *)b.data), (uint32_t)i};
+        if (!keys[i].key) {
+            for (size_t k = 0; k < i; k++) free(keys[k].key);
+            free(keys);
+            keys = NULL;
+        }
     }
-    free(p);
-    labeller_t l = {.ex = g->ex};
-    if (!(l.refs = malloc((m->nbuckets + 1) * sizeof *l.refs))) return hr_fail(err, HR_ENOMEM, "out of memory");
-    for (size_t b = 0; b < m->nbuckets; b++)
-        if (g->ex[b].set) l.refs[l.n++] = (ref_t){g->ex[b].p.series, b};
+    buf_free(&b);
+    if (keys) qsort(keys, g->n, sizeof *keys, by_key);
+    return keys;
+}
+
+/* Each exemplar's series labels. */
+static int label_all(store_t *st, const catalog_query_t *cq, grouped_t *g, hr_err_t *err) {
+    labeller_t l = {.g = g};
+    size_t cap = 0;
+    for (size_t i = 0; i < g->n; i++)
+        for (size_t b = 0; g->v[i].ex && b < g->v[i].m.nbuckets; b++) {
+            if (!g->v[i].ex[b].set) continue;
+            if (VEC_RESERVE(l.refs, cap, l.n + 1)) return free(l.refs), hr_fail(err, HR_ENOMEM, "out of memory");
+            l.refs[l.n++] = (ref_t){g->v[i].ex[b].p.series, (uint32_t)i, b};
+        }
     qsort(l.refs, l.n, sizeof *l.refs, by_series);
-    int rc = l.n ? catalog_series(st, &cq, label_exemplars, &l, err) : 0;
+    int rc = l.n ? catalog_series(st, cq, label_exemplars, &l, err) : 0;
     free(l.refs);
     return rc == 0 && l.oom ? hr_fail(err, HR_ENOMEM, "out of memory") : rc;
 }
 
 int groupby_exemplars(store_t *st, const merge_query_t *q, selector_t *sel, grouped_t *g, hr_err_t *err) {
-    int rc = 0;
-    for (size_t i = 0; i < g->n && rc == 0; i++) {
-        size_t n0 = sel->n;
-        for (size_t k = 0; k < g->width && rc == 0; k++) rc = selector_add_eq(sel, g->names[k], g->v[i].vals[k], err);
-        if (rc == 0) rc = group_exemplars(st, q, sel, &g->v[i], err);
-        selector_truncate(sel, n0);
+    catalog_query_t cq = {q->tenant, sel, 0, q->from, q->until, q->deadline_ns};
+    for (size_t i = 0; i < g->n; i++) {
+        const merge_result_t *m = &g->v[i].m;
+        if (m->nbuckets && m->tl_step && !(g->v[i].ex = calloc(m->nbuckets, sizeof *g->v[i].ex)))
+            return hr_fail(err, HR_ENOMEM, "out of memory");
     }
-    return rc;
+    mapper_t mp = {.g = g, .keys = group_keys(g)};
+    mp.vals = calloc(g->width + 1, sizeof *mp.vals);
+    mp.bufs = calloc(g->width + 1, sizeof *mp.bufs);
+    buf_init(&mp.key);
+    int rc = mp.keys && mp.vals && mp.bufs ? catalog_series(st, &cq, map_series, &mp, err)
+                                           : hr_fail(err, HR_ENOMEM, "out of memory");
+    if (rc == 0 && (mp.oom || mp.key.oom)) rc = hr_fail(err, HR_ENOMEM, "out of memory");
+    catalog_profile_t *p = NULL;
+    size_t np = 0;
+    if (rc == 0) rc = catalog_profiles(st, &cq, &p, &np, err);
+    for (size_t i = 0; rc == 0 && i < np; i++) /* newest first: among equals the newest stays */
+        if (p[i].series < mp.ngroup_of && mp.group_of[p[i].series] >= 0) offer(&g->v[mp.group_of[p[i].series]], &p[i]);
+    free(p);
+    for (size_t i = 0; mp.keys && i < g->n; i++) free(mp.keys[i].key);
+    free(mp.keys);
+    free(mp.group_of);
+    free(mp.vals);
+    free(mp.bufs);
+    buf_free(&mp.key);
+    return rc ? rc : label_all(st, &cq, g, err);
 }
 
 static void exemplars_free(group_t *g) {
