@@ -85,12 +85,14 @@ int groupby_run(store_t *st, const merge_query_t *q, selector_t *sel, char *cons
  * group (by its value tuple), one totals-only profile list picks each group's
  * largest profile per bucket, and a second walk copies the chosen series' labels. */
 
-/* A value tuple as one string: the values joined by \x1f (not in label values). */
+/* A value tuple as one string, each value prefixed by its length (so no two tuples
+ * share a key, whatever bytes the values hold). */
 static void tuple_key(buf_t *b, const char *const *vals, size_t width) {
     b->len = 0;
     for (size_t k = 0; k < width; k++) {
-        if (k) buf_putc(b, 0x1f);
-        buf_append(b, vals[k], strlen(vals[k]));
+        size_t n = strlen(vals[k]);
+        buf_printf(b, "%zu:", n);
+        buf_append(b, vals[k], n);
     }
     buf_putc(b, 0);
 }
