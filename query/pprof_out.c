@@ -132,6 +132,7 @@ static int canon_build(canon_t *c, const merge_result_t *r) {
         if (c->map.to[i]) c->str.to[s->mappings[i].filename] = c->str.to[s->mappings[i].build_id] = 1;
     for (size_t i = 0; i < s->nstrings; i++) /* "" is string 0, whatever its id here */
         if (c->str.to[i] && !symtab_str(s, (uint32_t)i)[0]) c->str.to[i] = 0;
+    c->fn.to[0] = c->map.to[0] = c->loc.to[0] = 0; /* id 0 is "none" in every table: written as 0 */
     /* strings from 1 (0 is ""; numbered from 1), then the tables from id 1 */
     if (number(c, &c->str, 1, s->nstrings, 1, cmp_str)) return -1;
     if (number(c, &c->fn, 1, s->nfunctions, 1, cmp_fn) || number(c, &c->map, 1, s->nmappings, 1, cmp_map)) return -1;
