@@ -209,8 +209,9 @@ int groupby_exemplars(store_t *st, const merge_query_t *q, selector_t *sel, grou
     catalog_query_t cq = {q->tenant, sel, 0, q->from, q->until, q->deadline_ns};
     for (size_t i = 0; i < g->n; i++) {
         const merge_result_t *m = &g->v[i].m;
-        if (m->nbuckets && m->tl_step && !(g->v[i].ex = calloc(m->nbuckets, sizeof *g->v[i].ex)))
-            return hr_fail(err, HR_ENOMEM, "out of memory");
+        if (!m->nbuckets || !m->tl_step) continue;
+        if (!(g->v[i].ex = calloc(m->nbuckets, sizeof *g->v[i].ex))) return hr_fail(err, HR_ENOMEM, "out of memory");
+        g->v[i].nex = m->nbuckets;
     }
     mapper_t mp = {.g = g, .keys = group_keys(g)};
     mp.vals = calloc(g->width + 1, sizeof *mp.vals);
@@ -235,7 +236,7 @@ int groupby_exemplars(store_t *st, const merge_query_t *q, selector_t *sel, grou
 }
 
 static void exemplars_free(group_t *g) {
-    for (size_t b = 0; g->ex && b < g->m.nbuckets; b++) labels_destroy(&g->ex[b].labels);
+    for (size_t b = 0; g->ex && b < g->nex; b++) labels_destroy(&g->ex[b].labels);
     free(g->ex);
 }
 

@@ -25,7 +25,8 @@ typedef struct {
 typedef struct {
     const char *const *vals; /* width values, borrowed from the result's groups */
     merge_result_t m;        /* totals and timeline */
-    exemplar_t *ex;          /* m.nbuckets of them after groupby_exemplars, else NULL */
+    exemplar_t *ex;          /* nex (m.nbuckets) of them after groupby_exemplars, else NULL */
+    size_t nex;
 } group_t;
 
 typedef struct {
