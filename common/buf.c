@@ -40,15 +40,32 @@ void buf_putc(buf_t *b, uint8_t c) {
 }
 
 void buf_printf(buf_t *b, const char *fmt, ...) {
+    if (b->oom) return;
+    /* Straight into the spare room; formatted again only when it did not fit. */
+    size_t room = b->cap - b->len;
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
+    int n = vsnprintf(room ? (char *)b->data + b->len : NULL, room, fmt, ap);
     va_end(ap);
-    if (n < 0 || buf_reserve(b, (size_t)n + 1) != 0) return;
-    va_start(ap, fmt);
-    vsnprintf((char *)b->data + b->len, (size_t)n + 1, fmt, ap);
-    va_end(ap);
+    if (n < 0) return;
+    if ((size_t)n >= room) {
+        if (buf_reserve(b, (size_t)n + 1) != 0) return;
+        va_start(ap, fmt);
+        vsnprintf((char *)b->data + b->len, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    }
     b->len += (size_t)n;
+}
+
+void buf_put_i64(buf_t *b, int64_t v) {
+    char tmp[20];
+    size_t n = 0;
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    do tmp[n++] = (char)('0' + u % 10);
+    while (u /= 10);
+    if (buf_reserve(b, n + 1) != 0) return;
+    if (v < 0) b->data[b->len++] = '-';
+    while (n) b->data[b->len++] = (uint8_t)tmp[--n];
 }
 
 void buf_put_uvarint(buf_t *b, uint64_t v) {

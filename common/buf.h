@@ -23,6 +23,8 @@ int buf_reserve(buf_t *b, size_t n);
 void buf_append(buf_t *b, const void *p, size_t n);
 void buf_putc(buf_t *b, uint8_t c);
 void buf_printf(buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* v in decimal, as printf's %lld writes it (answers print many numbers: no format parsing). */
+void buf_put_i64(buf_t *b, int64_t v);
 void buf_put_uvarint(buf_t *b, uint64_t v);
 void buf_put_svarint(buf_t *b, int64_t v); /* zigzag */
 void buf_put_u32le(buf_t *b, uint32_t v);

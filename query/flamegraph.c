@@ -157,8 +157,10 @@ static void render_timeline(const merge_result_t *r, buf_t *out) {
         return;
     }
     buf_printf(out, "{\"startTime\":%lld,\"samples\":[", (long long)(r->tl_start / 1000000000));
-    for (size_t i = 0; i < r->nbuckets; i++)
-        buf_printf(out, "%s%lld", i ? "," : "", (long long)llround(r->timeline[i]));
+    for (size_t i = 0; i < r->nbuckets; i++) {
+        if (i) buf_putc(out, ',');
+        buf_put_i64(out, llround(r->timeline[i]));
+    }
     buf_printf(out, "],\"durationDelta\":%lld,\"watermarks\":null}", (long long)(r->tl_step / 1000000000));
 }
 
@@ -186,9 +188,12 @@ void render_bearer_open(const flamebearer_t *fb, buf_t *out) {
     }
     buf_printf(out, "],\"levels\":[");
     for (size_t d = 0; d < fb->nlevels; d++) {
-        buf_printf(out, "%s[", d ? "," : "");
-        for (size_t k = 0; k < fb->levels[d].len; k++)
-            buf_printf(out, "%s%lld", k ? "," : "", (long long)fb->levels[d].v[k]);
+        if (d) buf_putc(out, ',');
+        buf_putc(out, '[');
+        for (size_t k = 0; k < fb->levels[d].len; k++) {
+            if (k) buf_putc(out, ',');
+            buf_put_i64(out, fb->levels[d].v[k]);
+        }
         buf_putc(out, ']');
     }
 }

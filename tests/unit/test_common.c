@@ -31,6 +31,23 @@ void test_varint_roundtrip(void) {
     buf_free(&b);
 }
 
+/* buf_put_i64 writes what %lld writes; buf_printf formats past the buffer's room. */
+void test_buf_decimal(void) {
+    static const int64_t vals[] = {0, 1, -1, 9, 10, -10, 99, 100, 123456789, -987654321, INT64_MAX, INT64_MIN};
+    buf_t a, b;
+    buf_init(&a), buf_init(&b);
+    for (size_t i = 0; i < sizeof vals / sizeof *vals; i++) {
+        buf_put_i64(&a, vals[i]);
+        buf_putc(&a, ',');
+        buf_printf(&b, "%lld,", (long long)vals[i]);
+    }
+    for (int i = 0; i < 300; i++) buf_printf(&a, "%s", "0123456789"), buf_append(&b, "0123456789", 10);
+    buf_putc(&a, 0), buf_putc(&b, 0);
+    CHECK(!a.oom && !b.oom);
+    CHECK_STR((const char *)a.data, (const char *)b.data);
+    buf_free(&a), buf_free(&b);
+}
+
 void test_timeparse(void) {
     int64_t now = 1700000000LL * 1000000000, t;
     CHECK(time_parse("1700000000", now, &t) == 0 && t == now);
