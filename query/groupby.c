@@ -194,7 +194,7 @@ static int label_all(store_t *st, const catalog_query_t *cq, grouped_t *g, hr_er
     labeller_t l = {.g = g};
     size_t cap = 0;
     for (size_t i = 0; i < g->n; i++)
-        for (size_t b = 0; g->v[i].ex && b < g->v[i].m.nbuckets; b++) {
+        for (size_t b = 0; b < g->v[i].nex; b++) {
             if (!g->v[i].ex[b].set) continue;
             if (VEC_RESERVE(l.refs, cap, l.n + 1)) return free(l.refs), hr_fail(err, HR_ENOMEM, "out of memory");
             l.refs[l.n++] = (ref_t){g->v[i].ex[b].p.series, (uint32_t)i, b};

@@ -132,6 +132,10 @@ int profile_ref_parse(const char *s, profile_ref_t *r) {
     return 0;
 }
 
+void profile_ref_format(uint32_t series, int64_t time_ns, char *out) {
+    snprintf(out, PROFILE_REF_MAX, "%u-%lld", series, (long long)time_ns);
+}
+
 void profile_refs_sort(profile_ref_t *v, size_t n) { qsort(v, n, sizeof *v, cmp_ref); }
 void span_ids_sort(uint64_t *v, size_t n) { qsort(v, n, sizeof *v, cmp_u64); }
 

@@ -43,6 +43,9 @@ typedef struct {
 
 /* Parses a profile id as /api/v1/profiles writes it, SERIES-TIME_NS. 0 or -1. */
 int profile_ref_parse(const char *s, profile_ref_t *r);
+/* Writes the id profile_ref_parse reads (out: PROFILE_REF_MAX bytes). */
+#define PROFILE_REF_MAX 48
+void profile_ref_format(uint32_t series, int64_t time_ns, char *out);
 /* Sort orders merge_only_t needs. */
 void profile_refs_sort(profile_ref_t *v, size_t n);
 void span_ids_sort(uint64_t *v, size_t n);

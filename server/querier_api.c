@@ -437,8 +437,8 @@ static ProtobufCMessage *select_merge_profile(qctx_t *c, const ProtobufCMessage 
 /* A point's exemplar: the individual profile of the step with the largest total. */
 static Querier__V1__Exemplar *exemplar_msg(qctx_t *c, const exemplar_t *e) {
     Querier__V1__Exemplar *x = arena_alloc(c->arena, sizeof *x);
-    char id[48];
-    snprintf(id, sizeof id, "%u-%lld", e->p.series, (long long)e->p.time_ns);
+    char id[PROFILE_REF_MAX];
+    profile_ref_format(e->p.series, e->p.time_ns, id);
     if (!x) return NULL;
     querier__v1__exemplar__init(x);
     if (!(x->labels = arena_alloc(c->arena, (e->labels.n + 1) * sizeof *x->labels))) return NULL;

@@ -575,8 +575,8 @@ static json_t *profiles_json(const catalog_profile_t *p, size_t n, size_t shown,
         for (e = b + 1; e < n && p[e].time_ns == p[b].time_ns;) e++; /* newest first: one instant is a run */
         json_t *split = e - b > 1 ? split_by(p, b, e, labels) : NULL;
         for (size_t i = b; i < e && i < shown; i++) {
-            char id[48], sid[16];
-            snprintf(id, sizeof id, "%u-%lld", p[i].series, (long long)p[i].time_ns);
+            char id[PROFILE_REF_MAX], sid[16];
+            profile_ref_format(p[i].series, p[i].time_ns, id);
             snprintf(sid, sizeof sid, "%u", p[i].series);
             json_t *l = json_object_get(labels, sid);
             json_t *row = json_pack("{s:s,s:I,s:I,s:O,s:I}", "id", id, "timestamp",
