@@ -28,7 +28,7 @@ enum {
     SEC_MSAMPLES = 7, /* version 2: pre-merged rows */
     SEC_SPANS = 8     /* version 2: span samples, when any */
 };
-enum { PART_MERGED = 1, PART_SPANS = 2 };                               /* footer partition flags */
+enum { PART_MERGED = 1, PART_SPANS = 2, PART_UNITS = 4 };               /* footer partition flags */
 static const char MAGIC[8] = {'H', 'R', 'T', 'H', 'B', 'L', 'K', '1'};  /* version 1 */
 static const char MAGIC2[8] = {'H', 'R', 'T', 'H', 'B', 'L', 'K', '2'}; /* version 2 */
 static const char TAIL_MAGIC[4] = {'H', 'R', 'T', '2'};
@@ -67,8 +67,8 @@ static int rows_in_order(const segment_t *s, const uint32_t *order, size_t n) {
 }
 #endif
 
-/* The PROFILES column block of rows order[0..n) (see FORMAT.md). */
-static void encode_profiles(const segment_t *s, const uint32_t *order, size_t n, buf_t *b) {
+/* The PROFILES column block of rows order[0..n) with their value units (see FORMAT.md). */
+static void encode_profiles(const segment_t *s, const uint32_t *order, const int64_t *unit, size_t n, buf_t *b) {
     assert(rows_in_order(s, order, n)); /* else a series delta wraps and the block is refused */
     uint32_t prev_series = 0;
     for (size_t i = 0; i < n; i++) {
@@ -87,9 +87,34 @@ static void encode_profiles(const segment_t *s, const uint32_t *order, size_t n,
     }
     for (size_t i = 0; i < n; i++) buf_put_svarint(b, s->profiles[order[i]].duration_ns);
     for (size_t i = 0; i < n; i++) buf_put_uvarint(b, s->profiles[order[i]].nsamples);
+    for (size_t i = 0; i < n; i++) buf_put_uvarint(b, (uint64_t)unit[i]);
 }
 
-static void encode_samples(const segment_t *s, const uint32_t *order, size_t n, buf_t *b) {
+/* The value unit of a row: the greatest common divisor of its values (1 for a row
+ * without samples, or when it would not fit an int64). A CPU profile's nanoseconds are
+ * all multiples of its sampling period, so dividing by it stores counts: small varints
+ * that compress to about half (FORMAT.md, "value units"). */
+static int64_t row_unit(const segment_t *s, const seg_profile_t *p) {
+    uint64_t g = 0;
+    for (uint32_t j = 0; j < p->nsamples && g != 1; j++) {
+        int64_t v = s->values[p->first + j];
+        uint64_t a = v < 0 ? -(uint64_t)v : (uint64_t)v;
+        while (a) {
+            uint64_t t = g % a;
+            g = a, a = t;
+        }
+    }
+    return g == 0 || g > INT64_MAX ? 1 : (int64_t)g;
+}
+
+/* The units of rows order[0..n) (row_unit), in that order; NULL when out of memory. */
+static int64_t *row_units(const segment_t *s, const uint32_t *order, size_t n) {
+    int64_t *unit = malloc((n ? n : 1) * sizeof *unit);
+    for (size_t i = 0; unit && i < n; i++) unit[i] = row_unit(s, &s->profiles[order[i]]);
+    return unit;
+}
+
+static void encode_samples(const segment_t *s, const uint32_t *order, const int64_t *unit, size_t n, buf_t *b) {
     for (size_t i = 0; i < n; i++) {
         const seg_profile_t *p = &s->profiles[order[i]];
         assert(segment_row_valid(s, order[i])); /* its stack and span deltas (encode_spans) are positive */
@@ -101,7 +126,7 @@ static void encode_samples(const segment_t *s, const uint32_t *order, size_t n, 
     }
     for (size_t i = 0; i < n; i++) {
         const seg_profile_t *p = &s->profiles[order[i]];
-        for (uint32_t j = 0; j < p->nsamples; j++) buf_put_svarint(b, s->values[p->first + j]);
+        for (uint32_t j = 0; j < p->nsamples; j++) buf_put_svarint(b, s->values[p->first + j] / unit[i]);
     }
 }
 
@@ -202,19 +227,25 @@ static int encode_part(const segment_t *p, int level, buf_t *out, int *flags, hr
         premerged_free(m);
         return hr_fail(err, HR_ENOMEM, "out of memory");
     }
+    int64_t *unit = row_units(p, order, p->nprofiles), *munit = m ? row_units(m, morder, m->nprofiles) : NULL;
     buf_t sec[6];
     for (int i = 0; i < 6; i++) buf_init(&sec[i]);
-    symtab_encode(p->sym, &sec[0]);
-    encode_profiles(p, order, p->nprofiles, &sec[1]);
-    encode_samples(p, order, p->nprofiles, &sec[2]);
-    if (m) {
-        encode_profiles(m, morder, m->nprofiles, &sec[3]);
-        encode_samples(m, morder, m->nprofiles, &sec[4]);
+    if (!unit || (m && !munit)) sec[0].oom = 1;
+    if (!sec[0].oom) {
+        symtab_encode(p->sym, &sec[0]);
+        encode_profiles(p, order, unit, p->nprofiles, &sec[1]);
+        encode_samples(p, order, unit, p->nprofiles, &sec[2]);
+    }
+    if (m && !sec[0].oom) {
+        encode_profiles(m, morder, munit, m->nprofiles, &sec[3]);
+        encode_samples(m, morder, munit, m->nprofiles, &sec[4]);
     }
     if (p->nspans) encode_spans(p, order, p->nprofiles, &sec[5]);
-    *flags = (m ? PART_MERGED : 0) | (p->nspans ? PART_SPANS : 0);
+    *flags = (m ? PART_MERGED : 0) | (p->nspans ? PART_SPANS : 0) | PART_UNITS;
     free(order);
     free(morder);
+    free(unit);
+    free(munit);
     premerged_free(m);
     int rc = put_sections(out, SEC_SYMBOLS, sec, 3, level, err);
     rc = rc ? rc : put_sections(out, SEC_MPROFILES, sec + 3, 2, level, err);
@@ -289,7 +320,8 @@ static void footer_part(buf_t *f, const block_part_t *bp) {
     buf_put_bytes(f, bp->key, strlen(bp->key));
     buf_put_uvarint(f, bp->off);
     buf_put_uvarint(f, bp->len);
-    buf_put_uvarint(f, (uint64_t)((bp->merged ? PART_MERGED : 0) | (bp->spans ? PART_SPANS : 0)));
+    buf_put_uvarint(
+        f, (uint64_t)((bp->merged ? PART_MERGED : 0) | (bp->spans ? PART_SPANS : 0) | (bp->units ? PART_UNITS : 0)));
     buf_put_uvarint(f, bp->nprofiles);
     buf_put_uvarint(f, bp->nsamples);
     buf_put_svarint(f, bp->min_time);
@@ -361,7 +393,10 @@ static int get_section(buf_reader_t *r, uint32_t want, uint8_t **raw, size_t *ra
     return 0;
 }
 
-static int decode_rows(segment_t *s, const uint8_t *p, size_t n, uint64_t np, int64_t min_t, hr_err_t *err) {
+/* The PROFILES columns of np rows into s. With units (PART_UNITS), the fifth column
+ * (every row's value unit) goes to a new array *units, which the caller frees. */
+static int decode_rows(segment_t *s, const uint8_t *p, size_t n, uint64_t np, int64_t min_t, int64_t **units,
+                       hr_err_t *err) {
     if (np > n / 4) return hr_fail(err, HR_EUNPROC, "block: profile count exceeds data"); /* 4 columns a row */
     s->profiles = calloc(np ? np : 1, sizeof *s->profiles);
     if (!s->profiles) return hr_fail(err, HR_ENOMEM, "out of memory");
@@ -390,12 +425,20 @@ static int decode_rows(segment_t *s, const uint8_t *p, size_t n, uint64_t np, in
         s->profiles[i].first = first;
         first += ns;
     }
+    if (units && !(*units = malloc((np ? np : 1) * sizeof **units))) return hr_fail(err, HR_ENOMEM, "out of memory");
+    for (uint64_t i = 0; units && i < np; i++) {
+        uint64_t u = buf_get_uvarint(&r);
+        if (u == 0 || u > INT64_MAX) return hr_fail(err, HR_EUNPROC, "block: bad value unit");
+        (*units)[i] = (int64_t)u;
+    }
     if (r.bad || buf_reader_left(&r)) return hr_fail(err, HR_EUNPROC, "block: bad profile columns");
     s->nsamples = (size_t)first;
     return 0;
 }
 
-static int decode_samples(segment_t *s, const uint8_t *p, size_t n, hr_err_t *err) {
+/* The SAMPLES columns of s's rows; values are multiplied back by the rows' units
+ * (NULL: stored as they are). */
+static int decode_samples(segment_t *s, const uint8_t *p, size_t n, const int64_t *units, hr_err_t *err) {
     if (s->nsamples > n) return hr_fail(err, HR_EUNPROC, "block: sample count exceeds data");
     size_t ns = s->nsamples ? s->nsamples : 1;
     s->stacks = malloc(ns * sizeof *s->stacks);
@@ -422,6 +465,8 @@ static int decode_samples(segment_t *s, const uint8_t *p, size_t n, hr_err_t *er
         row->total = 0;
         for (uint32_t j = 0; j < row->nsamples; j++) {
             int64_t v = buf_get_svarint(&r);
+            if (units && __builtin_mul_overflow(v, units[i], &v))
+                return hr_fail(err, HR_EUNPROC, "block: value out of range");
             s->values[row->first + j] = v;
             row->total += v;
         }
@@ -487,12 +532,12 @@ static segment_t *decode_v1(buf_reader_t *r, hr_err_t *err) {
         goto fail;
     }
     if (!(s->sym = symtab_decode(raw[1], rawlen[1], err))) goto fail;
-    if (decode_rows(s, raw[2], rawlen[2], np, min_t, err)) goto fail;
+    if (decode_rows(s, raw[2], rawlen[2], np, min_t, NULL, err)) goto fail;
     if (s->nsamples != nsm) {
         hr_fail(err, HR_EUNPROC, "block: sample count mismatch");
         goto fail;
     }
-    if (decode_samples(s, raw[3], rawlen[3], err)) goto fail;
+    if (decode_samples(s, raw[3], rawlen[3], NULL, err)) goto fail;
     s->min_time = np ? min_t : INT64_MAX;
     s->max_time = np ? max_t : INT64_MIN;
     for (int i = 0; i < NSECTIONS; i++) free(raw[i]);
@@ -550,10 +595,12 @@ static segment_t *decode_part(const uint8_t *p, size_t n, const block_part_t *bp
         rc = hr_fail(err, HR_EUNPROC, "block: partition `%s` has trailing bytes", bp->key);
     if (rc == 0 && !(s->sym = symtab_decode(raw[0], rawlen[0], err))) rc = -1;
     size_t rows = merged ? bp->nseries : bp->nprofiles, k = merged ? 3 : 1;
-    if (rc == 0) rc = decode_rows(s, raw[k], rawlen[k], rows, bp->min_time, err);
+    int64_t *units = NULL;
+    if (rc == 0) rc = decode_rows(s, raw[k], rawlen[k], rows, bp->min_time, bp->units ? &units : NULL, err);
     if (rc == 0 && !merged && s->nsamples != bp->nsamples)
         rc = hr_fail(err, HR_EUNPROC, "block: sample count mismatch");
-    if (rc == 0) rc = decode_samples(s, raw[k + 1], rawlen[k + 1], err);
+    if (rc == 0) rc = decode_samples(s, raw[k + 1], rawlen[k + 1], units, err);
+    free(units);
     if (rc == 0 && spans) rc = decode_spans(s, spans, spanlen, err);
     free(spans);
     /* Queries pick partitions and views by the footer's time range: it must hold. */
@@ -590,6 +637,7 @@ static int parse_part(buf_reader_t *r, block_part_t *p, uint64_t limit, hr_err_t
     uint64_t flags = buf_get_uvarint(r);
     p->merged = (flags & PART_MERGED) != 0;
     p->spans = (flags & PART_SPANS) != 0;
+    p->units = (flags & PART_UNITS) != 0;
     uint64_t np = buf_get_uvarint(r), ns = buf_get_uvarint(r);
     p->min_time = buf_get_svarint(r);
     p->max_time = buf_get_svarint(r);
@@ -597,7 +645,8 @@ static int parse_part(buf_reader_t *r, block_part_t *p, uint64_t limit, hr_err_t
     /* Counts are not trusted to size anything here: decode_rows checks them against the
      * decompressed bytes, and each series id below takes at least one footer byte. */
     if (r->bad || !k || p->off < HEADER_BYTES || p->len > limit || p->off > limit - p->len ||
-        nser > buf_reader_left(r) || nser > np || np > SIZE_MAX || ns > SIZE_MAX)
+        nser > buf_reader_left(r) || nser > np || np > SIZE_MAX || ns > SIZE_MAX ||
+        (flags & ~(uint64_t)(PART_MERGED | PART_SPANS | PART_UNITS))) /* a later format's */
         return hr_fail(err, HR_EUNPROC, "block: bad footer partition entry");
     p->nprofiles = (size_t)np, p->nsamples = (size_t)ns, p->nseries = (size_t)nser;
     if (!(p->key = malloc(kl + 1)) || !(p->series = malloc((nser ? nser : 1) * sizeof *p->series)))
@@ -908,6 +957,7 @@ int block_writer_add(block_writer_t *w, const char *key, const segment_t *p, hr_
     if (rc == 0) {
         bp.off = w->flushed + at, bp.len = w->out.len - at;
         bp.merged = (flags & PART_MERGED) != 0, bp.spans = (flags & PART_SPANS) != 0;
+        bp.units = (flags & PART_UNITS) != 0;
         bp.nprofiles = p->nprofiles, bp.nsamples = p->nsamples;
         bp.min_time = p->min_time, bp.max_time = p->max_time;
         hr_err_t why = {0};

@@ -76,6 +76,7 @@ typedef struct {
     uint64_t off, len; /* its sections' byte range in the file */
     int merged;        /* pre-merged rows present (BLOCK_VIEW_MERGED) */
     int spans;         /* span samples present (in the rows view; segment.h) */
+    int units;         /* rows carry value units (FORMAT.md); every block since they exist */
     size_t nprofiles, nsamples;
     int64_t min_time, max_time; /* INT64_MAX/INT64_MIN when empty */
     uint32_t *series;           /* ascending; NULL: every series (a version-1 block) */

@@ -70,6 +70,7 @@ int unit_finish(const char *suite, int ok, int bad);
     X(test_block_corruption)                                                                                           \
     X(test_block_empty_stack_and_verify)                                                                               \
     X(test_block_span_samples)                                                                                         \
+    X(test_block_value_units)                                                                                          \
     X(test_block_partitions)                                                                                           \
     X(test_block_writer)                                                                                               \
     X(test_wal_replay)                                                                                                 \
