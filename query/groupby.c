@@ -133,13 +133,12 @@ static void map_series(void *ctx, const series_t *s) {
 }
 
 typedef struct {
-    uint32_t series, group;
-    size_t bucket;
+    uint32_t series;
+    exemplar_t *ex;
 } ref_t;
 
 typedef struct {
-    grouped_t *g;
-    ref_t *refs; /* the set exemplars, ordered by series id */
+    ref_t *refs; /* ordered by series id */
     size_t n;
     int oom;
 } labeller_t;
@@ -159,15 +158,7 @@ static void label_exemplars(void *ctx, const series_t *s) {
         else hi = mid;
     }
     for (size_t k = lo; k < l->n && l->refs[k].series == s->id; k++)
-        if (labels_copy(&l->g->v[l->refs[k].group].ex[l->refs[k].bucket].labels, &s->labels)) l->oom = 1;
-}
-
-/* Keeps profile p as its group's bucket exemplar if it is the largest so far. */
-static void offer(group_t *g, const catalog_profile_t *p) {
-    const merge_result_t *m = &g->m;
-    if (!g->ex || p->time_ns < m->tl_start) return;
-    size_t b = (size_t)((p->time_ns - m->tl_start) / m->tl_step);
-    if (b < m->nbuckets && (!g->ex[b].set || p->total > g->ex[b].p.total)) g->ex[b].set = 1, g->ex[b].p = *p;
+        if (labels_copy(&l->refs[k].ex->labels, &s->labels)) l->oom = 1;
 }
 
 /* The kept groups' keys, sorted; NULL on OOM. */
@@ -189,30 +180,21 @@ static gkey_t *group_keys(const grouped_t *g) {
     return keys;
 }
 
-/* Each exemplar's series labels. */
-static int label_all(store_t *st, const catalog_query_t *cq, grouped_t *g, hr_err_t *err) {
-    labeller_t l = {.g = g};
-    size_t cap = 0;
-    for (size_t i = 0; i < g->n; i++)
-        for (size_t b = 0; b < g->v[i].nex; b++) {
-            if (!g->v[i].ex[b].set) continue;
-            if (VEC_RESERVE(l.refs, cap, l.n + 1)) return free(l.refs), hr_fail(err, HR_ENOMEM, "out of memory");
-            l.refs[l.n++] = (ref_t){g->v[i].ex[b].p.series, (uint32_t)i, b};
-        }
+int groupby_label(store_t *st, const merge_query_t *q, selector_t *sel, exemplar_t *const *ex, size_t n,
+                  hr_err_t *err) {
+    catalog_query_t cq = {q->tenant, sel, 0, q->from, q->until, q->deadline_ns};
+    labeller_t l = {.refs = malloc((n ? n : 1) * sizeof *l.refs), .n = n};
+    if (!l.refs) return hr_fail(err, HR_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) l.refs[i] = (ref_t){ex[i]->p.series, ex[i]};
     qsort(l.refs, l.n, sizeof *l.refs, by_series);
-    int rc = l.n ? catalog_series(st, cq, label_exemplars, &l, err) : 0;
+    int rc = l.n ? catalog_series(st, &cq, label_exemplars, &l, err) : 0;
     free(l.refs);
     return rc == 0 && l.oom ? hr_fail(err, HR_ENOMEM, "out of memory") : rc;
 }
 
-int groupby_exemplars(store_t *st, const merge_query_t *q, selector_t *sel, grouped_t *g, hr_err_t *err) {
+int groupby_profiles(store_t *st, const merge_query_t *q, selector_t *sel, const grouped_t *g, groupby_profile_fn fn,
+                     void *ctx, hr_err_t *err) {
     catalog_query_t cq = {q->tenant, sel, 0, q->from, q->until, q->deadline_ns};
-    for (size_t i = 0; i < g->n; i++) {
-        const merge_result_t *m = &g->v[i].m;
-        if (!m->nbuckets || !m->tl_step) continue;
-        if (!(g->v[i].ex = calloc(m->nbuckets, sizeof *g->v[i].ex))) return hr_fail(err, HR_ENOMEM, "out of memory");
-        g->v[i].nex = m->nbuckets;
-    }
     mapper_t mp = {.g = g, .keys = group_keys(g)};
     mp.vals = calloc(g->width + 1, sizeof *mp.vals);
     mp.bufs = calloc(g->width + 1, sizeof *mp.bufs);
@@ -223,8 +205,9 @@ int groupby_exemplars(store_t *st, const merge_query_t *q, selector_t *sel, grou
     catalog_profile_t *p = NULL;
     size_t np = 0;
     if (rc == 0) rc = catalog_profiles(st, &cq, &p, &np, err);
-    for (size_t i = 0; rc == 0 && i < np; i++) /* newest first: among equals the newest stays */
-        if (p[i].series < mp.ngroup_of && mp.group_of[p[i].series] >= 0) offer(&g->v[mp.group_of[p[i].series]], &p[i]);
+    for (size_t i = 0; rc == 0 && i < np; i++)
+        if (p[i].series < mp.ngroup_of && mp.group_of[p[i].series] >= 0)
+            fn(ctx, (size_t)mp.group_of[p[i].series], &p[i]);
     free(p);
     for (size_t i = 0; mp.keys && i < g->n; i++) free(mp.keys[i].key);
     free(mp.keys);
@@ -232,7 +215,38 @@ int groupby_exemplars(store_t *st, const merge_query_t *q, selector_t *sel, grou
     free(mp.vals);
     free(mp.bufs);
     buf_free(&mp.key);
-    return rc ? rc : label_all(st, &cq, g, err);
+    return rc;
+}
+
+/* Keeps profile p as its group's bucket exemplar if it is the largest so far
+ * (profiles come newest first: among equals the newest stays). */
+static void offer(void *ctx, size_t group, const catalog_profile_t *p) {
+    group_t *g = &((grouped_t *)ctx)->v[group];
+    const merge_result_t *m = &g->m;
+    if (!g->ex || p->time_ns < m->tl_start) return;
+    size_t b = (size_t)((p->time_ns - m->tl_start) / m->tl_step);
+    if (b < m->nbuckets && (!g->ex[b].set || p->total > g->ex[b].p.total)) g->ex[b].set = 1, g->ex[b].p = *p;
+}
+
+int groupby_exemplars(store_t *st, const merge_query_t *q, selector_t *sel, grouped_t *g, hr_err_t *err) {
+    for (size_t i = 0; i < g->n; i++) {
+        const merge_result_t *m = &g->v[i].m;
+        if (!m->nbuckets || !m->tl_step) continue;
+        if (!(g->v[i].ex = calloc(m->nbuckets, sizeof *g->v[i].ex))) return hr_fail(err, HR_ENOMEM, "out of memory");
+        g->v[i].nex = m->nbuckets;
+    }
+    if (groupby_profiles(st, q, sel, g, offer, g, err)) return -1;
+    exemplar_t **set = NULL;
+    size_t n = 0, cap = 0;
+    for (size_t i = 0; i < g->n; i++)
+        for (size_t b = 0; b < g->v[i].nex; b++) {
+            if (!g->v[i].ex[b].set) continue;
+            if (VEC_RESERVE(set, cap, n + 1)) return free(set), hr_fail(err, HR_ENOMEM, "out of memory");
+            set[n++] = &g->v[i].ex[b];
+        }
+    int rc = groupby_label(st, q, sel, set, n, err);
+    free(set);
+    return rc;
 }
 
 static void exemplars_free(group_t *g) {

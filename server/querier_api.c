@@ -22,6 +22,7 @@
 #include "common/timeparse.h"
 #include "query/catalog.h"
 #include "query/groupby.h"
+#include "query/heatmap.h"
 #include "query/merge.h"
 #include "query/render.h"
 #include "query/tree.h"
@@ -538,6 +539,96 @@ static ProtobufCMessage *select_series(qctx_t *c, const ProtobufCMessage *in) {
     return rc ? NULL : &r->base;
 }
 
+/* ---- SelectHeatmap (JSON only: see wire/querier.proto) ---- */
+
+/* An exemplar of the heatmap: as SelectSeries' but without the group-by labels,
+ * which its series already names (Pyroscope leaves them out too). */
+static Querier__V1__Exemplar *cell_exemplar(qctx_t *c, const exemplar_t *e, char *const *names, size_t width) {
+    Querier__V1__Exemplar *x = exemplar_msg(c, e);
+    size_t k = 0;
+    for (size_t i = 0; x && i < x->n_labels; i++) {
+        size_t j = 0;
+        while (j < width && strcmp(names[j], x->labels[i]->name)) j++;
+        if (j == width) x->labels[k++] = x->labels[i];
+    }
+    if (x) x->n_labels = k;
+    return x;
+}
+
+static Querier__V1__HeatmapSlot *slot_msg(qctx_t *c, const heatmap_t *h, const heatmap_slot_t *sl, char *const *names,
+                                          size_t width) {
+    Querier__V1__HeatmapSlot *m = arena_alloc(c->arena, sizeof *m);
+    if (!m) return NULL;
+    querier__v1__heatmap_slot__init(m);
+    m->timestamp = sl->end_ns / MS;
+    m->y_min = arena_alloc(c->arena, HEATMAP_BUCKETS * sizeof *m->y_min);
+    m->counts = arena_alloc(c->arena, HEATMAP_BUCKETS * sizeof *m->counts);
+    m->exemplars = arena_alloc(c->arena, HEATMAP_BUCKETS * sizeof *m->exemplars);
+    if (!m->y_min || !m->counts || !m->exemplars) return NULL;
+    m->n_y_min = m->n_counts = HEATMAP_BUCKETS;
+    for (int b = 0; b < HEATMAP_BUCKETS; b++) {
+        m->y_min[b] = h->ymin[b];
+        m->counts[b] = sl->counts[b];
+        if (sl->ex[b].set && !(m->exemplars[m->n_exemplars++] = cell_exemplar(c, &sl->ex[b], names, width)))
+            return NULL;
+    }
+    return m;
+}
+
+static Querier__V1__HeatmapSeries *heatmap_series_msg(qctx_t *c, const heatmap_t *h, size_t g, char *const *names,
+                                                      size_t width) {
+    Querier__V1__HeatmapSeries *s = arena_alloc(c->arena, sizeof *s);
+    if (!s) return NULL;
+    querier__v1__heatmap_series__init(s);
+    s->labels = arena_alloc(c->arena, (width + 1) * sizeof *s->labels);
+    s->slots = arena_alloc(c->arena, (h->s[g].n + 1) * sizeof *s->slots);
+    if (!s->labels || !s->slots) return NULL;
+    for (size_t i = 0; i < width; i++)
+        if (*h->g.v[g].vals[i] && !(s->labels[s->n_labels++] = label_pair(c, names[i], h->g.v[g].vals[i]))) return NULL;
+    for (size_t k = 0; k < h->s[g].n; k++)
+        if (!(s->slots[s->n_slots++] = slot_msg(c, h, &h->s[g].slots[k], names, width))) return NULL;
+    return s;
+}
+
+static ProtobufCMessage *select_heatmap(qctx_t *c, const ProtobufCMessage *in) {
+    const Querier__V1__SelectHeatmapRequest *q = (const void *)in;
+    if (!(q->step > 0) || q->step > 1e9) return fail(c, 400, "`step` must be a positive number of seconds");
+    if (q->limit < 0) return fail(c, 400, "`limit` must not be negative");
+    if (q->query_type == QUERIER__V1__HEATMAP_QUERY_TYPE__HEATMAP_QUERY_TYPE_SPAN ||
+        q->exemplar_type == QUERIER__V1__EXEMPLAR_TYPE__EXEMPLAR_TYPE_SPAN)
+        return fail(c, 501, "span heatmaps are not served: ask for queryType HEATMAP_QUERY_TYPE_INDIVIDUAL");
+    if (q->query_type > QUERIER__V1__HEATMAP_QUERY_TYPE__HEATMAP_QUERY_TYPE_SPAN ||
+        q->exemplar_type > QUERIER__V1__EXEMPLAR_TYPE__EXEMPLAR_TYPE_SPAN)
+        return fail(c, 400, "unknown `queryType` or `exemplarType`");
+    if (q->end > 0 && q->start >= q->end) return fail(c, 400, "`start` must be before `end`");
+    int64_t from, until;
+    selector_t sel = {0};
+    if (ms_range(c, q->start, q->end, HOUR_NS, &from, &until) ||
+        request_selector(c, q->profile_typeid, q->label_selector, &sel)) {
+        selector_destroy(&sel);
+        return NULL;
+    }
+    merge_query_t mq = {.tenant = c->tenant,
+                        .sel = &sel,
+                        .from = from,
+                        .until = until,
+                        .step = (int64_t)llround(q->step * 1e9),
+                        .deadline_ns = c->deadline_ns};
+    heatmap_t h;
+    int ex = q->exemplar_type == QUERIER__V1__EXEMPLAR_TYPE__EXEMPLAR_TYPE_INDIVIDUAL;
+    int rc = heatmap_run(c->a->store, &mq, &sel, q->group_by, q->n_group_by, (size_t)q->limit, ex, &h, &c->err);
+    selector_destroy(&sel);
+    Querier__V1__SelectHeatmapResponse *r = rc ? NULL : arena_alloc(c->arena, sizeof *r);
+    if (r) querier__v1__select_heatmap_response__init(r);
+    if (rc == 0 && (!r || !(r->series = arena_alloc(c->arena, (h.g.n + 1) * sizeof *r->series)))) rc = -1, oom(c);
+    for (size_t g = 0; rc == 0 && g < h.g.n; g++) {
+        if (!h.s[g].n) continue; /* a group with no profile in the range */
+        if (!(r->series[r->n_series++] = heatmap_series_msg(c, &h, g, q->group_by, q->n_group_by))) rc = -1, oom(c);
+    }
+    heatmap_destroy(&h);
+    return rc ? NULL : &r->base;
+}
+
 /* ---- Diff, GetProfileStats ---- */
 
 /* Merges one side of a Diff and builds its call tree. 0 or -1 (c->err set). */
@@ -622,17 +713,20 @@ static const struct {
     const char *name;
     const ProtobufCMessageDescriptor *in;
     method_fn fn;
+    int json_only; /* its binary field numbers are not upstream's (wire/querier.proto) */
 } METHODS[] = {
-    {"ProfileTypes", &querier__v1__profile_types_request__descriptor, profile_types},
-    {"LabelNames", &querier__v1__label_names_request__descriptor, label_names},
-    {"LabelValues", &querier__v1__label_values_request__descriptor, label_values},
-    {"Series", &querier__v1__series_request__descriptor, series},
-    {"SelectMergeStacktraces", &querier__v1__select_merge_stacktraces_request__descriptor, select_merge_stacktraces},
-    {"SelectMergeProfile", &querier__v1__select_merge_profile_request__descriptor, select_merge_profile},
-    {"SelectSeries", &querier__v1__select_series_request__descriptor, select_series},
-    {"SelectMergeSpanProfile", &querier__v1__select_merge_span_profile_request__descriptor, select_merge_span_profile},
-    {"Diff", &querier__v1__diff_request__descriptor, diff},
-    {"GetProfileStats", &querier__v1__get_profile_stats_request__descriptor, get_profile_stats},
+    {"ProfileTypes", &querier__v1__profile_types_request__descriptor, profile_types, 0},
+    {"LabelNames", &querier__v1__label_names_request__descriptor, label_names, 0},
+    {"LabelValues", &querier__v1__label_values_request__descriptor, label_values, 0},
+    {"Series", &querier__v1__series_request__descriptor, series, 0},
+    {"SelectMergeStacktraces", &querier__v1__select_merge_stacktraces_request__descriptor, select_merge_stacktraces, 0},
+    {"SelectMergeProfile", &querier__v1__select_merge_profile_request__descriptor, select_merge_profile, 0},
+    {"SelectSeries", &querier__v1__select_series_request__descriptor, select_series, 0},
+    {"SelectMergeSpanProfile", &querier__v1__select_merge_span_profile_request__descriptor, select_merge_span_profile,
+     0},
+    {"Diff", &querier__v1__diff_request__descriptor, diff, 0},
+    {"GetProfileStats", &querier__v1__get_profile_stats_request__descriptor, get_profile_stats, 0},
+    {"SelectHeatmap", &querier__v1__select_heatmap_request__descriptor, select_heatmap, 1},
 };
 
 /* settings.v1.SettingsService/Get: Hearth keeps no per-tenant UI settings, so the
@@ -660,6 +754,10 @@ void api_querier(app_t *a, http_req_t *req, http_resp_t *resp) {
     if (req->body_too_big) return connect_error(resp, 413, "request body exceeds --max-body-bytes");
     connect_codec_t codec;
     if (connect_codec(req, &codec, resp)) return;
+    if (METHODS[i].json_only && codec != CONNECT_JSON)
+        return connect_error(resp, 501,
+                             "this method is served in Connect's JSON encoding only (Content-Type: application/json): "
+                             "Hearth does not know upstream's binary field numbers of its answer");
     int64_t t0 = time_now_ns();
     qctx_t c = {a, req->tenant, arena_new(), app_query_deadline(a, req), {0}, 0};
     if (!c.arena) return connect_error(resp, 500, "out of memory");

@@ -403,6 +403,94 @@ def select_series_individual_exemplars_name_each_steps_largest_profile():
         assert st == 501
 
 
+def expected_heatmap(rows, start_ms, end_ms, step_ms, key):
+    """SelectHeatmap's answer computed from /api/v1/profiles rows with Pyroscope's layout
+    (pkg/model/heatmap): 20 equal value buckets over all totals, time buckets ending at
+    start + k*step (a profile in the first ending at or after it), per non-empty cell the
+    largest profile. {key(row): {slot ms: (counts, {bucket: best row})}}, and the bucket starts."""
+    lo, hi = min(r["total"] for r in rows), max(r["total"] for r in rows)
+    hi = hi if hi > lo else lo + 1
+    size = (hi - lo) / 20
+    los = [lo + int(i * size) for i in range(20)]
+    his = los[1:] + [hi]
+    ntb = (end_ms - start_ms) // step_ms + 1
+    out = {}
+    for r in sorted(rows, key=lambda r: -r["timestamp"]):  # newest first: the newest of equals stays
+        d = r["timestamp"] - start_ms
+        tb = min(0 if d <= 0 else -(-d // step_ms), ntb - 1)
+        b = next((i for i in range(20) if los[i] <= r["total"] < his[i]), 19)
+        counts, best = out.setdefault(key(r), {}).setdefault(start_ms + tb * step_ms, ([0] * 20, {}))
+        counts[b] += 1
+        if b not in best or r["total"] > best[b]["total"]:
+            best[b] = r
+    return out, los
+
+
+@test
+def select_heatmap_counts_profiles_per_step_and_value_bucket():
+    """SelectHeatmap (Profiles Drilldown's heatmap), in Connect JSON: each group's non-empty time
+    steps with every value bucket's count of profiles and, per non-empty cell, the largest
+    profile as its exemplar (labels without the group-by ones), all equal to what
+    /api/v1/profiles lists laid out as Pyroscope lays it out. Binary requests are refused
+    (501: upstream's field numbers are unknown here), as are span heatmaps; a missing step or an
+    empty range is a bad request."""
+    files = cpu_files(6)
+    with Server() as srv:
+        for i, p in enumerate(files):  # prod and dev interleaved, 40 s apart: several per 60 s step
+            push(srv, p, "hm{env=%s,pod=p%d}" % ("prod" if i % 2 else "dev", i), T0 + 40 * i)
+        start, end = T0 * 1000, (T0 + 300) * 1000
+        doc = {"profileTypeID": CPU, "labelSelector": '{service_name="hm"}', "start": start, "end": end,
+               "step": 60, "queryType": "HEATMAP_QUERY_TYPE_INDIVIDUAL", "exemplarType": "EXEMPLAR_TYPE_INDIVIDUAL"}
+        rows = srv.get_json("/api/v1/profiles", query=CPU + '{service_name="hm"}', limit=1000,
+                            **{"from": T0, "until": T0 + 300})["profiles"]
+        assert len(rows) >= 6 and len({r["total"] for r in rows}) > 2, rows  # endpoint labels split them
+
+        def check(js, key, group_names):
+            want, los = expected_heatmap(rows, start, end, 60000, key)
+            got = {}
+            for series in js["series"]:
+                labels = {l["name"]: l["value"] for l in series["labels"]}
+                assert set(labels) == set(group_names), series["labels"]
+                for slot in series["slots"]:
+                    assert slot["yMin"] == [float(v) for v in los], (slot["yMin"], los)
+                    exs = {}
+                    for ex in slot.get("exemplars", []):
+                        exl = {l["name"]: l["value"] for l in ex["labels"]}
+                        assert not set(exl) & set(group_names), ex  # the series names those
+                        exs[ex["profileId"]] = (int(ex["timestamp"]), int(ex["value"]), exl)
+                    got.setdefault(tuple(sorted(labels.items())), {})[int(slot["timestamp"])] = (slot["counts"], exs)
+            assert set(got) == set(want), (got.keys(), want.keys())
+            for k, slots in want.items():
+                assert set(got[k]) == set(slots), (k, got[k].keys(), slots.keys())
+                for ts, (counts, best) in slots.items():
+                    gc, gex = got[k][ts]
+                    assert gc == counts, (k, ts, gc, counts)
+                    assert set(gex) == {r["id"] for r in best.values()}, (gex, best)
+                    for r in best.values():
+                        assert gex[r["id"]][:2] == (r["timestamp"], r["total"]), (gex[r["id"]], r)
+                        assert gex[r["id"]][2] == {n: v for n, v in r["labels"].items() if n not in group_names}
+
+        st, js = connect_json(srv, "SelectHeatmap", dict(doc, groupBy=["env"]))
+        assert st == 200, js
+        check(js, lambda r: (("env", r["labels"]["env"]),), ["env"])
+        st, js = connect_json(srv, "SelectHeatmap", doc)
+        assert st == 200 and len(js["series"]) == 1, js
+        check(js, lambda r: (), [])
+        # limit keeps the largest groups; without exemplars asked for, none are sent.
+        st, js = connect_json(srv, "SelectHeatmap", dict(doc, groupBy=["pod"], limit=2, exemplarType="EXEMPLAR_TYPE_NONE"))
+        assert st == 200 and len(js["series"]) == 2, js
+        assert not any(sl.get("exemplars") for s in js["series"] for sl in s["slots"]), js
+        # What is refused, and why.
+        st, js = connect_json(srv, "SelectHeatmap", dict(doc, queryType="HEATMAP_QUERY_TYPE_SPAN"))
+        assert st == 501 and js["code"] == "unimplemented", (st, js)
+        st, js = connect_json(srv, "SelectHeatmap", dict(doc, step=0))
+        assert st == 400 and "step" in js["message"], (st, js)
+        st, js = connect_json(srv, "SelectHeatmap", dict(doc, end=start))
+        assert st == 400, (st, js)
+        st, raw = connect_proto(srv, "SelectHeatmap", pb_field(1, CPU.encode()))
+        assert st == 501 and b"JSON" in raw, (st, raw)
+
+
 def pyroscope_tree(b):
     """{root-first path tuple: (self, total)} of Pyroscope's tree bytes, read as its
     UnmarshalTree reads them: depth first, each node owed to the last parent still owed one."""
