@@ -692,6 +692,23 @@ static segment_t *parse_totals(buf_reader_t *r, uint64_t nrows, hr_err_t *err) {
     return t;
 }
 
+/* 1 when the footer's rows are its partitions' rows, partition by partition: each
+ * partition's count of them, of its series, in its time range (scans hand a query
+ * the slice of the partitions it wants). */
+static int rows_match_parts(const block_index_t *ix) {
+    size_t at = 0;
+    for (size_t p = 0; p < ix->nparts; p++) {
+        const block_part_t *bp = &ix->parts[p];
+        if (bp->nprofiles > ix->totals->nprofiles - at) return 0;
+        for (size_t k = at; k < at + bp->nprofiles; k++) {
+            const seg_profile_t *r = &ix->totals->profiles[k];
+            if (!block_part_has(bp, r->series) || r->time_ns < bp->min_time || r->time_ns > bp->max_time) return 0;
+        }
+        at += bp->nprofiles;
+    }
+    return at == ix->totals->nprofiles;
+}
+
 /* Parses a FOOTER section (at f, n bytes) of a file of size `size` whose footer
  * starts at foff. */
 static block_index_t *parse_footer(const uint8_t *f, size_t n, uint64_t foff, hr_err_t *err) {
@@ -710,6 +727,8 @@ static block_index_t *parse_footer(const uint8_t *f, size_t n, uint64_t foff, hr
     if (rc == 0 && !(ix->parts = calloc(np ? np : 1, sizeof *ix->parts))) rc = hr_fail(err, HR_ENOMEM, "out of memory");
     for (size_t i = 0; i < np && rc == 0; i++, ix->nparts++) rc = parse_part(&fr, &ix->parts[i], foff, err);
     if (rc == 0 && !(ix->totals = parse_totals(&fr, buf_get_uvarint(&fr), err))) rc = -1;
+    if (rc == 0 && !rows_match_parts(ix))
+        rc = hr_fail(err, HR_EUNPROC, "block: footer rows do not match its partitions");
     free(raw);
     if (rc) {
         block_index_free(ix);

@@ -499,6 +499,28 @@ int store_part_wanted(const block_part_t *p, const store_filter_t *f) {
     return 0;
 }
 
+/* Hands fn the footer totals of the block's wanted partitions: the footer lists
+ * every row partition by partition, so each run of wanted partitions is one slice of
+ * it, passed as a view (the same rows, not copied). A query for one service of a
+ * fleet then walks that service's rows, not the fleet's. */
+static int scan_totals(const block_index_t *ix, const store_filter_t *f, store_segment_fn fn, void *ctx) {
+    size_t at = 0, run = 0; /* rows before partition p; the wanted run's first row */
+    int rc = 0, in_run = 0;
+    for (size_t p = 0; p <= ix->nparts && rc == 0; p++) {
+        int want = p < ix->nparts && store_part_wanted(&ix->parts[p], f);
+        if (want && !in_run) run = at;
+        if (!want && in_run && at > run) {
+            segment_t view = *ix->totals;
+            view.profiles = ix->totals->profiles + run;
+            view.nprofiles = view.profiles_cap = at - run;
+            rc = fn(ctx, &view);
+        }
+        in_run = want;
+        if (p < ix->nparts) at += ix->parts[p].nprofiles;
+    }
+    return rc;
+}
+
 /* Queues the block's wanted partitions into the batch (running it when full), or
  * hands fn the block's footer totals when they suffice. A bad block is skipped; one
  * whose footer does not load for a passing reason fails the scan (err). */
@@ -511,7 +533,7 @@ static int scan_block(store_t *s, size_t i, const store_filter_t *f, want_t *bat
     int bad = b->bad;
     pthread_mutex_unlock(&s->cache_mu);
     if (!ix) return bad ? 0 : -1;
-    if (f->totals_only && ix->totals) return fn(ctx, ix->totals); /* no partition decoded */
+    if (f->totals_only && ix->totals) return scan_totals(ix, f, fn, ctx); /* no partition decoded */
     int rc = 0;
     for (size_t p = 0; p < ix->nparts && rc == 0; p++) {
         const block_part_t *bp = &ix->parts[p];
