@@ -304,6 +304,14 @@ int serve_main(int argc, char **argv) {
      * after hour (200 services, hourly cuts: 386 MiB after 12 hours, 542 MiB after 7 days).
      * Two arenas, one per core here, keep that memory reused (316 MiB after 12 hours). */
     mallopt(M_ARENA_MAX, 2);
+    /* A query allocates and frees tens of MB (its result's symbols and tree, the
+     * answer's text). By default glibc maps the large blocks afresh and hands freed
+     * memory back to the kernel, so every query paid its page faults and TLB flushes
+     * again: a fifth of a warm query's CPU. Kept for reuse instead, a warm 1-day query
+     * over 200 services' hourly blocks took 6.9 ms instead of 11.1 (peak RSS 35 MiB
+     * either way); building that day's store peaked at 371 MiB instead of 328. */
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 64 << 20);
     static app_t app; /* large; lives for the process */
     int rc = config_load(&app.cfg, argc, argv, stderr);
     if (rc) return rc > 0 ? 0 : 2;
