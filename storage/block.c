@@ -230,15 +230,13 @@ static int encode_part(const segment_t *p, int level, buf_t *out, int *flags, hr
     int64_t *unit = row_units(p, order, p->nprofiles), *munit = m ? row_units(m, morder, m->nprofiles) : NULL;
     buf_t sec[6];
     for (int i = 0; i < 6; i++) buf_init(&sec[i]);
-    if (!unit || (m && !munit)) sec[0].oom = 1;
+    sec[0].oom = !unit || (m && !munit); /* put_sections reports it */
     if (!sec[0].oom) {
         symtab_encode(p->sym, &sec[0]);
         encode_profiles(p, order, unit, p->nprofiles, &sec[1]);
         encode_samples(p, order, unit, p->nprofiles, &sec[2]);
-    }
-    if (m && !sec[0].oom) {
-        encode_profiles(m, morder, munit, m->nprofiles, &sec[3]);
-        encode_samples(m, morder, munit, m->nprofiles, &sec[4]);
+        if (m) encode_profiles(m, morder, munit, m->nprofiles, &sec[3]);
+        if (m) encode_samples(m, morder, munit, m->nprofiles, &sec[4]);
     }
     if (p->nspans) encode_spans(p, order, p->nprofiles, &sec[5]);
     *flags = (m ? PART_MERGED : 0) | (p->nspans ? PART_SPANS : 0) | PART_UNITS;
