@@ -146,17 +146,28 @@ typedef struct {
     const uint8_t *bits;
     uint32_t nbits;
     int64_t from, until;
+    int spans; /* list each profile's spans instead of the profile */
     catalog_profile_t *v;
     size_t len, cap;
 } plist_t;
+
+static int list_entry(plist_t *l, const seg_profile_t *r, int64_t total, uint64_t span) {
+    if (VEC_RESERVE(l->v, l->cap, l->len + 1)) return -1;
+    l->v[l->len++] = (catalog_profile_t){r->series, r->time_ns, total, span};
+    return 0;
+}
 
 static int list_segment(void *ctx, const segment_t *seg) {
     plist_t *l = ctx;
     for (size_t i = 0; i < seg->nprofiles; i++) {
         const seg_profile_t *r = &seg->profiles[i];
         if (r->series >= l->nbits || !l->bits[r->series] || r->time_ns < l->from || r->time_ns > l->until) continue;
-        if (VEC_RESERVE(l->v, l->cap, l->len + 1)) return -1;
-        l->v[l->len++] = (catalog_profile_t){r->series, r->time_ns, r->total};
+        if (!l->spans && list_entry(l, r, r->total, 0)) return -1;
+        /* span samples are sorted by stack, then span: entries here, summed per span below */
+        for (uint32_t j = 0; l->spans && j < r->nspans; j++) {
+            const span_sample_t *sp = &seg->spans[r->span_first + j];
+            if (list_entry(l, r, sp->value, sp->span)) return -1;
+        }
     }
     return 0;
 }
@@ -164,18 +175,21 @@ static int list_segment(void *ctx, const segment_t *seg) {
 static int newest_first(const void *a, const void *b) {
     const catalog_profile_t *x = a, *y = b;
     if (x->time_ns != y->time_ns) return x->time_ns < y->time_ns ? 1 : -1;
-    return (x->series > y->series) - (x->series < y->series);
+    if (x->series != y->series) return (x->series > y->series) - (x->series < y->series);
+    return (x->span > y->span) - (x->span < y->span);
 }
 
-int catalog_profiles(store_t *st, const catalog_query_t *q, catalog_profile_t **out, size_t *n, hr_err_t *err) {
-    plist_t l = {.from = q->from, .until = q->until};
+static int list_profiles(store_t *st, const catalog_query_t *q, int spans, catalog_profile_t **out, size_t *n,
+                         hr_err_t *err) {
+    plist_t l = {.from = q->from, .until = q->until, .spans = spans};
     *out = NULL, *n = 0;
     if (!q->sel || !q->sel->profile_type) return hr_fail(err, HR_EINVAL, "the query must name a profile type");
     uint32_t nbits;
     uint8_t *bits = catalog_select(st, q, &nbits, err);
     if (!bits) return -1;
     l.bits = bits, l.nbits = nbits;
-    store_filter_t f = {q->from, q->until, bits, nbits, 1, 0}; /* a profile list needs totals only */
+    /* a profile list needs the rows' totals only; spans are in the samples' partitions */
+    store_filter_t f = {q->from, q->until, bits, nbits, !spans, 0};
     int rc = store_scan(st, q->tenant, &f, list_segment, &l, err);
     free(bits);
     if (rc) {
@@ -183,14 +197,23 @@ int catalog_profiles(store_t *st, const catalog_query_t *q, catalog_profile_t **
         return err->code ? -1 : hr_fail(err, HR_ENOMEM, "out of memory listing profiles");
     }
     if (l.len) qsort(l.v, l.len, sizeof *l.v, newest_first);
-    size_t w = 0; /* fold same series + same instant (a profile split over segments) */
+    size_t w = 0; /* fold same series + instant (+ span): a profile split over segments, a span's stacks */
     for (size_t i = 0; i < l.len; i++) {
-        if (w && l.v[w - 1].series == l.v[i].series && l.v[w - 1].time_ns == l.v[i].time_ns)
-            l.v[w - 1].total += l.v[i].total;
+        catalog_profile_t *last = w ? &l.v[w - 1] : NULL;
+        if (last && last->series == l.v[i].series && last->time_ns == l.v[i].time_ns && last->span == l.v[i].span)
+            last->total += l.v[i].total;
         else l.v[w++] = l.v[i];
     }
     *out = l.v, *n = w;
     return 0;
+}
+
+int catalog_profiles(store_t *st, const catalog_query_t *q, catalog_profile_t **out, size_t *n, hr_err_t *err) {
+    return list_profiles(st, q, 0, out, n, err);
+}
+
+int catalog_spans(store_t *st, const catalog_query_t *q, catalog_profile_t **out, size_t *n, hr_err_t *err) {
+    return list_profiles(st, q, 1, out, n, err);
 }
 
 /* ---- discovery answers: rows of strings, deduplicated, sorted, packed ---- */

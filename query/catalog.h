@@ -46,10 +46,12 @@ int catalog_series(store_t *st, const catalog_query_t *q, catalog_series_fn fn, 
  * time range anyway. */
 uint8_t *catalog_select(store_t *st, const catalog_query_t *q, uint32_t *n, hr_err_t *err);
 
-/* One stored profile: its series, time and total value. */
+/* One stored profile: its series, time and total value; or, from catalog_spans, one
+ * span's part of it. */
 typedef struct {
     uint32_t series;
-    int64_t time_ns, total;
+    int64_t time_ns, total; /* total: of the span's samples when span is set */
+    uint64_t span;          /* 0: the whole profile */
 } catalog_profile_t;
 
 /* Lists the profiles of the series selected by q->sel (which must name a profile
@@ -57,6 +59,11 @@ typedef struct {
  * its length. Profiles of one series at the same instant are listed once, summed,
  * as a merge would see them. */
 int catalog_profiles(store_t *st, const catalog_query_t *q, catalog_profile_t **out, size_t *n, hr_err_t *err);
+/* As catalog_profiles, but one entry per span id each profile's samples carry (a
+ * trace-to-profile link, segment.h), with the sum of that span's samples; profiles
+ * without span samples are not listed. Newest first, then by series and span. It
+ * reads the span samples, so it decodes the selected series' partitions. */
+int catalog_spans(store_t *st, const catalog_query_t *q, catalog_profile_t **out, size_t *n, hr_err_t *err);
 
 /* ---- discovery answers: sorted arrays ----
  * Each function answers for the series any of q[0..nq) selects (nq >= 1, all of one

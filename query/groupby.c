@@ -192,8 +192,8 @@ int groupby_label(store_t *st, const merge_query_t *q, selector_t *sel, exemplar
     return rc == 0 && l.oom ? hr_fail(err, HR_ENOMEM, "out of memory") : rc;
 }
 
-int groupby_profiles(store_t *st, const merge_query_t *q, selector_t *sel, const grouped_t *g, groupby_profile_fn fn,
-                     void *ctx, hr_err_t *err) {
+int groupby_profiles(store_t *st, const merge_query_t *q, selector_t *sel, const grouped_t *g, int spans,
+                     groupby_profile_fn fn, void *ctx, hr_err_t *err) {
     catalog_query_t cq = {q->tenant, sel, 0, q->from, q->until, q->deadline_ns};
     mapper_t mp = {.g = g, .keys = group_keys(g)};
     mp.vals = calloc(g->width + 1, sizeof *mp.vals);
@@ -204,7 +204,7 @@ int groupby_profiles(store_t *st, const merge_query_t *q, selector_t *sel, const
     if (rc == 0 && (mp.oom || mp.key.oom)) rc = hr_fail(err, HR_ENOMEM, "out of memory");
     catalog_profile_t *p = NULL;
     size_t np = 0;
-    if (rc == 0) rc = catalog_profiles(st, &cq, &p, &np, err);
+    if (rc == 0) rc = (spans ? catalog_spans : catalog_profiles)(st, &cq, &p, &np, err);
     for (size_t i = 0; rc == 0 && i < np; i++)
         if (p[i].series < mp.ngroup_of && mp.group_of[p[i].series] >= 0)
             fn(ctx, (size_t)mp.group_of[p[i].series], &p[i]);
@@ -235,7 +235,7 @@ int groupby_exemplars(store_t *st, const merge_query_t *q, selector_t *sel, grou
         if (!(g->v[i].ex = calloc(m->nbuckets, sizeof *g->v[i].ex))) return hr_fail(err, HR_ENOMEM, "out of memory");
         g->v[i].nex = m->nbuckets;
     }
-    if (groupby_profiles(st, q, sel, g, offer, g, err)) return -1;
+    if (groupby_profiles(st, q, sel, g, 0, offer, g, err)) return -1;
     exemplar_t **set = NULL;
     size_t n = 0, cap = 0;
     for (size_t i = 0; i < g->n; i++)

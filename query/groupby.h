@@ -52,10 +52,11 @@ int groupby_run(store_t *st, const merge_query_t *q, selector_t *sel, char *cons
 int groupby_exemplars(store_t *st, const merge_query_t *q, selector_t *sel, grouped_t *g, hr_err_t *err);
 /* Calls fn for every profile (newest first) that a kept group of g selects in q's
  * range, with the group's index in g->v; totals from the block footers, as
- * catalog_profiles lists them. 0, or -1 with err. */
+ * catalog_profiles lists them. With spans, fn is called for every span of those
+ * profiles instead, as catalog_spans lists them. 0, or -1 with err. */
 typedef void (*groupby_profile_fn)(void *ctx, size_t group, const catalog_profile_t *p);
-int groupby_profiles(store_t *st, const merge_query_t *q, selector_t *sel, const grouped_t *g, groupby_profile_fn fn,
-                     void *ctx, hr_err_t *err);
+int groupby_profiles(store_t *st, const merge_query_t *q, selector_t *sel, const grouped_t *g, int spans,
+                     groupby_profile_fn fn, void *ctx, hr_err_t *err);
 /* Copies into each of ex[0..n) its profile's series labels. 0, or -1 with err. */
 int groupby_label(store_t *st, const merge_query_t *q, selector_t *sel, exemplar_t *const *ex, size_t n, hr_err_t *err);
 void grouped_destroy(grouped_t *g);

@@ -14,7 +14,9 @@
  * answer to the question asked. Served: stack_trace_selector.call_site
  * (query/callsite.h), profile_id_selector (Hearth's SERIES-TIME_NS ids) and
  * SelectMergeSpanProfile's span_selector (span samples, storage/segment.h). */
+#include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -445,7 +447,10 @@ static Querier__V1__Exemplar *exemplar_msg(qctx_t *c, const exemplar_t *e) {
     if (!(x->labels = arena_alloc(c->arena, (e->labels.n + 1) * sizeof *x->labels))) return NULL;
     x->timestamp = e->p.time_ns / MS;
     x->value = e->p.total;
-    if (!(x->profile_id = arena_strdup(c->arena, id))) return NULL;
+    /* a span exemplar names its span, as the span selector takes it, and no profile (as Pyroscope) */
+    if (e->p.span) snprintf(id, sizeof id, "%016" PRIx64, e->p.span);
+    if (!(e->p.span ? (x->span_id = arena_strdup(c->arena, id)) : (x->profile_id = arena_strdup(c->arena, id))))
+        return NULL;
     for (size_t i = 0; i < e->labels.n; i++)
         if (!(x->labels[x->n_labels++] = label_pair(c, e->labels.v[i].name, e->labels.v[i].value))) return NULL;
     return x;
@@ -539,7 +544,7 @@ static ProtobufCMessage *select_series(qctx_t *c, const ProtobufCMessage *in) {
     return rc ? NULL : &r->base;
 }
 
-/* ---- SelectHeatmap (JSON only: see wire/querier.proto) ---- */
+/* ---- SelectHeatmap ---- */
 
 /* An exemplar of the heatmap: as SelectSeries' but without the group-by labels,
  * which its series already names (Pyroscope leaves them out too). */
@@ -590,16 +595,40 @@ static Querier__V1__HeatmapSeries *heatmap_series_msg(qctx_t *c, const heatmap_t
     return s;
 }
 
+/* The points a heatmap request asks for, checked as Pyroscope checks them: a query
+ * type must be given, and exemplars must be of its kind. -1 after fail(). */
+static int heatmap_points(qctx_t *c, const Querier__V1__SelectHeatmapRequest *q, heatmap_points_t *points, int *ex) {
+    static const struct {
+        Querier__V1__HeatmapQueryType type;
+        heatmap_points_t points;
+        Querier__V1__ExemplarType exemplars; /* the exemplar type that goes with it */
+    } KINDS[] = {
+        {QUERIER__V1__HEATMAP_QUERY_TYPE__HEATMAP_QUERY_TYPE_INDIVIDUAL, HEATMAP_PROFILES,
+         QUERIER__V1__EXEMPLAR_TYPE__EXEMPLAR_TYPE_INDIVIDUAL},
+        {QUERIER__V1__HEATMAP_QUERY_TYPE__HEATMAP_QUERY_TYPE_SPAN, HEATMAP_SPANS,
+         QUERIER__V1__EXEMPLAR_TYPE__EXEMPLAR_TYPE_SPAN},
+    };
+    size_t k = 0, n = sizeof KINDS / sizeof *KINDS;
+    while (k < n && KINDS[k].type != q->query_type) k++;
+    if (k == n) return fail(c, 400, "`queryType` must be HEATMAP_QUERY_TYPE_INDIVIDUAL or HEATMAP_QUERY_TYPE_SPAN"), -1;
+    *points = KINDS[k].points;
+    *ex = q->exemplar_type == KINDS[k].exemplars;
+    if (!*ex && q->exemplar_type != QUERIER__V1__EXEMPLAR_TYPE__EXEMPLAR_TYPE_UNSPECIFIED &&
+        q->exemplar_type != QUERIER__V1__EXEMPLAR_TYPE__EXEMPLAR_TYPE_NONE)
+        return fail(c, 400,
+                    "`exemplarType` must match `queryType`: INDIVIDUAL exemplars for individual profiles, SPAN "
+                    "exemplars for spans, or NONE"),
+               -1;
+    return 0;
+}
+
 static ProtobufCMessage *select_heatmap(qctx_t *c, const ProtobufCMessage *in) {
     const Querier__V1__SelectHeatmapRequest *q = (const void *)in;
+    heatmap_points_t points;
+    int ex;
     if (!(q->step > 0) || q->step > 1e9) return fail(c, 400, "`step` must be a positive number of seconds");
     if (q->limit < 0) return fail(c, 400, "`limit` must not be negative");
-    if (q->query_type == QUERIER__V1__HEATMAP_QUERY_TYPE__HEATMAP_QUERY_TYPE_SPAN ||
-        q->exemplar_type == QUERIER__V1__EXEMPLAR_TYPE__EXEMPLAR_TYPE_SPAN)
-        return fail(c, 501, "span heatmaps are not served: ask for queryType HEATMAP_QUERY_TYPE_INDIVIDUAL");
-    if (q->query_type > QUERIER__V1__HEATMAP_QUERY_TYPE__HEATMAP_QUERY_TYPE_SPAN ||
-        q->exemplar_type > QUERIER__V1__EXEMPLAR_TYPE__EXEMPLAR_TYPE_SPAN)
-        return fail(c, 400, "unknown `queryType` or `exemplarType`");
+    if (heatmap_points(c, q, &points, &ex)) return NULL;
     if (q->end > 0 && q->start >= q->end) return fail(c, 400, "`start` must be before `end`");
     int64_t from, until;
     selector_t sel = {0};
@@ -615,8 +644,7 @@ static ProtobufCMessage *select_heatmap(qctx_t *c, const ProtobufCMessage *in) {
                         .step = (int64_t)llround(q->step * 1e9),
                         .deadline_ns = c->deadline_ns};
     heatmap_t h;
-    int ex = q->exemplar_type == QUERIER__V1__EXEMPLAR_TYPE__EXEMPLAR_TYPE_INDIVIDUAL;
-    int rc = heatmap_run(c->a->store, &mq, &sel, q->group_by, q->n_group_by, (size_t)q->limit, ex, &h, &c->err);
+    int rc = heatmap_run(c->a->store, &mq, &sel, q->group_by, q->n_group_by, (size_t)q->limit, points, ex, &h, &c->err);
     selector_destroy(&sel);
     Querier__V1__SelectHeatmapResponse *r = rc ? NULL : arena_alloc(c->arena, sizeof *r);
     if (r) querier__v1__select_heatmap_response__init(r);
@@ -713,20 +741,18 @@ static const struct {
     const char *name;
     const ProtobufCMessageDescriptor *in;
     method_fn fn;
-    int json_only; /* its binary field numbers are not upstream's (wire/querier.proto) */
 } METHODS[] = {
-    {"ProfileTypes", &querier__v1__profile_types_request__descriptor, profile_types, 0},
-    {"LabelNames", &querier__v1__label_names_request__descriptor, label_names, 0},
-    {"LabelValues", &querier__v1__label_values_request__descriptor, label_values, 0},
-    {"Series", &querier__v1__series_request__descriptor, series, 0},
-    {"SelectMergeStacktraces", &querier__v1__select_merge_stacktraces_request__descriptor, select_merge_stacktraces, 0},
-    {"SelectMergeProfile", &querier__v1__select_merge_profile_request__descriptor, select_merge_profile, 0},
-    {"SelectSeries", &querier__v1__select_series_request__descriptor, select_series, 0},
-    {"SelectMergeSpanProfile", &querier__v1__select_merge_span_profile_request__descriptor, select_merge_span_profile,
-     0},
-    {"Diff", &querier__v1__diff_request__descriptor, diff, 0},
-    {"GetProfileStats", &querier__v1__get_profile_stats_request__descriptor, get_profile_stats, 0},
-    {"SelectHeatmap", &querier__v1__select_heatmap_request__descriptor, select_heatmap, 1},
+    {"ProfileTypes", &querier__v1__profile_types_request__descriptor, profile_types},
+    {"LabelNames", &querier__v1__label_names_request__descriptor, label_names},
+    {"LabelValues", &querier__v1__label_values_request__descriptor, label_values},
+    {"Series", &querier__v1__series_request__descriptor, series},
+    {"SelectMergeStacktraces", &querier__v1__select_merge_stacktraces_request__descriptor, select_merge_stacktraces},
+    {"SelectMergeProfile", &querier__v1__select_merge_profile_request__descriptor, select_merge_profile},
+    {"SelectSeries", &querier__v1__select_series_request__descriptor, select_series},
+    {"SelectMergeSpanProfile", &querier__v1__select_merge_span_profile_request__descriptor, select_merge_span_profile},
+    {"Diff", &querier__v1__diff_request__descriptor, diff},
+    {"GetProfileStats", &querier__v1__get_profile_stats_request__descriptor, get_profile_stats},
+    {"SelectHeatmap", &querier__v1__select_heatmap_request__descriptor, select_heatmap},
 };
 
 /* settings.v1.SettingsService/Get: Hearth keeps no per-tenant UI settings, so the
@@ -754,10 +780,6 @@ void api_querier(app_t *a, http_req_t *req, http_resp_t *resp) {
     if (req->body_too_big) return connect_error(resp, 413, "request body exceeds --max-body-bytes");
     connect_codec_t codec;
     if (connect_codec(req, &codec, resp)) return;
-    if (METHODS[i].json_only && codec != CONNECT_JSON)
-        return connect_error(resp, 501,
-                             "this method is served in Connect's JSON encoding only (Content-Type: application/json): "
-                             "Hearth does not know upstream's binary field numbers of its answer");
     int64_t t0 = time_now_ns();
     qctx_t c = {a, req->tenant, arena_new(), app_query_deadline(a, req), {0}, 0};
     if (!c.arena) return connect_error(resp, 500, "out of memory");

@@ -58,6 +58,20 @@ const char *labels_get(const labels_t *l, const char *name) {
     return i >= 0 ? l->v[i].value : NULL;
 }
 
+void labels_intersect(labels_t *a, const labels_t *b) {
+    size_t w = 0;
+    for (size_t i = 0; i < a->n; i++) {
+        const char *v = labels_get(b, a->v[i].name);
+        if (v && !strcmp(v, a->v[i].value)) {
+            a->v[w++] = a->v[i];
+            continue;
+        }
+        free(a->v[i].name);
+        free(a->v[i].value);
+    }
+    a->n = w;
+}
+
 int labels_equal(const labels_t *a, const labels_t *b) {
     if (a->n != b->n) return 0;
     for (size_t i = 0; i < a->n; i++) /* both sorted: equal sets are equal position by position */

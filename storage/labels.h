@@ -26,6 +26,8 @@ int labels_set(labels_t *l, const char *name, const char *value);
 /* Borrowed value of name, or NULL. */
 const char *labels_get(const labels_t *l, const char *name);
 int labels_copy(labels_t *dst, const labels_t *src);
+/* Keeps in a only the labels b holds with the same value (what both sets share). */
+void labels_intersect(labels_t *a, const labels_t *b);
 /* 1 when both sets hold the same names and values. */
 int labels_equal(const labels_t *a, const labels_t *b);
 /* Appends the canonical key: name \x01 value \x02 per label. */

@@ -426,14 +426,55 @@ def expected_heatmap(rows, start_ms, end_ms, step_ms, key):
     return out, los
 
 
+HEATMAP_ENUMS = {"HEATMAP_QUERY_TYPE_INDIVIDUAL": 1, "HEATMAP_QUERY_TYPE_SPAN": 2, "EXEMPLAR_TYPE_NONE": 1,
+                 "EXEMPLAR_TYPE_INDIVIDUAL": 2, "EXEMPLAR_TYPE_SPAN": 3}
+
+
+def heatmap_request_proto(doc):
+    """A SelectHeatmap JSON request in binary, with upstream's querier.v1 field numbers."""
+    b = (pb_field(1, doc["profileTypeID"].encode()) + pb_field(2, doc["labelSelector"].encode()) +
+         pb_encode_field(3, 0, doc["start"]) + pb_encode_field(4, 0, doc["end"]) +
+         pb_encode_field(5, 1, struct.pack("<d", doc["step"])))
+    b += b"".join(pb_field(6, g.encode()) for g in doc.get("groupBy", []))
+    b += pb_encode_field(7, 0, HEATMAP_ENUMS[doc["queryType"]]) + pb_encode_field(8, 0, HEATMAP_ENUMS[doc["exemplarType"]])
+    return b + (pb_encode_field(9, 0, doc["limit"]) if "limit" in doc else b"")
+
+
+def heatmap_norm_json(js):
+    """A SelectHeatmap JSON answer as plain tuples, to compare with the binary one."""
+    labels = lambda ls: tuple((l["name"], l["value"]) for l in ls or [])
+    return [(labels(s.get("labels")),
+             [(int(sl["timestamp"]), [float(v) for v in sl["yMin"]], [int(c) for c in sl["counts"]],
+               [(int(e["timestamp"]), e.get("profileId", ""), e.get("spanId", ""), int(e["value"]), labels(e.get("labels")))
+                for e in sl.get("exemplars", [])]) for sl in s["slots"]]) for s in js.get("series", [])]
+
+
+def heatmap_norm_proto(raw):
+    """A binary SelectHeatmapResponse read with upstream's numbers: series 1; types.v1.HeatmapSeries
+    labels 1, slots 2; HeatmapSlot timestamp 1, y_min 2 (packed doubles), counts 3 (packed),
+    exemplars 4; Exemplar timestamp 1, profile_id 2, span_id 3, value 4, labels 5."""
+    labels = lambda m, n: tuple((pb_strs(l, 1)[0], (pb_strs(l, 2) or [""])[0]) for l in map(pb_decode, m.get(n, [])))
+    first = lambda m, n, d: m.get(n, [d])[0]
+    out = []
+    for s in map(pb_decode, pb_decode(raw).get(1, [])):
+        slots = []
+        for sl in map(pb_decode, s.get(2, [])):
+            ymin = b"".join(sl.get(2, []))
+            exs = [(first(e, 1, 0), first(e, 2, b"").decode(), first(e, 3, b"").decode(), first(e, 4, 0), labels(e, 5))
+                   for e in map(pb_decode, sl.get(4, []))]
+            slots.append((first(sl, 1, 0), list(struct.unpack("<%dd" % (len(ymin) // 8), ymin)),
+                          [c for p in sl.get(3, []) for c in pb_packed(p)], exs))
+        out.append((labels(s, 1), slots))
+    return out
+
+
 @test
 def select_heatmap_counts_profiles_per_step_and_value_bucket():
-    """SelectHeatmap (Profiles Drilldown's heatmap), in Connect JSON: each group's non-empty time
-    steps with every value bucket's count of profiles and, per non-empty cell, the largest
-    profile as its exemplar (labels without the group-by ones), all equal to what
-    /api/v1/profiles lists laid out as Pyroscope lays it out. Binary requests are refused
-    (501: upstream's field numbers are unknown here), as are span heatmaps; a missing step or an
-    empty range is a bad request."""
+    """SelectHeatmap (Profiles Drilldown's heatmap): each group's non-empty time steps with every
+    value bucket's count of profiles and, per non-empty cell, the largest profile as its exemplar
+    (labels without the group-by ones), all equal to what /api/v1/profiles lists laid out as
+    Pyroscope lays it out. The binary answer, read with upstream's field numbers, is the JSON one;
+    a missing step or query type, an empty range or exemplars of the other kind are bad requests."""
     files = cpu_files(6)
     with Server() as srv:
         for i, p in enumerate(files):  # prod and dev interleaved, 40 s apart: several per 60 s step
@@ -473,6 +514,8 @@ def select_heatmap_counts_profiles_per_step_and_value_bucket():
         st, js = connect_json(srv, "SelectHeatmap", dict(doc, groupBy=["env"]))
         assert st == 200, js
         check(js, lambda r: (("env", r["labels"]["env"]),), ["env"])
+        st, raw = connect_proto(srv, "SelectHeatmap", heatmap_request_proto(dict(doc, groupBy=["env"])))
+        assert st == 200 and heatmap_norm_proto(raw) == heatmap_norm_json(js), (st, raw[:200])
         st, js = connect_json(srv, "SelectHeatmap", doc)
         assert st == 200 and len(js["series"]) == 1, js
         check(js, lambda r: (), [])
@@ -480,15 +523,17 @@ def select_heatmap_counts_profiles_per_step_and_value_bucket():
         st, js = connect_json(srv, "SelectHeatmap", dict(doc, groupBy=["pod"], limit=2, exemplarType="EXEMPLAR_TYPE_NONE"))
         assert st == 200 and len(js["series"]) == 2, js
         assert not any(sl.get("exemplars") for s in js["series"] for sl in s["slots"]), js
-        # What is refused, and why.
-        st, js = connect_json(srv, "SelectHeatmap", dict(doc, queryType="HEATMAP_QUERY_TYPE_SPAN"))
-        assert st == 501 and js["code"] == "unimplemented", (st, js)
-        st, js = connect_json(srv, "SelectHeatmap", dict(doc, step=0))
-        assert st == 400 and "step" in js["message"], (st, js)
-        st, js = connect_json(srv, "SelectHeatmap", dict(doc, end=start))
-        assert st == 400, (st, js)
-        st, raw = connect_proto(srv, "SelectHeatmap", pb_field(1, CPU.encode()))
-        assert st == 501 and b"JSON" in raw, (st, raw)
+        st, raw = connect_proto(srv, "SelectHeatmap", heatmap_request_proto(dict(doc, groupBy=["pod"], limit=2)))
+        assert st == 200 and [s[0] for s in heatmap_norm_proto(raw)] == [s[0] for s in heatmap_norm_json(js)]
+        # What is refused, and why (as Pyroscope refuses it).
+        for bad, word in ((dict(doc, step=0), "step"), (dict(doc, end=start), "start"),
+                          ({k: v for k, v in doc.items() if k != "queryType"}, "queryType"),
+                          (dict(doc, queryType="HEATMAP_QUERY_TYPE_SPAN"), "exemplarType"),
+                          (dict(doc, exemplarType="EXEMPLAR_TYPE_SPAN"), "exemplarType")):
+            st, js = connect_json(srv, "SelectHeatmap", bad)
+            assert st == 400 and js["code"] == "invalid_argument" and word in js["message"], (bad, st, js)
+        st, raw = connect_proto(srv, "SelectHeatmap", pb_field(1, CPU.encode()) + pb_encode_field(5, 1, struct.pack("<d", 60)))
+        assert st == 400 and b"queryType" in raw, (st, raw)
 
 
 def pyroscope_tree(b):

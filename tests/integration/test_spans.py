@@ -9,17 +9,19 @@ import re
 import subprocess
 import tempfile
 
-from harness import ARGS, CPU, T0, Server, cli, connect_json, query, test
+from harness import ARGS, CPU, T0, Server, cli, connect_json, connect_proto, query, test
 from pprof_ref import build_goprof, pprof_raw
+from test_connect import heatmap_norm_json, heatmap_norm_proto, heatmap_request_proto
 
 SEL = '{service_name="traced-go"}'
 RANGE = {"start": (T0 - 10) * 1000, "end": (T0 + 60) * 1000}
 
 
-def span_profile():
-    """A real Go CPU profile whose work ran in eight labelled spans (goprof spans)."""
+def span_profile(mode="spans"):
+    """A real Go CPU profile whose work ran in eight labelled spans (goprof spans), each span's
+    halves under worker=a and worker=b with mode split-spans."""
     path = os.path.join(tempfile.mkdtemp(prefix="spans-", dir=ARGS.tmp), "cpu.pb.gz")
-    subprocess.run([build_goprof(), "spans", path], check=True, capture_output=True)
+    subprocess.run([build_goprof(), mode, path], check=True, capture_output=True)
     return path
 
 
@@ -29,6 +31,20 @@ def pprof_span_tags(path):
                          check=True).stdout
     section = out.split("span_id:")[1].split("span_name:")[0]
     return {m.group(2): int(m.group(1)) for m in re.finditer(r"^\s*(\d+)(?:\.0)?ns \(.*\): ([0-9a-f]{16})$", section, re.M)}
+
+
+def pprof_sample_labels(path):
+    """{(span_id, worker or None): nanoseconds} of the samples in spans, from `go tool pprof -traces`."""
+    out = subprocess.run(["go", "tool", "pprof", "-traces", "-unit=ns", path], capture_output=True, text=True,
+                         check=True).stdout
+    sums = {}
+    for block in out.split("-----------+-------------------------------------------------------")[1:]:
+        tags = dict(re.findall(r"^\s*(\w+):\s+(.+?)\s*$", block, re.M))
+        value = re.search(r"^(\d+)ns ", block, re.M)
+        if "span_id" in tags and value:
+            key = (tags["span_id"], tags.get("worker"))
+            sums[key] = sums.get(key, 0) + int(value.group(1))
+    return sums
 
 
 def pprof_flat(path, spans):
@@ -140,3 +156,81 @@ def profile_id_selector_merges_the_listed_profiles():
         st, ans = connect_json(srv, "SelectMergeStacktraces",
                                dict(profileTypeID=CPU, labelSelector=sel, profileIdSelector=[gone], **RANGE))
         assert st == 200 and int(ans["flamegraph"].get("total", 0)) == 0, ans
+
+
+@test
+def span_heatmap_counts_each_span_once_per_profile():
+    """SelectHeatmap with HEATMAP_QUERY_TYPE_SPAN: each span of each profile is one point, valued at
+    its samples' sum (go tool pprof's per span_id total), even when its samples lie in two series
+    (worker=a and worker=b); counted per step and value bucket as Pyroscope lays them out. With
+    EXEMPLAR_TYPE_SPAN each non-empty cell names its largest span by the id SelectMergeSpanProfile
+    takes, with the labels its series share; merging that span gives the exemplar's value.
+    Binary and JSON answers agree."""
+    split, plain = span_profile("split-spans"), span_profile()
+    parts = pprof_sample_labels(split)
+    plain_tags = pprof_span_tags(plain)
+    assert {s for s, w in parts} == set(pprof_span_tags(split)) and len(plain_tags) >= 4, (parts, plain_tags)
+    assert any(w == "b" for _, w in parts) and any(w == "a" for _, w in parts), parts
+    uploads = [(split, "prod", 0), (plain, "prod", 40), (plain, "dev", 100)]
+    with Server() as srv:
+        for path, env, dt in uploads:
+            assert srv.ingest(open(path, "rb").read(), name="traced-go{env=%s}" % env, format="pprof",
+                              **{"from": T0 + dt})[0] == 200
+        rows = srv.get_json("/api/v1/profiles", query=CPU + SEL, limit=1000,
+                            **{"from": T0 - 10, "until": T0 + 200})["profiles"]
+        series_at = {}  # (time ms, worker) -> that series' labels
+        for r in rows:
+            series_at[(r["timestamp"], r["labels"].get("worker"))] = r["labels"]
+        points = []  # the expected points: (time ms, env, span, value, labels shared by its series)
+        for path, env, dt in uploads:
+            ts = (T0 + dt) * 1000
+            by_span = {}
+            for (span, worker), v in (parts.items() if path == split else
+                                      (((sp, None), v) for sp, v in plain_tags.items())):
+                total, labels = by_span.get(span, (0, None))
+                mine = series_at[(ts, worker)]
+                shared = mine if labels is None else {k: v2 for k, v2 in labels.items() if mine.get(k) == v2}
+                by_span[span] = (total + v, shared)
+            points += [(ts, env, span, total, labels) for span, (total, labels) in by_span.items()]
+        start, end, step = T0 * 1000, (T0 + 120) * 1000, 60000
+        lo, hi = min(p[3] for p in points), max(p[3] for p in points)
+        size = (hi - lo) / 20
+        los = [lo + int(i * size) for i in range(20)]
+        want = {}
+        for ts, env, span, value, labels in sorted(points, key=lambda p: -p[0]):
+            d = ts - start
+            slot = start + min(0 if d <= 0 else -(-d // step), (end - start) // step) * step
+            b = next((i for i in range(20) if los[i] <= value < (los[i + 1] if i < 19 else hi)), 19)
+            counts, best = want.setdefault(env, {}).setdefault(slot, ([0] * 20, {}))
+            counts[b] += 1
+            if b not in best or value > best[b][2]:
+                best[b] = (ts, span, value, {k: v for k, v in labels.items() if k != "env"})
+        doc = {"profileTypeID": CPU, "labelSelector": SEL, "start": start, "end": end, "step": 60, "groupBy": ["env"],
+               "queryType": "HEATMAP_QUERY_TYPE_SPAN", "exemplarType": "EXEMPLAR_TYPE_SPAN"}
+        st, js = connect_json(srv, "SelectHeatmap", doc)
+        assert st == 200, (st, js)
+        got = {}
+        for series in js["series"]:
+            env = {l["name"]: l["value"] for l in series["labels"]}["env"]
+            for sl in series["slots"]:
+                assert sl["yMin"] == [float(v) for v in los], (sl["yMin"], los)
+                exs = {b: (int(e["timestamp"]), e["spanId"], int(e["value"]), {l["name"]: l["value"] for l in e["labels"]})
+                       for b, e in zip((i for i, c in enumerate(sl["counts"]) if c), sl["exemplars"])}
+                assert not any(e.get("profileId") for e in sl["exemplars"]), sl["exemplars"]
+                got.setdefault(env, {})[int(sl["timestamp"])] = (sl["counts"], exs)
+        assert got == want, (got, want)
+        # The split spans' exemplars lost the worker label (their series disagree on it).
+        split_ex = [e for sl in got["prod"].values() for e in sl[1].values() if e[0] == T0 * 1000]
+        assert split_ex and all("worker" not in e[3] for e in split_ex if parts.get((e[1], "a")) and parts.get((e[1], "b")))
+        # An exemplar's span merges to its value (at its instant).
+        ts, span, value, _ = max((e for sl in got["dev"].values() for e in sl[1].values()), key=lambda e: e[2])
+        st, ans = connect_json(srv, "SelectMergeSpanProfile", dict(profileTypeID=CPU, labelSelector=SEL + "", spanSelector=[span],
+                                                                   start=ts, end=ts + 1))
+        assert st == 200 and int(ans["flamegraph"]["total"]) == value, (st, ans, value)
+        st, raw = connect_proto(srv, "SelectHeatmap", heatmap_request_proto(doc))
+        assert st == 200 and heatmap_norm_proto(raw) == heatmap_norm_json(js), (st, raw[:200])
+        # Without exemplars asked for, none; individual heatmaps are unchanged by span samples.
+        st, js = connect_json(srv, "SelectHeatmap", dict(doc, exemplarType="EXEMPLAR_TYPE_NONE"))
+        assert st == 200 and not any(sl.get("exemplars") for s in js["series"] for sl in s["slots"]), js
+        assert {s["labels"][0]["value"]: [sl["counts"] for sl in s["slots"]] for s in js["series"]} == \
+            {env: [want[env][k][0] for k in sorted(want[env])] for env in want}

@@ -1,6 +1,7 @@
 /* test_storage.c - symbol tables, blocks, the WAL and the store. */
 #include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -23,6 +24,24 @@ static uint32_t make_stack(symtab_t *t, const char *const *names, size_t n) {
         stack = symtab_stack(t, stack, loc);
     }
     return stack;
+}
+
+void test_labels_intersect(void) {
+    labels_t a, b;
+    labels_init(&a), labels_init(&b);
+    const char *av[][2] = {{"env", "prod"}, {"service_name", "svc"}, {"worker", "a"}, {"zone", "x"}};
+    const char *bv[][2] = {{"env", "prod"}, {"service_name", "svc"}, {"worker", "b"}};
+    for (size_t i = 0; i < 4; i++) CHECK(labels_set(&a, av[i][0], av[i][1]) == 0);
+    for (size_t i = 0; i < 3; i++) CHECK(labels_set(&b, bv[i][0], bv[i][1]) == 0);
+    labels_intersect(&a, &b); /* worker differs, zone is absent from b: both go */
+    CHECK(a.n == 2 && !strcmp(labels_get(&a, "env"), "prod") && !strcmp(labels_get(&a, "service_name"), "svc"));
+    CHECK(!labels_get(&a, "worker") && !labels_get(&a, "zone"));
+    labels_intersect(&a, &a); /* with itself: unchanged */
+    CHECK(a.n == 2);
+    labels_destroy(&b);
+    labels_intersect(&a, &b); /* with the empty set: empty */
+    CHECK(a.n == 0);
+    labels_destroy(&a);
 }
 
 void test_symtab_dedup(void) {

@@ -62,6 +62,7 @@ int unit_finish(const char *suite, int ok, int bad);
     X(test_buf_decimal)                                                                                                \
     X(test_timeparse)                                                                                                  \
     X(test_jsonw)                                                                                                      \
+    X(test_labels_intersect)                                                                                           \
     X(test_symtab_dedup)                                                                                               \
     X(test_symtab_roundtrip)                                                                                           \
     X(test_symtab_fingerprints)                                                                                        \

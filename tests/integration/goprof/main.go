@@ -9,6 +9,9 @@
 //	goprof spans FILE   writes a 2 s CPU profile to FILE whose work runs in 8 spans one after
 //	                    another, labelled span_id and span_name as pyroscope-go's OpenTelemetry
 //	                    integration labels them, beside unlabelled background work
+//	goprof split-spans FILE
+//	                    the same, but each span's first half runs labelled worker=a and its
+//	                    second half worker=b: one span's samples in two series
 package main
 
 import (
@@ -179,8 +182,9 @@ func serveLog(w http.ResponseWriter, req *http.Request) {
 }
 
 // spans runs eight 250 ms spans under pprof labels, as otel-profiling-go does for each
-// root span, while hashLoop keeps running outside any span.
-func spans(path string) {
+// root span, while hashLoop keeps running outside any span. With split, each span's
+// halves run under worker=a and worker=b.
+func spans(path string, split bool) {
 	f, err := os.Create(path)
 	if err != nil {
 		panic(err)
@@ -193,10 +197,14 @@ func spans(path string) {
 	for i := 0; i < 8; i++ {
 		id := fmt.Sprintf("%016x", uint64(0x00000c0ffee00000)+uint64(i)*0x1111)
 		labels := pprof.Labels("span_id", id, "span_name", "GET /work")
-		pprof.Do(context.Background(), labels, func(context.Context) {
-			stop := make(chan struct{})
-			time.AfterFunc(250*time.Millisecond, func() { close(stop) })
-			jsonLoop(stop)
+		pprof.Do(context.Background(), labels, func(ctx context.Context) {
+			if !split {
+				work(250 * time.Millisecond)
+				return
+			}
+			for _, w := range []string{"a", "b"} {
+				pprof.Do(ctx, pprof.Labels("worker", w), func(context.Context) { work(125 * time.Millisecond) })
+			}
 		})
 	}
 	close(bg)
@@ -204,9 +212,16 @@ func spans(path string) {
 	f.Close()
 }
 
+// work runs jsonLoop for d.
+func work(d time.Duration) {
+	stop := make(chan struct{})
+	time.AfterFunc(d, func() { close(stop) })
+	jsonLoop(stop)
+}
+
 func main() {
-	if os.Args[1] == "spans" {
-		spans(os.Args[2])
+	if os.Args[1] == "spans" || os.Args[1] == "split-spans" {
+		spans(os.Args[2], os.Args[1] == "split-spans")
 		return
 	}
 	runtime.MemProfileRate = 4096
