@@ -36,7 +36,8 @@ typedef struct {
 
 #define O(field) offsetof(config_t, field), sizeof(((config_t *)0)->field)
 static const opt_t OPTS[] = {
-    {"listen", "127.0.0.1:4040", "address and port to serve HTTP on", T_STR, O(listen)},
+    {"listen", "127.0.0.1:4040",
+     "address and port to serve HTTP on: IPv4, or IPv6 in brackets ([::]:4040 takes IPv4 too)", T_STR, O(listen)},
     {"data-dir", "./data", "directory for the WAL, blocks and index.db", T_STR, O(data_dir)},
     {"web-dir", "", "directory of the web UI files (default: web/ beside the binary)", T_STR, O(web_dir)},
     {"tls-cert", "", "PEM certificate (chain) to serve HTTPS; needs --tls-key", T_STR, O(tls_cert)},

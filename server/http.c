@@ -182,9 +182,12 @@ void http_set_reason(http_resp_t *resp, const char *msg) {
 
 static void client_addr(struct MHD_Connection *c, char *out, size_t n) {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
     snprintf(out, n, "-");
-    if (ci && ci->client_addr && ci->client_addr->sa_family == AF_INET)
-        inet_ntop(AF_INET, &((const struct sockaddr_in *)ci->client_addr)->sin_addr, out, (socklen_t)n);
+    if (sa && sa->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out, (socklen_t)n);
+    else if (sa && sa->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, out, (socklen_t)n);
 }
 
 /* Queues resp and logs the request: health probes at debug (they come every few
@@ -427,7 +430,14 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
     log_warn("http.mhd", "detail=\"%s\"", msg);
 }
 
-static int parse_listen(const char *listen, struct sockaddr_in *sa, hr_err_t *err) {
+/* A listen address: HOST:PORT with an IPv4 host (empty: all), `localhost`, or an IPv6
+ * host in brackets ([::1]:4040; [::]:4040 takes IPv4 connections too). */
+typedef struct {
+    struct sockaddr_storage sa;
+    unsigned mhd_flags; /* MHD_USE_IPv6 or MHD_USE_DUAL_STACK for an IPv6 address */
+} listen_addr_t;
+
+static int parse_listen(const char *listen, listen_addr_t *la, hr_err_t *err) {
     char host[256];
     const char *colon = strrchr(listen, ':');
     if (!colon || (size_t)(colon - listen) >= sizeof host)
@@ -436,14 +446,28 @@ static int parse_listen(const char *listen, struct sockaddr_in *sa, hr_err_t *er
     host[colon - listen] = 0;
     char *end;
     long port = strtol(colon + 1, &end, 10);
-    if (*end || port < 0 || port > 65535) return hr_fail(err, HR_EINVAL, "--listen `%s`: bad port", listen);
-    memset(sa, 0, sizeof *sa);
+    if (*end || port < 0 || port > 65535 || !colon[1])
+        return hr_fail(err, HR_EINVAL, "--listen `%s`: bad port", listen);
+    memset(la, 0, sizeof *la);
+    size_t hl = strlen(host);
+    if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') {
+        struct sockaddr_in6 *sa = (struct sockaddr_in6 *)&la->sa;
+        host[hl - 1] = 0;
+        sa->sin6_family = AF_INET6;
+        sa->sin6_port = htons((uint16_t)port);
+        if (inet_pton(AF_INET6, host + 1, &sa->sin6_addr) != 1)
+            return hr_fail(err, HR_EINVAL, "--listen `%s`: bad IPv6 address in brackets", listen);
+        la->mhd_flags = IN6_IS_ADDR_UNSPECIFIED(&sa->sin6_addr) ? MHD_USE_DUAL_STACK : MHD_USE_IPv6;
+        return 0;
+    }
+    struct sockaddr_in *sa = (struct sockaddr_in *)&la->sa;
     sa->sin_family = AF_INET;
     sa->sin_port = htons((uint16_t)port);
     if (!host[0] || !strcmp(host, "0.0.0.0")) sa->sin_addr.s_addr = htonl(INADDR_ANY);
     else if (!strcmp(host, "localhost")) sa->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     else if (inet_pton(AF_INET, host, &sa->sin_addr) != 1)
-        return hr_fail(err, HR_EINVAL, "--listen `%s`: host must be an IPv4 address", listen);
+        return hr_fail(err, HR_EINVAL, "--listen `%s`: host must be an IPv4 address, or IPv6 in brackets ([::1]:4040)",
+                       listen);
     return 0;
 }
 
@@ -483,8 +507,9 @@ static int load_tls(const http_config_t *cfg, char **cert, char **key, hr_err_t 
     return 0;
 }
 
-static struct MHD_Daemon *start_daemon(struct http_server *s, const struct sockaddr_in *sa, char *cert, char *key) {
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG;
+static struct MHD_Daemon *start_daemon(struct http_server *s, const listen_addr_t *la, char *cert, char *key) {
+    unsigned flags =
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG | la->mhd_flags;
     if (cert) flags |= MHD_USE_TLS;
     /* Certificate options only with TLS: MHD warns about them otherwise. */
     struct MHD_OptionItem tls[] = {
@@ -494,7 +519,7 @@ static struct MHD_Daemon *start_daemon(struct http_server *s, const struct socka
      * bind the same port and silently take half the connections. MHD still sets
      * SO_REUSEADDR, so a restart does not wait for TIME_WAIT. */
     return MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
-                            MHD_OPTION_ARRAY, cert ? tls : none, MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)sa,
+                            MHD_OPTION_ARRAY, cert ? tls : none, MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)&la->sa,
                             MHD_OPTION_CONNECTION_LIMIT, s->cfg.max_conns, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
                             s->cfg.max_conns_per_ip, MHD_OPTION_CONNECTION_TIMEOUT, s->cfg.idle_timeout_s,
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_MEMORY, MHD_OPTION_URI_LOG_CALLBACK,
@@ -503,8 +528,8 @@ static struct MHD_Daemon *start_daemon(struct http_server *s, const struct socka
 }
 
 http_server_t *http_start(const http_config_t *cfg, const http_router_t *router, hr_err_t *err) {
-    struct sockaddr_in sa;
-    if (parse_listen(cfg->listen, &sa, err)) return NULL;
+    listen_addr_t la;
+    if (parse_listen(cfg->listen, &la, err)) return NULL;
     if (cfg->max_inflight_body && cfg->max_inflight_body < cfg->max_body) {
         hr_fail(err, HR_EINVAL, "--max-inflight-body-bytes (%zu) must be at least --max-body-bytes (%zu)",
                 cfg->max_inflight_body, cfg->max_body);
@@ -529,7 +554,7 @@ http_server_t *http_start(const http_config_t *cfg, const http_router_t *router,
         free(s);
         return NULL;
     }
-    s->d = start_daemon(s, &sa, cert, key);
+    s->d = start_daemon(s, &la, cert, key);
     if (key) memset(key, 0, strlen(key)); /* MHD has parsed the key by now */
     free(cert);
     free(key);

@@ -48,8 +48,10 @@ def free_port():
 
 
 class Server:
-    def __init__(self, data_dir=None, extra=(), log_dir=None, env=None):
-        """env: variables added to this environment for the server process (e.g. S3 keys)."""
+    def __init__(self, data_dir=None, extra=(), log_dir=None, env=None, host="127.0.0.1"):
+        """env: variables added to this environment for the server process (e.g. S3 keys); host:
+        the address it listens on and is reached at (IPv6 in brackets)."""
+        self.host = host
         self.env = dict(os.environ, **env) if env else None
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="hearth-it-", dir=ARGS.tmp)
         self.log_dir = log_dir or self.data_dir
@@ -62,7 +64,7 @@ class Server:
         os.makedirs(self.data_dir, exist_ok=True)
         self.log = open(os.path.join(self.log_dir, "server.log"), "ab")
         self.proc = subprocess.Popen(
-            [ARGS.binary, "--listen", f"127.0.0.1:{self.port}", "--data-dir", self.data_dir] + self.extra,
+            [ARGS.binary, "--listen", f"{self.host}:{self.port}", "--data-dir", self.data_dir] + self.extra,
             stdout=self.log, stderr=self.log, env=self.env)
         deadline = time.time() + 60
         while time.time() < deadline:
@@ -81,7 +83,7 @@ class Server:
             return f.read()[-3000:].decode(errors="replace")
 
     def url(self, path):
-        return f"http://127.0.0.1:{self.port}{path}"
+        return f"http://{self.host}:{self.port}{path}"
 
     def request(self, method, path, body=None, headers=None, timeout=120):
         req = urllib.request.Request(self.url(path), data=body, method=method, headers=headers or {})

@@ -2,7 +2,7 @@
 
 Health, readiness, /metrics (promtool), --help and flags; the CLI (push, query, check and
 quarantine); config file, environment and flag precedence, JSON logs; durations need a unit;
-limits (429) and timeouts (504, idle connections); TLS; the deploy/ files; the README's tour.
+limits (429) and timeouts (504, idle connections); TLS; IPv6 listeners; the deploy/ files; the README's tour.
 valgrind_full_cycle is no registered test: `run.py --valgrind` runs it alone.
 """
 import http.client
@@ -228,6 +228,26 @@ def tls_listener():
     r = cli("--data-dir", os.path.join(ARGS.tmp, "tlsbad"), "--listen", f"127.0.0.1:{free_port()}",
             "--tls-cert", key, "--tls-key", cert)
     assert r.returncode == 1, r.stderr
+
+
+@test
+def ipv6_listeners():
+    """--listen takes an IPv6 address in brackets: [::1] serves IPv6 only, [::] IPv4 too (dual
+    stack); the log names IPv6 clients; a malformed address is refused at start."""
+    with Server(host="[::1]") as srv:
+        assert srv.ingest(b"main;a 1\n", name="v6.cpu", format="folded", **{"from": T0})[0] == 200
+        assert query(srv, CPU)["total"] == 10000000
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{srv.port}/healthz", timeout=5).read()
+            raise AssertionError("IPv4 answered on an IPv6-only listener")
+        except OSError:
+            pass
+    assert "client=::1 " in srv.tail(), srv.tail()
+    with Server(host="[::]") as srv:
+        assert urllib.request.urlopen(f"http://127.0.0.1:{srv.port}/ready", timeout=5).status == 200
+    for bad in ("[zz]:4040", "[::1]", "[::1]:", "::1:4040"):
+        r = cli("--data-dir", os.path.join(ARGS.tmp, "v6bad"), "--listen", bad)
+        assert r.returncode == 1 and "--listen" in r.stderr, (bad, r.stderr)
 
 
 @test
