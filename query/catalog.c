@@ -157,17 +157,35 @@ static int list_entry(plist_t *l, const seg_profile_t *r, int64_t total, uint64_
     return 0;
 }
 
+static int by_span(const void *a, const void *b) {
+    uint64_t x = ((const catalog_profile_t *)a)->span, y = ((const catalog_profile_t *)b)->span;
+    return (x > y) - (x < y);
+}
+
+/* Lists row r's spans, each with the sum of its span samples. They are sorted by
+ * stack, then span, so they are summed here, row by row: the list grows with the
+ * spans, not with their samples. */
+static int list_row_spans(plist_t *l, const segment_t *seg, const seg_profile_t *r) {
+    size_t start = l->len, w = start;
+    for (uint32_t j = 0; j < r->nspans; j++) {
+        const span_sample_t *sp = &seg->spans[r->span_first + j];
+        if (list_entry(l, r, sp->value, sp->span)) return -1;
+    }
+    if (l->len - start > 1) qsort(l->v + start, l->len - start, sizeof *l->v, by_span);
+    for (size_t i = start; i < l->len; i++)
+        if (w > start && l->v[w - 1].span == l->v[i].span) l->v[w - 1].total += l->v[i].total;
+        else l->v[w++] = l->v[i];
+    l->len = w;
+    return 0;
+}
+
 static int list_segment(void *ctx, const segment_t *seg) {
     plist_t *l = ctx;
     for (size_t i = 0; i < seg->nprofiles; i++) {
         const seg_profile_t *r = &seg->profiles[i];
         if (r->series >= l->nbits || !l->bits[r->series] || r->time_ns < l->from || r->time_ns > l->until) continue;
         if (!l->spans && list_entry(l, r, r->total, 0)) return -1;
-        /* span samples are sorted by stack, then span: entries here, summed per span below */
-        for (uint32_t j = 0; l->spans && j < r->nspans; j++) {
-            const span_sample_t *sp = &seg->spans[r->span_first + j];
-            if (list_entry(l, r, sp->value, sp->span)) return -1;
-        }
+        if (l->spans && list_row_spans(l, seg, r)) return -1;
     }
     return 0;
 }

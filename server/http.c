@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <microhttpd.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -186,8 +187,11 @@ static void client_addr(struct MHD_Connection *c, char *out, size_t n) {
     snprintf(out, n, "-");
     if (sa && sa->sa_family == AF_INET)
         inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out, (socklen_t)n);
-    else if (sa && sa->sa_family == AF_INET6)
-        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, out, (socklen_t)n);
+    else if (sa && sa->sa_family == AF_INET6) {
+        const struct in6_addr *a6 = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+        if (IN6_IS_ADDR_V4MAPPED(a6)) inet_ntop(AF_INET, a6->s6_addr + 12, out, (socklen_t)n); /* via [::] */
+        else inet_ntop(AF_INET6, a6, out, (socklen_t)n);
+    }
 }
 
 /* Queues resp and logs the request: health probes at debug (they come every few
@@ -444,20 +448,28 @@ static int parse_listen(const char *listen, listen_addr_t *la, hr_err_t *err) {
         return hr_fail(err, HR_EINVAL, "--listen `%s`: want HOST:PORT", listen);
     memcpy(host, listen, (size_t)(colon - listen));
     host[colon - listen] = 0;
-    char *end;
-    long port = strtol(colon + 1, &end, 10);
-    if (*end || port < 0 || port > 65535 || !colon[1])
+    const char *digits = colon + 1;
+    long port = 0;
+    for (; *digits >= '0' && *digits <= '9' && port <= 65535; digits++) port = port * 10 + (*digits - '0');
+    if (*digits || digits == colon + 1 || port > 65535)
         return hr_fail(err, HR_EINVAL, "--listen `%s`: bad port", listen);
     memset(la, 0, sizeof *la);
     size_t hl = strlen(host);
     if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') {
-        struct sockaddr_in6 *sa = (struct sockaddr_in6 *)&la->sa;
+        /* getaddrinfo, not inet_pton: it reads a zone too ([fe80::1%eth0]) */
+        struct addrinfo hints = {.ai_family = AF_INET6, .ai_flags = AI_NUMERICHOST}, *ai = NULL;
         host[hl - 1] = 0;
-        sa->sin6_family = AF_INET6;
-        sa->sin6_port = htons((uint16_t)port);
-        if (inet_pton(AF_INET6, host + 1, &sa->sin6_addr) != 1)
+        if (getaddrinfo(host + 1, NULL, &hints, &ai) || !ai || ai->ai_addrlen > sizeof la->sa) {
+            if (ai) freeaddrinfo(ai);
             return hr_fail(err, HR_EINVAL, "--listen `%s`: bad IPv6 address in brackets", listen);
-        la->mhd_flags = IN6_IS_ADDR_UNSPECIFIED(&sa->sin6_addr) ? MHD_USE_DUAL_STACK : MHD_USE_IPv6;
+        }
+        memcpy(&la->sa, ai->ai_addr, ai->ai_addrlen);
+        freeaddrinfo(ai);
+        struct sockaddr_in6 *sa = (struct sockaddr_in6 *)&la->sa;
+        sa->sin6_port = htons((uint16_t)port);
+        /* [::] (and an IPv4-mapped address) take IPv4 connections as well */
+        int dual = IN6_IS_ADDR_UNSPECIFIED(&sa->sin6_addr) || IN6_IS_ADDR_V4MAPPED(&sa->sin6_addr);
+        la->mhd_flags = dual ? MHD_USE_DUAL_STACK : MHD_USE_IPv6;
         return 0;
     }
     struct sockaddr_in *sa = (struct sockaddr_in *)&la->sa;
@@ -562,7 +574,8 @@ http_server_t *http_start(const http_config_t *cfg, const http_router_t *router,
         deadline_stop(s->deadlines);
         free(s);
         hr_fail(err, HR_EIO,
-                "cannot listen on %s: the address is in use (another server?), or the TLS certificate/key is invalid",
+                "cannot listen on %s: the address is in use (another server?), is not this machine's, or the TLS "
+                "certificate/key is invalid",
                 cfg->listen);
         return NULL;
     }

@@ -431,7 +431,9 @@ HEATMAP_ENUMS = {"HEATMAP_QUERY_TYPE_INDIVIDUAL": 1, "HEATMAP_QUERY_TYPE_SPAN": 
 
 
 def heatmap_request_proto(doc):
-    """A SelectHeatmap JSON request in binary, with upstream's querier.v1 field numbers."""
+    """A SelectHeatmap JSON request in binary, with upstream's querier.v1 field numbers (as
+    Pyroscope's generated querier.pb.go tags them), written out here rather than taken from
+    wire/querier.proto."""
     b = (pb_field(1, doc["profileTypeID"].encode()) + pb_field(2, doc["labelSelector"].encode()) +
          pb_encode_field(3, 0, doc["start"]) + pb_encode_field(4, 0, doc["end"]) +
          pb_encode_field(5, 1, struct.pack("<d", doc["step"])))

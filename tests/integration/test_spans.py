@@ -11,7 +11,7 @@ import tempfile
 
 from harness import ARGS, CPU, T0, Server, cli, connect_json, connect_proto, query, test
 from pprof_ref import build_goprof, pprof_raw
-from test_connect import heatmap_norm_json, heatmap_norm_proto, heatmap_request_proto
+from test_connect import expected_heatmap, heatmap_norm_json, heatmap_norm_proto, heatmap_request_proto
 
 SEL = '{service_name="traced-go"}'
 RANGE = {"start": (T0 - 10) * 1000, "end": (T0 + 60) * 1000}
@@ -178,26 +178,27 @@ def span_heatmap_counts_each_span_once_per_profile():
                               **{"from": T0 + dt})[0] == 200
         rows = srv.get_json("/api/v1/profiles", query=CPU + SEL, limit=1000,
                             **{"from": T0 - 10, "until": T0 + 200})["profiles"]
-        series_at = {}  # (time ms, worker) -> that series' labels
+        series_at = {}  # (time ms, worker) -> (that series' id, its labels)
         for r in rows:
-            series_at[(r["timestamp"], r["labels"].get("worker"))] = r["labels"]
-        points = []  # the expected points: (time ms, env, span, value, labels shared by its series)
+            series_at[(r["timestamp"], r["labels"].get("worker"))] = (int(r["id"].split("-")[0]), r["labels"])
+        points = []  # the expected points: (time ms, env, span, value, labels shared by its series, lowest series)
         for path, env, dt in uploads:
             ts = (T0 + dt) * 1000
             by_span = {}
             for (span, worker), v in (parts.items() if path == split else
                                       (((sp, None), v) for sp, v in plain_tags.items())):
-                total, labels = by_span.get(span, (0, None))
-                mine = series_at[(ts, worker)]
+                total, labels, low = by_span.get(span, (0, None, 1 << 32))
+                sid, mine = series_at[(ts, worker)]
                 shared = mine if labels is None else {k: v2 for k, v2 in labels.items() if mine.get(k) == v2}
-                by_span[span] = (total + v, shared)
-            points += [(ts, env, span, total, labels) for span, (total, labels) in by_span.items()]
+                by_span[span] = (total + v, shared, min(low, sid))
+            points += [(ts, env, span, total, labels, low) for span, (total, labels, low) in by_span.items()]
         start, end, step = T0 * 1000, (T0 + 120) * 1000, 60000
         lo, hi = min(p[3] for p in points), max(p[3] for p in points)
         size = (hi - lo) / 20
         los = [lo + int(i * size) for i in range(20)]
         want = {}
-        for ts, env, span, value, labels in sorted(points, key=lambda p: -p[0]):
+        # The server's order among equal values: the newest, then the lowest series, then span id.
+        for ts, env, span, value, labels, _ in sorted(points, key=lambda p: (-p[0], p[5], p[2])):
             d = ts - start
             slot = start + min(0 if d <= 0 else -(-d // step), (end - start) // step) * step
             b = next((i for i in range(20) if los[i] <= value < (los[i + 1] if i < 19 else hi)), 19)
@@ -220,8 +221,9 @@ def span_heatmap_counts_each_span_once_per_profile():
                 got.setdefault(env, {})[int(sl["timestamp"])] = (sl["counts"], exs)
         assert got == want, (got, want)
         # The split spans' exemplars lost the worker label (their series disagree on it).
-        split_ex = [e for sl in got["prod"].values() for e in sl[1].values() if e[0] == T0 * 1000]
-        assert split_ex and all("worker" not in e[3] for e in split_ex if parts.get((e[1], "a")) and parts.get((e[1], "b")))
+        split_ex = [e for sl in got["prod"].values() for e in sl[1].values()
+                    if e[0] == T0 * 1000 and parts.get((e[1], "a")) and parts.get((e[1], "b"))]
+        assert split_ex and all("worker" not in e[3] for e in split_ex), got["prod"]
         # An exemplar's span merges to its value (at its instant).
         ts, span, value, _ = max((e for sl in got["dev"].values() for e in sl[1].values()), key=lambda e: e[2])
         st, ans = connect_json(srv, "SelectMergeSpanProfile", dict(profileTypeID=CPU, labelSelector=SEL + "", spanSelector=[span],
@@ -229,8 +231,15 @@ def span_heatmap_counts_each_span_once_per_profile():
         assert st == 200 and int(ans["flamegraph"]["total"]) == value, (st, ans, value)
         st, raw = connect_proto(srv, "SelectHeatmap", heatmap_request_proto(doc))
         assert st == 200 and heatmap_norm_proto(raw) == heatmap_norm_json(js), (st, raw[:200])
-        # Without exemplars asked for, none; individual heatmaps are unchanged by span samples.
+        # Without exemplars asked for, none.
         st, js = connect_json(srv, "SelectHeatmap", dict(doc, exemplarType="EXEMPLAR_TYPE_NONE"))
         assert st == 200 and not any(sl.get("exemplars") for s in js["series"] for sl in s["slots"]), js
         assert {s["labels"][0]["value"]: [sl["counts"] for sl in s["slots"]] for s in js["series"]} == \
             {env: [want[env][k][0] for k in sorted(want[env])] for env in want}
+        # The individual heatmap of the same data counts profiles (its rows), not spans.
+        st, js = connect_json(srv, "SelectHeatmap", dict(doc, queryType="HEATMAP_QUERY_TYPE_INDIVIDUAL",
+                                                         exemplarType="EXEMPLAR_TYPE_NONE"))
+        profiles, _ = expected_heatmap(rows, start, end, step, lambda r: r["labels"]["env"])
+        assert st == 200 and {s["labels"][0]["value"]: {int(sl["timestamp"]): sl["counts"] for sl in s["slots"]}
+                              for s in js["series"]} == \
+            {env: {ts: c for ts, (c, _) in slots.items()} for env, slots in profiles.items()}, js

@@ -23,6 +23,7 @@
 
 #include "ingest/request.h"
 #include "query/catalog.h"
+#include "query/heatmap.h"
 #include "query/merge.h"
 #include "query/render.h"
 #include "query/selector.h"
@@ -320,6 +321,32 @@ static int op_merge_heap(subject_t *x, hr_err_t *err) {
     return merge_type(x, "memory:inuse_space:bytes:space:bytes", err);
 }
 
+/* SelectHeatmap's builder: groups by service, profiles per cell, exemplars labelled. */
+static int op_heatmap(subject_t *x, hr_err_t *err) {
+    selector_t sel;
+    if (selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds", &sel, err)) return selector_destroy(&sel), -1;
+    merge_query_t q = {.tenant = "anonymous", .sel = &sel, .from = T0 * S, .until = (T0 + 3600) * S, .step = 60 * S};
+    char *names[] = {"service_name"};
+    heatmap_t h;
+    int rc = heatmap_run(x->s, &q, &sel, names, 1, 0, HEATMAP_PROFILES, 1, &h, err);
+    for (size_t g = 0; rc == 0 && g < h.g.n; g++)
+        for (size_t k = 0; k < h.s[g].n; k++)
+            for (int b = 0; b < HEATMAP_BUCKETS; b++) {
+                const heatmap_slot_t *sl = &h.s[g].slots[k];
+                if (!sl->counts[b]) continue;
+                const exemplar_t *e = &sl->ex[b];
+                buf_printf(&x->out, "%s %lld [%d] %d: %lld@%lld", h.g.v[g].vals[0], (long long)sl->end_ns, b,
+                           sl->counts[b], (long long)e->p.total, (long long)e->p.time_ns);
+                for (size_t i = 0; i < e->labels.n; i++)
+                    buf_printf(&x->out, " %s=%s", e->labels.v[i].name, e->labels.v[i].value);
+                buf_putc(&x->out, '\n');
+            }
+    if (rc == 0 && x->out.oom) rc = hr_fail(err, HR_ENOMEM, "out of memory");
+    heatmap_destroy(&h);
+    selector_destroy(&sel);
+    return rc;
+}
+
 /* The merge, its timeline and its stacks. */
 static void answer_merge(subject_t *x, buf_t *out) {
     const merge_result_t *m = &x->m;
@@ -391,6 +418,7 @@ static const path_t PATHS[] = {
     {"merge heap (gauge)", 0, build_blocks_and_head, op_merge_heap, answer_merge},
     {"merge symbolized", 0, build_native, op_merge_symbolized, answer_merge},
     {"merge cpu focus/ignore/hide", 0, build_blocks_and_head, op_merge_filtered, answer_merge},
+    {"heatmap", 0, build_blocks_and_head, op_heatmap, answer_out},
     {"render flamegraph", 0, build_for_render, op_flamegraph, answer_out},
     {"render pprof", 0, build_for_render, op_pprof, answer_out},
     {"render top", 0, build_for_render, op_top, answer_out},
