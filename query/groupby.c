@@ -59,6 +59,12 @@ int groupby_run(store_t *st, const merge_query_t *q, selector_t *sel, char *cons
     catalog_query_t cq = {q->tenant, sel, 1, q->from, q->until, q->deadline_ns};
     if (catalog_groups(st, &cq, 1, names, width, &out->g, err)) return -1;
     size_t n = out->g.n;
+    uint64_t buckets = q->step > 0 && q->until >= q->from ? (uint64_t)((q->until - q->from) / q->step) + 1 : 1;
+    if (n && buckets > GROUPBY_MAX_POINTS / n)
+        return hr_fail(err, HR_EINVAL,
+                       "%zu groups of %llu steps each is more than %d points: raise the step, narrow the range or "
+                       "the selection",
+                       n, (unsigned long long)buckets, GROUPBY_MAX_POINTS);
     ranked_t *rk = calloc(n + 1, sizeof *rk);
     int rc = rk ? 0 : hr_fail(err, HR_ENOMEM, "out of memory");
     for (size_t i = 0; i < n && rc == 0; i++) {

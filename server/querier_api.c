@@ -57,10 +57,15 @@ static ProtobufCMessage *oom(qctx_t *c) {
     return NULL;
 }
 
+/* The largest request time (ms) whose last nanosecond fits in int64 (year 2262). */
+#define MAX_MS (INT64_MAX / MS - 1)
+
 /* ms request times to an inclusive ns range; def_span 0 = all time when start is 0. */
 static int ms_range(qctx_t *c, int64_t start, int64_t end, int64_t def_span, int64_t *from, int64_t *until) {
+    if (start < 0 || end < 0 || start > MAX_MS || end > MAX_MS)
+        return fail(c, 400, "`start` and `end` must be milliseconds since 1970 (0: unset), before the year 2262"), -1;
     *until = end > 0 ? end * MS + (MS - 1) : time_now_ns();
-    *from = start > 0 ? start * MS : def_span ? *until - def_span : 0;
+    *from = start > 0 ? start * MS : def_span && *until > def_span ? *until - def_span : 0;
     if (*until < *from) return fail(c, 400, "`end` is before `start`"), -1;
     return 0;
 }
@@ -384,6 +389,10 @@ static Querier__V1__SelectMergeStacktracesResponse *tree_msg(qctx_t *c, const tr
 
 static ProtobufCMessage *merged_flamegraph(qctx_t *c, const fg_query_t *q) {
     if (q->max_nodes < 0) return fail(c, 400, "`maxNodes` must not be negative");
+    if (q->format != QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_UNSPECIFIED &&
+        q->format != QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_FLAMEGRAPH &&
+        q->format != QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_TREE)
+        return fail(c, 400, "unknown `format`: PROFILE_FORMAT_FLAMEGRAPH or PROFILE_FORMAT_TREE");
     merge_result_t m;
     int64_t from, until;
     tree_t t = {0};
@@ -505,8 +514,11 @@ static ProtobufCMessage *select_series(qctx_t *c, const ProtobufCMessage *in) {
     if (q->limit < 0) return fail(c, 400, "`limit` must not be negative");
     if (q->exemplar_type == QUERIER__V1__EXEMPLAR_TYPE__EXEMPLAR_TYPE_SPAN)
         return fail(c, 501, "`exemplarType` SPAN is not served: ask for INDIVIDUAL or none");
-    if (q->exemplar_type > QUERIER__V1__EXEMPLAR_TYPE__EXEMPLAR_TYPE_SPAN)
+    if (q->exemplar_type < 0 || q->exemplar_type > QUERIER__V1__EXEMPLAR_TYPE__EXEMPLAR_TYPE_SPAN)
         return fail(c, 400, "unknown `exemplarType`");
+    if (q->aggregation != QUERIER__V1__TIME_SERIES_AGGREGATION_TYPE__TIME_SERIES_AGGREGATION_TYPE_SUM &&
+        q->aggregation != QUERIER__V1__TIME_SERIES_AGGREGATION_TYPE__TIME_SERIES_AGGREGATION_TYPE_AVERAGE)
+        return fail(c, 400, "unknown `aggregation`: SUM or AVERAGE");
     merge_opts_t o;
     if (merge_options(c, q->stack_trace_selector, NULL, 0, &o)) return NULL;
     if (ms_range(c, q->start, q->end, HOUR_NS, &from, &until) ||

@@ -178,6 +178,19 @@ def grafana_querier_connect_proto_and_json():
                  ("SelectMergeStacktraces", json.dumps({**doc, "labelSelector": "{env=~\"(\"}"}).encode(),
                   "application/json", 400, "invalid_argument"),
                  ("SelectSeries", json.dumps({**doc, "step": -1}).encode(), "application/json", 400, "invalid_argument"),
+                 # Times that do not fit in nanoseconds, negative times, unknown enum numbers and
+                 # more timeline points than one group-by computes are refused, not wrapped or ignored.
+                 ("SelectMergeStacktraces", json.dumps({**doc, "start": "9223372036855"}).encode(), "application/json",
+                  400, "invalid_argument"),
+                 ("SelectSeries", json.dumps({**doc, "end": -1}).encode(), "application/json", 400, "invalid_argument"),
+                 ("SelectMergeStacktraces", pb_field(1, CPU.encode()) + pb_encode_field(6, 0, 9), "application/proto",
+                  400, "invalid_argument"),
+                 ("SelectSeries", pb_field(1, CPU.encode()) + pb_encode_field(7, 0, 7), "application/proto", 400,
+                  "invalid_argument"),
+                 ("SelectSeries", pb_field(1, CPU.encode()) + pb_encode_field(10, 0, (1 << 64) - 1), "application/proto",
+                  400, "invalid_argument"),
+                 ("SelectSeries", json.dumps({**doc, "groupBy": ["env"], "step": 1, "start": (T0 - 30 * 86400) * 1000}).encode(),
+                  "application/json", 400, "invalid_argument"),
                  ("LabelValues", b"{}", "application/json", 400, "invalid_argument"),
                  ("ProfileTypes", b"{}", "text/plain", 415, "invalid_argument"),
                  ("NoSuchMethod", b"{}", "application/json", 404, "unimplemented")]
