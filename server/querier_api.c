@@ -527,6 +527,10 @@ static ProtobufCMessage *select_series(qctx_t *c, const ProtobufCMessage *in) {
         return NULL;
     }
     int64_t step = q->step > 0 ? (int64_t)llround(q->step * 1e9) : 0;
+    if (q->step > 0 && step <= 0) {
+        selector_destroy(&sel);
+        return fail(c, 400, "`step` must be at least a nanosecond");
+    }
     if (step <= 0) step = (until - from) / 1500 > 15000000000LL ? (until - from) / 1500 : 15000000000LL;
     merge_query_t mq = {.tenant = c->tenant,
                         .sel = &sel,

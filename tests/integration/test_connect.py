@@ -183,6 +183,7 @@ def grafana_querier_connect_proto_and_json():
                  ("SelectMergeStacktraces", json.dumps({**doc, "start": "9223372036855"}).encode(), "application/json",
                   400, "invalid_argument"),
                  ("SelectSeries", json.dumps({**doc, "end": -1}).encode(), "application/json", 400, "invalid_argument"),
+                 ("SelectSeries", json.dumps({**doc, "step": 1e-10}).encode(), "application/json", 400, "invalid_argument"),
                  ("SelectMergeStacktraces", pb_field(1, CPU.encode()) + pb_encode_field(6, 0, 9), "application/proto",
                   400, "invalid_argument"),
                  ("SelectSeries", pb_field(1, CPU.encode()) + pb_encode_field(7, 0, 7), "application/proto", 400,
