@@ -698,7 +698,9 @@ static ProtobufCMessage *diff(qctx_t *c, const ProtobufCMessage *in) {
     int rc = diff_side(c, q->left, &m[0], &t[0]) || diff_side(c, q->right, &m[1], &t[1]) ? -1 : 0;
     if (rc == 0 && strcmp(m[0].type_id, m[1].type_id))
         rc = -1, fail(c, 400, "`left` and `right` must be of one profile type");
-    size_t max = q->left->max_nodes ? (size_t)q->left->max_nodes : RENDER_DEFAULT_MAX_NODES;
+    /* the larger side's maxNodes, as Pyroscope's query frontend takes it */
+    int64_t want = q->left->max_nodes > q->right->max_nodes ? q->left->max_nodes : q->right->max_nodes;
+    size_t max = want ? (size_t)want : RENDER_DEFAULT_MAX_NODES;
     if (rc == 0 && (diffbearer_build(&t[0], &t[1], max, &fb) || !(r = arena_alloc(c->arena, sizeof *r)) ||
                     !(g = arena_alloc(c->arena, sizeof *g))))
         rc = -1, oom(c);

@@ -331,6 +331,12 @@ def connect_diff_profile_stats_and_settings():
         assert st == 200, raw
         fg = pb_decode(pb_decode(raw)[1][0])
         assert [s.decode() for s in fg[1]] == rest["names"] and fg[5] == [rest["leftTicks"]]
+        # maxNodes: the larger side's, as Pyroscope's query frontend takes it.
+        rest20 = srv.get_json("/api/v1/diff", query=CPU + sel, left_from=T0 - 10, left_until=T0 + 15,
+                              right_from=T0 + 16, right_until=T0 + 60, max_nodes=20)["flamebearer"]
+        for l_max, r_max in ((10, 20), (20, 10)):
+            st, js = connect_json(srv, "Diff", {"left": dict(left, maxNodes=l_max), "right": dict(right, maxNodes=r_max)})
+            assert st == 200 and js["flamegraph"]["names"] == rest20["names"] != rest["names"], (l_max, r_max, js)
         st, js = connect_json(srv, "Diff", {"left": left})
         assert st == 400, js
         st, js = connect_json(srv, "Diff", {"left": left, "right": dict(right, profileTypeID="memory:alloc_space:bytes:space:bytes")})
