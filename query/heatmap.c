@@ -158,7 +158,11 @@ int heatmap_run(store_t *st, const merge_query_t *q, selector_t *sel, char *cons
                 heatmap_points_t points, int exemplars, heatmap_t *out, hr_err_t *err) {
     memset(out, 0, sizeof *out);
     if (q->step <= 0 || q->until < q->from) return hr_fail(err, HR_EINVAL, "a heatmap needs a step and a range");
-    if (groupby_run(st, q, sel, names, width, limit, &out->g, err)) return -1;
+    /* The groups are ranked by their totals: no timeline is needed, so none is computed
+     * (and the group-by's points cap does not apply to a fine step). */
+    merge_query_t totals = *q;
+    totals.step = 0;
+    if (groupby_run(st, &totals, sel, names, width, limit, &out->g, err)) return -1;
     points_t ps = {.from = q->from, .step = q->step, .ntb = (size_t)((q->until - q->from) / q->step) + 1};
     int spans = points == HEATMAP_SPANS;
     int rc = groupby_profiles(st, q, sel, &out->g, spans, collect, &ps, err);
