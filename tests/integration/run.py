@@ -8,7 +8,7 @@ Ends with the line "integration: N passed, M failed"; exits non-zero if anything
 The tests live in test_AREA.py, one file an area (ingest, durability, queries, connect, ...);
 `--area ingest,queries` runs those areas alone. harness.py holds the server control, the
 shared helpers and the runner; pprof_ref.py the go tool pprof reference; protowire.py the
-hand-written protobuf encoding.
+hand-written protobuf encoding; heatmap_ref.py Pyroscope's heatmap layout.
 """
 import argparse
 import os

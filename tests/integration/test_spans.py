@@ -11,7 +11,7 @@ import tempfile
 
 from harness import ARGS, CPU, T0, Server, cli, connect_json, connect_proto, query, test
 from pprof_ref import build_goprof, pprof_raw
-from test_connect import expected_heatmap, heatmap_norm_json, heatmap_norm_proto, heatmap_request_proto
+from heatmap_ref import expected_heatmap, heatmap_norm_json, heatmap_norm_proto, heatmap_request_proto
 
 SEL = '{service_name="traced-go"}'
 RANGE = {"start": (T0 - 10) * 1000, "end": (T0 + 60) * 1000}
@@ -193,19 +193,16 @@ def span_heatmap_counts_each_span_once_per_profile():
                 by_span[span] = (total + v, shared, min(low, sid))
             points += [(ts, env, span, total, labels, low) for span, (total, labels, low) in by_span.items()]
         start, end, step = T0 * 1000, (T0 + 120) * 1000, 60000
-        lo, hi = min(p[3] for p in points), max(p[3] for p in points)
-        size = (hi - lo) / 20
-        los = [lo + int(i * size) for i in range(20)]
-        want = {}
-        # The server's order among equal values: the newest, then the lowest series, then span id.
-        for ts, env, span, value, labels, _ in sorted(points, key=lambda p: (-p[0], p[5], p[2])):
-            d = ts - start
-            slot = start + min(0 if d <= 0 else -(-d // step), (end - start) // step) * step
-            b = next((i for i in range(20) if los[i] <= value < (los[i + 1] if i < 19 else hi)), 19)
-            counts, best = want.setdefault(env, {}).setdefault(slot, ([0] * 20, {}))
-            counts[b] += 1
-            if b not in best or value > best[b][2]:
-                best[b] = (ts, span, value, {k: v for k, v in labels.items() if k != "env"})
+        # As rows laid out like profiles, in the server's order among equal values (the newest,
+        # then the lowest series, then span id): the first of equals in a cell stays.
+        span_rows = [{"timestamp": ts, "total": value, "env": env, "span": span, "labels": labels}
+                     for ts, env, span, value, labels, _ in sorted(points, key=lambda p: (-p[0], p[5], p[2]))]
+        cells, los = expected_heatmap(span_rows, start, end, step, lambda r: r["env"])
+        want = {env: {ts: (counts, {b: (r["timestamp"], r["span"], r["total"],
+                                         {k: v for k, v in r["labels"].items() if k != "env"})
+                                    for b, r in best.items()})
+                      for ts, (counts, best) in slots.items()}
+                for env, slots in cells.items()}
         doc = {"profileTypeID": CPU, "labelSelector": SEL, "start": start, "end": end, "step": 60, "groupBy": ["env"],
                "queryType": "HEATMAP_QUERY_TYPE_SPAN", "exemplarType": "EXEMPLAR_TYPE_SPAN"}
         st, js = connect_json(srv, "SelectHeatmap", doc)
