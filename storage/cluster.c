@@ -16,12 +16,18 @@
 
 int store_clustered(const store_t *s) { return s->objects != NULL; }
 
-/* block_src_t's read for objects: name is the key. */
+/* block_src_t's read for objects: name is the key. Every failure is the store's, not
+ * the query's: a range the object does not have (it is shorter than the catalog says)
+ * or an object gone since this node synced is a 503 to retry, never a 4xx. */
 static int object_read(void *ctx, const char *key, uint64_t off, uint64_t n, uint8_t *out, hr_err_t *err) {
     store_t *s = ctx;
     if (objcache_read(s->ocache, key, off, n, out, err) == 0) return 0;
     if (err->code == HR_ENOTFOUND) /* the catalog moved on since this node synced: retry later */
         return hr_fail(err, HR_EIO, "block object %s is gone from the object store (the block list is stale)", key);
+    if (err->code == HR_EINVAL) {
+        hr_err_t e = *err;
+        return hr_fail(err, HR_EIO, "block object %s: %s", key, e.msg);
+    }
     return -1;
 }
 
@@ -35,14 +41,39 @@ static int source(store_t *s, const block_meta_t *m, block_src_t *src, char *pat
     return block_src_file(src, path, err);
 }
 
+/* Whether a read of block m that failed with err (attempt 0, 1, ...) is tried again.
+ *
+ * A local file that fails its checksum is damaged for good: the caller marks the block
+ * bad. An object is different: the bytes in the store were checked when they were put
+ * (a signed SHA-256), so a range that reads back damaged was damaged on the way (a
+ * proxy, a NIC, a torn cache file). It is dropped from the cache and fetched afresh,
+ * READ_ATTEMPTS times in all; if every copy is damaged the read is a passing failure
+ * (HR_EIO, answered 503) and nothing is remembered, so the next query reads again. A
+ * query never answers without the block: a smaller total with 200 is the one answer
+ * that must not happen. */
+#define READ_ATTEMPTS 3
+static int read_again(store_t *s, const block_meta_t *m, int attempt, hr_err_t *err) {
+    if (!s->objects || err->code != HR_EUNPROC) return 0;
+    objcache_forget(s->ocache, m->path);
+    if (attempt + 1 < READ_ATTEMPTS) {
+        struct timespec ts = {0, 50000000L << attempt}; /* 50, 100 ms: let a burst pass */
+        nanosleep(&ts, NULL);
+        return 1;
+    }
+    hr_err_t e = *err;
+    log_error("block.damaged_read", "key=%s attempts=%d err=\"%s\"", m->path, READ_ATTEMPTS, e.msg);
+    hr_fail(err, HR_EIO, "block %s read back damaged from the object store %d times (%s); retry the query", m->path,
+            READ_ATTEMPTS, e.msg);
+    return 0;
+}
+
 block_index_t *store_read_index(store_t *s, const block_meta_t *m, hr_err_t *err) {
     char path[4096];
     block_src_t src;
     block_index_t *ix = NULL;
-    for (int attempt = 0; attempt < 2 && !ix; attempt++) {
+    for (int attempt = 0; !ix; attempt++) {
         if (source(s, m, &src, path, sizeof path, err)) return NULL;
-        if ((ix = block_index_read_src(&src, err)) || !s->objects || err->code != HR_EUNPROC) break;
-        objcache_forget(s->ocache, m->path); /* a damaged cached copy: fetch it again */
+        if ((ix = block_index_read_src(&src, err)) || !read_again(s, m, attempt, err)) break;
     }
     return ix;
 }
@@ -52,10 +83,9 @@ segment_t *store_read_part(store_t *s, const block_meta_t *m, const block_index_
     char path[4096];
     block_src_t src;
     segment_t *seg = NULL;
-    for (int attempt = 0; attempt < 2 && !seg; attempt++) {
+    for (int attempt = 0; !seg; attempt++) {
         if (source(s, m, &src, path, sizeof path, err)) return NULL;
-        if ((seg = block_read_part_src(&src, ix, p, view, err)) || !s->objects || err->code != HR_EUNPROC) break;
-        objcache_forget(s->ocache, m->path);
+        if ((seg = block_read_part_src(&src, ix, p, view, err)) || !read_again(s, m, attempt, err)) break;
     }
     return seg;
 }

@@ -428,6 +428,9 @@ static int perform(objstore_t *s, req_t *r, hr_err_t *err) {
     else if (r->status == 0)
         hr_fail(err, HR_EIO, "no answer from object store %s after %d attempt%s: %s", s->endpoint, tries,
                 tries > 1 ? "s" : "", cerr);
+    else if (a == ATTEMPT_TRANSIENT && r->status < 500) /* a status, then the body cut short */
+        hr_fail(err, HR_EIO, "object store %s answered %ld to %s %s but the transfer failed after %d attempt%s: %s",
+                s->endpoint, r->status, r->method, what, tries, tries > 1 ? "s" : "", cerr);
     else if (r->status >= 500)
         hr_fail(err, HR_EIO, "object store answered %ld%s%s%s after %d attempt%s (%s %s)", r->status,
                 code[0] ? " (" : "", code, code[0] ? ")" : "", tries, tries > 1 ? "s" : "", r->method, what);

@@ -44,6 +44,7 @@ import urllib.parse
 
 import pgserver
 import s3server
+from faultproxy import FaultProxy
 from protowire import pb_decode, pb_packed
 from harness import ARGS, CONNECT, CPU, T0, Server, cpu_files, metric, node_agent_dir, test, types_of
 
@@ -79,12 +80,14 @@ class Cluster:
         self.store = self.gw.url(self.bucket, "hearth")
         self.nodes = []
 
-    def node(self, name, target="all", extra=(), start=True):
+    def node(self, name, target="all", extra=(), start=True, endpoint=None):
         """A cluster node (Server) with its own data dir and cache dir under it; started unless
-        start=False. node.cache is its cache dir."""
+        start=False. node.cache is its cache dir. endpoint: reach the object store there (a
+        faultproxy.FaultProxy's) instead of at the gateway itself."""
         data = tempfile.mkdtemp(prefix=f"hearth-node-{name}-", dir=ARGS.tmp)
+        store = self.store if endpoint is None else self.store.replace(self.gw.endpoint, endpoint)
         srv = Server(data_dir=data, env=self.gw.env(), extra=[
-            "--catalog", self.catalog, "--object-store", self.store, "--cache-dir", os.path.join(data, "cache"),
+            "--catalog", self.catalog, "--object-store", store, "--cache-dir", os.path.join(data, "cache"),
             "--flush-interval", FLUSH, "--target", target, "--node-name", name] + list(extra))
         srv.name, srv.cache = name, os.path.join(data, "cache")
         self.nodes.append(srv)
@@ -473,6 +476,45 @@ def cluster_object_store_outage_refuses_then_recovers():
         a, b = c.node("a", "ingest", ["--ack-timeout", ACK_TIMEOUT]), c.node("b", "query")
         # b has not read anything yet, so its cache cannot answer: the query needs the object store.
         outage_round(c, a, [b], c.gw.stop_gateway, c.gw.start_gateway, "the object store")
+
+
+def answer_or_5xx(srv, svc, want, what):
+    """Queries svc's CPU total through srv: True when it answered 200 with exactly want, False
+    when it refused with a 5xx and a JSON error; anything else (a smaller total) fails."""
+    st, body, took = query_timed(srv, svc)
+    if st == 200:
+        got = json.loads(body)["total"]
+        assert got == want, f"{what}: 200 with total {got}, want {want}: a damaged read became a smaller answer"
+        return True
+    assert st in (503, 504), f"{what}: {st} (want 200 with the exact total, or a 5xx) {body[:300]!r}"
+    assert_503_json(503, body, what, took)
+    return False
+
+
+@test
+def cluster_damaged_object_reads_answer_5xx_never_a_smaller_total():
+    """A query node reads every block through a proxy that flips bytes or cuts bodies short. No
+    answer may be a 200 with a smaller total; with the fault gone, the same process answers
+    exactly; under random faults every answer is exact or a 5xx."""
+    want = ref_totals()
+    with Cluster() as c, FaultProxy(c.gw.rgw_port) as px:
+        a = c.node("a", "ingest")
+        for i, p in enumerate(cpu_files(6)):
+            push_ok(a, p, f"dmg{i}", T0)
+        # No disk cache and no decoded partitions kept: every query reads the store afresh.
+        b = c.node("b", "query", ["--cache-bytes", "0", "--block-cache-bytes", "0"], endpoint=px.endpoint)
+        for fault in ("flip", "short"):
+            px.faults = {fault: 1.0}
+            for i in range(2):
+                st, body, took = query_timed(b, f"dmg{i}")
+                assert_503_json(st, body, f"every GET answer {fault}: dmg{i}", took)
+        px.faults = {}
+        for i in range(6):
+            assert answer_or_5xx(b, f"dmg{i}", want[i], "the fault gone, same process"), f"dmg{i} refused"
+        px.faults = {"flip": 0.1, "short": 0.05}
+        ok = sum(answer_or_5xx(b, f"dmg{k % 6}", want[k % 6], f"chaos query {k}") for k in range(24))
+        assert ok, "no chaos query answered at all"
+        assert px.damaged, "the proxy damaged nothing: the chaos round tested nothing"
 
 
 def compaction_state(c, compactors):
