@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "common/jsonw.h"
@@ -53,6 +54,8 @@ typedef struct {
     int headers_seen;       /* on_request has run admission */
     int has_length;         /* Content-Length given: the budget was reserved up front */
     int too_many_args;      /* the query string was cut off (see cut_query) */
+    int nul_in_url;         /* %00 in the request line: MHD's decoding would end the path or a
+                             * parameter there, so `/x/ab%00cd` would act on `ab` */
     int over_budget;        /* a chunked body ran past max_inflight_body: dropped */
     int refused;            /* answered on the headers, body unread */
     uint64_t body_declared; /* POST/PUT Content-Length, or max_body when chunked: what linger may drain */
@@ -251,6 +254,7 @@ static enum MHD_Result on_headers(struct http_server *s, struct MHD_Connection *
     buf_init(&resp.body);
     if (x->too_many_args)
         return http_error(&resp, 414, "more than %d query parameters", HTTP_MAX_QUERY_ARGS), refuse(s, c, x, &resp);
+    if (x->nul_in_url) return http_error(&resp, 400, "the URL holds a NUL byte (%%00)"), refuse(s, c, x, &resp);
     if (s->router.admit(s->router.app, r, &resp)) return refuse(s, c, x, &resp);
     x->admitted = 1;
     size_t max_body = r->max_body ? r->max_body : s->cfg.max_body;
@@ -407,6 +411,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c) {
     x->pub.start_ns = time_now_ns();
     x->watch = conn_watch(c);
     deadline_request_begins(s->deadlines, x->watch);
+    x->nul_in_url = strstr(uri, "%00") != NULL;
     x->too_many_args = cut_query(uri);
     return x;
 }
@@ -520,8 +525,11 @@ static int load_tls(const http_config_t *cfg, char **cert, char **key, hr_err_t 
 }
 
 static struct MHD_Daemon *start_daemon(struct http_server *s, const listen_addr_t *la, char *cert, char *key) {
-    unsigned flags =
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG | la->mhd_flags;
+    /* MHD_USE_POLL: select() cannot watch a descriptor past FD_SETSIZE (1024), and MHD
+     * closes every such connection at once, so with select --max-connections could never
+     * pass about 1,000 (nor any count once debug files held low descriptors). */
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL |
+                     MHD_USE_ERROR_LOG | la->mhd_flags;
     if (cert) flags |= MHD_USE_TLS;
     /* Certificate options only with TLS: MHD warns about them otherwise. */
     struct MHD_OptionItem tls[] = {
@@ -539,9 +547,34 @@ static struct MHD_Daemon *start_daemon(struct http_server *s, const listen_addr_
                             on_done, s, MHD_OPTION_END);
 }
 
+/* Descriptors the rest of the server needs beside its connections: the data dir's
+ * files, WAL, SQLite, open debug files, object-store and debuginfod transfers. */
+#define FD_RESERVE 256
+
+/* Every connection is a descriptor: raises the soft RLIMIT_NOFILE to the hard one when
+ * max_conns would not fit under it (as nginx's worker_rlimit_nofile and Go's runtime
+ * do), and warns when even the hard limit is too low, naming the figure that will hold. */
+static void fit_fd_limit(unsigned max_conns) {
+    struct rlimit rl;
+    rlim_t need = (rlim_t)max_conns + FD_RESERVE;
+    if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur >= need) return;
+    rlim_t want = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > need ? need : rl.rlim_max;
+    if (want > rl.rlim_cur) {
+        rl.rlim_cur = want;
+        if (setrlimit(RLIMIT_NOFILE, &rl)) getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (rl.rlim_cur < need)
+        log_warn("http.fd_limit",
+                 "max_connections=%u open_files_limit=%llu: connections past about %llu will be refused; raise the "
+                 "limit (ulimit -n, LimitNOFILE=) or lower --max-connections",
+                 max_conns, (unsigned long long)rl.rlim_cur,
+                 (unsigned long long)(rl.rlim_cur > FD_RESERVE ? rl.rlim_cur - FD_RESERVE : 0));
+}
+
 http_server_t *http_start(const http_config_t *cfg, const http_router_t *router, hr_err_t *err) {
     listen_addr_t la;
     if (parse_listen(cfg->listen, &la, err)) return NULL;
+    fit_fd_limit(cfg->max_conns);
     if (cfg->max_inflight_body && cfg->max_inflight_body < cfg->max_body) {
         hr_fail(err, HR_EINVAL, "--max-inflight-body-bytes (%zu) must be at least --max-body-bytes (%zu)",
                 cfg->max_inflight_body, cfg->max_body);

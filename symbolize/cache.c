@@ -8,6 +8,7 @@
  * hash of address to offset, so a load is one read and no allocation per record. */
 #include "symbolize/cache.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +23,8 @@
 #define MAX_RECORD (1u << 20) /* a record is a few hundred bytes; longer is corruption */
 
 struct symcache {
-    int fd;
+    char *path;
+    buf_t pending;     /* records appended since the last flush, as the file holds them */
     buf_t data;        /* payloads */
     uint64_t *keys;    /* address per slot */
     uint64_t *offs;    /* payload offset + 1 per slot; 0 = empty */
@@ -65,16 +67,16 @@ static int index_payload(symcache_t *c, size_t off, size_t len) {
     return 0;
 }
 
-/* Reads the whole file; keeps the whole records, cuts the rest. */
-static int load(symcache_t *c, hr_err_t *err) {
+/* Reads the whole file at fd; keeps the whole records, cuts the rest. */
+static int load(symcache_t *c, int fd, hr_err_t *err) {
     struct stat st;
-    if (fstat(c->fd, &st)) return hr_fail(err, HR_EIO, "symbolization cache: stat failed");
+    if (fstat(fd, &st)) return hr_fail(err, HR_EIO, "symbolization cache: stat failed");
     size_t n = (size_t)st.st_size;
     uint8_t *p = n ? malloc(n) : NULL;
     if (n && !p) return hr_fail(err, HR_ENOMEM, "out of memory");
     size_t got = 0;
     while (got < n) {
-        ssize_t k = pread(c->fd, p + got, n - got, (off_t)got);
+        ssize_t k = pread(fd, p + got, n - got, (off_t)got);
         if (k <= 0) break;
         got += (size_t)k;
     }
@@ -98,42 +100,60 @@ static int load(symcache_t *c, hr_err_t *err) {
     free(p);
     if (good && good == n) return 0;
     if (good) { /* whole records, then a torn tail: keep them, cut the tail */
-        if (ftruncate(c->fd, (off_t)good)) return hr_fail(err, HR_EIO, "symbolization cache: cannot cut the tail");
+        if (ftruncate(fd, (off_t)good)) return hr_fail(err, HR_EIO, "symbolization cache: cannot cut the tail");
         log_event(LOG_WARN, "symbolize.cache_tail_cut", "bytes=%zu kept=%zu", n - good, good);
         return 0;
     }
     /* A new file, or a foreign one: start over. */
-    if (ftruncate(c->fd, 0) || pwrite(c->fd, MAGIC, MAGIC_LEN, 0) != MAGIC_LEN)
+    if (ftruncate(fd, 0) || pwrite(fd, MAGIC, MAGIC_LEN, 0) != MAGIC_LEN)
         return hr_fail(err, HR_EIO, "symbolization cache: cannot write the header");
     return 0;
 }
 
 symcache_t *symcache_open(const char *path, hr_err_t *err) {
     symcache_t *c = calloc(1, sizeof *c);
-    if (!c) {
+    if (!c || !(c->path = strdup(path))) {
+        free(c);
         hr_fail(err, HR_ENOMEM, "out of memory");
         return NULL;
     }
     buf_init(&c->data);
-    c->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (c->fd < 0) {
-        hr_fail(err, HR_EIO, "cannot open the symbolization cache %s", path);
+    buf_init(&c->pending);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        hr_fail(err, HR_EIO, "cannot open the symbolization cache %s: %s", path, strerror(errno));
         symcache_close(c);
         return NULL;
     }
-    if (grow(c) || load(c, err)) {
-        if (!err->code) hr_fail(err, HR_ENOMEM, "out of memory");
+    int rc = grow(c) ? hr_fail(err, HR_ENOMEM, "out of memory") : load(c, fd, err);
+    close(fd); /* a fleet has thousands of binaries: no descriptor is held between uses */
+    if (rc) {
         symcache_close(c);
         return NULL;
     }
     return c;
 }
 
+void symcache_flush(symcache_t *c) {
+    if (!c || !c->pending.len) return;
+    int fd = open(c->path, O_WRONLY | O_APPEND | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? write(fd, c->pending.data, c->pending.len) : -1;
+    /* Only persistence is lost: the answers stay in memory, and a torn record is cut when
+     * the file is next loaded. */
+    if (n != (ssize_t)c->pending.len)
+        log_event(LOG_WARN, "symbolize.cache_write_failed", "path=%s bytes=%zu err=\"%s\"", c->path, c->pending.len,
+                  n < 0 ? strerror(errno) : "short write");
+    if (fd >= 0) close(fd);
+    c->pending.len = 0;
+}
+
 void symcache_close(symcache_t *c) {
     if (!c) return;
-    if (c->fd >= 0) close(c->fd);
+    symcache_flush(c);
+    buf_free(&c->pending);
     buf_free(&c->data);
     free(c->keys), free(c->offs);
+    free(c->path);
     free(c);
 }
 
@@ -190,8 +210,8 @@ int symcache_put(symcache_t *c, uint64_t addr, const frames_t *f) {
     size_t off = c->data.len;
     buf_append(&c->data, rec.data + 8, len);
     int rc = c->data.oom || index_payload(c, off, len) ? -1 : 0;
-    if (rc == 0 && lseek(c->fd, 0, SEEK_END) >= 0 && write(c->fd, rec.data, rec.len) != (ssize_t)rec.len)
-        log_event(LOG_WARN, "symbolize.cache_write_failed", "addr=0x%llx", (unsigned long long)addr);
+    if (rc == 0) buf_append(&c->pending, rec.data, rec.len);
+    if (c->pending.oom) c->pending.oom = 0, c->pending.len = 0; /* persistence lost, not the answer */
     buf_free(&rec);
     return rc;
 }

@@ -9,6 +9,10 @@
  * that arrives later applies. Replacing or deleting a build ID's debug info deletes
  * its cache file (symbolizer_invalidate).
  *
+ * No file descriptor is held: the file is read whole when opened, and new answers are
+ * kept in memory until symcache_flush appends them (the symbolizer flushes after each
+ * query), so a fleet of thousands of binaries costs no descriptors.
+ *
  * The file is a cache, not data: it is not fsynced, a torn or corrupt tail is cut
  * at the last whole record when the file is opened, and a missing file is empty.
  * Not thread-safe: the symbolizer serializes access. */
@@ -23,8 +27,8 @@
 
 typedef struct symcache symcache_t;
 
-/* Opens (creating) the cache file at path and loads its records. NULL with err on
- * an I/O error or out of memory. */
+/* Opens (creating) the cache file at path, loads its records and closes it again.
+ * NULL with err on an I/O error or out of memory. */
 symcache_t *symcache_open(const char *path, hr_err_t *err);
 void symcache_close(symcache_t *c);
 
@@ -32,9 +36,13 @@ void symcache_close(symcache_t *c);
  * file does not cover addr), 0 when not, -1 out of memory. */
 int symcache_get(const symcache_t *c, uint64_t addr, frames_t *out);
 
-/* Records addr's frames (f may be empty) in memory and in the file. A failed write
- * only loses the persistence (logged); -1 is out of memory. */
+/* Records addr's frames (f may be empty) in memory, for the file at the next flush.
+ * -1 is out of memory. */
 int symcache_put(symcache_t *c, uint64_t addr, const frames_t *f);
+
+/* Appends the records put since the last flush to the file (opened and closed here).
+ * A failed write only loses the persistence (logged). symcache_close flushes too. */
+void symcache_flush(symcache_t *c);
 
 /* Records in memory (for tests and metrics). */
 size_t symcache_count(const symcache_t *c);

@@ -254,6 +254,8 @@ int symbolizer_rewrite(symbolizer_t *s, symtab_t *t, int64_t deadline_ns, symbol
         if (locked) rc = rewrite_one(&r, (uint32_t)i);
         else st->late++, st->unresolved++, rc = apply_address(t, (uint32_t)i);
     }
+    for (size_t i = 0; locked && i < t->nmappings; i++)
+        if (r.bin && r.bin[i]) symcache_flush(r.bin[i]->cache); /* once each: later calls find nothing pending */
     if (locked) frames_clear(&s->scratch), pthread_mutex_unlock(&s->mu);
     free(r.state), free(r.bin);
     if (rc) return hr_fail(err, HR_ENOMEM, "out of memory during symbolization");

@@ -11,6 +11,7 @@ cannot share the port; hundreds of query parameters get a 4xx, not a dropped con
 import json
 import os
 import re
+import resource
 import socket
 import subprocess
 import tempfile
@@ -327,6 +328,51 @@ def http_attacks_slowloris_is_cut_off_and_one_address_is_capped():
                 pass
             assert time.time() < deadline
             time.sleep(0.1)
+
+
+def raise_fd_limit(want):
+    """Raises this process's descriptor limit to want (or the hard limit); returns what holds."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    n = want if hard == resource.RLIM_INFINITY else min(want, hard)
+    if soft < n:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (n, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+@test
+def http_attacks_4000_idle_connections_are_held_and_the_server_still_answers():
+    """--max-connections is the limit that holds: 4,000 idle connections (descriptors far past
+    select()'s 1,024) are all kept open, and new requests on top of them are answered."""
+    n = 4000
+    assert raise_fd_limit(n + 200) >= n + 100, "this machine's hard descriptor limit is below the test's need"
+    with Server(extra=["--max-connections", str(n + 50), "--max-connections-per-ip", "0"]) as srv:
+        idle = []
+        try:
+            for _ in range(n):
+                idle.append(connect(srv, timeout=30))
+            st, body = srv.get("/healthz")
+            assert st == 200, (st, body[:200])
+            assert metric(srv, "process_open_fds") >= n, "the server does not hold the idle connections"
+            # The oldest and the newest idle connections are still served: none was dropped.
+            for s in (idle[0], idle[n // 2], idle[-1]):
+                s.sendall(head("GET", "/healthz"))
+                assert read_response(s)[0] == 200
+        finally:
+            for s in idle:
+                s.close()
+
+
+@test
+def http_attacks_nul_in_the_url_is_refused_not_cut():
+    """MHD decodes %00 into the path or a parameter, which C then ends there: the request would
+    act on a shorter name than the one it sent. It is refused."""
+    with Server() as srv:
+        for method, path in (("PUT", "/api/v1/debuginfo/ab%00cd"), ("GET", "/api/v1/labels/service%00name/values"),
+                             ("GET", "/api/v1/query?query=x%00y"),
+                             ("POST", "/debuginfo.v1alpha1.DebuginfoService/Upload/12%0034")):
+            st, body, _ = srv.request(method, path, b"\x7fELF" if method != "GET" else None)
+            assert st == 400 and "NUL" in json.loads(body)["error"], (path, st, body[:200])
+        assert srv.get_json("/api/v1/debuginfo") == {"debuginfo": []}
 
 
 @test

@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 import time
 
-from harness import ARGS, T0, Server, free_port, query, test
+from harness import ARGS, T0, Server, free_port, metric, query, test
 from protowire import pb_decode, pb_field, pb_packed, pb_put_varint, pb_strs
 
 SYM = "symbolize"
@@ -237,6 +237,45 @@ def c_profile(build_id, vaddrs):
 
 def pb_encode(num, v):
     return pb_put_varint(num << 3) + pb_put_varint(v)
+
+
+def many_binaries_profile(n):
+    """An address-only pprof of n binaries: mapping i (/opt/binI, a build id of its own) holds
+    one location, sampled once with value i + 1."""
+    strings = ["", "cpu", "nanoseconds"]
+    prof = pb_field(1, pb_encode(1, 1) + pb_encode(2, 2))
+    for i in range(n):
+        strings += [f"/opt/bin{i}", "%040x" % (0xB1D000 + i)]
+        start = 0x400000 + i * 0x100000
+        prof += pb_field(3, pb_encode(1, i + 1) + pb_encode(2, start) + pb_encode(3, start + 0x10000) +
+                         pb_encode(4, 0) + pb_encode(5, len(strings) - 2) + pb_encode(6, len(strings) - 1))
+        prof += pb_field(4, pb_encode(1, i + 1) + pb_encode(2, i + 1) + pb_encode(3, start + 0x123))
+        prof += pb_field(2, pb_field(1, pb_put_varint(i + 1)) + pb_field(2, pb_put_varint(i + 1)))
+    prof += b"".join(pb_field(6, x.encode()) for x in strings)
+    prof += pb_encode(9, T0 * 10**9) + pb_encode(10, 10**10) + pb_field(11, pb_encode(1, 1) + pb_encode(2, 2))
+    return prof + pb_encode(12, 10000000)
+
+
+@test
+def symbolize_1200_binaries_hold_no_descriptors():
+    """One profile of 1,200 distinct binaries, then queries: each is named BINARY!0xADDR, and
+    the server's open descriptors do not grow with the binaries (a descriptor each would pass
+    select()'s 1,024 and the server would drop every new connection)."""
+    n = 1200
+    with Server() as srv:
+        st, body = srv.ingest(many_binaries_profile(n), name="fleet", format="pprof", **{"from": T0})
+        assert st == 200, body
+        before = metric(srv, "process_open_fds")
+        for _ in range(2):  # the second query reads the symbolization cache
+            top = {f["name"]: f["self"] for f in query(srv, CPU_NS + '{service_name="fleet"}')["functions"]}
+            assert len(top) == n and top["bin7!0x%x" % (0x400000 + 7 * 0x100000 + 0x123)] == 8, len(top)
+        after = metric(srv, "process_open_fds")
+        assert after < before + 50, f"open descriptors {before:.0f} -> {after:.0f} after symbolizing {n} binaries"
+        assert srv.get("/healthz")[0] == 200
+    with Server(data_dir=srv.data_dir) as srv:  # the answers were persisted: a restart reads them back
+        top = {f["name"]: f["self"] for f in query(srv, CPU_NS + '{service_name="fleet"}')["functions"]}
+        assert len(top) == n, len(top)
+        assert len(os.listdir(os.path.join(srv.data_dir, "symcache"))) == n
 
 
 @test
