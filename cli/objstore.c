@@ -44,7 +44,7 @@ static const char *code_name(hr_code_t c) {
     static const char *const NAMES[] = {
         [HR_OK] = "OK", [HR_EINVAL] = "EINVAL", [HR_EUNPROC] = "EUNPROC", [HR_ETOOBIG] = "ETOOBIG",
         [HR_ENOTFOUND] = "ENOTFOUND", [HR_EIO] = "EIO", [HR_ENOMEM] = "ENOMEM", [HR_EINTERNAL] = "EINTERNAL",
-        [HR_ELIMIT] = "ELIMIT", [HR_ETIMEOUT] = "ETIMEOUT",
+        [HR_ELIMIT] = "ELIMIT", [HR_ETIMEOUT] = "ETIMEOUT", [HR_EDENIED] = "EDENIED",
     };
     // clang-format on
     return (size_t)c < sizeof NAMES / sizeof *NAMES && NAMES[c] ? NAMES[c] : "E?";

@@ -26,6 +26,7 @@ int hr_http_status(hr_code_t code) {
     case HR_EINTERNAL: return 500;
     case HR_ELIMIT: return 429;
     case HR_ETIMEOUT: return 504;
+    case HR_EDENIED: return 403;
     }
     return 500;
 }
@@ -39,6 +40,7 @@ hr_code_t hr_code_of_status(int status) {
     case 503: return HR_EIO;
     case 429: return HR_ELIMIT;
     case 504: return HR_ETIMEOUT;
+    case 403: return HR_EDENIED;
     default: return status < 400 ? HR_OK : HR_EINTERNAL;
     }
 }

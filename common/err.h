@@ -23,7 +23,8 @@ typedef enum {
     HR_ENOMEM,    /* allocation failed (500) */
     HR_EINTERNAL, /* a bug or broken invariant (500) */
     HR_ELIMIT,    /* a configured limit or rate refused the request (429) */
-    HR_ETIMEOUT   /* the work ran past its deadline, e.g. --query-timeout (504) */
+    HR_ETIMEOUT,  /* the work ran past its deadline, e.g. --query-timeout (504) */
+    HR_EDENIED    /* the caller may not touch this resource, e.g. another tenant's (403) */
 } hr_code_t;
 
 typedef struct {

@@ -31,8 +31,8 @@ static void put(app_t *a, http_req_t *req, http_resp_t *resp, const char *id) {
         return http_error(resp, 413, "debug file exceeds --max-debuginfo-bytes %zu", a->cfg.max_debuginfo_bytes);
     if (req->spool_error) return http_error(resp, 507, "the debug file could not be written to disk");
     hr_err_t err = {0};
-    int rc = req->spool_path[0] ? debuginfo_store_file(a->debuginfo, id, req->spool_path, &err)
-                                : debuginfo_store(a->debuginfo, id, req->body.data, req->body.len, &err);
+    int rc = req->spool_path[0] ? debuginfo_store_file(a->debuginfo, id, req->tenant, req->spool_path, &err)
+                                : debuginfo_store(a->debuginfo, id, req->tenant, req->body.data, req->body.len, &err);
     if (rc) return http_error_from(resp, &err);
     req->spool_path[0] = 0; /* renamed into place */
     if (a->symbolizer) symbolizer_invalidate(a->symbolizer, id);
@@ -43,9 +43,9 @@ static void put(app_t *a, http_req_t *req, http_resp_t *resp, const char *id) {
     http_reply(resp, 200, "application/json", &b);
 }
 
-static void del(app_t *a, http_resp_t *resp, const char *id) {
+static void del(app_t *a, http_req_t *req, http_resp_t *resp, const char *id) {
     hr_err_t err = {0};
-    if (debuginfo_delete(a->debuginfo, id, &err)) return http_error_from(resp, &err);
+    if (debuginfo_delete(a->debuginfo, id, req->tenant, &err)) return http_error_from(resp, &err);
     if (a->symbolizer) symbolizer_invalidate(a->symbolizer, id);
     log_info("debuginfo.deleted", "build_id=%s", id);
     http_reply_text(resp, 200, "application/json", "{\"status\":\"deleted\"}");
@@ -55,7 +55,7 @@ void api_debuginfo(app_t *a, http_req_t *req, http_resp_t *resp) {
     const char *id = url_build_id(req, resp);
     if (!id) return;
     if (!strcmp(req->method, "PUT")) put(a, req, resp, id);
-    else del(a, resp, id);
+    else del(a, req, resp, id);
 }
 
 void api_debuginfo_list(app_t *a, http_req_t *req, http_resp_t *resp) {

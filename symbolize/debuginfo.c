@@ -18,6 +18,7 @@
 #include "common/timeparse.h"
 #include "common/vec.h"
 #include "storage/fsutil.h"
+#include "symbolize/buildid.h"
 #include "symbolize/elf.h"
 
 #define NO_DEADLINE_WAIT_NS (30 * 1000000000LL) /* a download without a query deadline */
@@ -33,7 +34,7 @@ struct debuginfo {
     int debuginfod;
     atomic_ullong generation;
     int64_t negative_ttl_ns;
-    pthread_mutex_t mu; /* missing */
+    pthread_mutex_t mu; /* missing, and an upload's owner check with its rename */
     missing_t *missing;
     size_t nmissing, missing_cap;
 };
@@ -185,42 +186,84 @@ debuginfo_found_t debuginfo_find(debuginfo_t *d, const char *id, int64_t deadlin
     return f;
 }
 
-int debuginfo_store(debuginfo_t *d, const char *id, const void *p, size_t n, hr_err_t *err) {
-    if (!elfobj_magic_ok(p, n)) return hr_fail(err, HR_EINVAL, "the body is not an ELF file");
-    char dst[4200];
+/* Who uploaded id: DATA/debuginfo/ID.owner holds the tenant. A file with no owner
+ * record (stored before owners were kept) belongs to nobody in particular. */
+static void owner_path(const debuginfo_t *d, const char *id, char *out, size_t cap) {
+    snprintf(out, cap, "%s/%s.owner", d->uploads, id);
+}
+
+/* 0 when tenant may replace or delete id's upload: there is none, or it is its own. */
+static int may_touch(const debuginfo_t *d, const char *id, const char *tenant, hr_err_t *err) {
+    char path[4400], owner[130] = "";
+    snprintf(path, sizeof path, "%s/%s", d->uploads, id);
+    if (!is_file(path)) return 0;
+    owner_path(d, id, path, sizeof path);
+    FILE *f = fopen(path, "re");
+    size_t n = f ? fread(owner, 1, sizeof owner - 1, f) : 0;
+    if (f) fclose(f);
+    owner[n] = 0;
+    if (!n || !strcmp(owner, tenant)) return 0;
+    return hr_fail(err, HR_EDENIED,
+                   "build ID %s was uploaded by another tenant: only it may replace or delete the file (which "
+                   "symbolizes your profiles too)",
+                   id);
+}
+
+/* Puts the checked file at path in place as id's upload, owned by tenant. d->mu held. */
+static int put_in_place(debuginfo_t *d, const char *id, const char *path, const char *tenant, hr_err_t *err) {
+    char dst[4400], own[4400];
     snprintf(dst, sizeof dst, "%s/%s", d->uploads, id);
-    if (fs_write_atomic(dst, p, n, err)) return -1;
+    owner_path(d, id, own, sizeof own);
+    if (may_touch(d, id, tenant, err) || fs_write_atomic(own, tenant, strlen(tenant), err)) return -1;
+    if (rename(path, dst)) return hr_fail(err, HR_EIO, "cannot store %s: %s", dst, strerror(errno));
+    if (fs_sync_parent(dst, err)) return -1;
     atomic_fetch_add(&d->generation, 1);
     return 0;
+}
+
+int debuginfo_store(debuginfo_t *d, const char *id, const char *tenant, const void *p, size_t n, hr_err_t *err) {
+    if (buildid_check_mem(p, n, id, err)) return -1;
+    char tmp[4400];
+    snprintf(tmp, sizeof tmp, "%s/.upload-XXXXXX", d->uploads);
+    int fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd < 0) return hr_fail(err, HR_EIO, "cannot store the upload: %s", strerror(errno));
+    int rc = fs_write_all(fd, p, n, tmp, err) || (fsync(fd) && hr_fail(err, HR_EIO, "fsync: %s", strerror(errno)));
+    close(fd);
+    pthread_mutex_lock(&d->mu);
+    if (rc == 0) rc = put_in_place(d, id, tmp, tenant, err);
+    pthread_mutex_unlock(&d->mu);
+    if (rc) unlink(tmp);
+    return rc;
 }
 
 const char *debuginfo_spool_dir(const debuginfo_t *d) { return d->uploads; }
 
-int debuginfo_store_file(debuginfo_t *d, const char *id, const char *path, hr_err_t *err) {
-    uint8_t head[64];
+int debuginfo_store_file(debuginfo_t *d, const char *id, const char *tenant, const char *path, hr_err_t *err) {
+    if (buildid_check_file(path, id, err)) return -1;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    ssize_t got = fd >= 0 ? pread(fd, head, sizeof head, 0) : -1;
-    int rc = fd < 0 || got < 0 ? hr_fail(err, HR_EIO, "cannot read the upload: %s", strerror(errno)) : 0;
-    if (rc == 0 && !elfobj_magic_ok(head, (size_t)got)) rc = hr_fail(err, HR_EINVAL, "the body is not an ELF file");
-    if (rc == 0 && fsync(fd)) rc = hr_fail(err, HR_EIO, "fsync of the upload: %s", strerror(errno));
+    int rc = fd < 0 || fsync(fd) ? hr_fail(err, HR_EIO, "fsync of the upload: %s", strerror(errno)) : 0;
     if (fd >= 0) close(fd);
-    char dst[4200];
-    snprintf(dst, sizeof dst, "%s/%s", d->uploads, id);
-    if (rc == 0 && rename(path, dst)) rc = hr_fail(err, HR_EIO, "cannot store %s: %s", dst, strerror(errno));
-    if (rc == 0 && fs_sync_parent(dst, err)) rc = -1;
-    if (rc == 0) atomic_fetch_add(&d->generation, 1);
+    pthread_mutex_lock(&d->mu);
+    if (rc == 0) rc = put_in_place(d, id, path, tenant, err);
+    pthread_mutex_unlock(&d->mu);
     return rc;
 }
 
-int debuginfo_delete(debuginfo_t *d, const char *id, hr_err_t *err) {
-    char path[4200];
+int debuginfo_delete(debuginfo_t *d, const char *id, const char *tenant, hr_err_t *err) {
+    char path[4400];
     snprintf(path, sizeof path, "%s/%s", d->uploads, id);
-    if (unlink(path)) {
-        if (errno == ENOENT) return hr_fail(err, HR_ENOTFOUND, "no debug info uploaded for build ID %s", id);
-        return hr_fail(err, HR_EIO, "cannot delete %s: %s", path, strerror(errno));
+    pthread_mutex_lock(&d->mu);
+    int rc = may_touch(d, id, tenant, err);
+    if (rc == 0 && unlink(path))
+        rc = errno == ENOENT ? hr_fail(err, HR_ENOTFOUND, "no debug info uploaded for build ID %s", id)
+                             : hr_fail(err, HR_EIO, "cannot delete %s: %s", path, strerror(errno));
+    if (rc == 0) {
+        owner_path(d, id, path, sizeof path);
+        unlink(path);
+        atomic_fetch_add(&d->generation, 1);
     }
-    atomic_fetch_add(&d->generation, 1);
-    return 0;
+    pthread_mutex_unlock(&d->mu);
+    return rc;
 }
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }

@@ -46,18 +46,22 @@ typedef enum { DEBUGINFO_FOUND = 1, DEBUGINFO_MISSING = 0, DEBUGINFO_LATE = -1 }
  * remembered as missing. */
 debuginfo_found_t debuginfo_find(debuginfo_t *d, const char *id, int64_t deadline_ns, char *path, size_t cap);
 
-/* Stores an upload as id's file: written to a temporary file, fsynced, renamed over
- * any previous one. HR_EINVAL when p is not ELF, HR_EIO on a write error. */
-int debuginfo_store(debuginfo_t *d, const char *id, const void *p, size_t n, hr_err_t *err);
-/* Deletes id's upload; HR_ENOTFOUND when there is none. */
+/* Stores an upload of tenant as id's file: checked to prove build ID id (buildid.h),
+ * written to a temporary file, fsynced, renamed over any previous one. HR_EINVAL when
+ * the bytes are not ELF or are another binary's, HR_EDENIED when another tenant
+ * uploaded id, HR_EIO on a write error. Files serve every tenant's queries; the
+ * uploading tenant alone may replace or delete one. */
+int debuginfo_store(debuginfo_t *d, const char *id, const char *tenant, const void *p, size_t n, hr_err_t *err);
 /* The folder an upload's body is spooled to while it arrives (http.h spool_dir): the
  * uploads folder itself, so storing it is a rename. Leftovers of a crash (".upload-*")
  * are removed when the store opens. */
 const char *debuginfo_spool_dir(const debuginfo_t *d);
-/* Stores the spooled upload at path as build ID id: checks it is ELF, fsyncs it and
- * renames it into place (path is gone on success). 0, or -1 (HR_EINVAL not ELF, HR_EIO). */
-int debuginfo_store_file(debuginfo_t *d, const char *id, const char *path, hr_err_t *err);
-int debuginfo_delete(debuginfo_t *d, const char *id, hr_err_t *err);
+/* Stores the spooled upload at path as debuginfo_store stores bytes (path is gone on
+ * success). 0, or -1 with debuginfo_store's errors. */
+int debuginfo_store_file(debuginfo_t *d, const char *id, const char *tenant, const char *path, hr_err_t *err);
+/* Deletes id's upload: HR_ENOTFOUND when there is none, HR_EDENIED when another tenant
+ * uploaded it. */
+int debuginfo_delete(debuginfo_t *d, const char *id, const char *tenant, hr_err_t *err);
 /* The uploads as a JSON array of {"build_id","size","uploaded"(RFC 3339)}, sorted by build ID. */
 int debuginfo_list_json(debuginfo_t *d, buf_t *out, hr_err_t *err);
 

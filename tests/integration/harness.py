@@ -165,6 +165,15 @@ def read_testdata(rel):
 CPU_FILE = "pprof/go-runtime-cpu-00.pb.gz"  # the first of the six, as read_testdata takes it
 
 
+def elf_with_build_id(build_id, name="prog"):
+    """The bytes of a small real ELF executable (gcc) whose GNU build-id note is build_id (hex)."""
+    d = tempfile.mkdtemp(prefix="hearth-elf-", dir=ARGS.tmp)
+    out = os.path.join(d, name)
+    subprocess.run(["gcc", "-x", "c", "-", "-o", out, "-Wl,--build-id=0x" + build_id],
+                   input=b"int main(void) { return 0; }\n", check=True, capture_output=True)
+    return open(out, "rb").read()
+
+
 def cpu_files(n):
     """Paths of the first n of the six real Go CPU profiles."""
     return [os.path.join(ARGS.testdata, "pprof", f"go-runtime-cpu-0{i}.pb.gz") for i in range(n)]

@@ -18,7 +18,7 @@ import tempfile
 import time
 import urllib.parse
 
-from harness import ARGS, CPU, T0, Server, metric, proc_status_kib, test
+from harness import ARGS, CPU, T0, Server, elf_with_build_id, metric, proc_status_kib, test
 
 
 def routes():
@@ -83,8 +83,8 @@ def example_url(method, prefix, path):
     if not prefix:
         return path
     return path + {"/querier.v1.QuerierService/": "LabelNames", "/api/v1/labels/": "service_name/values",
-                   "/js/": "app.js", "/api/v1/debuginfo/": "abcd",
-                   "/debuginfo.v1alpha1.DebuginfoService/Upload/": "abcd"}[path]
+                   "/js/": "app.js", "/api/v1/debuginfo/": "abcd" * 10,
+                   "/debuginfo.v1alpha1.DebuginfoService/Upload/": "abcd" * 10}[path]
 
 
 def refusal_only(url, b):
@@ -109,8 +109,9 @@ def http_attacks_every_route_needs_its_role_and_tenant():
                                bearer("w-tok"))
         assert st == 200
         # A debug file for the DELETE row to remove with the admin token.
-        st, _, _ = srv.request("PUT", "/api/v1/debuginfo/abcd", b"\x7fELF" + bytes(60), bearer("w-tok"))
-        assert st == 200
+        st, b, _ = srv.request("PUT", "/api/v1/debuginfo/" + "abcd" * 10, elf_with_build_id("abcd" * 10),
+                               bearer("w-tok"))
+        assert st == 200, b
         span = "from=%d&until=%d" % (T0 - 10, T0 + 60)
         for method, prefix, path, role, _ in rows:
             url = example_url(method, prefix, path)

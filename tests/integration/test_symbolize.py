@@ -15,8 +15,9 @@ import signal
 import subprocess
 import tempfile
 import time
+import urllib.parse
 
-from harness import ARGS, T0, Server, free_port, metric, query, test
+from harness import ARGS, T0, Server, elf_with_build_id, free_port, metric, query, test
 from protowire import pb_decode, pb_field, pb_packed, pb_put_varint, pb_strs
 
 SYM = "symbolize"
@@ -324,6 +325,40 @@ def symbolize_upload_api_list_delete_and_refusals():
         assert st == 404 and json.loads(b)["error"], (st, b)
         st, b, _ = srv.request("POST", "/api/v1/debuginfo/" + PARCA_ID, elf)
         assert st == 405, (st, b)
+
+
+@test
+def symbolize_debug_files_prove_their_build_id_and_belong_to_their_uploader():
+    """Tenant B puts an unrelated ELF under tenant A's build id: refused, since the file does
+    not carry that id (A's flame graph would show B's names). A's own file is stored; B may
+    neither replace nor delete it; A may."""
+    elf = open(td(PARCA_ID + ".debuginfo"), "rb").read()
+    other = elf_with_build_id("00112233445566778899aabbccddeeff00112233")
+    a, b = {"X-Scope-OrgID": "team-a"}, {"X-Scope-OrgID": "team-b"}
+    with Server(extra=["--multitenancy"]) as srv:
+        st, body, _ = srv.request("POST", "/ingest?name=parca-main&format=pprof&from=%d" % T0,
+                                  open(td("parca-main.cpu.pb.gz"), "rb").read(), a)
+        assert st == 200, body
+        for path in ("/api/v1/debuginfo/" + PARCA_ID, "/debuginfo.v1alpha1.DebuginfoService/Upload/" + PARCA_ID):
+            st, body, _ = srv.request("PUT" if path.startswith("/api") else "POST", path, other, b)
+            err = json.loads(body)["error"]
+            assert st == 400 and "not build ID" in err and "00112233445566778899aabbccddeeff00112233" in err, (st, err)
+        st, body, _ = srv.request("PUT", "/api/v1/debuginfo/" + PARCA_ID, b"\x7fELF" + bytes(60), a)
+        assert st == 400 and json.loads(body)["error"], (st, body)
+        st, body, _ = srv.request("PUT", "/api/v1/debuginfo/" + PARCA_ID, elf, a)
+        assert st == 200, body
+        q = urllib.parse.urlencode({"query": SAMPLES + '{service_name="parca-main"}', "format": "top",
+                                    "from": T0 - 10, "until": T0 + 3600})
+        st, body, _ = srv.request("GET", "/api/v1/query?" + q, None, a)
+        assert st == 200 and "main.iterate" in {f["name"] for f in json.loads(body)["functions"]}, (st, body[:300])
+        for method, body_ in (("PUT", elf), ("DELETE", None)):
+            st, body, _ = srv.request(method, "/api/v1/debuginfo/" + PARCA_ID, body_, b)
+            assert st == 403 and "another tenant" in json.loads(body)["error"], (method, st, body)
+        st, body, _ = srv.request("DELETE", "/api/v1/debuginfo/" + PARCA_ID, None, a)
+        assert st == 200, body
+        # Gone, and the owner record with it: B may now store its own proven file under the id.
+        st, body, _ = srv.request("PUT", "/api/v1/debuginfo/" + PARCA_ID, elf, b)
+        assert st == 200, body
 
 
 def start_debuginfod(folder, build_id):
