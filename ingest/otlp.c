@@ -17,6 +17,7 @@
 #include "common/pbjson.h"
 #include "common/ptype.h"
 #include "ingest/pprof.h"
+#include "ingest/request.h"
 #include "wire/gzip.h"
 #include "wire/otlp_profiles.pb-c.h"
 
@@ -329,9 +330,9 @@ static uint32_t intern_stack(ctx_t *c, int32_t i) {
 
 /* name as a label name: anything but letters, digits and `_` becomes `_`, as does a
  * leading digit (service.name -> service_name). */
-static void label_name(const char *name, char *out, size_t cap) {
+static void label_name(const char *name, char out[LABEL_NAME_MAX + 1]) {
     size_t j = 0;
-    for (; name[j] && j + 1 < cap; j++) {
+    for (; name[j]; j++) {
         char ch = name[j];
         int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || ch == '_' || (j && ch >= '0' && ch <= '9');
         out[j] = ok ? ch : '_';
@@ -343,8 +344,12 @@ static void label_name(const char *name, char *out, size_t cap) {
  * override); empty names and values carry no label, and names starting with `__` are
  * Pyroscope's own, never an attribute's (as in a push series). */
 static int label_add(labels_t *l, const char *name, const char *value, int override, hr_err_t *err) {
-    char n[256];
-    label_name(name, n, sizeof n);
+    size_t len = name ? strlen(name) : 0;
+    if (len > LABEL_NAME_MAX) /* refused, not cut: two long keys sharing a prefix would merge */
+        return hr_fail(err, HR_EINVAL, "attribute name `%.40s...` is %zu bytes, over the limit of %d", name, len,
+                       LABEL_NAME_MAX);
+    char n[LABEL_NAME_MAX + 1];
+    label_name(name ? name : "", n);
     if (!n[0] || !strncmp(n, "__", 2) || !value || !value[0] || (!override && labels_get(l, n))) return 0;
     return labels_set(l, n, value) ? hr_fail(err, HR_ENOMEM, "out of memory") : 0;
 }

@@ -1,5 +1,6 @@
 /* pprof.c - see pprof.h. */
 #include "ingest/pprof.h"
+#include "ingest/request.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -226,9 +227,13 @@ static int sample_labels(ctx_t *c, const Perftools__Profiles__Sample *s, labels_
         const char *k = c->p->string_table[l->key], *v = c->p->string_table[l->str];
         if (!utf8_valid(k, strlen(k)) || !utf8_valid(v, strlen(v)))
             return hr_fail(c->err, HR_EUNPROC, "invalid pprof: sample label is not valid UTF-8");
-        char name[256];
+        size_t kn = strlen(k);
+        if (kn > LABEL_NAME_MAX) /* refused, not cut: two long names sharing a prefix would merge */
+            return hr_fail(c->err, HR_EINVAL, "sample label name `%.40s...` is %zu bytes, over the limit of %d", k, kn,
+                           LABEL_NAME_MAX);
+        char name[LABEL_NAME_MAX + 1];
         size_t j = 0;
-        for (; k[j] && j < sizeof name - 1; j++) {
+        for (; k[j]; j++) {
             char ch = k[j];
             int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || ch == '_' || ch == '.' ||
                      (j > 0 && ch >= '0' && ch <= '9');

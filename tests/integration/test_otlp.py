@@ -382,8 +382,11 @@ def bad_requests_are_refused_whole_and_store_nothing():
     bad_strings = Otlp()
     bad_strings.add_pprof(p, [("service.name", "bad")])
     bad_strings.strings[0] = "not empty"
+    long_key = Otlp()
+    long_key.add_pprof(p, [("service.name", "bad"), ("k" * 5000, "v")])
     good = o.to_protobuf()
     cases = [
+        ("a 5,000-byte attribute name", OTLP_PATHS[0], long_key.to_protobuf(), PB, 400, "over the limit of 1024"),
         ("garbage protobuf", OTLP_PATHS[0], b"\x0a\xff\xff\xff\xff\x0f", PB, 400, "protobuf"),
         ("JSON that is no object", OTLP_PATHS[1], b"[1, 2]", JS, 400, "JSON"),
         ("JSON of the wrong types", OTLP_PATHS[1], b'{"resourceProfiles": 5}', JS, 400, "resourceProfiles"),
@@ -421,6 +424,22 @@ def bad_requests_are_refused_whole_and_store_nothing():
         small = Otlp()
         small.add_pprof(pprof_parse(read_testdata("pprof/go-runtime-mutex.pb.gz")), [("service.name", "small")])
         assert post(srv, OTLP_PATHS[0], small.to_protobuf(), PB)[0] == 200
+
+
+@test
+def long_attribute_names_are_kept_whole_not_cut():
+    """Two 300-byte attribute names that share their first 255 bytes stay two labels (names
+    were cut to 255 bytes, so they merged into one)."""
+    p = pprof_parse(read_testdata("pprof/go-runtime-mutex.pb.gz"))
+    a, b = "x" * 255 + "a" * 45, "x" * 255 + "b" * 45
+    o = Otlp()
+    o.add_pprof(p, [("service.name", "long"), (a, "1"), (b, "2")])
+    with Server() as srv:
+        st, answer, _ = post(srv, OTLP_PATHS[0], o.to_protobuf(), PB)
+        assert st == 200, answer
+        names = srv.get_json("/api/v1/labels")
+        names = names.get("names", names.get("labels", names)) if isinstance(names, dict) else names
+        assert a in names and b in names, [n[:20] + "..." + n[-5:] for n in names]
 
 
 def export_mappings(srv, sel, span):
