@@ -55,6 +55,8 @@ static int sum_other(grouped_t *out, const ranked_t *v, size_t from, size_t n) {
 int groupby_run(store_t *st, const merge_query_t *q, selector_t *sel, char *const *names, size_t width, size_t limit,
                 grouped_t *out, hr_err_t *err) {
     memset(out, 0, sizeof *out);
+    if (width > GROUPBY_MAX_LABELS)
+        return hr_fail(err, HR_EINVAL, "a group-by takes at most %d labels, not %zu", GROUPBY_MAX_LABELS, width);
     out->names = names, out->width = width;
     catalog_query_t cq = {q->tenant, sel, 1, q->from, q->until, q->deadline_ns};
     if (catalog_groups(st, &cq, 1, names, width, &out->g, err)) return -1;

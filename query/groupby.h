@@ -44,9 +44,14 @@ typedef struct {
  * timeline is held while they are ranked, whatever the limit. */
 enum { GROUPBY_MAX_POINTS = 4000000 };
 
+/* The most labels one group-by names (REST's group_by, Connect's groupBy): each adds a
+ * dimension, and thousands of them make a small request answer hundreds of MB. */
+enum { GROUPBY_MAX_LABELS = 8 };
+
 /* Runs q (its stacks are not wanted) once per group of names[0..width). q->sel is
  * borrowed mutable: narrowed per group and restored. limit 0 keeps every group.
- * More than GROUPBY_MAX_POINTS is HR_EINVAL, before any group is merged.
+ * More than GROUPBY_MAX_POINTS or GROUPBY_MAX_LABELS is HR_EINVAL, before any group
+ * is merged.
  * 0, or -1 with err; out is destroyed by grouped_destroy either way. */
 int groupby_run(store_t *st, const merge_query_t *q, selector_t *sel, char *const *names, size_t width, size_t limit,
                 grouped_t *out, hr_err_t *err);

@@ -158,6 +158,8 @@ int heatmap_run(store_t *st, const merge_query_t *q, selector_t *sel, char *cons
                 heatmap_points_t points, int exemplars, heatmap_t *out, hr_err_t *err) {
     memset(out, 0, sizeof *out);
     if (q->step <= 0 || q->until < q->from) return hr_fail(err, HR_EINVAL, "a heatmap needs a step and a range");
+    if (width > GROUPBY_MAX_LABELS)
+        return hr_fail(err, HR_EINVAL, "a group-by takes at most %d labels, not %zu", GROUPBY_MAX_LABELS, width);
     /* The groups are ranked by their totals: no timeline is needed, so none is computed
      * (and the group-by's points cap does not apply to a fine step). */
     merge_query_t totals = *q;

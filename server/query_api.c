@@ -108,10 +108,9 @@ static void filter_destroy(filter_args_t *fa) {
 
 /* The labels to group timelines by: `group_by` (comma-separated), or Pyroscope's
  * `groupBy` (only its first label, as Pyroscope uses only the first). */
-#define GROUP_MAX 8
 typedef struct {
     char *copy;
-    char *names[GROUP_MAX];
+    char *names[GROUPBY_MAX_LABELS];
     size_t n;
 } group_args_t;
 
@@ -122,7 +121,8 @@ static int parse_group_by(http_req_t *req, group_args_t *g, http_resp_t *resp) {
     if (!v || !*v) return 0;
     if (!(g->copy = strdup(v))) return http_error(resp, 500, "out of memory"), -1;
     for (char *save = NULL, *t = strtok_r(g->copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        if (g->n == GROUP_MAX) return http_error(resp, 400, "`group_by` takes at most %d labels", GROUP_MAX), -1;
+        if (g->n == GROUPBY_MAX_LABELS)
+            return http_error(resp, 400, "`group_by` takes at most %d labels", GROUPBY_MAX_LABELS), -1;
         if (g->n == 0 || v != py) g->names[g->n++] = t;
     }
     return 0;

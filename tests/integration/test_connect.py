@@ -193,6 +193,13 @@ def grafana_querier_connect_proto_and_json():
                   400, "invalid_argument"),
                  ("SelectSeries", json.dumps({**doc, "groupBy": ["env"], "step": 1, "start": (T0 - 30 * 86400) * 1000}).encode(),
                   "application/json", 400, "invalid_argument"),
+                 # groupBy takes at most 8 labels, as REST's group_by (4,000 made a 27 KB request
+                 # answer 267 MB).
+                 ("SelectSeries", json.dumps({**doc, "groupBy": [f"l{i}" for i in range(4000)], "step": 60}).encode(),
+                  "application/json", 400, "invalid_argument"),
+                 ("SelectHeatmap", json.dumps({**doc, "groupBy": [f"l{i}" for i in range(9)], "step": 60,
+                                               "queryType": "HEATMAP_QUERY_TYPE_INDIVIDUAL"}).encode(),
+                  "application/json", 400, "invalid_argument"),
                  ("LabelValues", b"{}", "application/json", 400, "invalid_argument"),
                  ("ProfileTypes", b"{}", "text/plain", 415, "invalid_argument"),
                  ("NoSuchMethod", b"{}", "application/json", 404, "unimplemented")]
