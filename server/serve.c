@@ -120,7 +120,8 @@ static int symbolize_start(app_t *a, hr_err_t *err) {
     debuginfo_config_t dc = {.data_dir = a->cfg.data_dir,
                              .local_dir = a->cfg.debuginfo_dir,
                              .debuginfod_urls = urls ? urls : "",
-                             .negative_ttl_ns = a->cfg.debuginfod_negative_ttl_ns};
+                             .negative_ttl_ns = a->cfg.debuginfod_negative_ttl_ns,
+                             .max_bytes = a->cfg.max_debuginfo_bytes};
     if (!(a->debuginfo = debuginfo_new(&dc, err))) return -1;
     if (a->cfg.symbolize && !(a->symbolizer = symbolizer_new(a->debuginfo, a->cfg.data_dir, err))) return -1;
     log_info("symbolize.config", "enabled=%d debuginfo_dir=%s debuginfod_urls=\"%s\"", a->cfg.symbolize,

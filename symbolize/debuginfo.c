@@ -34,6 +34,7 @@ struct debuginfo {
     int debuginfod;
     atomic_ullong generation;
     int64_t negative_ttl_ns;
+    size_t max_bytes;
     pthread_mutex_t mu; /* missing, and an upload's owner check with its rename */
     missing_t *missing;
     size_t nmissing, missing_cap;
@@ -71,6 +72,7 @@ debuginfo_t *debuginfo_new(const debuginfo_config_t *cfg, hr_err_t *err) {
     snprintf(d->downloads, sizeof d->downloads, "%s/debuginfod", cfg->data_dir);
     snprintf(d->local, sizeof d->local, "%s", cfg->local_dir ? cfg->local_dir : "");
     d->negative_ttl_ns = cfg->negative_ttl_ns;
+    d->max_bytes = cfg->max_bytes;
     pthread_mutex_init(&d->mu, NULL);
     if ((mkdir(d->uploads, 0755) && errno != EEXIST) || (mkdir(d->downloads, 0755) && errno != EEXIST)) {
         hr_fail(err, HR_EIO, "cannot create %s: %s", d->uploads, strerror(errno));
@@ -81,6 +83,11 @@ debuginfo_t *debuginfo_new(const debuginfo_config_t *cfg, hr_err_t *err) {
     if (cfg->debuginfod_urls && *cfg->debuginfod_urls) {
         setenv("DEBUGINFOD_URLS", cfg->debuginfod_urls, 1);
         setenv("DEBUGINFOD_CACHE_PATH", d->downloads, 1);
+        if (cfg->max_bytes) { /* asks servers to refuse larger files; the progress check enforces it */
+            char max[32];
+            snprintf(max, sizeof max, "%zu", cfg->max_bytes);
+            setenv("DEBUGINFOD_MAXSIZE", max, 1);
+        }
         d->debuginfod = 1;
     }
     return d;
@@ -111,38 +118,65 @@ static int find_local(const debuginfo_t *d, const char *id, char *path, size_t c
     return 0;
 }
 
-/* libdebuginfod calls this while it downloads; non-zero aborts the transfer. */
-static int past_deadline(debuginfod_client *c, long a, long b) {
-    (void)a, (void)b;
-    const int64_t *deadline = debuginfod_get_user_data(c);
-    return time_now_ns() > *deadline;
+/* What a download's progress is checked against. */
+typedef struct {
+    int64_t deadline_ns;
+    size_t max_bytes; /* 0 = no limit */
+    int too_big;      /* set when the download passed max_bytes */
+} transfer_t;
+
+/* libdebuginfod calls this while it downloads, with the bytes received so far; non-zero
+ * aborts the transfer. A server that streams without end is cut off here, whatever
+ * Content-Length it sent (or none): nothing else bounds what it writes to the disk. */
+static int on_progress(debuginfod_client *c, long got, long total) {
+    (void)total;
+    transfer_t *t = debuginfod_get_user_data(c);
+    if (t->max_bytes && got > 0 && (size_t)got > t->max_bytes) return t->too_big = 1;
+    return time_now_ns() > t->deadline_ns;
 }
 
-static debuginfo_found_t fetch(const char *downloads, const char *id, int64_t deadline_ns, char *path, size_t cap) {
+/* libdebuginfod records any failed download, an aborted one too, as an empty file it
+ * answers "missing" from for cache_miss_s (10 minutes); a partial file must not stay. */
+static void drop_download(const char *downloads, const char *id) {
+    char miss[4400];
+    struct stat st;
+    snprintf(miss, sizeof miss, "%s/%s/debuginfo", downloads, id);
+    if (stat(miss, &st) == 0 && st.st_size == 0) unlink(miss);
+}
+
+static debuginfo_found_t fetch(const debuginfo_t *d, const char *id, int64_t deadline_ns, char *path, size_t cap) {
     debuginfod_client *c = debuginfod_begin();
     if (!c) return DEBUGINFO_MISSING;
-    int64_t deadline = deadline_ns ? deadline_ns : time_now_ns() + NO_DEADLINE_WAIT_NS;
-    debuginfod_set_user_data(c, &deadline);
-    debuginfod_set_progressfn(c, past_deadline);
+    transfer_t t = {deadline_ns ? deadline_ns : time_now_ns() + NO_DEADLINE_WAIT_NS, d->max_bytes, 0};
+    debuginfod_set_user_data(c, &t);
+    debuginfod_set_progressfn(c, on_progress);
     char *got = NULL;
     int fd = debuginfod_find_debuginfo(c, (const unsigned char *)id, 0, &got);
     debuginfod_end(c);
     if (fd >= 0) {
+        struct stat st;
+        int big = d->max_bytes && fstat(fd, &st) == 0 && (size_t)st.st_size > d->max_bytes;
         close(fd);
+        if (big) { /* it came in one piece before a progress call could stop it */
+            unlink(got);
+            free(got);
+            log_event(LOG_WARN, "symbolize.debuginfod_too_big", "build_id=%s max_bytes=%zu", id, d->max_bytes);
+            return DEBUGINFO_MISSING;
+        }
         snprintf(path, cap, "%s", got);
         free(got);
         log_event(LOG_INFO, "symbolize.debuginfod_fetched", "build_id=%s path=%s", id, path);
         return DEBUGINFO_FOUND;
     }
     free(got);
-    if (time_now_ns() > deadline) {
-        /* libdebuginfod records any failed download, an aborted one too, as an empty file
-         * it answers "missing" from for cache_miss_s (10 minutes): a late answer is not a
-         * missing file, so the record goes and the next query asks again. */
-        char miss[4400];
-        struct stat st;
-        snprintf(miss, sizeof miss, "%s/%s/debuginfo", downloads, id);
-        if (stat(miss, &st) == 0 && st.st_size == 0) unlink(miss);
+    if (t.too_big) {
+        drop_download(d->downloads, id);
+        log_event(LOG_WARN, "symbolize.debuginfod_too_big", "build_id=%s max_bytes=%zu", id, d->max_bytes);
+        return DEBUGINFO_MISSING; /* remembered: the next query does not download it again */
+    }
+    if (time_now_ns() > t.deadline_ns) {
+        /* A late answer is not a missing file: the next query asks again. */
+        drop_download(d->downloads, id);
         log_event(LOG_WARN, "symbolize.debuginfod_late", "build_id=%s", id);
         return DEBUGINFO_LATE;
     }
@@ -181,7 +215,7 @@ debuginfo_found_t debuginfo_find(debuginfo_t *d, const char *id, int64_t deadlin
     snprintf(path, cap, "%s/%s", d->uploads, id);
     if (is_file(path) || find_local(d, id, path, cap)) return DEBUGINFO_FOUND;
     if (!d->debuginfod || known_missing(d, id)) return DEBUGINFO_MISSING;
-    debuginfo_found_t f = fetch(d->downloads, id, deadline_ns, path, cap);
+    debuginfo_found_t f = fetch(d, id, deadline_ns, path, cap);
     if (f == DEBUGINFO_MISSING) remember_missing(d, id);
     return f;
 }

@@ -28,6 +28,8 @@ typedef struct {
     const char *local_dir;       /* --debuginfo-dir; "" for none */
     const char *debuginfod_urls; /* space-separated; "" for none */
     int64_t negative_ttl_ns;     /* how long a missing build ID is not asked again */
+    size_t max_bytes;            /* a debuginfod download past this is cut off (--max-debuginfo-bytes;
+                                  * 0 = no limit) and the build ID remembered as missing */
 } debuginfo_config_t;
 
 /* Creates the folders. With URLs it sets DEBUGINFOD_URLS and DEBUGINFOD_CACHE_PATH

@@ -113,6 +113,52 @@ static int is_elf(int fd) {
     return ok;
 }
 
+/* Compressed sections (SHF_COMPRESSED, or GNU's older .zdebug) say what they inflate
+ * to, and libdw inflates the whole section on first use, under the symbolizer's lock. A
+ * file of a megabyte can claim gigabytes of zeros, so the claims are checked before any
+ * DWARF is read: a section may inflate at most MAX_RATIO times its compressed bytes
+ * beyond SMALL_SECTION (real debug info compresses 3-10x), and a file at most
+ * MAX_INFLATED in all. */
+#define SMALL_SECTION (64ull << 20)
+#define MAX_RATIO 100
+#define MAX_INFLATED (4ull << 30)
+
+/* What section scn inflates to (0: it is not compressed). */
+static uint64_t inflated_size(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh, size_t shstr) {
+    if (sh->sh_flags & SHF_COMPRESSED) {
+        GElf_Chdr ch;
+        return gelf_getchdr(scn, &ch) ? ch.ch_size : UINT64_MAX; /* an unreadable header claims the most */
+    }
+    const char *name = shstr ? elf_strptr(elf, shstr, sh->sh_name) : NULL;
+    if (!name || strncmp(name, ".zdebug", 7) || sh->sh_type == SHT_NOBITS) return 0;
+    Elf_Data *d = elf_rawdata(scn, NULL);
+    if (!d || d->d_size < 12 || memcmp(d->d_buf, "ZLIB", 4)) return UINT64_MAX;
+    uint64_t n = 0; /* "ZLIB" and the size as 8 big-endian bytes */
+    for (int i = 4; i < 12; i++) n = n << 8 | ((const unsigned char *)d->d_buf)[i];
+    return n;
+}
+
+static int check_compressed(Elf *elf, hr_err_t *err) {
+    size_t shstr = 0;
+    if (elf_getshdrstrndx(elf, &shstr)) shstr = 0;
+    uint64_t total = 0;
+    for (Elf_Scn *scn = NULL; (scn = elf_nextscn(elf, scn));) {
+        GElf_Shdr sh;
+        if (!gelf_getshdr(scn, &sh)) continue;
+        uint64_t n = inflated_size(elf, scn, &sh, shstr);
+        if (!n) continue;
+        if (n > SMALL_SECTION && n / MAX_RATIO > sh.sh_size)
+            return hr_fail(
+                err, HR_EUNPROC,
+                "a compressed section claims %llu bytes from %llu (over %dx): refused as a decompression bomb",
+                (unsigned long long)n, (unsigned long long)sh.sh_size, MAX_RATIO);
+        if ((total += n) > MAX_INFLATED)
+            return hr_fail(err, HR_EUNPROC, "compressed sections inflate to over %llu bytes in all",
+                           (unsigned long long)MAX_INFLATED);
+    }
+    return 0;
+}
+
 static elfobj_t *open_common(const char *path, int fd, hr_err_t *err) {
     elf_version(EV_CURRENT);
     if (!is_elf(fd)) {
@@ -145,6 +191,10 @@ static elfobj_t *open_common(const char *path, int fd, hr_err_t *err) {
     int rc = read_loads(o, elf);
     if (rc) {
         hr_fail(err, rc == -2 ? HR_ENOMEM : HR_EUNPROC, rc == -2 ? "out of memory" : "bad ELF header");
+        elfobj_close(o);
+        return NULL;
+    }
+    if (check_compressed(elf, err)) {
         elfobj_close(o);
         return NULL;
     }

@@ -14,10 +14,11 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.parse
 
-from harness import ARGS, T0, Server, elf_with_build_id, free_port, metric, query, test
+from harness import ARGS, T0, Server, elf_with_build_id, free_port, metric, proc_status_kib, query, test
 from protowire import pb_decode, pb_field, pb_packed, pb_put_varint, pb_strs
 
 SYM = "symbolize"
@@ -406,6 +407,115 @@ def symbolize_from_a_real_debuginfod_with_a_negative_cache():
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
+
+
+ADDRS = (0x1130, 0x1140, 0x1150)  # c_profile's three locations, in a binary no file resolves
+
+
+def zdebug_bomb(build_id, claim=512 << 20):
+    """A real ELF (gcc) carrying build_id, plus .zdebug_info and .zdebug_abbrev sections
+    (GNU's compressed layout: "ZLIB", the inflated size as 8 big-endian bytes, a zlib stream)
+    of claim zero bytes each: about a megabyte of file that inflates to 2 x claim."""
+    import zlib
+    d = tmpdir("zbomb-")
+    prog = os.path.join(d, "prog")
+    open(prog, "wb").write(elf_with_build_id(build_id))
+    z, zero, parts = zlib.compressobj(9), bytes(1 << 20), []
+    for _ in range(claim >> 20):
+        parts.append(z.compress(zero))
+    blob = os.path.join(d, "blob")
+    open(blob, "wb").write(b"ZLIB" + claim.to_bytes(8, "big") + b"".join(parts) + z.flush())
+    out = os.path.join(d, "bomb")
+    subprocess.run(["objcopy", "--add-section", ".zdebug_info=" + blob, "--add-section", ".zdebug_abbrev=" + blob,
+                    prog, out], check=True, capture_output=True)
+    return out
+
+
+@test
+def symbolize_a_debug_section_bomb_is_refused_before_inflating():
+    """A 1 MB debug file whose compressed sections claim 512 MiB of zeros each: the query answers
+    at once with addresses and the server's memory does not follow the claim."""
+    build_id = "b0b0" * 10
+    bomb = zdebug_bomb(build_id)
+    assert os.path.getsize(bomb) < 4 << 20, os.path.getsize(bomb)
+    with Server() as srv:
+        st, body, _ = srv.request("PUT", "/api/v1/debuginfo/" + build_id, open(bomb, "rb").read())
+        assert st == 200, body
+        st, body = srv.ingest(c_profile(build_id, ADDRS), name="bomb", format="pprof", **{"from": T0})
+        assert st == 200, body
+        t = time.time()
+        names = {f["name"] for f in query(srv, CPU_NS + '{service_name="bomb"}')["functions"]}
+        assert names == {"prog!0x%x" % (C_START + a) for a in ADDRS}, names
+        assert time.time() - t < 5, "the query inflated the sections"
+        hwm = proc_status_kib(srv.proc.pid, "VmHWM") >> 10
+        assert hwm < 400, f"peak RSS {hwm} MiB after a query of the bomb"
+        assert "decompression bomb" in srv.tail()
+
+
+class EndlessDebuginfod:
+    """A debuginfod URL whose every file is an endless stream of zeros (no Content-Length), for
+    at most limit_s seconds a request; sent counts the bytes it wrote, asks the requests."""
+
+    def __init__(self, limit_s=30):
+        import http.server
+        me = self
+        self.sent, self.asks = 0, 0
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                me.asks += 1
+                self.send_response(200)
+                self.send_header("Content-Type", "application/octet-stream")
+                self.end_headers()
+                chunk, end = bytes(1 << 16), time.time() + limit_s
+                try:
+                    while time.time() < end:
+                        self.wfile.write(chunk)
+                        me.sent += len(chunk)
+                except OSError:
+                    pass  # the client hung up: what is wanted
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def tree_bytes(folder):
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(folder) for f in fs
+               if os.path.isfile(os.path.join(d, f)))
+
+
+@test
+def symbolize_an_endless_debuginfod_download_is_cut_at_the_limit():
+    """A debuginfod streams one build id's file without end: the download stops at
+    --max-debuginfo-bytes, the query answers with addresses, the data disk keeps nothing of it,
+    and the build id is remembered as missing (not downloaded again by the next query)."""
+    build_id = "feed" * 10
+    endless = EndlessDebuginfod()
+    try:
+        with Server(extra=["--debuginfod-urls", endless.url, "--max-debuginfo-bytes", "4MiB"]) as srv:
+            st, body = srv.ingest(c_profile(build_id, ADDRS), name="endless", format="pprof", **{"from": T0})
+            assert st == 200, body
+            for _ in range(2):
+                t = time.time()
+                top = query(srv, CPU_NS + '{service_name="endless"}')
+                names = {f["name"] for f in top["functions"]}
+                assert names == {"prog!0x%x" % (C_START + a) for a in ADDRS}, names
+                assert time.time() - t < 20, "the query waited for the endless download"
+            kept = tree_bytes(srv.data_dir)
+            assert kept < 8 << 20, f"the data dir holds {kept} bytes after an endless download capped at 4 MiB"
+            assert endless.asks == 1, f"the build id was downloaded {endless.asks} times"
+            assert "symbolize.debuginfod_too_big" in srv.tail()
+    finally:
+        endless.stop()
 
 
 @test
