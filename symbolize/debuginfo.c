@@ -83,11 +83,6 @@ debuginfo_t *debuginfo_new(const debuginfo_config_t *cfg, hr_err_t *err) {
     if (cfg->debuginfod_urls && *cfg->debuginfod_urls) {
         setenv("DEBUGINFOD_URLS", cfg->debuginfod_urls, 1);
         setenv("DEBUGINFOD_CACHE_PATH", d->downloads, 1);
-        if (cfg->max_bytes) { /* asks servers to refuse larger files; the progress check enforces it */
-            char max[32];
-            snprintf(max, sizeof max, "%zu", cfg->max_bytes);
-            setenv("DEBUGINFOD_MAXSIZE", max, 1);
-        }
         d->debuginfod = 1;
     }
     return d;
@@ -127,7 +122,9 @@ typedef struct {
 
 /* libdebuginfod calls this while it downloads, with the bytes received so far; non-zero
  * aborts the transfer. A server that streams without end is cut off here, whatever
- * Content-Length it sent (or none): nothing else bounds what it writes to the disk. */
+ * Content-Length it sent (or none): nothing else bounds what it writes to the disk.
+ * (libdebuginfod's own DEBUGINFOD_MAXSIZE is not used: elfutils 0.188 leaks a stdio
+ * buffer on every lookup with it set, which LeakSanitizer reports.) */
 static int on_progress(debuginfod_client *c, long got, long total) {
     (void)total;
     transfer_t *t = debuginfod_get_user_data(c);
