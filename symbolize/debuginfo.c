@@ -23,10 +23,16 @@
 
 #define NO_DEADLINE_WAIT_NS (30 * 1000000000LL) /* a download without a query deadline */
 
+/* A download that ran past its query's deadline is remembered this long (or the
+ * negative TTL, if shorter): the next queries answer with addresses at once instead of
+ * each waiting out its own deadline on the same silent server. */
+#define LATE_TTL_NS (30 * 1000000000LL)
+
 typedef struct {
     char id[257];
     int64_t until_ns;
     uint64_t generation;
+    int late; /* the download timed out (not: no server has it) */
 } missing_t;
 
 struct debuginfo {
@@ -188,32 +194,46 @@ static missing_t *missing_of(debuginfo_t *d, const char *id) {
     return NULL;
 }
 
-static int known_missing(debuginfo_t *d, const char *id) {
+/* What is remembered of id: MISSING, LATE (a download that timed out a moment ago), or
+ * FOUND for "nothing: ask". */
+static debuginfo_found_t remembered(debuginfo_t *d, const char *id) {
     pthread_mutex_lock(&d->mu);
     missing_t *m = missing_of(d, id);
-    int yes = m && m->generation == debuginfo_generation(d) && time_now_ns() < m->until_ns;
+    int fresh = m && m->generation == debuginfo_generation(d) && time_now_ns() < m->until_ns;
+    debuginfo_found_t f = !fresh ? DEBUGINFO_FOUND : m->late ? DEBUGINFO_LATE : DEBUGINFO_MISSING;
     pthread_mutex_unlock(&d->mu);
-    return yes;
+    return f;
 }
 
-static void remember_missing(debuginfo_t *d, const char *id) {
+static void remember(debuginfo_t *d, const char *id, debuginfo_found_t f) {
+    int64_t ttl = f == DEBUGINFO_LATE && d->negative_ttl_ns > LATE_TTL_NS ? LATE_TTL_NS : d->negative_ttl_ns;
     pthread_mutex_lock(&d->mu);
     missing_t *m = missing_of(d, id);
     if (!m && VEC_RESERVE(d->missing, d->missing_cap, d->nmissing + 1) == 0) m = &d->missing[d->nmissing++];
     if (m) { /* out of memory: not remembered, asked again next time */
         snprintf(m->id, sizeof m->id, "%s", id);
-        m->until_ns = time_now_ns() + d->negative_ttl_ns;
+        m->until_ns = time_now_ns() + ttl;
         m->generation = debuginfo_generation(d);
+        m->late = f == DEBUGINFO_LATE;
     }
     pthread_mutex_unlock(&d->mu);
 }
 
-debuginfo_found_t debuginfo_find(debuginfo_t *d, const char *id, int64_t deadline_ns, char *path, size_t cap) {
+debuginfo_found_t debuginfo_find_local(debuginfo_t *d, const char *id, char *path, size_t cap) {
     snprintf(path, cap, "%s/%s", d->uploads, id);
     if (is_file(path) || find_local(d, id, path, cap)) return DEBUGINFO_FOUND;
-    if (!d->debuginfod || known_missing(d, id)) return DEBUGINFO_MISSING;
-    debuginfo_found_t f = fetch(d, id, deadline_ns, path, cap);
-    if (f == DEBUGINFO_MISSING) remember_missing(d, id);
+    return DEBUGINFO_MISSING;
+}
+
+int debuginfo_remote(const debuginfo_t *d) { return d->debuginfod; }
+
+debuginfo_found_t debuginfo_find(debuginfo_t *d, const char *id, int64_t deadline_ns, char *path, size_t cap) {
+    if (debuginfo_find_local(d, id, path, cap) == DEBUGINFO_FOUND) return DEBUGINFO_FOUND;
+    if (!d->debuginfod) return DEBUGINFO_MISSING;
+    debuginfo_found_t f = remembered(d, id);
+    if (f != DEBUGINFO_FOUND) return f;
+    f = fetch(d, id, deadline_ns, path, cap);
+    if (f != DEBUGINFO_FOUND) remember(d, id, f);
     return f;
 }
 

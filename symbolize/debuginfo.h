@@ -10,8 +10,9 @@
  * of ID it is: a GNU note, or a Go build ID hex-encoded.
  *
  * A build ID that no source has is remembered for --debuginfod-negative-ttl, so a
- * query does not ask the servers again for every missing binary; an upload or delete
- * bumps the generation, which forgets every such answer. Thread-safe. */
+ * query does not ask the servers again for every missing binary, and one whose download
+ * timed out for 30 s; an upload or delete bumps the generation, which forgets every such
+ * answer. Thread-safe. */
 #ifndef HEARTH_DEBUGINFO_H
 #define HEARTH_DEBUGINFO_H
 
@@ -44,9 +45,15 @@ int build_id_valid(const char *id);
 typedef enum { DEBUGINFO_FOUND = 1, DEBUGINFO_MISSING = 0, DEBUGINFO_LATE = -1 } debuginfo_found_t;
 
 /* Finds a file for id (valid) and writes its path to path[cap]. LATE when the
- * deadline (wall clock ns; 0 = none) ended a debuginfod download, which is not
- * remembered as missing. */
+ * deadline (wall clock ns; 0 = none) ended a debuginfod download, or one did a moment
+ * ago (remembered for 30 s, so repeats do not each wait on the same silent server). */
 debuginfo_found_t debuginfo_find(debuginfo_t *d, const char *id, int64_t deadline_ns, char *path, size_t cap);
+
+/* The same without the network: uploads and --debuginfo-dir only. */
+debuginfo_found_t debuginfo_find_local(debuginfo_t *d, const char *id, char *path, size_t cap);
+
+/* 1 when debuginfod servers are configured (debuginfo_find may then wait on the network). */
+int debuginfo_remote(const debuginfo_t *d);
 
 /* Stores an upload of tenant as id's file: checked to prove build ID id (buildid.h),
  * written to a temporary file, fsynced, renamed over any previous one. HR_EINVAL when

@@ -25,21 +25,24 @@
 #define MAX_OPEN 8 /* debug files kept open (a Dwfl holds their DWARF index) */
 #define MAX_FRAMES 64
 
+/* A binary_t lives until the symbolizer is freed (invalidation empties it in place), so a
+ * rewrite's pointers to it stay valid across the moments it lets go of the lock. */
 typedef struct {
     char id[257]; /* lowercase hex */
     symcache_t *cache;
     elfobj_t *obj;
     uint64_t last_use;
+    int fetching; /* a query is looking for its file on the network, without the lock */
 } binary_t;
 
 struct symbolizer {
     pthread_mutex_t mu;
+    pthread_cond_t fetched; /* a binary's `fetching` went back to 0 */
     debuginfo_t *di;
     char cache_dir[4096];
     binary_t **bins;
     size_t nbins, bins_cap;
     uint64_t clock; /* use counter for the open files' LRU */
-    frames_t scratch;
 };
 
 symbolizer_t *symbolizer_new(debuginfo_t *d, const char *data_dir, hr_err_t *err) {
@@ -56,6 +59,7 @@ symbolizer_t *symbolizer_new(debuginfo_t *d, const char *data_dir, hr_err_t *err
         return NULL;
     }
     pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->fetched, NULL);
     return s;
 }
 
@@ -69,7 +73,7 @@ void symbolizer_free(symbolizer_t *s) {
     if (!s) return;
     for (size_t i = 0; i < s->nbins; i++) binary_free(s->bins[i]);
     free(s->bins);
-    frames_destroy(&s->scratch);
+    pthread_cond_destroy(&s->fetched);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }
@@ -81,15 +85,20 @@ void symbolizer_invalidate(symbolizer_t *s, const char *id) {
     size_t n = strnlen(id, 256);
     for (size_t i = 0; i < n; i++) lower[i] = (char)(id[i] >= 'A' && id[i] <= 'F' ? id[i] + 32 : id[i]);
     lower[n] = 0;
-    pthread_mutex_lock(&s->mu);
-    for (size_t i = 0; i < s->nbins; i++)
-        if (!strcmp(s->bins[i]->id, lower)) {
-            binary_free(s->bins[i]);
-            s->bins[i] = s->bins[--s->nbins];
-            break;
-        }
     snprintf(path, sizeof path, "%s/%s", s->cache_dir, lower);
+    pthread_mutex_lock(&s->mu);
+    binary_t *b = NULL;
+    for (size_t i = 0; i < s->nbins && !b; i++)
+        if (!strcmp(s->bins[i]->id, lower)) b = s->bins[i];
+    if (b) { /* emptied in place: a rewrite may hold a pointer to it */
+        elfobj_close(b->obj);
+        symcache_close(b->cache);
+        b->obj = NULL, b->cache = NULL;
+    }
     unlink(path);
+    hr_err_t err = {0};
+    if (b && !(b->cache = symcache_open(path, &err)))
+        log_event(LOG_WARN, "symbolize.cache_unavailable", "build_id=%s err=\"%s\"", lower, err.msg);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -140,7 +149,35 @@ typedef struct {
     symbolize_stats_t *st;
     uint8_t *state; /* map_state_t by mapping id */
     binary_t **bin; /* by mapping id, for MAP_OPEN and MAP_MISSING (the cache still answers) */
+    frames_t f;     /* one location's frames */
 } rewrite_t;
+
+/* Waits (s->mu held, released meanwhile) until another query's lookup of a file ends,
+ * or the deadline passes: 0, or -1 when it passed. */
+static int wait_fetched(symbolizer_t *s, int64_t deadline_ns) {
+    if (!deadline_ns) return pthread_cond_wait(&s->fetched, &s->mu) ? -1 : 0;
+    struct timespec ts = {.tv_sec = (time_t)(deadline_ns / 1000000000), .tv_nsec = (long)(deadline_ns % 1000000000)};
+    return pthread_cond_timedwait(&s->fetched, &s->mu, &ts) ? -1 : 0; /* CLOCK_REALTIME, as time_now_ns */
+}
+
+/* Finds b's debug file into path[cap]. The local sources are looked at under the lock;
+ * a debuginfod download is waited for without it (b->fetching set, so other queries of
+ * the same build ID wait for this one, each until its own deadline), so a slow or silent
+ * server stalls only the queries that need its file. s->mu held on entry and return. */
+static debuginfo_found_t find_file(rewrite_t *r, binary_t *b, char *path, size_t cap) {
+    symbolizer_t *s = r->s;
+    debuginfo_found_t f = debuginfo_find_local(s->di, b->id, path, cap);
+    if (f == DEBUGINFO_FOUND || !debuginfo_remote(s->di)) return f;
+    b->fetching = 1;
+    char id[257];
+    memcpy(id, b->id, sizeof id);
+    pthread_mutex_unlock(&s->mu);
+    f = debuginfo_find(s->di, id, r->deadline_ns, path, cap);
+    pthread_mutex_lock(&s->mu);
+    b->fetching = 0;
+    pthread_cond_broadcast(&s->fetched);
+    return f;
+}
 
 /* MAP_OOM when memory ran out: the query fails rather than answer with addresses its
  * retry would name. */
@@ -150,10 +187,15 @@ static map_state_t look_up_mapping(rewrite_t *r, uint32_t m) {
     if (mp->build_id && binary_get(r->s, symtab_str(r->t, mp->build_id), &b)) return MAP_OOM;
     if (!b) return MAP_NO_ID;
     r->bin[m] = b;
-    if (b->obj) return MAP_OPEN;
-    if (r->deadline_ns && time_now_ns() > r->deadline_ns) return MAP_LATE;
+    for (;;) {
+        if (b->obj) return MAP_OPEN;
+        if (r->deadline_ns && time_now_ns() > r->deadline_ns) return MAP_LATE;
+        if (!b->fetching) break;
+        if (wait_fetched(r->s, r->deadline_ns)) return MAP_LATE;
+    }
     char path[4400];
-    debuginfo_found_t f = debuginfo_find(r->s->di, b->id, r->deadline_ns, path, sizeof path);
+    debuginfo_found_t f = find_file(r, b, path, sizeof path);
+    if (b->obj) return MAP_OPEN; /* opened by another query while this one fetched */
     if (f == DEBUGINFO_LATE) return MAP_LATE;
     if (f == DEBUGINFO_MISSING) return MAP_MISSING;
     hr_err_t err = {0};
@@ -207,10 +249,11 @@ static int rewrite_one(rewrite_t *r, uint32_t loc) {
     symtab_t *t = r->t;
     uint32_t m = t->locations[loc].mapping;
     uint64_t addr = t->locations[loc].address;
-    if (!r->state[m]) r->state[m] = (uint8_t)look_up_mapping(r, m);
+    /* Another query may have closed the file meanwhile (the LRU, an upload): look again. */
+    if (!r->state[m] || (r->state[m] == MAP_OPEN && !r->bin[m]->obj)) r->state[m] = (uint8_t)look_up_mapping(r, m);
     if (r->state[m] == MAP_OOM) return r->state[m] = MAP_UNSEEN, -1;
     binary_t *b = r->bin[m];
-    frames_t *f = &r->s->scratch;
+    frames_t *f = &r->f;
     frames_clear(f);
     if (!b) return apply_address(t, loc); /* no build ID: nothing to look up */
     b->last_use = ++r->s->clock;
@@ -239,25 +282,43 @@ static int lock_until(symbolizer_t *s, int64_t deadline_ns) {
     return pthread_mutex_timedlock(&s->mu, &ts) ? -1 : 0; /* CLOCK_REALTIME, as time_now_ns */
 }
 
+/* 1 when location i is to be rewritten: address-only, in a mapping. */
+static int wanted(const symtab_t *t, size_t i) { return t->locations[i].nlines == 0 && t->locations[i].mapping; }
+
+/* The `need` locations to rewrite, grouped by mapping (a counting sort), so each binary
+ * is looked up, opened and used in one stretch. NULL when memory ran out. */
+static uint32_t *by_mapping(const symtab_t *t, size_t need) {
+    uint32_t *order = malloc(need * sizeof *order);
+    size_t *at = calloc(t->nmappings + 1, sizeof *at);
+    if (!order || !at) return free(order), free(at), NULL;
+    for (size_t i = 1; i < t->nlocations; i++)
+        if (wanted(t, i)) at[t->locations[i].mapping + 1]++;
+    for (size_t m = 0; m < t->nmappings; m++) at[m + 1] += at[m];
+    for (size_t i = 1; i < t->nlocations; i++)
+        if (wanted(t, i)) order[at[t->locations[i].mapping]++] = (uint32_t)i;
+    free(at);
+    return order;
+}
+
 int symbolizer_rewrite(symbolizer_t *s, symtab_t *t, int64_t deadline_ns, symbolize_stats_t *st, hr_err_t *err) {
     memset(st, 0, sizeof *st);
     rewrite_t r = {.s = s, .t = t, .deadline_ns = deadline_ns, .st = st};
     size_t need = 0;
-    for (size_t i = 1; i < t->nlocations; i++) need += t->locations[i].nlines == 0 && t->locations[i].mapping;
+    for (size_t i = 1; i < t->nlocations; i++) need += (size_t)wanted(t, i);
     if (!need) return 0;
     r.state = calloc(t->nmappings, sizeof *r.state);
     r.bin = calloc(t->nmappings, sizeof *r.bin);
-    int rc = r.state && r.bin ? 0 : -1, locked = rc == 0 && lock_until(s, deadline_ns) == 0;
-    size_t n = t->nlocations; /* apply_* adds no locations */
-    for (size_t i = 1; rc == 0 && i < n; i++) {
-        if (t->locations[i].nlines || !t->locations[i].mapping) continue;
-        if (locked) rc = rewrite_one(&r, (uint32_t)i);
-        else st->late++, st->unresolved++, rc = apply_address(t, (uint32_t)i);
+    uint32_t *order = by_mapping(t, need); /* apply_* adds no locations: the order holds */
+    int rc = r.state && r.bin && order ? 0 : -1, locked = rc == 0 && lock_until(s, deadline_ns) == 0;
+    for (size_t k = 0; rc == 0 && k < need; k++) {
+        if (locked) rc = rewrite_one(&r, order[k]);
+        else st->late++, st->unresolved++, rc = apply_address(t, order[k]);
     }
     for (size_t i = 0; locked && i < t->nmappings; i++)
-        if (r.bin && r.bin[i]) symcache_flush(r.bin[i]->cache); /* once each: later calls find nothing pending */
-    if (locked) frames_clear(&s->scratch), pthread_mutex_unlock(&s->mu);
-    free(r.state), free(r.bin);
+        if (r.bin[i]) symcache_flush(r.bin[i]->cache); /* once each: later calls find nothing pending */
+    if (locked) pthread_mutex_unlock(&s->mu);
+    frames_destroy(&r.f);
+    free(r.state), free(r.bin), free(order);
     if (rc) return hr_fail(err, HR_ENOMEM, "out of memory during symbolization");
     if (st->late)
         log_event(LOG_WARN, "symbolize.partial",

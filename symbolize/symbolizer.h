@@ -16,8 +16,10 @@
  *
  * One lock serializes resolution (libdwfl sessions are not thread-safe); cached
  * answers are read under it too, so concurrent queries of the same profile wait for
- * the first one's answers instead of computing them twice. A query waits for the lock
- * only until its own deadline (one behind a slow download answers with addresses). */
+ * the first one's answers instead of computing them twice. The lock is never held
+ * while a debuginfod download is waited for: a query needing that build ID waits for
+ * the download (until its own deadline), every other query goes on. A query waits for
+ * the lock only until its own deadline. */
 #ifndef HEARTH_SYMBOLIZER_H
 #define HEARTH_SYMBOLIZER_H
 

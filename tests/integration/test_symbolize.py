@@ -518,62 +518,111 @@ def symbolize_an_endless_debuginfod_download_is_cut_at_the_limit():
         endless.stop()
 
 
+class SilentDebuginfod:
+    """A debuginfod URL that accepts connections and never answers; held counts them."""
+
+    def __init__(self):
+        import socket
+        self.lsock = socket.socket()
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(16)
+        self.lsock.settimeout(0.2)
+        self.url = "http://127.0.0.1:%d" % self.lsock.getsockname()[1]
+        self.held, self.stop_ = [], threading.Event()
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self):
+        import socket
+        while not self.stop_.is_set():
+            try:
+                self.held.append(self.lsock.accept()[0])
+            except socket.timeout:
+                pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop_.set()
+        self.thread.join()
+        for c in self.held:
+            c.close()
+        self.lsock.close()
+
+
 @test
 def symbolize_never_waits_past_the_query_timeout():
     """A debuginfod that accepts and never answers: the query answers by --query-timeout with
     the frames' addresses, and says so in X-Hearth-Symbolization."""
-    import socket
-    import threading
-    lsock = socket.socket()
-    lsock.bind(("127.0.0.1", 0))
-    lsock.listen(16)
-    held = []
-    stop = threading.Event()
+    with SilentDebuginfod() as silent, Server(extra=["--debuginfod-urls", silent.url, "--query-timeout", "2s"]) as srv:
+        push_file(srv, td("parca-main.cpu.pb.gz"), "parca-main")
+        path = "/api/v1/query?format=top&from=%d&until=%d&query=%s" % (
+            T0 - 10, T0 + 3600, urllib_quote(SAMPLES + '{service_name="parca-main"}'))
+        # A second query arriving while the first waits on the download waits for that
+        # download only until its own deadline.
+        second = {}
 
-    def accept():
-        lsock.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                held.append(lsock.accept()[0])
-            except socket.timeout:
-                pass
-    th = threading.Thread(target=accept, daemon=True)
-    th.start()
-    try:
-        url = "http://127.0.0.1:%d" % lsock.getsockname()[1]
-        with Server(extra=["--debuginfod-urls", url, "--query-timeout", "2s"]) as srv:
-            push_file(srv, td("parca-main.cpu.pb.gz"), "parca-main")
-            path = "/api/v1/query?format=top&from=%d&until=%d&query=%s" % (
-                T0 - 10, T0 + 3600, urllib_quote(SAMPLES + '{service_name="parca-main"}'))
-            # A second query arriving while the first waits on the download waits for the
-            # symbolizer only until its own deadline.
-            second = {}
+        def later():
+            time.sleep(1)
+            t1 = time.time()
+            second["st"], _, second["hdr"] = srv.request("GET", path)
+            second["took"] = time.time() - t1
+        other = threading.Thread(target=later)
+        other.start()
+        t0 = time.time()
+        st, body, hdr = srv.request("GET", path)
+        took = time.time() - t0
+        other.join()
+        assert second["st"] == 200 and second["took"] < 3.5, second
+        assert second["hdr"].get("X-Hearth-Symbolization", "").startswith("partial"), second
+        assert st == 200 and 1.5 < took < 4.5, (st, took, body[:200])
+        assert hdr.get("X-Hearth-Symbolization", "").startswith("partial; late="), hdr
+        names = {f["name"] for f in json.loads(body)["functions"]}
+        assert "main!0x463784" in names and "irq_exit" in names, names
+        assert silent.held, "the server never asked the debuginfod server"
+        assert "msg=symbolize.debuginfod_late" in srv.tail()
 
-            def later():
-                time.sleep(1)
-                t1 = time.time()
-                second["st"], _, second["hdr"] = srv.request("GET", path)
-                second["took"] = time.time() - t1
-            other = threading.Thread(target=later)
-            other.start()
-            t0 = time.time()
-            st, body, hdr = srv.request("GET", path)
-            took = time.time() - t0
-            other.join()
-            assert second["st"] == 200 and second["took"] < 3.5, second
-            assert second["hdr"].get("X-Hearth-Symbolization", "").startswith("partial"), second
-            assert st == 200 and 1.5 < took < 4.5, (st, took, body[:200])
-            assert hdr.get("X-Hearth-Symbolization", "").startswith("partial; late="), hdr
-            names = {f["name"] for f in json.loads(body)["functions"]}
-            assert "main!0x463784" in names and "irq_exit" in names, names
-            assert held, "the server never asked the debuginfod server"
-            assert "msg=symbolize.debuginfod_late" in srv.tail()
-    finally:
-        stop.set()
+
+@test
+def symbolize_a_silent_debuginfod_stalls_only_the_queries_that_need_it():
+    """Tenant A's profile names a build id that only a silent debuginfod could serve; tenant B's
+    names the C program, whose debug file B uploaded. While A's query waits on the server, B's
+    answers at once, resolved; A's repeat answers at once with addresses (the timed-out lookup
+    is remembered), instead of waiting out another deadline."""
+    binary, build_id, vaddrs, ref = build_c_program()
+    a, b = {"X-Scope-OrgID": "team-a"}, {"X-Scope-OrgID": "team-b"}
+    extra = ["--multitenancy", "--query-timeout", "6s"]
+    with SilentDebuginfod() as silent, Server(extra=["--debuginfod-urls", silent.url] + extra) as srv:
+        st, body, _ = srv.request("POST", "/ingest?name=parca-main&format=pprof&from=%d" % T0,
+                                  open(td("parca-main.cpu.pb.gz"), "rb").read(), a)
+        assert st == 200, body
+        st, body, _ = srv.request("PUT", "/api/v1/debuginfo/" + build_id, open(binary, "rb").read(), b)
+        assert st == 200, body
+        st, body, _ = srv.request("POST", "/ingest?name=cprog&format=pprof&from=%d" % T0,
+                                  c_profile(build_id, vaddrs), b)
+        assert st == 200, body
+
+        def ask(svc, sample_type, hdr):
+            q = urllib.parse.urlencode({"query": sample_type + '{service_name="%s"}' % svc, "format": "top",
+                                        "from": T0 - 10, "until": T0 + 3600})
+            t = time.time()
+            st, body, h = srv.request("GET", "/api/v1/query?" + q, None, hdr)
+            assert st == 200, (svc, st, body[:200])
+            return time.time() - t, {f["name"] for f in json.loads(body)["functions"]}, h
+        first = {}
+        th = threading.Thread(target=lambda: first.update(r=ask("parca-main", SAMPLES, a)))
+        th.start()
+        time.sleep(1)
+        took, names, _ = ask("cprog", CPU_NS, b)
+        assert {"mix", "churn", "main"} <= names, names
+        assert took < 2, f"tenant B's query waited {took:.1f}s behind A's download"
         th.join()
-        for s in held:
-            s.close()
-        lsock.close()
+        took_a, names_a, h = first["r"]
+        assert 5 < took_a < 9 and h.get("X-Hearth-Symbolization", "").startswith("partial"), (took_a, h)
+        took, names, h = ask("parca-main", SAMPLES, a)
+        assert took < 2 and "main!0x463784" in names, (took, sorted(names)[:5])
+        assert h.get("X-Hearth-Symbolization", "").startswith("partial"), h
 
 
 @test
