@@ -131,6 +131,13 @@ static const opt_t OPTS[] = {
      "(compaction and retention only)",
      T_TARGET, O(target)},
     {"node-name", "", "cluster mode: this node's name in the catalog (default: hostname:port)", T_STR, O(node_name)},
+    {"debuginfo-quota", "8GiB",
+     "total size of the debug files kept (uploads and debuginfod downloads); past it uploads get 507 and "
+     "downloads are skipped; 0 = no limit",
+     T_SIZE, O(debuginfo_quota)},
+    {"debuginfo-keep-free", "256MiB",
+     "debug files never take the data disk below this much free space: it stays for profile uploads and the WAL",
+     T_SIZE, O(debuginfo_keep_free)},
     {"max-debuginfo-bytes", "1GiB",
      "largest debug file upload (PUT /api/v1/debuginfo/ID), instead of max-body-bytes; held in memory as it arrives, "
      "so within max-inflight-body-bytes too",

@@ -56,6 +56,7 @@ typedef struct {
     char debuginfod_urls[2048]; /* "" = the DEBUGINFOD_URLS environment variable */
     int64_t debuginfod_negative_ttl_ns;
     size_t max_debuginfo_bytes;
+    size_t debuginfo_quota, debuginfo_keep_free;
     /* Cluster mode (docs/cluster.md): set by --catalog with --object-store. */
     char catalog[1024];
     char object_store[1024];

@@ -31,6 +31,8 @@ static void put(app_t *a, http_req_t *req, http_resp_t *resp, const char *id) {
         return http_error(resp, 413, "debug file exceeds --max-debuginfo-bytes %zu", a->cfg.max_debuginfo_bytes);
     if (req->spool_error) return http_error(resp, 507, "the debug file could not be written to disk");
     hr_err_t err = {0};
+    if (debuginfo_room(a->debuginfo, req->received, req->spool_path[0] != 0, &err))
+        return http_error(resp, 507, "%s", err.msg); /* the spooled body is removed with the request */
     int rc = req->spool_path[0] ? debuginfo_store_file(a->debuginfo, id, req->tenant, req->spool_path, &err)
                                 : debuginfo_store(a->debuginfo, id, req->tenant, req->body.data, req->body.len, &err);
     if (rc) return http_error_from(resp, &err);

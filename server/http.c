@@ -250,6 +250,7 @@ static enum MHD_Result on_headers(struct http_server *s, struct MHD_Connection *
     /* Only POST and PUT: for other methods MHD reads and discards the body itself. */
     int upload = !strcmp(method, "POST") || !strcmp(method, "PUT");
     x->body_declared = !upload ? 0 : has > 0 ? len : te && strcasestr(te, "chunked") ? s->cfg.max_body : 0;
+    r->declared = has > 0 ? len : upload && te && strcasestr(te, "chunked") ? UINT64_MAX : 0;
     http_resp_t resp = {.status = 500};
     buf_init(&resp.body);
     if (x->too_many_args)

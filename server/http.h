@@ -44,8 +44,9 @@ typedef struct {
 typedef struct http_req {
     void *conn; /* struct MHD_Connection * */
     const char *method, *url;
-    buf_t body;      /* the raw body; empty for multipart (see fields) */
-    size_t received; /* body bytes received, for limits and metrics */
+    buf_t body;        /* the raw body; empty for multipart (see fields) */
+    size_t received;   /* body bytes received, for limits and metrics */
+    uint64_t declared; /* the Content-Length, for admit; UINT64_MAX when none (chunked) */
     int body_too_big;
     int multipart;
     void *pp; /* struct MHD_PostProcessor * */

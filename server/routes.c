@@ -307,6 +307,13 @@ static int role_allows(const app_t *a, limiter_t l) {
     return (l == LIM_INGEST && t == TARGET_INGEST) || (l == LIM_QUERY && t == TARGET_QUERY);
 }
 
+/* Gives back the slot limiter_take took, if any. */
+static void limiter_give(app_t *a, const route_t *rt, http_req_t *req) {
+    if (!req->slot) return;
+    req->slot = 0;
+    atomic_fetch_sub(limiter_busy(a, rt->limiter), 1);
+}
+
 int app_admit(void *app, http_req_t *req, http_resp_t *resp) {
     app_t *a = app;
     unsigned allowed;
@@ -322,6 +329,13 @@ int app_admit(void *app, http_req_t *req, http_resp_t *resp) {
     if (resolve_tenant(a, rt, req, resp) || limiter_take(a, rt, req, resp)) return -1;
     if (rt->max_body) {
         req->max_body = *(const size_t *)(const void *)((const char *)&a->cfg + rt->max_body);
+        hr_err_t err = {0};
+        /* Before a byte is spooled: a body of unknown length may be as long as allowed. */
+        if (a->debuginfo &&
+            debuginfo_room(a->debuginfo, req->declared == UINT64_MAX ? req->max_body : req->declared, 0, &err)) {
+            limiter_give(a, rt, req);
+            return refuse(rt, resp, 507, "%s", err.msg);
+        }
         if (a->debuginfo) req->spool_dir = debuginfo_spool_dir(a->debuginfo);
     }
     req->route = rt;
@@ -343,12 +357,7 @@ void app_handle(void *app, http_req_t *req, http_resp_t *resp) {
     if (rt->limiter == LIM_QUERY && resp->status == 504) metrics_refused(&a->metrics, LIMIT_QUERY_TIMEOUT);
 }
 
-void app_release(void *app, http_req_t *req) {
-    const route_t *rt = req->route;
-    if (!req->slot) return;
-    req->slot = 0;
-    atomic_fetch_sub(limiter_busy(app, rt->limiter), 1);
-}
+void app_release(void *app, http_req_t *req) { limiter_give(app, req->route, req); }
 
 void app_print_routes(FILE *out) {
     for (size_t i = 0; i < NROUTES; i++) {

@@ -41,6 +41,7 @@ struct debuginfo {
     atomic_ullong generation;
     int64_t negative_ttl_ns;
     size_t max_bytes;
+    uint64_t quota, keep_free;
     pthread_mutex_t mu; /* missing, and an upload's owner check with its rename */
     missing_t *missing;
     size_t nmissing, missing_cap;
@@ -79,6 +80,8 @@ debuginfo_t *debuginfo_new(const debuginfo_config_t *cfg, hr_err_t *err) {
     snprintf(d->local, sizeof d->local, "%s", cfg->local_dir ? cfg->local_dir : "");
     d->negative_ttl_ns = cfg->negative_ttl_ns;
     d->max_bytes = cfg->max_bytes;
+    d->quota = cfg->quota;
+    d->keep_free = cfg->keep_free;
     pthread_mutex_init(&d->mu, NULL);
     if ((mkdir(d->uploads, 0755) && errno != EEXIST) || (mkdir(d->downloads, 0755) && errno != EEXIST)) {
         hr_fail(err, HR_EIO, "cannot create %s: %s", d->uploads, strerror(errno));
@@ -147,7 +150,44 @@ static void drop_download(const char *downloads, const char *id) {
     if (stat(miss, &st) == 0 && st.st_size == 0) unlink(miss);
 }
 
+/* The bytes of the regular files under dir, depth levels of folders down. */
+static uint64_t dir_bytes(const char *dir, int depth) {
+    DIR *dp = opendir(dir);
+    uint64_t n = 0;
+    for (struct dirent *e; dp && (e = readdir(dp));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        char path[4400];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (lstat(path, &st)) continue;
+        if (S_ISREG(st.st_mode) && strncmp(e->d_name, ".upload-", 8)) n += (uint64_t)st.st_size;
+        else if (S_ISDIR(st.st_mode) && depth > 0) n += dir_bytes(path, depth - 1);
+    }
+    if (dp) closedir(dp);
+    return n;
+}
+
+int debuginfo_room(const debuginfo_t *d, uint64_t incoming, int spooled, hr_err_t *err) {
+    uint64_t free_bytes = fs_free_bytes(d->uploads), need = spooled ? 0 : incoming;
+    if (free_bytes != UINT64_MAX && (free_bytes < d->keep_free || free_bytes - d->keep_free < need))
+        return hr_fail(err, HR_ELIMIT,
+                       "the data disk has %llu bytes free, and debug files leave %llu of them to profile uploads "
+                       "(--debuginfo-keep-free): no room for %llu more",
+                       (unsigned long long)free_bytes, (unsigned long long)d->keep_free, (unsigned long long)incoming);
+    if (!d->quota) return 0;
+    uint64_t used = dir_bytes(d->uploads, 0) + dir_bytes(d->downloads, 1);
+    if (used > d->quota || d->quota - used < incoming)
+        return hr_fail(err, HR_ELIMIT, "debug files take %llu bytes of --debuginfo-quota %llu: no room for %llu more",
+                       (unsigned long long)used, (unsigned long long)d->quota, (unsigned long long)incoming);
+    return 0;
+}
+
 static debuginfo_found_t fetch(const debuginfo_t *d, const char *id, int64_t deadline_ns, char *path, size_t cap) {
+    hr_err_t room = {0};
+    if (debuginfo_room(d, d->max_bytes, 0, &room)) { /* the whole file may come */
+        log_event(LOG_WARN, "symbolize.debuginfod_no_room", "build_id=%s err=\"%s\"", id, room.msg);
+        return DEBUGINFO_MISSING;
+    }
     debuginfod_client *c = debuginfod_begin();
     if (!c) return DEBUGINFO_MISSING;
     transfer_t t = {deadline_ns ? deadline_ns : time_now_ns() + NO_DEADLINE_WAIT_NS, d->max_bytes, 0};

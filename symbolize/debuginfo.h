@@ -31,6 +31,8 @@ typedef struct {
     int64_t negative_ttl_ns;     /* how long a missing build ID is not asked again */
     size_t max_bytes;            /* a debuginfod download past this is cut off (--max-debuginfo-bytes;
                                   * 0 = no limit) and the build ID remembered as missing */
+    uint64_t quota;              /* bytes all debug files may take (--debuginfo-quota; 0 = no limit) */
+    uint64_t keep_free;          /* free bytes they never take from the disk (--debuginfo-keep-free) */
 } debuginfo_config_t;
 
 /* Creates the folders. With URLs it sets DEBUGINFOD_URLS and DEBUGINFOD_CACHE_PATH
@@ -71,6 +73,13 @@ int debuginfo_store_file(debuginfo_t *d, const char *id, const char *tenant, con
 /* Deletes id's upload: HR_ENOTFOUND when there is none, HR_EDENIED when another tenant
  * uploaded it. */
 int debuginfo_delete(debuginfo_t *d, const char *id, const char *tenant, hr_err_t *err);
+/* Whether incoming more bytes of debug files fit: the stored files (uploads and
+ * downloads) plus incoming within the quota, and the data disk left with keep_free
+ * bytes free after them. spooled: the incoming bytes are on the disk already (a
+ * spooled upload), so its free space counts them. 0, or -1 with err (HR_ELIMIT)
+ * saying which limit. */
+int debuginfo_room(const debuginfo_t *d, uint64_t incoming, int spooled, hr_err_t *err);
+
 /* The uploads as a JSON array of {"build_id","size","uploaded"(RFC 3339)}, sorted by build ID. */
 int debuginfo_list_json(debuginfo_t *d, buf_t *out, hr_err_t *err);
 

@@ -10,6 +10,7 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -17,7 +18,8 @@ import threading
 import time
 
 from harness import (
-    ARGS, CPU, CPU_FILE, T0, Server, cli, cpu_total, free_port, metric, query, read_testdata, test)
+    ARGS, CPU, CPU_FILE, T0, Server, cli, cpu_total, elf_with_build_id, free_port, metric, query, read_testdata,
+    test)
 from pprof_ref import pprof_raw
 
 
@@ -124,10 +126,10 @@ def random_kill9_loop_loses_nothing_and_corrupts_nothing():
 
 
 @contextlib.contextmanager
-def small_tmpfs():
-    """A 6 MiB tmpfs mounted under ARGS.tmp for the block: a disk that fills in a moment."""
+def small_tmpfs(size="6m"):
+    """A small tmpfs (6 MiB) mounted under ARGS.tmp for the block: a disk that fills in a moment."""
     mnt = tempfile.mkdtemp(prefix="hearth-tmpfs-", dir=ARGS.tmp)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", mnt], check=True, capture_output=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=" + size, "tmpfs", mnt], check=True, capture_output=True)
     try:
         yield mnt
     finally:
@@ -440,3 +442,48 @@ def crash_on_a_full_disk_restarts_read_only_and_recovers():
             srv.stop()
         with Server(data_dir, log_dir=ARGS.tmp) as again:
             assert cpu_total(again, "full") == acked * each
+
+
+def padded_elf(build_id, pad):
+    """A real ELF carrying build_id, padded to about pad bytes with a section of random bytes."""
+    d = tempfile.mkdtemp(prefix="hearth-pad-", dir=ARGS.tmp)
+    prog, blob, out = (os.path.join(d, n) for n in ("prog", "pad", "out"))
+    open(prog, "wb").write(elf_with_build_id(build_id))
+    open(blob, "wb").write(os.urandom(pad))
+    subprocess.run(["objcopy", "--add-section", ".pad=" + blob, prog, out], check=True, capture_output=True)
+    return open(out, "rb").read()
+
+
+@test
+def debug_files_never_take_the_disk_that_profiles_need():
+    """Debug-file uploads on a 40 MiB data disk until refused: they stop with 507 while
+    --debuginfo-keep-free bytes are still free, and every profile upload after them succeeds.
+    With --debuginfo-quota, they stop at the quota."""
+    body = open(os.path.join(ARGS.testdata, "pprof", "go-runtime-cpu-00.pb.gz"), "rb").read()
+    with small_tmpfs("40m") as mnt:
+        with Server(os.path.join(mnt, "data"), log_dir=ARGS.tmp,
+                    extra=["--debuginfo-keep-free", "12MiB", "--max-debuginfo-bytes", "8MiB"]) as srv:
+            codes = []
+            for i in range(12):
+                bid = "%040x" % (0xDE000 + i)
+                st, b, _ = srv.request("PUT", "/api/v1/debuginfo/" + bid, padded_elf(bid, 4 << 20))
+                codes.append(st)
+                if st != 200:
+                    assert st == 507 and "--debuginfo-keep-free" in json.loads(b)["error"], (st, b[:300])
+                    break
+            assert codes[-1] == 507 and codes.count(200) >= 3, codes
+            free = shutil.disk_usage(mnt).free
+            assert free >= 11 << 20, f"only {free} bytes free after the debug uploads"
+            for i in range(30):
+                st, b = srv.ingest(body, name="after-debug", format="pprof", **{"from": T0 + i})
+                assert st == 200, (i, st, b[:300])
+    with Server(extra=["--debuginfo-quota", "10MiB"]) as srv:
+        codes = []
+        for i in range(4):
+            bid = "%040x" % (0xDF000 + i)
+            st, b, _ = srv.request("PUT", "/api/v1/debuginfo/" + bid, padded_elf(bid, 4 << 20))
+            codes.append(st)
+            if st != 200:
+                assert st == 507 and "--debuginfo-quota" in json.loads(b)["error"], (st, b[:300])
+        assert codes == [200, 200, 507, 507], codes
+
