@@ -7,6 +7,98 @@
 #include "common/buf.h"
 #include "common/vec.h"
 
+/* A value tuple as one string, each value prefixed by its length (so no two tuples
+ * share a key, whatever bytes the values hold). */
+static void tuple_key(buf_t *b, const char *const *vals, size_t width) {
+    b->len = 0;
+    for (size_t k = 0; k < width; k++) {
+        size_t n = strlen(vals[k]);
+        buf_printf(b, "%zu:", n);
+        buf_append(b, vals[k], n);
+    }
+    buf_putc(b, 0);
+}
+
+typedef struct {
+    char *key;
+    uint32_t group;
+} gkey_t;
+
+static int by_key(const void *a, const void *b) { return strcmp(((const gkey_t *)a)->key, ((const gkey_t *)b)->key); }
+
+typedef struct {
+    char *const *names; /* the group-by's labels */
+    size_t width, n;    /* labels, and groups */
+    gkey_t *keys;       /* the groups', sorted (n of them) */
+    int32_t *group_of;  /* by series id: the kept group, or -1 */
+    size_t ngroup_of, cap;
+    const char **vals; /* width of them: a series' values */
+    char (*bufs)[256]; /* width of them: room for computed ones (__name__) */
+    buf_t key;
+    int oom;
+} mapper_t;
+
+static void map_series(void *ctx, const series_t *s) {
+    mapper_t *m = ctx;
+    for (size_t k = 0; k < m->width; k++) {
+        m->vals[k] = catalog_label_value(s, m->names[k], m->bufs[k], sizeof m->bufs[k]);
+        if (!m->vals[k]) m->vals[k] = "";
+    }
+    tuple_key(&m->key, m->vals, m->width);
+    gkey_t want = {(char *)m->key.data, 0},
+           *hit = m->key.oom ? NULL : bsearch(&want, m->keys, m->n, sizeof *m->keys, by_key);
+    if (VEC_RESERVE(m->group_of, m->cap, (size_t)s->id + 1)) {
+        m->oom = 1;
+        return;
+    }
+    while (m->ngroup_of <= s->id) m->group_of[m->ngroup_of++] = -1;
+    m->group_of[s->id] = hit ? (int32_t)hit->group : -1;
+}
+
+/* The sorted keys of n value tuples, tuple i at vals(ctx, i); NULL on OOM. */
+static gkey_t *group_keys(size_t n, size_t width, const char *const *(*vals)(const void *, size_t), const void *ctx) {
+    gkey_t *keys = calloc(n + 1, sizeof *keys);
+    buf_t b;
+    buf_init(&b);
+    for (size_t i = 0; keys && i < n; i++) {
+        tuple_key(&b, vals(ctx, i), width);
+        keys[i] = (gkey_t){b.oom ? NULL : strdup((char *)b.data), (uint32_t)i};
+        if (!keys[i].key) {
+            for (size_t k = 0; k < i; k++) free(keys[k].key);
+            free(keys);
+            keys = NULL;
+        }
+    }
+    buf_free(&b);
+    if (keys) qsort(keys, n, sizeof *keys, by_key);
+    return keys;
+}
+
+/* Maps every series q selects to its group among the n tuples at vals(ctx, i): m->group_of
+ * by series id (-1: none). 0, or -1 with err; mapper_destroy either way. */
+static int map_groups(store_t *st, const catalog_query_t *cq, char *const *names, size_t width, size_t n,
+                      const char *const *(*vals)(const void *, size_t), const void *ctx, mapper_t *m, hr_err_t *err) {
+    memset(m, 0, sizeof *m);
+    m->names = names, m->width = width, m->n = n;
+    m->keys = group_keys(n, width, vals, ctx);
+    m->vals = calloc(width + 1, sizeof *m->vals);
+    m->bufs = calloc(width + 1, sizeof *m->bufs);
+    buf_init(&m->key);
+    int rc = m->keys && m->vals && m->bufs ? catalog_series(st, cq, map_series, m, err)
+                                           : hr_fail(err, HR_ENOMEM, "out of memory");
+    if (rc == 0 && (m->oom || m->key.oom)) rc = hr_fail(err, HR_ENOMEM, "out of memory");
+    return rc;
+}
+
+static void mapper_destroy(mapper_t *m) {
+    for (size_t i = 0; m->keys && i < m->n; i++) free(m->keys[i].key);
+    free(m->keys);
+    free(m->group_of);
+    free(m->vals);
+    free(m->bufs);
+    buf_free(&m->key);
+}
+
 typedef struct {
     group_t g;
     double key; /* what the chart shows of it: the sum of its timeline (else its total) */
@@ -26,17 +118,28 @@ static double rank_key(const merge_result_t *m) {
     return s;
 }
 
-/* Merges one group: sel narrowed to vals, then restored. */
-static int merge_group(store_t *st, const merge_query_t *q, selector_t *sel, char *const *names, size_t width,
-                       const char *const *vals, merge_result_t *m, hr_err_t *err) {
-    size_t n0 = sel->n;
-    int rc = 0;
-    for (size_t i = 0; i < width && rc == 0; i++) rc = selector_add_eq(sel, names[i], vals[i], err);
-    merge_query_t g = *q;
-    g.sel = sel;
-    g.want_stacks = 0;
-    if (rc == 0) rc = merge_run(st, &g, m, err);
-    selector_truncate(sel, n0);
+/* Tuple i of a catalog_groups_t. */
+static const char *const *found_vals(const void *ctx, size_t i) {
+    const catalog_groups_t *g = ctx;
+    return g->v + i * g->width;
+}
+
+/* Merges every group in one pass over q's selection (merge_run_split): rk[i].g.m. */
+static int merge_groups(store_t *st, const merge_query_t *q, selector_t *sel, grouped_t *out, ranked_t *rk,
+                        hr_err_t *err) {
+    catalog_query_t cq = {q->tenant, sel, 0, q->from, q->until, q->deadline_ns};
+    mapper_t mp;
+    int rc = map_groups(st, &cq, out->names, out->width, out->g.n, found_vals, &out->g, &mp, err);
+    merge_result_t *parts = rc ? NULL : calloc(out->g.n + 1, sizeof *parts);
+    if (rc == 0 && !parts) rc = hr_fail(err, HR_ENOMEM, "out of memory");
+    merge_query_t one = *q;
+    one.sel = sel;
+    one.want_stacks = 0;
+    merge_split_t split = {mp.group_of, mp.ngroup_of, parts, out->g.n};
+    if (rc == 0) rc = merge_run_split(st, &one, &split, err);
+    for (size_t i = 0; parts && i < out->g.n; i++) rk[i].g.m = parts[i];
+    free(parts);
+    mapper_destroy(&mp);
     return rc;
 }
 
@@ -69,11 +172,11 @@ int groupby_run(store_t *st, const merge_query_t *q, selector_t *sel, char *cons
                        n, (unsigned long long)buckets, GROUPBY_MAX_POINTS);
     ranked_t *rk = calloc(n + 1, sizeof *rk);
     int rc = rk ? 0 : hr_fail(err, HR_ENOMEM, "out of memory");
+    if (rc == 0 && n) rc = merge_groups(st, q, sel, out, rk, err);
     for (size_t i = 0; i < n && rc == 0; i++) {
         rk[i].order = i;
         rk[i].g.vals = (const char *const *)out->g.v + i * width;
-        rc = merge_group(st, q, sel, names, width, rk[i].g.vals, &rk[i].g.m, err);
-        rk[i].key = rc ? 0 : rank_key(&rk[i].g.m);
+        rk[i].key = rank_key(&rk[i].g.m);
     }
     if (rc == 0) {
         qsort(rk, n, sizeof *rk, by_key_desc);
@@ -92,53 +195,6 @@ int groupby_run(store_t *st, const merge_query_t *q, selector_t *sel, char *cons
  * One pass for every group: the series walk maps each selected series to its kept
  * group (by its value tuple), one totals-only profile list picks each group's
  * largest profile per bucket, and a second walk copies the chosen series' labels. */
-
-/* A value tuple as one string, each value prefixed by its length (so no two tuples
- * share a key, whatever bytes the values hold). */
-static void tuple_key(buf_t *b, const char *const *vals, size_t width) {
-    b->len = 0;
-    for (size_t k = 0; k < width; k++) {
-        size_t n = strlen(vals[k]);
-        buf_printf(b, "%zu:", n);
-        buf_append(b, vals[k], n);
-    }
-    buf_putc(b, 0);
-}
-
-typedef struct {
-    char *key;
-    uint32_t group;
-} gkey_t;
-
-static int by_key(const void *a, const void *b) { return strcmp(((const gkey_t *)a)->key, ((const gkey_t *)b)->key); }
-
-typedef struct {
-    const grouped_t *g;
-    gkey_t *keys;      /* the kept groups', sorted */
-    int32_t *group_of; /* by series id: the kept group, or -1 */
-    size_t ngroup_of, cap;
-    const char **vals; /* width of them: a series' values */
-    char (*bufs)[256]; /* width of them: room for computed ones (__name__) */
-    buf_t key;
-    int oom;
-} mapper_t;
-
-static void map_series(void *ctx, const series_t *s) {
-    mapper_t *m = ctx;
-    for (size_t k = 0; k < m->g->width; k++) {
-        m->vals[k] = catalog_label_value(s, m->g->names[k], m->bufs[k], sizeof m->bufs[k]);
-        if (!m->vals[k]) m->vals[k] = "";
-    }
-    tuple_key(&m->key, m->vals, m->g->width);
-    gkey_t want = {(char *)m->key.data, 0},
-           *hit = m->key.oom ? NULL : bsearch(&want, m->keys, m->g->n, sizeof *m->keys, by_key);
-    if (VEC_RESERVE(m->group_of, m->cap, (size_t)s->id + 1)) {
-        m->oom = 1;
-        return;
-    }
-    while (m->ngroup_of <= s->id) m->group_of[m->ngroup_of++] = -1;
-    m->group_of[s->id] = hit ? (int32_t)hit->group : -1;
-}
 
 typedef struct {
     uint32_t series;
@@ -169,25 +225,6 @@ static void label_exemplars(void *ctx, const series_t *s) {
         if (labels_copy(&l->refs[k].ex->labels, &s->labels)) l->oom = 1;
 }
 
-/* The kept groups' keys, sorted; NULL on OOM. */
-static gkey_t *group_keys(const grouped_t *g) {
-    gkey_t *keys = calloc(g->n + 1, sizeof *keys);
-    buf_t b;
-    buf_init(&b);
-    for (size_t i = 0; keys && i < g->n; i++) {
-        tuple_key(&b, g->v[i].vals, g->width);
-        keys[i] = (gkey_t){b.oom ? NULL : strdup((char *)b.data), (uint32_t)i};
-        if (!keys[i].key) {
-            for (size_t k = 0; k < i; k++) free(keys[k].key);
-            free(keys);
-            keys = NULL;
-        }
-    }
-    buf_free(&b);
-    if (keys) qsort(keys, g->n, sizeof *keys, by_key);
-    return keys;
-}
-
 int groupby_label(store_t *st, const merge_query_t *q, selector_t *sel, exemplar_t *const *ex, size_t n,
                   hr_err_t *err) {
     catalog_query_t cq = {q->tenant, sel, 0, q->from, q->until, q->deadline_ns};
@@ -200,16 +237,14 @@ int groupby_label(store_t *st, const merge_query_t *q, selector_t *sel, exemplar
     return rc == 0 && l.oom ? hr_fail(err, HR_ENOMEM, "out of memory") : rc;
 }
 
+/* Tuple i of the kept groups. */
+static const char *const *kept_vals(const void *ctx, size_t i) { return ((const grouped_t *)ctx)->v[i].vals; }
+
 int groupby_profiles(store_t *st, const merge_query_t *q, selector_t *sel, const grouped_t *g, int spans,
                      groupby_profile_fn fn, void *ctx, hr_err_t *err) {
     catalog_query_t cq = {q->tenant, sel, 0, q->from, q->until, q->deadline_ns};
-    mapper_t mp = {.g = g, .keys = group_keys(g)};
-    mp.vals = calloc(g->width + 1, sizeof *mp.vals);
-    mp.bufs = calloc(g->width + 1, sizeof *mp.bufs);
-    buf_init(&mp.key);
-    int rc = mp.keys && mp.vals && mp.bufs ? catalog_series(st, &cq, map_series, &mp, err)
-                                           : hr_fail(err, HR_ENOMEM, "out of memory");
-    if (rc == 0 && (mp.oom || mp.key.oom)) rc = hr_fail(err, HR_ENOMEM, "out of memory");
+    mapper_t mp;
+    int rc = map_groups(st, &cq, g->names, g->width, g->n, kept_vals, g, &mp, err);
     catalog_profile_t *p = NULL;
     size_t np = 0;
     if (rc == 0) rc = (spans ? catalog_spans : catalog_profiles)(st, &cq, &p, &np, err);
@@ -217,12 +252,7 @@ int groupby_profiles(store_t *st, const merge_query_t *q, selector_t *sel, const
         if (p[i].series < mp.ngroup_of && mp.group_of[p[i].series] >= 0)
             fn(ctx, (size_t)mp.group_of[p[i].series], &p[i]);
     free(p);
-    for (size_t i = 0; mp.keys && i < g->n; i++) free(mp.keys[i].key);
-    free(mp.keys);
-    free(mp.group_of);
-    free(mp.vals);
-    free(mp.bufs);
-    buf_free(&mp.key);
+    mapper_destroy(&mp);
     return rc;
 }
 

@@ -48,8 +48,9 @@ enum { GROUPBY_MAX_POINTS = 4000000 };
  * dimension, and thousands of them make a small request answer hundreds of MB. */
 enum { GROUPBY_MAX_LABELS = 8 };
 
-/* Runs q (its stacks are not wanted) once per group of names[0..width). q->sel is
- * borrowed mutable: narrowed per group and restored. limit 0 keeps every group.
+/* Merges q's selection (its stacks are not wanted) by group of names[0..width), in
+ * one pass over the selection (merge_run_split): each group's totals and timeline are
+ * what q narrowed to its values would give. limit 0 keeps every group.
  * More than GROUPBY_MAX_POINTS or GROUPBY_MAX_LABELS is HR_EINVAL, before any group
  * is merged.
  * 0, or -1 with err; out is destroyed by grouped_destroy either way. */

@@ -105,7 +105,9 @@ typedef struct {
     pass_t pass, passes[3]; /* the current pass, and the passes in order */
     countmap_t per_series, per_bucket;
     fpmap_t copied;
-    uint32_t *in_bucket; /* profiles per timeline step, for average_timeline */
+    uint32_t *in_bucket;        /* profiles per timeline step, for average_timeline */
+    const merge_split_t *split; /* NULL, or the groups a split merge also sums into */
+    uint32_t *part_in_bucket;   /* in_bucket per part, nparts x nbuckets */
     double *acc;
     size_t acc_cap;
     int oom, timeout;
@@ -239,24 +241,35 @@ static int64_t kept_samples(const scan_ctx_t *c, const segment_t *seg, const seg
     return sum;
 }
 
-/* Adds one selected row's total to the result's total, timeline and span. */
-static int add_totals(scan_ctx_t *c, const seg_profile_t *p, int64_t total, double w) {
-    merge_result_t *r = c->r;
+/* Adds a row's total (times w) to r, and to its timeline's bucket b: times bw, or
+ * counted in in_bucket for an average timeline. */
+static void add_to(merge_result_t *r, uint32_t *in_bucket, size_t b, const seg_profile_t *p, int64_t total, double w,
+                   double bw) {
     note_span(r, p);
     r->profiles++;
     r->total += (double)total * w;
-    if (r->nbuckets && c->q->average_timeline) {
-        r->timeline[bucket_of(c, p->time_ns)] += (double)total;
-        c->in_bucket[bucket_of(c, p->time_ns)]++;
-    } else if (r->nbuckets) {
-        double bw = 1;
-        if (r->gauge) {
-            uint32_t *n = countmap_slot(&c->per_bucket, (uint64_t)p->series << 24 | bucket_of(c, p->time_ns));
-            if (!n) return -1;
-            bw = 1.0 / *n;
-        }
-        r->timeline[bucket_of(c, p->time_ns)] += (double)total * bw;
+    if (!r->nbuckets) return;
+    if (in_bucket) r->timeline[b] += (double)total, in_bucket[b]++;
+    else r->timeline[b] += (double)total * bw;
+}
+
+/* Adds one selected row's total to the result's total, timeline and span, and to its
+ * series' group's in a split merge. */
+static int add_totals(scan_ctx_t *c, const seg_profile_t *p, int64_t total, double w) {
+    merge_result_t *r = c->r;
+    size_t b = r->nbuckets ? bucket_of(c, p->time_ns) : 0;
+    double bw = 1;
+    int avg = r->nbuckets && c->q->average_timeline;
+    if (r->nbuckets && !avg && r->gauge) {
+        uint32_t *n = countmap_slot(&c->per_bucket, (uint64_t)p->series << 24 | b);
+        if (!n) return -1;
+        bw = 1.0 / *n;
     }
+    add_to(r, avg ? c->in_bucket : NULL, b, p, total, w, bw);
+    const merge_split_t *sp = c->split;
+    if (!sp || p->series >= sp->ngroup_of || sp->group_of[p->series] < 0) return 0;
+    size_t g = (size_t)sp->group_of[p->series];
+    add_to(&sp->parts[g], avg ? c->part_in_bucket + g * r->nbuckets : NULL, b, p, total, w, bw);
     return 0;
 }
 
@@ -387,10 +400,12 @@ static int init_result(const merge_query_t *q, merge_result_t *r, hr_err_t *err)
     return 0;
 }
 
-int merge_run(store_t *st, const merge_query_t *q, merge_result_t *r, hr_err_t *err) {
+/* merge_run, and with split (NULL for none) the same totals split by group. */
+static int merge_exec(store_t *st, const merge_query_t *q, merge_result_t *r, const merge_split_t *split,
+                      hr_err_t *err) {
     if (init_result(q, r, err)) return -1;
     if (q->until < q->from) return hr_fail(err, HR_EINVAL, "`until` is before `from`");
-    scan_ctx_t c = {.q = q, .r = r};
+    scan_ctx_t c = {.q = q, .r = r, .split = split};
     catalog_query_t cq = {.tenant = q->tenant, .sel = q->sel, .deadline_ns = q->deadline_ns};
     if (!(c.bits = catalog_select(st, &cq, &c.nbits, err))) return -1;
     if (q->only && q->only->nprofiles) only_listed_series(&c, q->only);
@@ -407,10 +422,18 @@ int merge_run(store_t *st, const merge_query_t *q, merge_result_t *r, hr_err_t *
     int rc = 0;
     if (q->average_timeline && r->nbuckets && !(c.in_bucket = calloc(r->nbuckets, sizeof *c.in_bucket)))
         rc = hr_fail(err, HR_ENOMEM, "out of memory");
+    if (rc == 0 && split && q->average_timeline && r->nbuckets &&
+        !(c.part_in_bucket = calloc(split->nparts * r->nbuckets + 1, sizeof *c.part_in_bucket)))
+        rc = hr_fail(err, HR_ENOMEM, "out of memory");
     if (rc == 0) rc = store_scan_passes(st, q->tenant, f, n, begin_pass, scan_one, &c, err);
     for (size_t i = 0; rc == 0 && c.in_bucket && i < r->nbuckets; i++)
         if (c.in_bucket[i]) r->timeline[i] /= c.in_bucket[i];
+    for (size_t g = 0; rc == 0 && c.part_in_bucket && g < split->nparts; g++)
+        for (size_t i = 0; i < r->nbuckets; i++)
+            if (c.part_in_bucket[g * r->nbuckets + i])
+                split->parts[g].timeline[i] /= c.part_in_bucket[g * r->nbuckets + i];
     free(c.in_bucket);
+    free(c.part_in_bucket);
     if (rc && c.timeout)
         hr_fail(err, HR_ETIMEOUT, "the query ran past --query-timeout; narrow the time range or the selection");
     else if (rc && c.oom) hr_fail(err, HR_ENOMEM, "out of memory during merge");
@@ -428,6 +451,20 @@ int merge_run(store_t *st, const merge_query_t *q, merge_result_t *r, hr_err_t *
     if (rc == 0 && q->want_stacks && q->filter && q->filter->hide &&
         stackfilter_hide(&r->sym, &r->self, &r->nself, &r->self_cap, q->filter->hide))
         rc = hr_fail(err, HR_ENOMEM, "out of memory hiding frames");
+    return rc;
+}
+
+int merge_run(store_t *st, const merge_query_t *q, merge_result_t *r, hr_err_t *err) {
+    return merge_exec(st, q, r, NULL, err);
+}
+
+int merge_run_split(store_t *st, const merge_query_t *q, const merge_split_t *split, hr_err_t *err) {
+    assert(!q->want_stacks);
+    int rc = 0;
+    for (size_t g = 0; g < split->nparts && rc == 0; g++) rc = init_result(q, &split->parts[g], err);
+    merge_result_t all;
+    if (rc == 0) rc = merge_exec(st, q, &all, split, err);
+    merge_result_destroy(&all);
     return rc;
 }
 

@@ -90,6 +90,22 @@ typedef struct {
 } merge_result_t;
 
 int merge_run(store_t *st, const merge_query_t *q, merge_result_t *out, hr_err_t *err);
+
+/* The groups of a split merge: group_of[series id] (ngroup_of of them) names the part
+ * (0..nparts) a series' profiles go to, or -1 for none. */
+typedef struct {
+    const int32_t *group_of;
+    size_t ngroup_of;
+    merge_result_t *parts; /* nparts of them, filled by merge_run_split */
+    size_t nparts;
+} merge_split_t;
+
+/* One pass over q's selection (q->want_stacks 0) that fills each part with the totals,
+ * timeline, span and profile count merge_run would give for the part's series alone
+ * (gauges averaged per series, as there): a group-by costs one selection, not one per
+ * group. 0, or -1 with err; the parts are destroyed by merge_result_destroy either way
+ * (each zeroed by the caller first). */
+int merge_run_split(store_t *st, const merge_query_t *q, const merge_split_t *split, hr_err_t *err);
 void merge_result_destroy(merge_result_t *r);
 
 #endif

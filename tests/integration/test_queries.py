@@ -626,6 +626,38 @@ def group_by_splits_timelines_by_label():
         assert st == 400 and b"group_by" in body, body  # refused, not ignored
 
 
+@test
+def group_by_over_many_series_is_exact_for_counters_and_gauges():
+    """group_by=pod,env over 400 pods (a CPU counter and a heap gauge, two heap snapshots a pod):
+    every group equals its narrowed query (gauges averaged per series, as the whole query
+    does), and the groups add up to the whole. The groups are merged in one pass over the
+    selection (merge_run_split), not one merge per group."""
+    heap = open(os.path.join(ARGS.testdata, "pprof", "go-runtime-heap.pb.gz"), "rb").read()
+    pods = 400
+    with Server() as srv:
+        for i in range(pods):
+            labels = "{pod=p%d,env=%s}" % (i, "prod" if i % 2 else "dev")
+            st, b = srv.ingest(("main;work%d %d\n" % (i % 7, i + 1)).encode(), name="many.cpu" + labels,
+                               format="folded", **{"from": T0 + i % 50})
+            assert st == 200, b
+            for k in range(2 if i % 3 else 1):
+                st, b = srv.ingest(heap, name="many" + labels, format="pprof", **{"from": T0 + 60 * k + i % 50})
+                assert st == 200, b
+        inuse = types_of(srv, "many")[("inuse_space", "bytes")]
+        span = {"from": T0 - 10, "until": T0 + 200, "step": "30s"}
+        for tid in (CPU, inuse):
+            sel = tid + '{service_name="many"}'
+            whole = srv.get_json("/api/v1/timeseries", query=sel, **span)
+            doc = srv.get_json("/api/v1/timeseries", query=sel, group_by="pod,env", limit=pods, **span)
+            assert len(doc["groups"]) == pods, len(doc["groups"])
+            assert abs(sum(g["total"] for g in doc["groups"]) - whole["total"]) <= 1e-6 * whole["total"] + 1
+            for g in doc["groups"][:: pods // 16]:
+                pod, env = g["labels"]["pod"], g["labels"]["env"]
+                one = srv.get_json("/api/v1/timeseries", query=tid + '{service_name="many",pod="%s",env="%s"}' % (
+                    pod, env), **span)
+                assert (g["total"], g["points"]) == (one["total"], one["points"]), (tid, pod, g["total"], one["total"])
+
+
 def flamebearer_nodes(fb):
     """[(depth, name, total, x)] of every node of a flamebearer (x in value units)."""
     out = []
