@@ -380,7 +380,17 @@ static void only_listed_series(scan_ctx_t *c, const merge_only_t *o) {
     }
 }
 
+/* A result's type, gauge rule and empty timeline, without a symtab (a split's part,
+ * which holds no stacks). */
+static int init_totals(const merge_query_t *q, merge_result_t *r, hr_err_t *err);
+
 static int init_result(const merge_query_t *q, merge_result_t *r, hr_err_t *err) {
+    if (init_totals(q, r, err)) return -1;
+    if (!(r->sym = symtab_new()) || ensure_self(r)) return hr_fail(err, HR_ENOMEM, "out of memory");
+    return 0;
+}
+
+static int init_totals(const merge_query_t *q, merge_result_t *r, hr_err_t *err) {
     memset(r, 0, sizeof *r);
     if (!q->sel->profile_type)
         return hr_fail(err, HR_EINVAL,
@@ -389,7 +399,6 @@ static int init_result(const merge_query_t *q, merge_result_t *r, hr_err_t *err)
     snprintf(r->type_id, sizeof r->type_id, "%s", q->sel->profile_type);
     if (ptype_split(r->type_id, &r->type)) return hr_fail(err, HR_EINVAL, "bad profile type %s", r->type_id);
     r->gauge = ptype_is_gauge(&r->type);
-    if (!(r->sym = symtab_new()) || ensure_self(r)) return hr_fail(err, HR_ENOMEM, "out of memory");
     if (q->step > 0) {
         r->tl_step = q->step;
         r->tl_start = q->from - (q->from % q->step + q->step) % q->step; /* snapped to the step */
@@ -461,7 +470,7 @@ int merge_run(store_t *st, const merge_query_t *q, merge_result_t *r, hr_err_t *
 int merge_run_split(store_t *st, const merge_query_t *q, const merge_split_t *split, hr_err_t *err) {
     assert(!q->want_stacks);
     int rc = 0;
-    for (size_t g = 0; g < split->nparts && rc == 0; g++) rc = init_result(q, &split->parts[g], err);
+    for (size_t g = 0; g < split->nparts && rc == 0; g++) rc = init_totals(q, &split->parts[g], err);
     merge_result_t all;
     if (rc == 0) rc = merge_exec(st, q, &all, split, err);
     merge_result_destroy(&all);

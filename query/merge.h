@@ -103,8 +103,8 @@ typedef struct {
 /* One pass over q's selection (q->want_stacks 0) that fills each part with the totals,
  * timeline, span and profile count merge_run would give for the part's series alone
  * (gauges averaged per series, as there): a group-by costs one selection, not one per
- * group. 0, or -1 with err; the parts are destroyed by merge_result_destroy either way
- * (each zeroed by the caller first). */
+ * group. The parts hold no stacks (sym NULL). 0, or -1 with err; the parts are
+ * destroyed by merge_result_destroy either way (each zeroed by the caller first). */
 int merge_run_split(store_t *st, const merge_query_t *q, const merge_split_t *split, hr_err_t *err);
 void merge_result_destroy(merge_result_t *r);
 

@@ -5,7 +5,9 @@
 2. Disk per profile: 1,000 profiles of one service, flushed to blocks, vs their gzipped size.
 3. Merge latency: 1 h and 24 h of one service's 10 s CPU profiles into a flame graph, against
    `go tool pprof -proto` merging the same files (the baseline ratio).
-4. Load: 200 concurrent agents push for 60 s while a client runs merges (--only-load runs just
+4. Group-by: group_by=pod over 15,000 series (one folded profile each), against the same query
+   without the group-by (one merge of the whole selection: the reference, same run).
+5. Load: 200 concurrent agents push for 60 s while a client runs merges (--only-load runs just
    this; --skip-load leaves it out).
 The fleet benchmark of issue 12 (one service's 7-day query on 1, 20 and 200-service stores,
 hourly blocks and compacted) is tests/bench/fleet.py, run by `make bench-fleet`; it takes long
@@ -216,6 +218,34 @@ def bench_compaction(files, rows):
                  f"{before[3] * 1000:.1f} -> {after[3] * 1000:.1f} ms"))
 
 
+def bench_group_by(rows, series=15000):
+    srv = harness.Server(extra=["--wal-fsync", "none"]).start()
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+    for i in range(series):
+        q = urllib.parse.urlencode({"name": "bench-gb.cpu{pod=p%d}" % i, "format": "folded", "from": BASE + i % 3000})
+        conn.request("POST", "/ingest?" + q, body=("main;work%d %d\n" % (i % 7, i + 1)).encode())
+        r = conn.getresponse()
+        r.read()
+        assert r.status == 200, r.status
+    conn.close()
+    srv.request("POST", "/api/v1/admin/flush")
+    span = {"query": CPU + '{service_name="bench-gb"}', "step": "3600s", "from": BASE - 10, "until": BASE + 3600}
+
+    def timed(**extra):
+        out = []
+        for _ in range(5):
+            t = time.time()
+            st, body = srv.get("/api/v1/timeseries", **span, **extra)
+            out.append(time.time() - t)
+            assert st == 200, body[:200]
+        return statistics.median(out)
+    grouped, whole = timed(group_by="pod"), timed()
+    srv.stop()
+    rows.append((f"group_by=pod over {series:,} series (1 h steps), top 10 kept",
+                 f"{grouped * 1000:.0f} ms warm; the same query without group_by {whole * 1000:.0f} ms: "
+                 f"{grouped / whole:.1f}x one merge of the selection"))
+
+
 def peak_rss_mib(pid):
     for line in open(f"/proc/{pid}/status"):
         if line.startswith("VmHWM:"):
@@ -299,6 +329,7 @@ def main():
         bench_disk(files, rows)
         bench_merge(files, rows, harness.ARGS.tmp)
         bench_compaction(files, rows)
+        bench_group_by(rows)
     if not a.skip_load:
         bench_load(files, rows)
     print(f"\nMeasured on {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}:\n")
