@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
-#include "ingest/budget.h"
+#include "common/budget.h"
 #include "storage/batch.h"
 #include "storage/labels.h"
 

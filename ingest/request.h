@@ -14,7 +14,7 @@
 
 #include "common/buf.h"
 #include "common/err.h"
-#include "ingest/budget.h"
+#include "common/budget.h"
 #include "storage/batch.h"
 
 /* A format's code in the WAL record (storage/FORMAT.md): a code is never reused or

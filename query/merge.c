@@ -107,10 +107,12 @@ typedef struct {
     fpmap_t copied;
     uint32_t *in_bucket;        /* profiles per timeline step, for average_timeline */
     const merge_split_t *split; /* NULL, or the groups a split merge also sums into */
+    size_t charged;             /* bytes taken from q->mem so far */
+    hr_err_t limit_err;         /* why q->mem refused more */
     uint32_t *part_in_bucket;   /* in_bucket per part, nparts x nbuckets */
     double *acc;
     size_t acc_cap;
-    int oom, timeout;
+    int oom, timeout, limit;
 } scan_ctx_t;
 
 static int cmp_ref(const void *a, const void *b) {
@@ -196,6 +198,22 @@ static uint32_t output_stack(scan_ctx_t *c, const symtab_t *sym, uint32_t s, sym
     return out;
 }
 
+/* Takes from the query's memory budget (q->mem) what the result and the scan's working
+ * tables have grown to since the last charge. 0, or -1 with c->limit set. Charged every
+ * CHARGE_EVERY new stacks and after each segment, so a merge stops within that much of
+ * its share instead of growing until it is done. */
+#define CHARGE_EVERY 4096
+static int charge(scan_ctx_t *c) {
+    if (!c->q->mem) return 0;
+    const merge_result_t *r = c->r;
+    size_t now = symtab_bytes(r->sym) + r->self_cap * sizeof *r->self + c->acc_cap * sizeof *c->acc +
+                 c->copied.cap * sizeof *c->copied.slots;
+    if (now <= c->charged) return 0;
+    if (budget_hold_more(c->q->mem, now - c->charged, "this query's merge", &c->limit_err)) return c->limit = 1, -1;
+    c->charged = now;
+    return 0;
+}
+
 /* Folds the per-stack accumulator of one segment into the result symtab. */
 static int fold_segment(scan_ctx_t *c, const segment_t *seg) {
     symtab_remap_t m;
@@ -203,14 +221,16 @@ static int fold_segment(scan_ctx_t *c, const segment_t *seg) {
     merge_result_t *r = c->r;
     /* From 0: the empty stack (a sample with no locations, as in Go's threadcreate
      * profile) counts in the total like any other, as pprof counts it. */
+    size_t fresh = r->sym->nstacks;
     for (size_t s = 0; s < seg->sym->nstacks && rc == 0; s++) {
         if (c->acc[s] == 0) continue;
         uint32_t out = output_stack(c, seg->sym, (uint32_t)s, &m, &have_m);
         if (out == SYM_NONE || ensure_self(r)) rc = -1;
         else r->self[out] += c->acc[s];
+        if (rc == 0 && r->sym->nstacks - fresh >= CHARGE_EVERY) fresh = r->sym->nstacks, rc = charge(c);
     }
     if (have_m) symtab_remap_destroy(&m);
-    return rc;
+    return rc ? rc : charge(c);
 }
 
 static void note_span(merge_result_t *r, const seg_profile_t *p) {
@@ -445,6 +465,8 @@ static int merge_exec(store_t *st, const merge_query_t *q, merge_result_t *r, co
     free(c.part_in_bucket);
     if (rc && c.timeout)
         hr_fail(err, HR_ETIMEOUT, "the query ran past --query-timeout; narrow the time range or the selection");
+    else if (rc && c.limit)
+        hr_fail(err, c.limit_err.code, "%s; narrow the time range or the selection", c.limit_err.msg);
     else if (rc && c.oom) hr_fail(err, HR_ENOMEM, "out of memory during merge");
     free(c.bits);
     free(c.acc);

@@ -18,6 +18,7 @@
 
 #include <stdint.h>
 
+#include "common/budget.h"
 #include "common/ptype.h"
 #include "query/callsite.h"
 #include "query/selector.h"
@@ -68,6 +69,9 @@ typedef struct {
                                   * reads it, within deadline_ns */
     const stackfilter_t *filter; /* NULL: every sample; else pprof's focus/ignore/hide
                                   * (stackfilter.h), in the stacks, totals and timeline */
+    budget_hold_t *mem;          /* NULL: unbudgeted; else the merge takes what its result and
+                                  * tables grow to from it (429/413 past it) and keeps it: the
+                                  * caller releases it once the answer is written */
 } merge_query_t;
 
 typedef struct {

@@ -28,6 +28,7 @@ typedef struct app {
     metrics_t metrics;
     ingest_limits_t limits;
     mem_budget_t decode_budget; /* limits.decode_budget points here */
+    mem_budget_t query_budget;  /* merges reserve from it (merge_query_t.mem) */
     atomic_int ready;
     atomic_int stopping;          /* set on SIGTERM/SIGINT: long admin loops end after their current step */
     _Atomic(scraper_t *) scraper; /* NULL without --scrape-config; set after WAL replay while HTTP already serves */

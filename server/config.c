@@ -58,6 +58,13 @@ static const opt_t OPTS[] = {
     {"max-decode-memory", "1GiB",
      "memory all concurrent profile decodes may hold together (estimated before decoding); past it 429; 0 = unbounded",
      T_SIZE, O(max_decode_memory)},
+    {"max-query-memory", "4GiB",
+     "memory all concurrent queries' merges may hold together (symbol tables, sums, trees); a query past it gets 429, "
+     "one that alone needs more 413; 0 = unbounded",
+     T_SIZE, O(max_query_memory)},
+    {"max-nodes-limit", "65536",
+     "largest max_nodes (maxNodes) a query may ask for: larger is a 400; the answer's nodes are pruned to it", T_SIZE,
+     O(max_nodes_limit)},
     {"max-labels", "64", "most labels on one series", T_SIZE, O(max_labels)},
     {"max-label-value-bytes", "2048", "longest accepted label value (names: 1024 bytes)", T_SIZE,
      O(max_label_value_bytes)},

@@ -35,6 +35,8 @@ typedef struct {
     size_t max_decompressed_bytes;
     size_t max_samples;
     size_t max_decode_memory;
+    size_t max_query_memory;
+    size_t max_nodes_limit;
     size_t max_labels;
     size_t max_label_value_bytes;
     size_t max_series_per_tenant;

@@ -42,6 +42,7 @@ typedef struct {
     const char *tenant;
     arena_t *arena;
     int64_t deadline_ns; /* for every merge of the call */
+    budget_hold_t mem;   /* what the call's merges hold of --max-query-memory, until it answers */
     hr_err_t err;
     int status; /* HTTP status of the failure when it is not err's usual one */
 } qctx_t;
@@ -324,7 +325,8 @@ static int run_merge(qctx_t *c, const char *type, const char *labels, int64_t st
                         .only = only,
                         .deadline_ns = c->deadline_ns,
                         .call_site = cs,
-                        .symbolizer = c->a->symbolizer};
+                        .symbolizer = c->a->symbolizer,
+                        .mem = &c->mem};
     int rc = merge_run(c->a->store, &mq, m, &c->err);
     selector_destroy(&sel);
     return rc;
@@ -387,8 +389,17 @@ static Querier__V1__SelectMergeStacktracesResponse *tree_msg(qctx_t *c, const tr
     return r;
 }
 
+/* 1 when maxNodes n is one a call may ask for, else 0 with the failure in c. */
+static int max_nodes_ok(qctx_t *c, int64_t n) {
+    size_t limit = c->a->cfg.max_nodes_limit;
+    if (n < 0) fail(c, 400, "`maxNodes` must not be negative");
+    else if (limit && (uint64_t)n > limit) fail(c, 400, "`maxNodes` is over --max-nodes-limit");
+    else return 1;
+    return 0;
+}
+
 static ProtobufCMessage *merged_flamegraph(qctx_t *c, const fg_query_t *q) {
-    if (q->max_nodes < 0) return fail(c, 400, "`maxNodes` must not be negative");
+    if (!max_nodes_ok(c, q->max_nodes)) return NULL;
     if (q->format != QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_UNSPECIFIED &&
         q->format != QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_FLAMEGRAPH &&
         q->format != QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_TREE)
@@ -538,6 +549,7 @@ static ProtobufCMessage *select_series(qctx_t *c, const ProtobufCMessage *in) {
                         .until = until,
                         .step = step,
                         .deadline_ns = c->deadline_ns,
+                        .mem = &c->mem,
                         .call_site = o.call_site,
                         .average_timeline =
                             q->aggregation ==
@@ -658,7 +670,8 @@ static ProtobufCMessage *select_heatmap(qctx_t *c, const ProtobufCMessage *in) {
                         .from = from,
                         .until = until,
                         .step = (int64_t)llround(q->step * 1e9),
-                        .deadline_ns = c->deadline_ns};
+                        .deadline_ns = c->deadline_ns,
+                        .mem = &c->mem};
     heatmap_t h;
     int rc = heatmap_run(c->a->store, &mq, &sel, q->group_by, q->n_group_by, (size_t)q->limit, points, ex, &h, &c->err);
     selector_destroy(&sel);
@@ -679,7 +692,7 @@ static ProtobufCMessage *select_heatmap(qctx_t *c, const ProtobufCMessage *in) {
 static int diff_side(qctx_t *c, const Querier__V1__SelectMergeStacktracesRequest *q, merge_result_t *m, tree_t *t) {
     merge_opts_t o;
     int64_t from, until;
-    if (q->max_nodes < 0) return fail(c, 400, "`maxNodes` must not be negative"), -1;
+    if (!max_nodes_ok(c, q->max_nodes)) return -1;
     if (REQUEST_MERGE_OPTIONS(c, q, &o)) return -1;
     if (run_merge(c, q->profile_typeid, q->label_selector, q->start, q->end, 0, 1, o.call_site, &o.only, m, &from,
                   &until))
@@ -799,7 +812,7 @@ void api_querier(app_t *a, http_req_t *req, http_resp_t *resp) {
     connect_codec_t codec;
     if (connect_codec(req, &codec, resp)) return;
     int64_t t0 = time_now_ns();
-    qctx_t c = {a, req->tenant, arena_new(), app_query_deadline(a, req), {0}, 0};
+    qctx_t c = {a, req->tenant, arena_new(), app_query_deadline(a, req), {&a->query_budget, 0}, {0}, 0};
     if (!c.arena) return connect_error(resp, 500, "out of memory");
     const ProtobufCMessage *in = connect_read(req, codec, METHODS[i].in, a->cfg.max_body_bytes, c.arena, resp);
     if (in) {
@@ -810,5 +823,6 @@ void api_querier(app_t *a, http_req_t *req, http_resp_t *resp) {
                           c.err.code ? c.err.msg : "out of memory");
         metrics_query(&a->metrics, (double)(time_now_ns() - t0) / 1e9, out == NULL);
     }
+    budget_hold_release(&c.mem);
     arena_free(c.arena);
 }

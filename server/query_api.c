@@ -140,7 +140,7 @@ static int run_groups(app_t *a, const merge_query_t *q, selector_t *sel, const g
 
 /* The merge renderer rd needs: stacks and a timeline of step as its row says. */
 static merge_query_t merge_for(const renderer_t *rd, app_t *a, http_req_t *req, const selector_t *sel, const range_t *r,
-                               int64_t step, const merge_only_t *only, const filter_args_t *fa) {
+                               int64_t step, const merge_only_t *only, const filter_args_t *fa, budget_hold_t *mem) {
     return (merge_query_t){.tenant = req->tenant,
                            .sel = sel,
                            .from = r->from,
@@ -150,7 +150,8 @@ static merge_query_t merge_for(const renderer_t *rd, app_t *a, http_req_t *req, 
                            .only = only,
                            .deadline_ns = app_query_deadline(a, req),
                            .filter = &fa->f,
-                           .symbolizer = a->symbolizer};
+                           .symbolizer = a->symbolizer,
+                           .mem = mem};
 }
 
 /* Says in a header when the deadline left frames unsymbolized (symbolizer.h): the
@@ -171,9 +172,21 @@ static void reply_render(http_resp_t *resp, const renderer_t *rd, int rc, const 
     reply_buf(resp, rd->content_type, out);
 }
 
+/* 0 when max_nodes is one a query may ask for; else -1 with a 400 in resp. */
+static int check_max_nodes(const app_t *a, long long max_nodes, http_resp_t *resp) {
+    if (max_nodes < 0) return http_error(resp, 400, "`max_nodes` must be a non-negative integer"), -1;
+    if (a->cfg.max_nodes_limit && (unsigned long long)max_nodes > a->cfg.max_nodes_limit)
+        return http_error(resp, 400, "`max_nodes` %lld is over --max-nodes-limit %zu", max_nodes,
+                          a->cfg.max_nodes_limit),
+               -1;
+    return 0;
+}
+
 /* Merges the selection and renders it in the format named `format` into resp. */
 static void run_merge(app_t *a, http_req_t *req, http_resp_t *resp, selector_t *sel, const range_t *r,
                       const char *format, long long max_nodes, const merge_only_t *only) {
+    if (check_max_nodes(a, max_nodes, resp)) return;
+    if (!max_nodes) max_nodes = (long long)a->cfg.max_nodes_limit; /* "all": as many as any query gets */
     const renderer_t *rd = render_find(format, RENDER_MERGE);
     if (!rd) {
         buf_t names;
@@ -196,7 +209,8 @@ static void run_merge(app_t *a, http_req_t *req, http_resp_t *resp, selector_t *
         free(ga.copy);
         return filter_destroy(&fa);
     }
-    merge_query_t q = merge_for(rd, a, req, sel, r, auto_step(r), only, &fa);
+    budget_hold_t hold = {&a->query_budget, 0}; /* released once the answer is written */
+    merge_query_t q = merge_for(rd, a, req, sel, r, auto_step(r), only, &fa, &hold);
     merge_result_t m;
     render_args_t args = {.m = &m,
                           .max_nodes = (size_t)max_nodes,
@@ -217,6 +231,7 @@ static void run_merge(app_t *a, http_req_t *req, http_resp_t *resp, selector_t *
     free(ga.copy);
     metrics_query(&a->metrics, (double)(time_now_ns() - t0) / 1e9, rc != 0);
     reply_render(resp, rd, rc, &err, &out);
+    budget_hold_release(&hold);
 }
 
 /* `profile=SERIES-TIME_NS` names one stored profile, as /api/v1/profiles lists it;
@@ -264,7 +279,7 @@ typedef struct {
  * falls back to the other side's (fallback), so "same selection, two ranges" needs
  * one query. */
 static int run_side(app_t *a, http_req_t *req, http_resp_t *resp, const renderer_t *rd, const side_keys_t *k,
-                    const char *fallback, const filter_args_t *fa, side_t *s) {
+                    const char *fallback, const filter_args_t *fa, budget_hold_t *mem, side_t *s) {
     hr_err_t err = {0};
     const char *q = http_arg(req, k->query);
     if ((!q || !*q) && fallback && *fallback) q = fallback;
@@ -273,7 +288,7 @@ static int run_side(app_t *a, http_req_t *req, http_resp_t *resp, const renderer
     if (selector_parse(q, &s->sel, &err) || catalog_resolve_type(a->store, &cq, &s->sel, 1, &err))
         return http_error_from(resp, &err), -1;
     if (parse_range(req, k->from, k->until, HOUR_NS, &s->r, resp)) return -1;
-    merge_query_t mq = merge_for(rd, a, req, &s->sel, &s->r, 0, NULL, fa);
+    merge_query_t mq = merge_for(rd, a, req, &s->sel, &s->r, 0, NULL, fa, mem);
     if (merge_run(a->store, &mq, &s->m, &err)) return http_error_from(resp, &err), -1;
     return 0;
 }
@@ -286,11 +301,13 @@ static void run_diff(app_t *a, http_req_t *req, http_resp_t *resp, const side_ke
     const char *lq = http_arg(req, lk->query);
     if (!lq || !*lq) lq = shared_query;
     int rc = -1;
-    filter_args_t fa; /* both sides, as pprof -diff_base filters both */
-    if (max_nodes < 0) {
-        http_error(resp, 400, "`max_nodes` must be a non-negative integer");
-    } else if (parse_filter(req, &fa, resp) == 0 && run_side(a, req, resp, rd, lk, shared_query, &fa, &l) == 0 &&
-               run_side(a, req, resp, rd, rk, lq, &fa, &r) == 0) {
+    filter_args_t fa;                                              /* both sides, as pprof -diff_base filters both */
+    budget_hold_t hold = {&a->query_budget, 0};                    /* both sides' merges */
+    if (!max_nodes) max_nodes = (long long)a->cfg.max_nodes_limit; /* "all", as run_merge takes it */
+    if (check_max_nodes(a, max_nodes, resp)) {
+        max_nodes = -1; /* nothing parsed to destroy */
+    } else if (parse_filter(req, &fa, resp) == 0 && run_side(a, req, resp, rd, lk, shared_query, &fa, &hold, &l) == 0 &&
+               run_side(a, req, resp, rd, rk, lq, &fa, &hold, &r) == 0) {
         render_args_t args = {.m = &l.m, .right = &r.m, .max_nodes = (size_t)max_nodes};
         hr_err_t err = {0};
         buf_t out;
@@ -304,6 +321,7 @@ static void run_diff(app_t *a, http_req_t *req, http_resp_t *resp, const side_ke
         selector_destroy(&sides[i]->sel);
     }
     if (max_nodes >= 0) filter_destroy(&fa);
+    budget_hold_release(&hold);
     metrics_query(&a->metrics, (double)(time_now_ns() - t0) / 1e9, rc != 0);
 }
 
@@ -362,7 +380,8 @@ void api_timeseries(app_t *a, http_req_t *req, http_resp_t *resp) {
         free(ga.copy);
         return selector_destroy(&sel);
     }
-    merge_query_t q = merge_for(rd, a, req, &sel, &r, step, NULL, &fa);
+    budget_hold_t hold = {&a->query_budget, 0};
+    merge_query_t q = merge_for(rd, a, req, &sel, &r, step, NULL, &fa, &hold);
     merge_result_t m;
     render_args_t args = {.m = &m};
     hr_err_t err = {0};
@@ -380,6 +399,7 @@ void api_timeseries(app_t *a, http_req_t *req, http_resp_t *resp) {
     selector_destroy(&sel);
     metrics_query(&a->metrics, (double)(time_now_ns() - t0) / 1e9, rc != 0);
     reply_render(resp, rd, rc, &err, &out);
+    budget_hold_release(&hold);
 }
 
 static void reply_json(http_resp_t *resp, json_t *doc) {

@@ -180,6 +180,9 @@ static int serve(app_t *a) {
     char cache_dir[2100];
     if (clustered(a) && cluster_config(a, &sc, cache_dir, sizeof cache_dir)) return 1;
     a->decode_budget.cap = a->cfg.max_decode_memory;
+    a->decode_budget.flag = "--max-decode-memory", a->decode_budget.work = "decode";
+    a->query_budget.cap = a->cfg.max_query_memory;
+    a->query_budget.flag = "--max-query-memory", a->query_budget.work = "query";
     a->limits = (ingest_limits_t){a->cfg.max_decompressed_bytes, a->cfg.max_samples, a->cfg.max_labels,
                                   &a->decode_budget, a->cfg.max_label_value_bytes};
     pthread_mutex_init(&a->buckets_mu, NULL);

@@ -550,7 +550,7 @@ def connect_tree_format_is_pyroscopes_tree_bytes():
                 parent = next(p for p in paths[d - 1] if p[1] <= x < p[1] + p[2] or (p[2] == 0 and p[1] == x))
                 paths[d].append((parent[0] + (name,), x, total))
                 want[parent[0] + (name,)] = (self_v, total)
-        st, js = connect_json(srv, "SelectMergeStacktraces", {**base, "format": "PROFILE_FORMAT_TREE", "maxNodes": 100000})
+        st, js = connect_json(srv, "SelectMergeStacktraces", {**base, "format": "PROFILE_FORMAT_TREE", "maxNodes": 65536})
         assert st == 200 and "tree" in js, (st, list(js))
         import base64
         got = pyroscope_tree(base64.b64decode(js["tree"]))

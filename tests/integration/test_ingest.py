@@ -485,7 +485,7 @@ def decode_memory_is_bounded_before_unpacking():
         assert cpu_total(srv, "amp") == ok * 600_000 * 7
     with Server(extra=["--max-decode-memory", "32MiB"]) as srv:  # a profile that can never fit: 413
         st, b = srv.ingest(big, name="amp", format="pprof", **{"from": T0})
-        assert st == 413 and b"whole decode budget" in b, (st, b)
+        assert st == 413 and b"whole decode budget" in b and b"--max-decode-memory" in b, (st, b)
 
 
 @test

@@ -8,12 +8,14 @@ short profile names (`app.cpu`, `app.heap`); negative limits refused.
 import gzip
 import json
 import os
+import random
 import subprocess
+import threading
 import urllib.parse
 
 from harness import (
-    ARGS, CPU, T0, Server, connect_json, connect_proto, cpu_files, push, query, read_testdata, test,
-    types_of)
+    ARGS, CPU, T0, Server, connect_json, connect_proto, cpu_files, proc_status_kib, push, query, read_testdata,
+    test, types_of)
 from pprof_ref import pprof_peek, pprof_raw, pprof_top
 from protowire import pb_decode, pb_encode_field, pb_field, pb_put_varint
 
@@ -656,6 +658,62 @@ def group_by_over_many_series_is_exact_for_counters_and_gauges():
                 one = srv.get_json("/api/v1/timeseries", query=tid + '{service_name="many",pod="%s",env="%s"}' % (
                     pod, env), **span)
                 assert (g["total"], g["points"]) == (one["total"], one["points"]), (tid, pod, g["total"], one["total"])
+
+
+def random_stacks_pprof(nstacks, depth, nfuncs, seed=1):
+    """A gzipped CPU pprof of nstacks random stacks, depth frames each from nfuncs functions:
+    the worst case for a merge (nothing shared), small on the wire."""
+    rng = random.Random(seed)
+
+    def enc(num, v):
+        return pb_put_varint(num << 3) + pb_put_varint(v)
+    out, strings = [pb_field(1, enc(1, 1) + enc(2, 2))], ["", "cpu", "nanoseconds"]
+    for f in range(1, nfuncs + 1):
+        strings.append("fn%05d" % f)
+        out.append(pb_field(5, enc(1, f) + enc(2, len(strings) - 1)))
+        out.append(pb_field(4, enc(1, f) + pb_field(4, enc(1, f))))
+    for _ in range(nstacks):
+        locs = b"".join(pb_put_varint(rng.randrange(1, nfuncs + 1)) for _ in range(depth))
+        out.append(pb_field(2, pb_field(1, locs) + pb_field(2, pb_put_varint(10000000))))
+    out.append(b"".join(pb_field(6, x.encode()) for x in strings))
+    out.append(enc(9, T0 * 10**9) + enc(10, 10**10) + pb_field(11, enc(1, 1) + enc(2, 2)) + enc(12, 10000000))
+    return gzip.compress(b"".join(out), 1)
+
+
+@test
+def queries_hold_a_memory_budget_and_a_max_nodes_limit():
+    """100,000 random 20-frame stacks (4 MB on the wire), then 4 concurrent flame graph queries
+    under --max-query-memory 64MiB: each is refused (413 alone too big, or 429 while others
+    hold the budget) with a JSON error, the server's memory grows by far less than the merges
+    would take (about 870 MB unbudgeted), and a small query afterwards is answered. max_nodes
+    past --max-nodes-limit is a 400 on REST and Connect."""
+    with Server(extra=["--max-query-memory", "64MiB"]) as srv:
+        st, b = srv.ingest(random_stacks_pprof(100000, 20, 5000), name="bomb", format="pprof", **{"from": T0})
+        assert st == 200, b
+        push(srv, os.path.join(ARGS.testdata, "pprof", "go-runtime-cpu-00.pb.gz"), "small", T0)
+        base = proc_status_kib(srv.proc.pid, "VmRSS")
+        span = {"from": T0 - 10, "until": T0 + 100}
+        got = []
+
+        def ask():
+            got.append(srv.get("/api/v1/query", query=CPU + '{service_name="bomb"}', format="flamegraph", **span))
+        threads = [threading.Thread(target=ask) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for st, b in got:
+            assert st in (413, 429) and "--max-query-memory" in json.loads(b)["error"], (st, b[:300])
+        grown = (proc_status_kib(srv.proc.pid, "VmHWM") - base) >> 10
+        assert grown < 300, f"peak RSS grew {grown} MiB under a 64 MiB query budget"
+        assert query(srv, CPU + '{service_name="small"}', frm=T0 - 10, until=T0 + 100)["total"] > 0
+        st, b = srv.get("/api/v1/query", query=CPU + '{service_name="small"}', max_nodes="100000", **span)
+        assert st == 400 and "--max-nodes-limit" in json.loads(b)["error"], (st, b[:200])
+        doc = {"profileTypeID": CPU, "labelSelector": '{service_name="small"}', "start": (T0 - 10) * 1000,
+               "end": (T0 + 100) * 1000, "maxNodes": 10**9}
+        assert connect_json(srv, "SelectMergeStacktraces", doc)[0] == 400
+        assert connect_json(srv, "Diff", {"left": doc, "right": dict(doc, maxNodes=16)})[0] == 400
+        assert connect_json(srv, "SelectMergeStacktraces", dict(doc, maxNodes=16))[0] == 200
 
 
 def flamebearer_nodes(fb):
