@@ -126,8 +126,9 @@ test-tsan: test-deps
 	$(MAKE) hearth-tsan
 	TSAN_OPTIONS="halt_on_error=0 exitcode=66" python3 tests/integration/run.py --binary ./hearth-tsan --testdata $(TESTDATA) --skip web_ui
 
-# The server under valgrind memcheck for a full ingest/query/flush/shutdown cycle:
-# any leak or memory error fails it (exit code 3 from valgrind).
+# The server under valgrind memcheck for two cycles (ingest/query/flush/shutdown, and
+# symbolization with Connect merges, a group-by and a diff): any leak or memory error
+# fails it (exit code 3 from valgrind).
 test-valgrind: test-deps
 	$(MAKE) hearth
 	@printf '#!/bin/sh\nexec valgrind -q --leak-check=full --show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect --error-exitcode=3 --log-file=$(CURDIR)/build/valgrind.log $(CURDIR)/hearth "$$@"\n' > build/hearth-valgrind
@@ -192,11 +193,12 @@ fuzz: test-deps hearth fuzz-build
 	  grep -E '^(#[0-9]+\s+DONE|Done)' $(FUZZ_DIR)/$$t.log | tail -1; \
 	done
 
-# Replays every input a fuzzer once crashed on (tests/fuzz/regress/TARGET/); run by CI.
+# Replays every input a fuzzer once crashed on, and the edge cases kept beside them
+# (tests/fuzz/regress/TARGET/), for every fuzzer: one without inputs fails. Run by CI.
 fuzz-regress: test-deps
 	$(MAKE) fuzz-build
 	@for t in $(FUZZ_TARGETS); do \
-	  [ -d tests/fuzz/regress/$$t ] || continue; \
+	  [ -n "$$(ls tests/fuzz/regress/$$t 2>/dev/null)" ] || { echo "fuzz regressions: $$t has no inputs in tests/fuzz/regress/$$t"; exit 1; }; \
 	  $(FUZZ_DIR)/fuzz_$$t -rss_limit_mb=2048 tests/fuzz/regress/$$t/* 2>$(FUZZ_DIR)/$$t-regress.log \
 	    || { tail -30 $(FUZZ_DIR)/$$t-regress.log; exit 1; }; \
 	  echo "fuzz regressions: $$t ok ($$(ls tests/fuzz/regress/$$t | wc -l) inputs)"; \

@@ -26,7 +26,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="(kept for the ASan run; every test still runs)")
     ap.add_argument("-k", default="", help="run only tests whose name contains this")
     ap.add_argument("--skip", action="append", default=[], help="skip tests whose name contains this (repeatable)")
-    ap.add_argument("--valgrind", action="store_true", help="run only the valgrind cycle")
+    ap.add_argument("--valgrind", action="store_true", help="run only the valgrind cycles")
     ap.add_argument("--area", default=",".join(areas), metavar="NAME[,NAME]",
                     help="run only these areas (default: all): " + ", ".join(areas))
     args = ap.parse_args()
@@ -38,8 +38,8 @@ def main():
     harness.configure(binary=os.path.abspath(args.binary), testdata=args.testdata, quick=args.quick,
                       tmp=tempfile.mkdtemp(prefix="hearth-it-"))
     if args.valgrind:
-        from test_operations import valgrind_full_cycle
-        tests = [valgrind_full_cycle]
+        from test_operations import valgrind_full_cycle, valgrind_symbolize_and_connect_cycle
+        tests = [valgrind_full_cycle, valgrind_symbolize_and_connect_cycle]
     else:
         tests = harness.load_areas(chosen)
     tests = [fn for fn in tests if args.k in fn.__name__ and not any(x in fn.__name__ for x in args.skip)]

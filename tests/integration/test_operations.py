@@ -17,7 +17,7 @@ import time
 import urllib.parse
 import urllib.request
 
-from harness import ARGS, CPU, ROOT, T0, Server, cli, free_port, metric, query, read_testdata, test
+from harness import ARGS, CPU, ROOT, T0, Server, cli, connect_json, free_port, metric, query, read_testdata, test
 from pprof_ref import pprof_raw
 
 
@@ -376,3 +376,36 @@ def valgrind_full_cycle():
                            **{"from": T0 - 10, "until": T0 + 60})[0] == 200
         for path in ("/api/v1/series", "/api/v1/labels", "/api/v1/profile-types", "/metrics"):
             assert srv.get(path)[0] == 200
+
+
+def valgrind_symbolize_and_connect_cycle():
+    """Not in TESTS: the second cycle `make test-valgrind` runs. Symbolization (a debug file
+    uploaded, proven and read through libdw, the cache written), Connect merges, a one-pass
+    group-by, a diff, and the debug file deleted."""
+    sym = os.path.join(ARGS.testdata, "symbolize")
+    build_id = "2d6912fd3dd64542f6f6294f4bf9cb6c265b3085"
+    samples = "process_cpu:samples:count:cpu:nanoseconds"
+    with Server(extra=["--wal-fsync", "none"]) as srv:
+        body = open(os.path.join(sym, "parca-main.cpu.pb.gz"), "rb").read()
+        assert srv.ingest(body, name="vgsym{pod=a}", format="pprof", **{"from": T0})[0] == 200
+        assert srv.ingest(body, name="vgsym{pod=b}", format="pprof", **{"from": T0 + 10})[0] == 200
+        st, b, _ = srv.request("PUT", "/api/v1/debuginfo/" + build_id, open(os.path.join(sym, build_id + ".debuginfo"),
+                                                                           "rb").read())
+        assert st == 200, b
+        sel = samples + '{service_name="vgsym"}'
+        span = {"from": T0 - 10, "until": T0 + 60}
+        for _ in range(2):  # the second reads the symbolization cache
+            st, b = srv.get("/api/v1/query", query=sel, format="top", **span)
+            assert st == 200 and b"main.iterate" in b, (st, b[:200])
+        st, b = srv.get("/api/v1/timeseries", query=sel, group_by="pod", step="10s", **span)
+        assert st == 200 and len(json.loads(b)["groups"]) == 2, (st, b[:200])
+        doc = {"profileTypeID": samples, "labelSelector": '{service_name="vgsym"}', "start": (T0 - 10) * 1000,
+               "end": (T0 + 60) * 1000}
+        for method, extra in (("SelectMergeStacktraces", {}), ("SelectSeries", {"groupBy": ["pod"], "step": 10}),
+                              ("Diff", None)):
+            req = {"left": doc, "right": doc} if extra is None else dict(doc, **extra)
+            assert connect_json(srv, method, req)[0] == 200, method
+        assert srv.request("DELETE", "/api/v1/debuginfo/" + build_id)[0] == 200
+        st, b = srv.get("/api/v1/query", query=sel, format="top", **span)
+        assert st == 200 and b"main.iterate" not in b, (st, b[:200])
+
