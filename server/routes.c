@@ -47,8 +47,10 @@ static void flush(app_t *a, http_req_t *req, http_resp_t *resp) {
 }
 
 /* Token bucket per tenant: refills at --ingest-rate-limit bytes/s up to two seconds'
- * worth. Returns 1 if the request may proceed. */
-static int rate_allows(app_t *a, const char *tenant, size_t bytes) {
+ * worth, and takes `bytes` from it. With may_refuse, an empty bucket refuses (0) and
+ * takes nothing; without, the bytes are taken whatever is left (a body already read).
+ * Returns 1 if the request may proceed. */
+static int rate_take(app_t *a, const char *tenant, size_t bytes, int may_refuse) {
     if (!a->cfg.ingest_rate_bytes) return 1;
     double rate = (double)a->cfg.ingest_rate_bytes, now = (double)time_now_ns() / 1e9;
     pthread_mutex_lock(&a->buckets_mu);
@@ -67,7 +69,7 @@ static int rate_allows(app_t *a, const char *tenant, size_t bytes) {
         b->tokens += (now - last) * rate;
         if (b->tokens > 2 * rate) b->tokens = 2 * rate;
         b->last_ns = time_now_ns();
-        ok = b->tokens > 0;
+        ok = !may_refuse || b->tokens > 0;
         if (ok) b->tokens -= (double)bytes;
     }
     pthread_mutex_unlock(&a->buckets_mu);
@@ -327,6 +329,16 @@ int app_admit(void *app, http_req_t *req, http_resp_t *resp) {
         return refuse(rt, resp, 404, "this node (--target=%s) does not serve %s; send it to a node with the %s role",
                       config_target_name(a->cfg.target), req->url, LIMITER_NAMES[rt->limiter]);
     if (resolve_tenant(a, rt, req, resp) || limiter_take(a, rt, req, resp)) return -1;
+    /* Before the body: a tenant over its rate is refused before sending it. A declared
+     * length is charged now; a chunked body when it has arrived (app_handle). */
+    if (rt->limiter == LIM_INGEST &&
+        !rate_take(a, req->tenant, req->declared == UINT64_MAX ? 0 : (size_t)req->declared, 1)) {
+        limiter_give(a, rt, req);
+        metrics_refused(&a->metrics, LIMIT_INGEST_RATE);
+        metrics_ingest_error(&a->metrics, HR_ELIMIT);
+        return refuse(rt, resp, 429, "tenant %s is over its ingest rate (--ingest-rate-limit %zu bytes/s); retry later",
+                      req->tenant, a->cfg.ingest_rate_bytes);
+    }
     if (rt->max_body) {
         req->max_body = *(const size_t *)(const void *)((const char *)&a->cfg + rt->max_body);
         hr_err_t err = {0};
@@ -346,13 +358,7 @@ void app_handle(void *app, http_req_t *req, http_resp_t *resp) {
     app_t *a = app;
     const route_t *rt = req->route;
     resp->tenant = req->tenant;
-    if (rt->limiter == LIM_INGEST && !rate_allows(a, req->tenant, req->received)) {
-        metrics_refused(&a->metrics, LIMIT_INGEST_RATE);
-        metrics_ingest_error(&a->metrics, HR_ELIMIT);
-        return (void)refuse(rt, resp, 429,
-                            "tenant %s is over its ingest rate (--ingest-rate-limit %zu bytes/s); retry later",
-                            req->tenant, a->cfg.ingest_rate_bytes);
-    }
+    if (rt->limiter == LIM_INGEST && req->declared == UINT64_MAX) rate_take(a, req->tenant, req->received, 0);
     rt->fn(a, req, resp);
     if (rt->limiter == LIM_QUERY && resp->status == 504) metrics_refused(&a->metrics, LIMIT_QUERY_TIMEOUT);
 }

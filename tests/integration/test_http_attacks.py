@@ -225,6 +225,16 @@ def http_attacks_busy_limits_refuse_before_the_body():
         while srv.get("/api/v1/labels")[0] != 200:
             assert time.time() < deadline, "the query slot was not released"
             time.sleep(0.05)
+    # A tenant over --ingest-rate-limit is refused on its headers too, before any body byte.
+    with Server(extra=["--ingest-rate-limit", "1000"]) as srv:
+        body = b"main;a 1\n" * 150  # 1,350 bytes: two fit the 2 s burst of 2,000 bytes
+        for _ in range(2):
+            assert srv.ingest(body, name="rate.cpu", format="folded", **{"from": T0})[0] == 200
+        late = connect(srv)
+        late.sendall(head("POST", "/ingest?name=rate.cpu&format=folded", length=1 << 20))
+        st, b = read_response(late)  # no body byte was sent
+        assert st == 429 and "ingest-rate-limit" in json.loads(b)["error"], (st, b)
+        late.close()
 
 
 @test
