@@ -88,7 +88,8 @@ build/asan/unit-tests: $(call objs,$(ASAN_DIR)) $(patsubst %.c,$(ASAN_DIR)/%.o,$
 # Allocation-failure injection (tests/oom/): Hearth's own malloc, calloc, realloc, strdup
 # and strndup calls are wrapped at link time so the Nth can be made to fail, over ASan
 # objects, so a crash, a leak or a memory error fails the run too.
-OOM_WRAP = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=strdup,--wrap=strndup
+OOM_WRAP = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=strdup,--wrap=strndup \
+           -Wl,--wrap=open,--wrap=write,--wrap=pwrite,--wrap=fsync,--wrap=fdatasync,--wrap=ftruncate,--wrap=rename,--wrap=unlink
 build/asan/oom-tests: $(call objs,$(ASAN_DIR)) $(ASAN_DIR)/tests/unit/unit.o $(patsubst %.c,$(ASAN_DIR)/%.o,$(wildcard tests/oom/*.c))
 	$(CXX) $(ASAN_FLAGS) $(OOM_WRAP) -o $@ $^ $(PKG_LIBS)
 
@@ -112,7 +113,8 @@ test-asan: test-deps
 	ASAN_OPTIONS=detect_leaks=1 build/asan/unit-tests $(TESTDATA)
 	ASAN_OPTIONS=detect_leaks=1 python3 tests/integration/run.py --binary ./hearth-asan --testdata $(TESTDATA) --quick
 
-# Every allocation of the ingest, cut, compaction and query paths failing in turn
+# Every allocation of the ingest, cut, compaction and query paths failing in turn, then
+# every file operation of the store-changing paths, once and persistently
 # (tests/oom/main.c), with leak detection.
 .PHONY: test-oom
 test-oom: test-deps

@@ -300,16 +300,25 @@ static int may_touch(const debuginfo_t *d, const char *id, const char *tenant, h
                    id);
 }
 
-/* Puts the checked file at path in place as id's upload, owned by tenant. d->mu held. */
+/* Puts the checked file at path in place as id's upload, owned by tenant. d->mu held.
+ * The owner is recorded first, so no file is ever in place without its owner; if the
+ * file then cannot be put in place, a new owner record goes again. */
 static int put_in_place(debuginfo_t *d, const char *id, const char *path, const char *tenant, hr_err_t *err) {
     char dst[4400], own[4400];
     snprintf(dst, sizeof dst, "%s/%s", d->uploads, id);
     owner_path(d, id, own, sizeof own);
-    if (may_touch(d, id, tenant, err) || fs_write_atomic(own, tenant, strlen(tenant), err)) return -1;
-    if (rename(path, dst)) return hr_fail(err, HR_EIO, "cannot store %s: %s", dst, strerror(errno));
-    if (fs_sync_parent(dst, err)) return -1;
-    atomic_fetch_add(&d->generation, 1);
-    return 0;
+    int existed = is_file(dst);
+    if (may_touch(d, id, tenant, err) || fs_write_atomic(own, tenant, strlen(tenant), err)) {
+        if (!existed) unlink(own); /* a half-written record, if any */
+        return -1;
+    }
+    if (rename(path, dst)) {
+        hr_fail(err, HR_EIO, "cannot store %s: %s", dst, strerror(errno));
+        if (!existed) unlink(own);
+        return -1;
+    }
+    atomic_fetch_add(&d->generation, 1); /* in place: even if the sync below fails, it is there */
+    return fs_sync_parent(dst, err);
 }
 
 int debuginfo_store(debuginfo_t *d, const char *id, const char *tenant, const void *p, size_t n, hr_err_t *err) {

@@ -21,4 +21,21 @@ long oom_disarm(void);
 /* 1 when the allocation oom_arm named has failed since. */
 int oom_fired(void);
 
+/* ---- I/O faults, the same way ----
+ *
+ * The binary is also linked with --wrap=open,write,pwrite,fsync,fdatasync,ftruncate,
+ * rename,unlink: Hearth's own calls of each kind are counted, and the nth fails (once,
+ * or from then on: a disk that stays broken), with ENOSPC for writes and EIO for the
+ * rest. SQLite's and the libraries' own I/O is not Hearth's code and is not wrapped. */
+typedef enum { IO_OPEN, IO_WRITE, IO_PWRITE, IO_FSYNC, IO_FTRUNCATE, IO_RENAME, IO_UNLINK, IO_KINDS } io_kind_t;
+extern const char *const IO_KIND_NAMES[IO_KINDS];
+
+/* From now on count calls of kind, and make the nth fail (and, persistent, every later
+ * one); n 0: none fails. */
+void io_arm(io_kind_t kind, long n, int persistent);
+/* Stops counting and failing; returns how many calls of the kind were made. */
+long io_disarm(void);
+/* 1 when a call has failed since io_arm. */
+int io_fired(void);
+
 #endif

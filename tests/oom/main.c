@@ -1,5 +1,5 @@
-/* main.c - allocation-failure injection over ingest, cut, compaction and query,
- * SQLite's way.
+/* main.c - allocation-failure and I/O-fault injection over ingest, cut, compaction
+ * and query, SQLite's way (the I/O faults: see "I/O faults" below).
  *
  * For each path below and N = 1, 2, 3, ... the Nth allocation Hearth's own code
  * makes during the operation fails (inject.h), until the operation completes
@@ -21,6 +21,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include "cli/cli.h"
 #include "ingest/request.h"
 #include "query/catalog.h"
 #include "query/heatmap.h"
@@ -425,10 +430,200 @@ static const path_t PATHS[] = {
     {"render diff", 0, build_for_render, op_diff, answer_out},
 };
 
-/* ---- the runner ---- */
-
 static const char *cur_path;
 static long cur_n;
+
+/* ---- I/O faults ----
+ *
+ * The store-changing paths again, with the nth open, write, pwrite, fsync, ftruncate,
+ * rename or unlink of Hearth's own code failing, once and then persistently (a disk
+ * that stays broken). Each time:
+ *   - nothing crashes; a failure is -1 with HR_EIO;
+ *   - the store answers what it held before or what the reference holds after (an
+ *     upload refused late may be stored: at least once), and exactly the reference
+ *     when the operation said it succeeded (no acknowledged upload lost); the same
+ *     after a reopen (WAL replay), and `hearth check` finds nothing wrong;
+ *   - with the disk healthy again, the operation succeeds and the store answers as the
+ *     reference does. */
+
+#define IO_STEPS 120 /* at most this many n per kind and mode; more calls are strided */
+
+/* A reopen: WAL replay and the catalog, as a restart does. */
+static int op_reopen(subject_t *x, hr_err_t *err) {
+    store_close(x->s);
+    wal_scan_t ws;
+    x->s = store_open(&x->cfg, err);
+    if (x->s && store_replay(x->s, replay_one, x->s, &ws, err)) store_close(x->s), x->s = NULL;
+    return x->s ? 0 : -1;
+}
+
+/* The debug file the upload path stores, read once. */
+static unsigned char *DEBUG_FILE;
+static size_t DEBUG_LEN;
+#define DEBUG_ID "2d6912fd3dd64542f6f6294f4bf9cb6c265b3085"
+
+static void build_debuginfo(subject_t *x) {
+    hr_err_t err = {0};
+    debuginfo_config_t dc = {.data_dir = x->dir, .local_dir = "", .debuginfod_urls = "", .negative_ttl_ns = S};
+    must((x->di = debuginfo_new(&dc, &err)) != NULL, err.msg);
+}
+
+static int op_debug_upload(subject_t *x, hr_err_t *err) {
+    return debuginfo_store(x->di, DEBUG_ID, "anonymous", DEBUG_FILE, DEBUG_LEN, err);
+}
+
+typedef struct {
+    const char *name;
+    void (*build)(subject_t *x);
+    int (*op)(subject_t *x, hr_err_t *err);
+    int retry_if_done; /* a retry of an operation that completed anyway changes nothing */
+} io_path_t;
+
+static const io_path_t IO_PATHS[] = {
+    {"io ingest", build_one, op_ingest_cpu, 0},
+    {"io cut", build_for_cut, op_cut, 0},
+    {"io compact", build_three_blocks, op_compact, 0},
+    {"io replay", build_for_cut, op_reopen, 1},
+    {"io debug upload", build_debuginfo, op_debug_upload, 1},
+};
+
+static void io_subject(subject_t *x, const io_path_t *p) {
+    subject_init(x, "io");
+    x->cfg.fsync = WAL_FSYNC_ALWAYS; /* every sync of an acknowledgement is under test */
+    subject_reopen(x);
+    must(x->s != NULL, "store_open");
+    p->build(x);
+}
+
+/* `hearth check DIR` on x's data dir (its report to /dev/null): 0 when it found nothing wrong. */
+static int check_clean(const subject_t *x) {
+    fflush(stdout);
+    int saved = dup(1), null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    char *argv[] = {"check", (char *)x->dir, NULL};
+    int rc = cli_check(2, argv);
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved), close(null);
+    return rc == 0;
+}
+
+/* What x holds: the store's answers, and the stored debug files' names and sizes. */
+static void state_of(subject_t *x, buf_t *out) {
+    store_answer(x->s, out);
+    out->len--; /* store_answer's NUL */
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/debuginfo", x->dir);
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        char path[1200];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (stat(path, &st) == 0) buf_printf(out, "debuginfo %s %lld\n", e->d_name, (long long)st.st_size);
+    }
+    if (d) closedir(d);
+    buf_putc(out, 0);
+}
+
+/* 1 when x holds one of the allowed states (before, after; either may be NULL). */
+static int store_is(subject_t *x, const buf_t *a, const buf_t *b) {
+    if (!x->s) return 0;
+    buf_t got;
+    buf_init(&got);
+    state_of(x, &got);
+    int ok = (a && !strcmp((char *)got.data, (char *)a->data)) || (b && !strcmp((char *)got.data, (char *)b->data));
+    buf_free(&got);
+    return ok;
+}
+
+static long io_refused; /* runs whose operation failed, for the summary: 0 would mean nothing was injected */
+
+/* One n of one kind and mode; 1 when the nth call was reached. */
+static int io_once(const io_path_t *p, io_kind_t k, int persistent, long n, const buf_t *before, const buf_t *ref) {
+    subject_t x;
+    io_subject(&x, p);
+    hr_err_t err = {0};
+    cur_n = n;
+    io_arm(k, n, persistent);
+    int rc = p->op(&x, &err);
+    io_disarm();
+    int fired = io_fired();
+    io_refused += rc != 0;
+    const char *mode = persistent ? "persistently" : "once";
+    if (fired && rc && err.code != HR_EIO)
+        fprintf(stderr, "io: %s, %s %ld failing %s: code %d (%s), want HR_EIO\n", p->name, IO_KIND_NAMES[k], n, mode,
+                err.code, err.msg);
+    CHECK(!rc || !fired || err.code == HR_EIO);
+    CHECK(fired || rc == 0);
+    /* Acknowledged: exactly the reference; refused: either state. */
+    const buf_t *may = rc == 0 ? NULL : before;
+    if (x.s && !store_is(&x, ref, may))
+        fprintf(stderr, "io: %s, %s %ld failing %s: the store's answers are neither before nor after\n", p->name,
+                IO_KIND_NAMES[k], n, mode);
+    CHECK(x.s == NULL || store_is(&x, ref, may));
+    subject_reopen(&x);
+    int kept = store_is(&x, ref, may);
+    if (!kept)
+        fprintf(stderr, "io: %s, %s %ld failing %s: after a reopen the store's answers are %s\n", p->name,
+                IO_KIND_NAMES[k], n, mode, x.s ? "neither before nor after" : "gone (it did not open)");
+    CHECK(kept);
+    int clean = x.s && check_clean(&x);
+    if (!clean)
+        fprintf(stderr, "io: %s, %s %ld failing %s: hearth check is not clean\n", p->name, IO_KIND_NAMES[k], n, mode);
+    CHECK(clean);
+    if (x.s && rc) { /* the disk is healthy again: the operation completes */
+        int done = store_is(&x, ref, NULL);
+        err = (hr_err_t){0};
+        int again = done && !p->retry_if_done ? 0 : p->op(&x, &err);
+        if (again)
+            fprintf(stderr, "io: %s, %s %ld failing %s: the retry failed: %s\n", p->name, IO_KIND_NAMES[k], n, mode,
+                    err.msg);
+        CHECK(again == 0 && store_is(&x, ref, NULL));
+    }
+    subject_destroy(&x);
+    return fired;
+}
+
+static void run_io_path(const io_path_t *p) {
+    cur_path = p->name;
+    double t0 = (double)clock() / CLOCKS_PER_SEC;
+    subject_t x;
+    io_subject(&x, p);
+    buf_t before, ref;
+    buf_init(&before), buf_init(&ref);
+    state_of(&x, &before);
+    long calls[IO_KINDS];
+    hr_err_t err = {0};
+    for (int k = 0; k < IO_KINDS; k++) { /* how many calls of each kind the operation makes */
+        if (k) subject_destroy(&x), io_subject(&x, p);
+        io_arm((io_kind_t)k, 0, 0);
+        must(p->op(&x, &err) == 0, err.msg[0] ? err.msg : p->name);
+        calls[k] = io_disarm();
+    }
+    state_of(&x, &ref);
+    subject_destroy(&x);
+    int failed = U.failed;
+    long runs = 0;
+    io_refused = 0;
+    for (int k = 0; k < IO_KINDS; k++)
+        for (int persistent = 0; persistent < 2; persistent++) {
+            long stride = calls[k] > IO_STEPS ? (calls[k] + IO_STEPS - 1) / IO_STEPS : 1;
+            for (long n = 1; n <= calls[k] && U.failed - failed <= 20; n += stride, runs++)
+                io_once(p, (io_kind_t)k, persistent, n, &before, &ref);
+        }
+    buf_free(&before), buf_free(&ref);
+    cur_path = NULL;
+    CHECK(__lsan_do_recoverable_leak_check() == 0);
+    fprintf(stderr,
+            "%s %s: %ld open, %ld write, %ld pwrite, %ld fsync, %ld ftruncate, %ld rename, %ld unlink; %ld runs, %ld "
+            "refused (%.1f s)\n",
+            U.failed == failed ? "ok  " : "FAIL", p->name, calls[IO_OPEN], calls[IO_WRITE], calls[IO_PWRITE],
+            calls[IO_FSYNC], calls[IO_FTRUNCATE], calls[IO_RENAME], calls[IO_UNLINK], runs, io_refused,
+            (double)clock() / CLOCKS_PER_SEC - t0);
+}
+
+/* ---- the runner ---- */
 
 static void say_where(void) {
     if (cur_path) fprintf(stderr, "oom: died in path `%s` with allocation %ld failing\n", cur_path, cur_n);
@@ -580,6 +775,7 @@ int main(int argc, char **argv) {
     free(gz);
     must(o->body != NULL, "the OTLP body");
     NATIVE.body = unit_read(NATIVE.file, &NATIVE.len);
+    DEBUG_FILE = unit_read("symbolize/" DEBUG_ID ".debuginfo", &DEBUG_LEN);
     int ok = 0, bad = 0;
     for (size_t i = 0; i < sizeof PATHS / sizeof *PATHS; i++) {
         if (only && !strstr(PATHS[i].name, only)) continue;
@@ -588,7 +784,15 @@ int main(int argc, char **argv) {
         if (U.failed == before) ok++;
         else bad++;
     }
+    for (size_t i = 0; i < sizeof IO_PATHS / sizeof *IO_PATHS; i++) {
+        if (only && !strstr(IO_PATHS[i].name, only)) continue;
+        int before = U.failed;
+        run_io_path(&IO_PATHS[i]);
+        if (U.failed == before) ok++;
+        else bad++;
+    }
     for (size_t i = 0; i < sizeof UPLOADS / sizeof *UPLOADS; i++) free(UPLOADS[i].body);
     free(NATIVE.body);
+    free(DEBUG_FILE);
     return unit_finish("oom", ok, bad);
 }
