@@ -3,8 +3,9 @@
  * The cache is keyed by the address's file offset (address - mapping start + mapping
  * offset), which is the same wherever ASLR placed the binary; an address whose
  * mapping has no start (start = limit = 0) is keyed by the address itself with the
- * top bit set, so the two kinds never meet. A binary_t per build ID seen holds its
- * cache and, while it is among the MAX_OPEN most recently used, its open debug file. */
+ * top bit set, so the two kinds never meet. A binary_t per build ID seen holds, while
+ * it is among the MAX_CACHED most recently used, its cache in memory, and while among
+ * the MAX_OPEN most recently used, its open debug file. */
 #include "symbolize/symbolizer.h"
 
 #include <errno.h>
@@ -23,6 +24,9 @@
 #include "symbolize/elf.h"
 
 #define MAX_OPEN 8 /* debug files kept open (a Dwfl holds their DWARF index) */
+#define MAX_CACHED                                                                                                     \
+    256 /* binaries whose cached answers are held in memory; the others' are
+                        * read from their file again when next needed */
 #define MAX_FRAMES 64
 
 /* A binary_t lives until the symbolizer is freed (invalidation empties it in place), so a
@@ -42,7 +46,8 @@ struct symbolizer {
     char cache_dir[4096];
     binary_t **bins;
     size_t nbins, bins_cap;
-    uint64_t clock; /* use counter for the open files' LRU */
+    uint64_t clock; /* use counter for the open files' and the caches' LRU */
+    size_t ncached; /* binaries whose cache is loaded */
 };
 
 symbolizer_t *symbolizer_new(debuginfo_t *d, const char *data_dir, hr_err_t *err) {
@@ -92,18 +97,16 @@ void symbolizer_invalidate(symbolizer_t *s, const char *id) {
         if (!strcmp(s->bins[i]->id, lower)) b = s->bins[i];
     if (b) { /* emptied in place: a rewrite may hold a pointer to it */
         elfobj_close(b->obj);
+        s->ncached -= b->cache != NULL;
         symcache_close(b->cache);
         b->obj = NULL, b->cache = NULL;
     }
-    unlink(path);
-    hr_err_t err = {0};
-    if (b && !(b->cache = symcache_open(path, &err)))
-        log_event(LOG_WARN, "symbolize.cache_unavailable", "build_id=%s err=\"%s\"", lower, err.msg);
+    unlink(path); /* the next use starts an empty cache */
     pthread_mutex_unlock(&s->mu);
 }
 
-/* Finds (or creates, loading its cache) the binary of a build ID into *out: NULL when id
- * is not hex. 0, or -1 out of memory. s->mu held. */
+/* Finds (or creates) the binary of a build ID into *out: NULL when id is not hex. 0, or
+ * -1 out of memory. s->mu held. */
 static int binary_get(symbolizer_t *s, const char *id, binary_t **out) {
     *out = NULL;
     if (!build_id_valid(id)) return 0;
@@ -115,17 +118,30 @@ static int binary_get(symbolizer_t *s, const char *id, binary_t **out) {
     binary_t *b = calloc(1, sizeof *b);
     if (!b || VEC_RESERVE(s->bins, s->bins_cap, s->nbins + 1)) return free(b), -1;
     memcpy(b->id, lower, n + 1);
-    char path[4400];
-    snprintf(path, sizeof path, "%s/%s", s->cache_dir, lower);
-    hr_err_t err = {0};
-    if (!(b->cache = symcache_open(path, &err))) {
-        if (err.code == HR_ENOMEM) return free(b), -1;
-        /* An I/O error: resolve anyway, without persistence. */
-        log_event(LOG_WARN, "symbolize.cache_unavailable", "build_id=%s err=\"%s\"", lower, err.msg);
-    }
     s->bins[s->nbins++] = b;
     *out = b;
     return 0;
+}
+
+/* b's cache, loaded from its file when it is not in memory (after closing the least
+ * recently used one when MAX_CACHED are), so a fleet of binaries holds the answers of
+ * the recently queried ones only. NULL on an I/O error (resolve anyway, without
+ * persistence) and, with *oom set, when memory ran out. s->mu held. */
+static symcache_t *cache_of(symbolizer_t *s, binary_t *b, int *oom) {
+    if (b->cache) return b->cache;
+    if (s->ncached >= MAX_CACHED) {
+        binary_t *lru = NULL;
+        for (size_t i = 0; i < s->nbins; i++)
+            if (s->bins[i]->cache && (!lru || s->bins[i]->last_use < lru->last_use)) lru = s->bins[i];
+        if (lru) symcache_close(lru->cache), lru->cache = NULL, s->ncached--; /* flushed as it closes */
+    }
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%s", s->cache_dir, b->id);
+    hr_err_t err = {0};
+    if ((b->cache = symcache_open(path, &err))) return s->ncached++, b->cache;
+    if (err.code == HR_ENOMEM) *oom = 1;
+    else log_event(LOG_WARN, "symbolize.cache_unavailable", "build_id=%s err=\"%s\"", b->id, err.msg);
+    return NULL;
 }
 
 /* Closes the least recently used open file when MAX_OPEN are open. */
@@ -259,13 +275,16 @@ static int rewrite_one(rewrite_t *r, uint32_t loc) {
     b->last_use = ++r->s->clock;
     const sym_mapping_t *mp = &t->mappings[m];
     uint64_t key = cache_key(mp, addr);
-    int hit = b->cache ? symcache_get(b->cache, key, f) : 0;
+    int oom = 0;
+    symcache_t *cache = cache_of(r->s, b, &oom);
+    if (oom) return -1;
+    int hit = cache ? symcache_get(cache, key, f) : 0;
     if (hit < 0) return -1;
     if (hit) r->st->cached++;
     else if (r->state[m] == MAP_OPEN && (!r->deadline_ns || time_now_ns() <= r->deadline_ns)) {
         uint64_t vaddr = elfobj_normalize(b->obj, addr, mp->start, mp->limit, mp->offset);
         if (elfobj_resolve(b->obj, vaddr, f) < 0) return -1;
-        if (b->cache && symcache_put(b->cache, key, f)) return -1;
+        if (cache && symcache_put(cache, key, f)) return -1;
     } else if (r->state[m] == MAP_LATE || r->state[m] == MAP_OPEN) {
         r->st->late++;
     }
