@@ -21,6 +21,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "common/jsonw.h"
@@ -37,6 +38,11 @@
 
 /* How long a refused upload's connection is drained before it is closed (see linger). */
 #define HTTP_LINGER_MS 1000
+/* A chunked body past its limit is read and dropped for this much more, so a client that
+ * sends a finite body gets its 413 at the end; one that goes on (an endless stream) gets
+ * the 413 written at once and the connection closed, instead of nothing until the read
+ * timeout. */
+#define HTTP_DRAIN_MAX (16u << 20)
 
 struct http_server {
     struct MHD_Daemon *d;
@@ -54,6 +60,7 @@ typedef struct {
     int headers_seen;       /* on_request has run admission */
     int has_length;         /* Content-Length given: the budget was reserved up front */
     int too_many_args;      /* the query string was cut off (see cut_query) */
+    size_t dropped;         /* body bytes dropped past max_body (see HTTP_DRAIN_MAX) */
     int nul_in_url;         /* %00 in the request line: MHD's decoding would end the path or a
                              * parameter there, so `/x/ab%00cd` would act on `ab` */
     int over_budget;        /* a chunked body ran past max_inflight_body: dropped */
@@ -285,18 +292,22 @@ static enum MHD_Result on_headers(struct http_server *s, struct MHD_Connection *
 }
 
 /* A body chunk: kept, or dropped past max_body or the in-flight budget. */
-static void on_body(struct http_server *s, req_ctx_t *x, const char *data, size_t n) {
+/* A body chunk: kept, or dropped past max_body or the in-flight budget. Returns 1 when
+ * the connection is to be closed now (a chunked body far past its limit: see
+ * HTTP_DRAIN_MAX). */
+static int on_body(struct http_server *s, req_ctx_t *x, const char *data, size_t n) {
     http_req_t *r = &x->pub;
-    if (r->body_too_big || x->over_budget) return;
+    if (r->body_too_big) return (x->dropped += n) > HTTP_DRAIN_MAX;
+    if (x->over_budget) return 0;
     if (r->received + n > (r->max_body ? r->max_body : s->cfg.max_body)) {
         r->body_too_big = 1; /* chunked (no Content-Length): keep reading so the client gets the 413 */
-        return;
+        return 0;
     }
     if (r->spool_fd >= 0) { /* to disk: no memory budget to take */
         hr_err_t e = {0};
         if (!r->spool_error && fs_write_all(r->spool_fd, data, n, r->spool_path, &e)) r->spool_error = 1;
         r->received += n;
-        return;
+        return 0;
     }
     if (!x->has_length) {
         if (budget_take(s, n)) {
@@ -304,7 +315,7 @@ static void on_body(struct http_server *s, req_ctx_t *x, const char *data, size_
             drop_body(r);
             budget_give(s, x->reserved);
             x->reserved = 0;
-            return;
+            return 0;
         }
         x->reserved += n;
     }
@@ -314,6 +325,25 @@ static void on_body(struct http_server *s, req_ctx_t *x, const char *data, size_
     } else {
         buf_append(&r->body, data, n);
     }
+    return 0;
+}
+
+static void linger(struct MHD_Connection *c, uint64_t max_bytes);
+
+/* Answers 413 on the socket itself, mid-body (MHD answers only once a body has ended),
+ * before the connection is closed: plain HTTP only (under TLS the bytes are MHD's). */
+static void answer_too_big(struct http_server *s, struct MHD_Connection *c, const http_req_t *r) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci || s->cfg.tls_cert) return;
+    char body[200], msg[400];
+    int nb = snprintf(body, sizeof body, "{\"error\":\"request body exceeds %s %zu\"}",
+                      r->max_body ? "--max-debuginfo-bytes" : "--max-body-bytes",
+                      r->max_body ? r->max_body : s->cfg.max_body);
+    int n = snprintf(msg, sizeof msg,
+                     "HTTP/1.1 413 Payload Too Large\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                     "Content-Length: %d\r\n\r\n%s",
+                     nb, body);
+    if (send(ci->connect_fd, msg, (size_t)n, MSG_NOSIGNAL) == n) shutdown(ci->connect_fd, SHUT_WR);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -324,9 +354,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (!x) return MHD_NO; /* on_uri could not allocate it */
     if (!x->headers_seen) return on_headers(s, c, x, url, method);
     if (*upload_size) {
-        on_body(s, x, upload, *upload_size);
+        int close_now = on_body(s, x, upload, *upload_size);
         *upload_size = 0;
-        return MHD_YES;
+        if (close_now) answer_too_big(s, c, &x->pub), linger(c, HTTP_DRAIN_MAX);
+        return close_now ? MHD_NO : MHD_YES;
     }
     deadline_request_arrived(s->deadlines, x->watch);
     http_req_t *r = &x->pub;
@@ -374,7 +405,11 @@ static void on_done(void *cls, struct MHD_Connection *c, void **state, enum MHD_
     if (!x) return;
     if (x->admitted) s->router.release(s->router.app, &x->pub);
     budget_give(s, x->reserved);
-    if (x->refused && x->body_declared && tc == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+    /* Whatever the termination code: MHD may end an early-answered request as an error
+     * while the client is still sending, and a close then resets the answer away. A
+     * client that has gone makes recv return 0 at once. */
+    (void)tc;
+    if (x->refused && x->body_declared)
         linger(c, x->body_declared < s->cfg.max_body ? x->body_declared : s->cfg.max_body);
     deadline_request_done(s->deadlines, x->watch);
     req_free(x);

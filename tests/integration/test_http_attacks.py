@@ -15,6 +15,7 @@ import resource
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.parse
 
@@ -383,6 +384,48 @@ def http_attacks_nul_in_the_url_is_refused_not_cut():
                              ("POST", "/debuginfo.v1alpha1.DebuginfoService/Upload/12%0034")):
             st, body, _ = srv.request(method, path, b"\x7fELF" if method != "GET" else None)
             assert st == 400 and "NUL" in json.loads(body)["error"], (path, st, body[:200])
+        assert srv.get_json("/api/v1/debuginfo") == {"debuginfo": []}
+
+
+def endless_chunked(srv, path):
+    """Streams a chunked body that never ends to path; (status, body) of the answer that
+    comes while it streams, and the bytes sent by then."""
+    s = connect(srv, timeout=20)
+    s.sendall(head("POST" if "debuginfo/" not in path else "PUT", path, {"Transfer-Encoding": "chunked"}))
+    stop, sent = threading.Event(), [0]
+
+    def pump():
+        chunk = b"%x\r\n%s\r\n" % (65536, b"a" * 65536)
+        try:
+            while not stop.is_set() and sent[0] < 1 << 30:
+                s.sendall(chunk)
+                sent[0] += 65536
+        except OSError:
+            pass  # the server closed: what is wanted
+    th = threading.Thread(target=pump, daemon=True)
+    th.start()
+    try:
+        return read_response(s) + (sent[0],)
+    finally:
+        stop.set()
+        th.join()
+        s.close()
+
+
+@test
+def http_attacks_endless_chunked_upload_gets_413():
+    """A chunked body that never ends, past its limit: the client gets a 413 once the limit
+    and a bounded drain (16 MiB) are past, not a silent close at the read timeout; profile
+    uploads and spooled debug-file uploads alike, and the server goes on."""
+    with Server(extra=["--max-body-bytes", "1MiB", "--max-debuginfo-bytes", "1MiB",
+                       "--request-read-timeout", "60s"]) as srv:
+        for path, flag in (("/ingest?name=x.cpu&format=folded", "--max-body-bytes"),
+                           ("/api/v1/debuginfo/" + "ab" * 20, "--max-debuginfo-bytes")):
+            t = time.time()
+            st, b, sent = endless_chunked(srv, path)
+            assert st == 413 and flag in json.loads(b)["error"], (path, st, b[:200])
+            assert time.time() - t < 15 and sent < 256 << 20, (path, time.time() - t, sent)
+        assert srv.get("/healthz")[0] == 200
         assert srv.get_json("/api/v1/debuginfo") == {"debuginfo": []}
 
 
