@@ -165,6 +165,12 @@ def read_testdata(rel):
 CPU_FILE = "pprof/go-runtime-cpu-00.pb.gz"  # the first of the six, as read_testdata takes it
 
 
+def memory_slack():
+    """How much more memory the server binary under test takes for the same work:
+    ThreadSanitizer's shadow memory multiplies every allocation."""
+    return 4 if "tsan" in os.path.basename(ARGS.binary) else 1
+
+
 def elf_with_build_id(build_id, name="prog"):
     """The bytes of a small real ELF executable (gcc) whose GNU build-id note is build_id (hex)."""
     d = tempfile.mkdtemp(prefix="hearth-elf-", dir=ARGS.tmp)

@@ -19,8 +19,8 @@ import threading
 import time
 
 from harness import (
-    ARGS, CPU, CPU_FILE, T0, Server, cli, cpu_total, metric, multipart, node_agent_dir, query, read_testdata, test,
-    types_of, vm_hwm_mb)
+    ARGS, CPU, CPU_FILE, T0, Server, cli, cpu_total, memory_slack, metric, multipart, node_agent_dir, query,
+    read_testdata, test, types_of, vm_hwm_mb)
 from pprof_ref import build_goprof, pprof_raw, unlocated_totals
 from protowire import pb_encode_field, pb_field, pb_put_varint, push_request_proto
 
@@ -444,12 +444,6 @@ def synthetic_pprof(nsamples):
     prof += b"".join(field(6, s) for s in strings)
     sample = field(2, b"\x0a\x01\x01\x12\x01\x07")  # location_id [1], value [7] (packed)
     return gzip.compress(prof + sample * nsamples, 6)
-
-
-def memory_slack():
-    """How much more memory the server binary under test takes for the same work:
-    ThreadSanitizer's shadow memory multiplies every allocation."""
-    return 4 if "tsan" in os.path.basename(ARGS.binary) else 1
 
 
 @test
