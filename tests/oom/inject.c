@@ -78,8 +78,7 @@ long io_disarm(void) {
 
 int io_fired(void) { return __atomic_load_n(&io_fired_, __ATOMIC_SEQ_CST); }
 
-/* 1 (errno set to e) when this call of kind k is one to fail. */
-static int io_fail(io_kind_t k, int e) {
+int io_inject(io_kind_t k, int e) {
     if (!__atomic_load_n(&io_armed, __ATOMIC_SEQ_CST) || k != io_kind) return 0;
     long c = __atomic_add_fetch(&io_count, 1, __ATOMIC_SEQ_CST), at = __atomic_load_n(&io_fail_at, __ATOMIC_SEQ_CST);
     if (!at || c < at || (c > at && !io_persistent)) return 0;
@@ -96,16 +95,16 @@ int __wrap_open(const char *path, int flags, ...) {
         mode = va_arg(ap, int);
         va_end(ap);
     }
-    return io_fail(IO_OPEN, EIO) ? -1 : __real_open(path, flags, mode);
+    return io_inject(IO_OPEN, EIO) ? -1 : __real_open(path, flags, mode);
 }
 ssize_t __wrap_write(int fd, const void *p, size_t n) {
-    return io_fail(IO_WRITE, ENOSPC) ? -1 : __real_write(fd, p, n);
+    return io_inject(IO_WRITE, ENOSPC) ? -1 : __real_write(fd, p, n);
 }
 ssize_t __wrap_pwrite(int fd, const void *p, size_t n, off_t off) {
-    return io_fail(IO_PWRITE, ENOSPC) ? -1 : __real_pwrite(fd, p, n, off);
+    return io_inject(IO_PWRITE, ENOSPC) ? -1 : __real_pwrite(fd, p, n, off);
 }
-int __wrap_fsync(int fd) { return io_fail(IO_FSYNC, EIO) ? -1 : __real_fsync(fd); }
-int __wrap_fdatasync(int fd) { return io_fail(IO_FSYNC, EIO) ? -1 : __real_fdatasync(fd); }
-int __wrap_ftruncate(int fd, off_t len) { return io_fail(IO_FTRUNCATE, EIO) ? -1 : __real_ftruncate(fd, len); }
-int __wrap_rename(const char *from, const char *to) { return io_fail(IO_RENAME, EIO) ? -1 : __real_rename(from, to); }
-int __wrap_unlink(const char *path) { return io_fail(IO_UNLINK, EIO) ? -1 : __real_unlink(path); }
+int __wrap_fsync(int fd) { return io_inject(IO_FSYNC, EIO) ? -1 : __real_fsync(fd); }
+int __wrap_fdatasync(int fd) { return io_inject(IO_FSYNC, EIO) ? -1 : __real_fdatasync(fd); }
+int __wrap_ftruncate(int fd, off_t len) { return io_inject(IO_FTRUNCATE, EIO) ? -1 : __real_ftruncate(fd, len); }
+int __wrap_rename(const char *from, const char *to) { return io_inject(IO_RENAME, EIO) ? -1 : __real_rename(from, to); }
+int __wrap_unlink(const char *path) { return io_inject(IO_UNLINK, EIO) ? -1 : __real_unlink(path); }

@@ -37,5 +37,8 @@ void io_arm(io_kind_t kind, long n, int persistent);
 long io_disarm(void);
 /* 1 when a call has failed since io_arm. */
 int io_fired(void);
+/* Counts one call of kind k: 1 (errno set to e) when it is to fail. For wrappers that
+ * are not link-time ones (faultvfs.h). */
+int io_inject(io_kind_t k, int e);
 
 #endif

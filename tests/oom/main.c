@@ -35,6 +35,7 @@
 #include "query/tree.h"
 #include "storage/store.h"
 #include "symbolize/symbolizer.h"
+#include "tests/oom/faultvfs.h"
 #include "tests/oom/inject.h"
 #include "tests/oom/otlp_body.h"
 #include "tests/unit/unit.h"
@@ -765,6 +766,7 @@ int main(int argc, char **argv) {
     snprintf(U.tmpdir, sizeof U.tmpdir, "%s/hearth-oom-XXXXXX", access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
     if (!mkdtemp(U.tmpdir)) return 2;
     signal(SIGABRT, on_abort);
+    must(faultvfs_register() == 0, "the SQLite fault VFS");
     __asan_set_death_callback(say_where);
     for (size_t i = 0; i < sizeof UPLOADS / sizeof *UPLOADS; i++)
         UPLOADS[i].body = unit_read(UPLOADS[i].file, &UPLOADS[i].len);
