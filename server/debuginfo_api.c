@@ -61,12 +61,11 @@ void api_debuginfo(app_t *a, http_req_t *req, http_resp_t *resp) {
 }
 
 void api_debuginfo_list(app_t *a, http_req_t *req, http_resp_t *resp) {
-    (void)req;
     buf_t b;
     buf_init(&b);
     hr_err_t err = {0};
     buf_printf(&b, "{\"debuginfo\":");
-    if (debuginfo_list_json(a->debuginfo, &b, &err)) {
+    if (debuginfo_list_json(a->debuginfo, req->tenant, &b, &err)) {
         buf_free(&b);
         return http_error_from(resp, &err);
     }

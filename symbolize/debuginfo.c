@@ -283,17 +283,22 @@ static void owner_path(const debuginfo_t *d, const char *id, char *out, size_t c
     snprintf(out, cap, "%s/%s.owner", d->uploads, id);
 }
 
-/* 0 when tenant may replace or delete id's upload: there is none, or it is its own. */
-static int may_touch(const debuginfo_t *d, const char *id, const char *tenant, hr_err_t *err) {
+/* 1 when id's upload belongs to tenant, or to nobody (no owner record). */
+static int owned_by(const debuginfo_t *d, const char *id, const char *tenant) {
     char path[4400], owner[130] = "";
-    snprintf(path, sizeof path, "%s/%s", d->uploads, id);
-    if (!is_file(path)) return 0;
     owner_path(d, id, path, sizeof path);
     FILE *f = fopen(path, "re");
     size_t n = f ? fread(owner, 1, sizeof owner - 1, f) : 0;
     if (f) fclose(f);
     owner[n] = 0;
-    if (!n || !strcmp(owner, tenant)) return 0;
+    return !n || !strcmp(owner, tenant);
+}
+
+/* 0 when tenant may replace or delete id's upload: there is none, or it is its own. */
+static int may_touch(const debuginfo_t *d, const char *id, const char *tenant, hr_err_t *err) {
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%s", d->uploads, id);
+    if (!is_file(path) || owned_by(d, id, tenant)) return 0;
     return hr_fail(err, HR_EDENIED,
                    "build ID %s was uploaded by another tenant: only it may replace or delete the file (which "
                    "symbolizes your profiles too)",
@@ -368,14 +373,14 @@ int debuginfo_delete(debuginfo_t *d, const char *id, const char *tenant, hr_err_
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-int debuginfo_list_json(debuginfo_t *d, buf_t *out, hr_err_t *err) {
+int debuginfo_list_json(debuginfo_t *d, const char *tenant, buf_t *out, hr_err_t *err) {
     DIR *dir = opendir(d->uploads);
     if (!dir) return hr_fail(err, HR_EIO, "cannot read %s", d->uploads);
     char **names = NULL;
     size_t n = 0, cap = 0;
     int rc = 0;
     for (struct dirent *e; (e = readdir(dir));) {
-        if (!build_id_valid(e->d_name)) continue; /* ., .., temporary files */
+        if (!build_id_valid(e->d_name) || !owned_by(d, e->d_name, tenant)) continue; /* ., .., temporary files */
         char *s = strdup(e->d_name);
         if (!s || VEC_RESERVE(names, cap, n + 1)) {
             free(s);

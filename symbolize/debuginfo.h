@@ -80,8 +80,10 @@ int debuginfo_delete(debuginfo_t *d, const char *id, const char *tenant, hr_err_
  * saying which limit. */
 int debuginfo_room(const debuginfo_t *d, uint64_t incoming, int spooled, hr_err_t *err);
 
-/* The uploads as a JSON array of {"build_id","size","uploaded"(RFC 3339)}, sorted by build ID. */
-int debuginfo_list_json(debuginfo_t *d, buf_t *out, hr_err_t *err);
+/* The uploads tenant made (and those with no owner) as a JSON array of
+ * {"build_id","size","uploaded"(RFC 3339)}, sorted by build ID: which binaries another
+ * tenant runs is not told. */
+int debuginfo_list_json(debuginfo_t *d, const char *tenant, buf_t *out, hr_err_t *err);
 
 /* Bumped by every store and delete: answers computed before it may be stale. */
 uint64_t debuginfo_generation(debuginfo_t *d);

@@ -447,6 +447,30 @@ def synthetic_pprof(nsamples):
 
 
 @test
+def pprof_label_names_are_refused_not_cut():
+    """A pprof sample label whose name is 2,000 bytes is refused (400); two 300-byte names
+    sharing their first 255 bytes stay two labels (they were cut to 255 bytes and merged)."""
+    def enc(num, v):
+        return pb_put_varint(num << 3) + pb_put_varint(v)
+
+    def profile(names):
+        strings = ["", "cpu", "nanoseconds", "main"] + [x for n in names for x in (n, "v")]
+        p = pb_field(1, enc(1, 1) + enc(2, 2)) + pb_field(5, enc(1, 1) + enc(2, 3))
+        p += pb_field(4, enc(1, 1) + pb_field(4, enc(1, 1)))
+        labels = b"".join(pb_field(3, enc(1, 4 + 2 * i) + enc(2, 5 + 2 * i)) for i in range(len(names)))
+        p += pb_field(2, pb_field(1, pb_put_varint(1)) + pb_field(2, pb_put_varint(5)) + labels)
+        return gzip.compress(p + b"".join(pb_field(6, x.encode()) for x in strings))
+    with Server() as srv:
+        st, b = srv.ingest(profile(["k" * 2000]), name="longlabel", format="pprof", **{"from": T0})
+        assert st == 400 and "over the limit of 1024" in json.loads(b)["error"], (st, b[:200])
+        a, c = "x" * 255 + "a" * 45, "x" * 255 + "c" * 45
+        st, b = srv.ingest(profile([a, c]), name="longlabel", format="pprof", **{"from": T0})
+        assert st == 200, b
+        names = srv.get_json("/api/v1/labels")
+        assert a in json.dumps(names) and c in json.dumps(names), names
+
+
+@test
 def decode_memory_is_bounded_before_unpacking():
     over = synthetic_pprof(2_000_001)  # one over the default --max-samples
     assert len(over) < 200_000, len(over)

@@ -355,6 +355,10 @@ def symbolize_debug_files_prove_their_build_id_and_belong_to_their_uploader():
         for method, body_ in (("PUT", elf), ("DELETE", None)):
             st, body, _ = srv.request(method, "/api/v1/debuginfo/" + PARCA_ID, body_, b)
             assert st == 403 and "another tenant" in json.loads(body)["error"], (method, st, body)
+        # The listing tells each tenant its own uploads only (which binaries A runs is A's).
+        listed = {t: json.loads(srv.request("GET", "/api/v1/debuginfo", None, h)[1])["debuginfo"] for t, h in
+                  (("a", a), ("b", b))}
+        assert [x["build_id"] for x in listed["a"]] == [PARCA_ID] and listed["b"] == [], listed
         st, body, _ = srv.request("DELETE", "/api/v1/debuginfo/" + PARCA_ID, None, a)
         assert st == 200, body
         # Gone, and the owner record with it: B may now store its own proven file under the id.
