@@ -430,6 +430,20 @@ def http_attacks_endless_chunked_upload_gets_413():
 
 
 @test
+def http_attacks_header_flood_gets_431_and_the_server_goes_on():
+    """1,500 and 3,000 request headers (90 and 180 KB, past a connection's 128 KiB): the client
+    gets 431 (libmicrohttpd's own answer, an HTML body), not a silent close, and others are served."""
+    with Server() as srv:
+        for n in (1500, 3000):
+            s = connect(srv)
+            s.sendall(head("GET", "/healthz", {"X-H%d" % i: "v" * 50 for i in range(n)}))
+            st, _ = read_response(s)
+            s.close()
+            assert st == 431, (n, st)
+            assert srv.get("/healthz")[0] == 200
+
+
+@test
 def http_attacks_second_server_on_the_same_port_exits():
     with Server() as srv:
         other = tempfile.mkdtemp(prefix="hearth-second-", dir=ARGS.tmp)
