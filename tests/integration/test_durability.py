@@ -454,6 +454,20 @@ def padded_elf(build_id, pad):
     return open(out, "rb").read()
 
 
+def upload_debug_files(srv, first, n, flag):
+    """PUTs up to n padded debug files (4 MiB each) until one is refused; the statuses. A refusal
+    must be 507 naming flag."""
+    codes = []
+    for i in range(n):
+        bid = "%040x" % (first + i)
+        st, b, _ = srv.request("PUT", "/api/v1/debuginfo/" + bid, padded_elf(bid, 4 << 20))
+        codes.append(st)
+        if st != 200:
+            assert st == 507 and flag in json.loads(b)["error"], (st, b[:300])
+            break
+    return codes
+
+
 @test
 def debug_files_never_take_the_disk_that_profiles_need():
     """Debug-file uploads on a 40 MiB data disk until refused: they stop with 507 while
@@ -463,14 +477,7 @@ def debug_files_never_take_the_disk_that_profiles_need():
     with small_tmpfs("40m") as mnt:
         with Server(os.path.join(mnt, "data"), log_dir=ARGS.tmp,
                     extra=["--debuginfo-keep-free", "12MiB", "--max-debuginfo-bytes", "8MiB"]) as srv:
-            codes = []
-            for i in range(12):
-                bid = "%040x" % (0xDE000 + i)
-                st, b, _ = srv.request("PUT", "/api/v1/debuginfo/" + bid, padded_elf(bid, 4 << 20))
-                codes.append(st)
-                if st != 200:
-                    assert st == 507 and "--debuginfo-keep-free" in json.loads(b)["error"], (st, b[:300])
-                    break
+            codes = upload_debug_files(srv, 0xDE000, 12, "--debuginfo-keep-free")
             assert codes[-1] == 507 and codes.count(200) >= 3, codes
             free = shutil.disk_usage(mnt).free
             assert free >= 11 << 20, f"only {free} bytes free after the debug uploads"
@@ -478,12 +485,5 @@ def debug_files_never_take_the_disk_that_profiles_need():
                 st, b = srv.ingest(body, name="after-debug", format="pprof", **{"from": T0 + i})
                 assert st == 200, (i, st, b[:300])
     with Server(extra=["--debuginfo-quota", "10MiB"]) as srv:
-        codes = []
-        for i in range(4):
-            bid = "%040x" % (0xDF000 + i)
-            st, b, _ = srv.request("PUT", "/api/v1/debuginfo/" + bid, padded_elf(bid, 4 << 20))
-            codes.append(st)
-            if st != 200:
-                assert st == 507 and "--debuginfo-quota" in json.loads(b)["error"], (st, b[:300])
-        assert codes == [200, 200, 507, 507], codes
+        assert upload_debug_files(srv, 0xDF000, 4, "--debuginfo-quota") == [200, 200, 507]
 
