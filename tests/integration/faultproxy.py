@@ -12,10 +12,11 @@ each GET answer with a 2xx status then has, with that probability: one byte of i
 inverted ("flip"), only half its body sent under the full Content-Length before the connection
 closes ("short"), or a pause of stall_s before its body ("stall"). Other methods pass untouched.
 A seeded random.Random draws the faults, and the seed is printed, so a failing run can be
-replayed. `damaged` counts the answers it damaged.
+replayed (HEARTH_TEST_SEED=N). `damaged` counts the answers it damaged.
 """
 import http.client
 import http.server
+import os
 import random
 import threading
 import time
@@ -28,7 +29,8 @@ class FaultProxy:
         self.upstream_port = upstream_port
         self.faults = {}
         self.stall_s = 3.0
-        self.seed = seed if seed is not None else random.randrange(1 << 30)
+        env = os.environ.get("HEARTH_TEST_SEED")
+        self.seed = seed if seed is not None else int(env) if env else random.randrange(1 << 30)
         self.rng = random.Random(self.seed)
         self.lock = threading.Lock()
         self.damaged = 0

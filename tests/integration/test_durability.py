@@ -101,7 +101,9 @@ def restart_flush_and_kill9_keep_every_acknowledged_profile():
 @test
 def random_kill9_loop_loses_nothing_and_corrupts_nothing():
     data_dir = tempfile.mkdtemp(prefix="hearth-crashloop-", dir=ARGS.tmp)
-    rng = random.Random(int(time.time()))
+    seed = int(os.environ.get("HEARTH_TEST_SEED", time.time()))
+    print(f"    random_kill9_loop: seed {seed} (HEARTH_TEST_SEED={seed} replays it)", flush=True)
+    rng = random.Random(seed)
     acked, lock = [], threading.Lock()
     rounds = 3 if ARGS.quick else 6
     for rnd in range(rounds):
