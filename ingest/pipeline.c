@@ -5,6 +5,12 @@
 
 #include "common/log.h"
 
+static int64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 int ingest_submit(store_t *s, const ingest_limits_t *lim, const ingest_request_t *r, ingest_stats_t *st,
                   hr_err_t *err) {
     *st = (ingest_stats_t){0};
@@ -12,16 +18,24 @@ int ingest_submit(store_t *s, const ingest_limits_t *lim, const ingest_request_t
     if (batch_init(&b)) return hr_fail(err, HR_ENOMEM, "out of memory");
     buf_t rec;
     buf_init(&rec);
+    int64_t t0 = mono_ns(), t1 = 0, t2 = 0;
     int rc = ingest_to_batch(r, lim, &b, err); /* decoded whole before anything is logged */
     if (rc == 0) {
+        t1 = mono_ns();
         ingest_request_encode(r, &rec);
         rc =
             rec.oom ? hr_fail(err, HR_ENOMEM, "out of memory") : store_ingest(s, r->tenant, rec.data, rec.len, &b, err);
+        t2 = mono_ns();
     }
     if (rc == 0)
-        *st = (ingest_stats_t){b.n, batch_samples(&b), b.dropped_negative_gauge, b.unindexed_span_keys,
-                               b.unindexed_high_cardinality_keys};
+        *st = (ingest_stats_t){.profiles = b.n,
+                               .samples = batch_samples(&b),
+                               .dropped_negative_gauge = b.dropped_negative_gauge,
+                               .unindexed_span_keys = b.unindexed_span_keys,
+                               .unindexed_high_cardinality_keys = b.unindexed_high_cardinality_keys};
     else if (err->code == HR_EIO) log_error("ingest.storage_failed", "err=\"%s\"", err->msg);
+    st->decode_ns = t1 ? t1 - t0 : 0;
+    st->store_ns = t2 ? t2 - t1 : 0;
     buf_free(&rec);
     batch_destroy(&b);
     return rc;

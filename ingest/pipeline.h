@@ -28,6 +28,7 @@ typedef struct {
     size_t dropped_negative_gauge;          /* gauge samples below zero, left out (request.h) */
     size_t unindexed_span_keys;             /* pprof label keys kept off the series labels (pprof.h): */
     size_t unindexed_high_cardinality_keys; /* trace links, and keys with too many values */
+    int64_t decode_ns, store_ns;            /* time in each stage (monotonic; 0 when not reached) */
 } ingest_stats_t;
 
 /* Decodes r under lim, logs it durably and adds it to the head. 0 with *st filled,

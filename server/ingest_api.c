@@ -96,7 +96,10 @@ void api_ingest(app_t *a, http_req_t *req, http_resp_t *resp) {
 
 int app_submit(app_t *a, const ingest_request_t *r, size_t body_bytes, hr_err_t *err) {
     ingest_stats_t st;
-    if (ingest_submit(a->store, &a->limits, r, &st, err)) {
+    int rc = ingest_submit(a->store, &a->limits, r, &st, err);
+    if (st.decode_ns) metrics_ingest_stage(&a->metrics, STAGE_DECODE, (double)st.decode_ns / 1e9);
+    if (st.store_ns) metrics_ingest_stage(&a->metrics, STAGE_STORE, (double)st.store_ns / 1e9);
+    if (rc) {
         metrics_ingest_error(&a->metrics, err->code);
         return -1;
     }

@@ -35,14 +35,20 @@ void metrics_ingest_error(metrics_t *m, hr_code_t code) {
     if (code <= HR_ELIMIT) m->ingest_errors[code]++;
 }
 
+static void observe(metrics_hist_t *h, double s) {
+    size_t i = 0;
+    while (i < METRICS_NBUCKETS && s > BOUNDS[i]) i++;
+    h->buckets[i]++;
+    h->sum_us += (unsigned long long)(s * 1e6);
+}
+
 void metrics_query(metrics_t *m, double s, int failed) {
     m->queries++;
     if (failed) m->query_errors++;
-    size_t i = 0;
-    while (i < METRICS_NBUCKETS && s > BOUNDS[i]) i++;
-    m->query_buckets[i]++;
-    m->query_sum_us += (unsigned long long)(s * 1e6);
+    observe(&m->query_latency, s);
 }
+
+void metrics_ingest_stage(metrics_t *m, metrics_stage_t stage, double s) { observe(&m->ingest_stage[stage], s); }
 
 /* One metric family's HELP and TYPE lines: promtool (and Prometheus) want them for
  * every family, before its samples. */
@@ -119,19 +125,38 @@ static void render_ingest(const metrics_t *m, buf_t *o) {
         buf_printf(o, "hearth_limit_refusals_total{limit=\"%s\"} %llu\n", LIMITS[i], (unsigned long long)m->refused[i]);
 }
 
+/* A histogram's samples; labels is "" or `name="value",` (a trailing comma). */
+static void render_hist(buf_t *o, const char *name, const char *labels, const metrics_hist_t *h) {
+    unsigned long long cum = 0;
+    for (int i = 0; i < METRICS_NBUCKETS; i++) {
+        cum += h->buckets[i];
+        buf_printf(o, "%s_bucket{%sle=\"%g\"} %llu\n", name, labels, BOUNDS[i], cum);
+    }
+    cum += h->buckets[METRICS_NBUCKETS];
+    size_t n = strlen(labels);
+    buf_printf(o, "%s_bucket{%sle=\"+Inf\"} %llu\n", name, labels, cum);
+    buf_printf(o, "%s_sum%s%.*s%s %.6f\n%s_count%s%.*s%s %llu\n", name, n ? "{" : "", (int)(n ? n - 1 : 0), labels,
+               n ? "}" : "", (double)h->sum_us / 1e6, name, n ? "{" : "", (int)(n ? n - 1 : 0), labels, n ? "}" : "",
+               cum);
+}
+
 static void render_queries(const metrics_t *m, buf_t *o) {
     scalar(o, "hearth_queries_total", "counter", "Query requests.", m->queries);
     scalar(o, "hearth_query_errors_total", "counter", "Query requests that failed.", m->query_errors);
     family(o, "hearth_query_duration_seconds", "histogram", "Query latency.");
-    unsigned long long cum = 0;
-    for (int i = 0; i < METRICS_NBUCKETS; i++) {
-        cum += m->query_buckets[i];
-        buf_printf(o, "hearth_query_duration_seconds_bucket{le=\"%g\"} %llu\n", BOUNDS[i], cum);
+    render_hist(o, "hearth_query_duration_seconds", "", &m->query_latency);
+}
+
+static void render_stages(const metrics_t *m, buf_t *o) {
+    static const char *const STAGES[STAGE_COUNT] = {"decode", "store"};
+    family(o, "hearth_ingest_stage_seconds", "histogram",
+           "Time an accepted upload spent in each stage of the write path: decode, then store (WAL append with "
+           "its fsync wait, and the head).");
+    for (int k = 0; k < STAGE_COUNT; k++) {
+        char label[64];
+        snprintf(label, sizeof label, "stage=\"%s\",", STAGES[k]);
+        render_hist(o, "hearth_ingest_stage_seconds", label, &m->ingest_stage[k]);
     }
-    cum += m->query_buckets[METRICS_NBUCKETS];
-    buf_printf(o, "hearth_query_duration_seconds_bucket{le=\"+Inf\"} %llu\n", cum);
-    buf_printf(o, "hearth_query_duration_seconds_sum %.6f\nhearth_query_duration_seconds_count %llu\n",
-               (double)m->query_sum_us / 1e6, cum);
 }
 
 static void render_storage(const metrics_t *m, const store_stats_t *s, buf_t *o) {
@@ -183,6 +208,7 @@ void metrics_render(metrics_t *m, store_t *st, buf_t *o) {
     buf_printf(o, "hearth_build_info{version=\"%s\"} 1\n", HEARTH_VERSION);
     render_ingest(m, o);
     render_queries(m, o);
+    render_stages(m, o);
     render_storage(m, &s, o);
     render_process(o);
 }

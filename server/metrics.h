@@ -31,14 +31,24 @@ typedef enum { DROP_NEGATIVE_GAUGE, DROP_COUNT } metrics_drop_t;
 /* Why pprof sample label keys were kept off series labels (hearth_unindexed_label_keys_total). */
 typedef enum { UNINDEXED_SPAN, UNINDEXED_HIGH_CARDINALITY, UNINDEXED_COUNT } metrics_unindexed_t;
 
+/* A latency histogram over the buckets of metrics.c (1 ms .. 10 s). */
+typedef struct {
+    atomic_ullong buckets[METRICS_NBUCKETS + 1]; /* last = +Inf */
+    atomic_ullong sum_us;
+} metrics_hist_t;
+
+/* The stages of an accepted upload (hearth_ingest_stage_seconds{stage}): decoding it
+ * into a batch, then storing it (the WAL append with its fsync wait, and the head). */
+typedef enum { STAGE_DECODE, STAGE_STORE, STAGE_COUNT } metrics_stage_t;
+
 typedef struct {
     atomic_ullong ingest_requests, ingest_profiles, ingest_bytes, ingest_samples;
     atomic_ullong ingest_errors[HR_ELIMIT + 1]; /* by error code */
     atomic_ullong refused[LIMIT_COUNT];         /* by metrics_limit_t */
     atomic_ullong ingest_too_big;               /* bodies over --max-body-bytes */
     atomic_ullong queries, query_errors;
-    atomic_ullong query_buckets[METRICS_NBUCKETS + 1]; /* last = +Inf */
-    atomic_ullong query_sum_us;
+    metrics_hist_t query_latency;
+    metrics_hist_t ingest_stage[STAGE_COUNT]; /* by metrics_stage_t */
     atomic_ullong wal_replayed, wal_replay_skipped, wal_corrupt;
     atomic_ullong dropped_samples[DROP_COUNT];     /* by metrics_drop_t */
     atomic_ullong unindexed_keys[UNINDEXED_COUNT]; /* by metrics_unindexed_t, per upload */
@@ -49,6 +59,8 @@ void metrics_ingest_ok(metrics_t *m, size_t bytes, size_t profiles, size_t sampl
 void metrics_ingest_error(metrics_t *m, hr_code_t code);
 void metrics_dropped(metrics_t *m, metrics_drop_t why, size_t samples);
 void metrics_query(metrics_t *m, double seconds, int failed);
+/* One upload's time in one stage of the write path. */
+void metrics_ingest_stage(metrics_t *m, metrics_stage_t stage, double seconds);
 void metrics_render(metrics_t *m, store_t *st, buf_t *out);
 
 #endif

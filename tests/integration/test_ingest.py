@@ -447,6 +447,20 @@ def synthetic_pprof(nsamples):
 
 
 @test
+def ingest_stages_are_timed_in_metrics():
+    """Each upload that decodes is timed per stage of the write path (decode, store) in a
+    histogram; one refused while decoding is counted in neither."""
+    with Server() as srv:
+        for i in range(3):
+            assert srv.ingest(b"main;work 1\n", name="stages.cpu", format="folded", **{"from": T0 + i})[0] == 200
+        assert srv.ingest(b"\x1f\x8bnot gzip", name="stages", format="pprof", **{"from": T0})[0] >= 400
+        got = {k: metric(srv, 'hearth_ingest_stage_seconds_count{stage="%s"}' % k) for k in ("decode", "store")}
+        assert got == {"decode": 3, "store": 3}, got
+        assert metric(srv, 'hearth_ingest_stage_seconds_bucket{stage="store",le="+Inf"}') == 3
+        assert metric(srv, 'hearth_ingest_stage_seconds_sum{stage="store"}') > 0
+
+
+@test
 def pprof_label_names_are_refused_not_cut():
     """A pprof sample label whose name is 2,000 bytes is refused (400); two 300-byte names
     sharing their first 255 bytes stay two labels (they were cut to 255 bytes and merged)."""
