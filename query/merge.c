@@ -402,14 +402,6 @@ static void only_listed_series(scan_ctx_t *c, const merge_only_t *o) {
 
 /* A result's type, gauge rule and empty timeline, without a symtab (a split's part,
  * which holds no stacks). */
-static int init_totals(const merge_query_t *q, merge_result_t *r, hr_err_t *err);
-
-static int init_result(const merge_query_t *q, merge_result_t *r, hr_err_t *err) {
-    if (init_totals(q, r, err)) return -1;
-    if (!(r->sym = symtab_new()) || ensure_self(r)) return hr_fail(err, HR_ENOMEM, "out of memory");
-    return 0;
-}
-
 static int init_totals(const merge_query_t *q, merge_result_t *r, hr_err_t *err) {
     memset(r, 0, sizeof *r);
     if (!q->sel->profile_type)
@@ -426,6 +418,12 @@ static int init_totals(const merge_query_t *q, merge_result_t *r, hr_err_t *err)
         if (r->nbuckets > 100000) return hr_fail(err, HR_EINVAL, "step too small for the range (over 100000 points)");
         if (!(r->timeline = calloc(r->nbuckets, sizeof *r->timeline))) return hr_fail(err, HR_ENOMEM, "out of memory");
     }
+    return 0;
+}
+
+static int init_result(const merge_query_t *q, merge_result_t *r, hr_err_t *err) {
+    if (init_totals(q, r, err)) return -1;
+    if (!(r->sym = symtab_new()) || ensure_self(r)) return hr_fail(err, HR_ENOMEM, "out of memory");
     return 0;
 }
 

@@ -59,9 +59,8 @@ static const opt_t OPTS[] = {
      "memory all concurrent profile decodes may hold together (estimated before decoding); past it 429; 0 = unbounded",
      T_SIZE, O(max_decode_memory)},
     {"max-query-memory", "4GiB",
-     "memory all concurrent queries' merges may hold together (symbol tables, per-stack sums); a query past it gets "
-     "429, "
-     "one that alone needs more 413; 0 = unbounded",
+     "memory all concurrent queries' merges may hold together (symbol tables, per-stack sums); past it a query gets "
+     "429, or 413 when it alone needs more; 0 = unbounded",
      T_SIZE, O(max_query_memory)},
     {"max-nodes-limit", "65536",
      "largest max_nodes (maxNodes) a query may ask for: larger is a 400; the answer's nodes are pruned to it", T_SIZE,

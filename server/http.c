@@ -256,8 +256,8 @@ static enum MHD_Result on_headers(struct http_server *s, struct MHD_Connection *
     const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding");
     /* Only POST and PUT: for other methods MHD reads and discards the body itself. */
     int upload = !strcmp(method, "POST") || !strcmp(method, "PUT");
-    x->body_declared = !upload ? 0 : has > 0 ? len : te && strcasestr(te, "chunked") ? s->cfg.max_body : 0;
-    r->declared = has > 0 ? len : upload && te && strcasestr(te, "chunked") ? UINT64_MAX : 0;
+    r->declared = !upload ? 0 : has > 0 ? len : te && strcasestr(te, "chunked") ? UINT64_MAX : 0;
+    x->body_declared = r->declared == UINT64_MAX ? s->cfg.max_body : r->declared;
     http_resp_t resp = {.status = 500};
     buf_init(&resp.body);
     if (x->too_many_args)
@@ -291,7 +291,6 @@ static enum MHD_Result on_headers(struct http_server *s, struct MHD_Connection *
     return MHD_YES;
 }
 
-/* A body chunk: kept, or dropped past max_body or the in-flight budget. */
 /* A body chunk: kept, or dropped past max_body or the in-flight budget. Returns 1 when
  * the connection is to be closed now (a chunked body far past its limit: see
  * HTTP_DRAIN_MAX). */

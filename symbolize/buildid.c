@@ -84,14 +84,6 @@ static int check(Elf *e, const char *id, hr_err_t *err) {
                    ids.text[0] ? " .text SHA-1 " : "", ids.text);
 }
 
-int buildid_check_mem(const void *p, size_t n, const char *id, hr_err_t *err) {
-    elf_version(EV_CURRENT);
-    Elf *e = elf_memory((char *)p, n);
-    int rc = check(e, id, err);
-    elf_end(e);
-    return rc;
-}
-
 int buildid_check_file(const char *path, const char *id, hr_err_t *err) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return hr_fail(err, HR_EIO, "cannot read the upload: %s", strerror(errno));

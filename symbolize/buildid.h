@@ -20,7 +20,4 @@
  * HR_EIO when it cannot be read, HR_ENOMEM. */
 int buildid_check_file(const char *path, const char *id, hr_err_t *err);
 
-/* The same over the n bytes at p (borrowed). */
-int buildid_check_mem(const void *p, size_t n, const char *id, hr_err_t *err);
-
 #endif

@@ -327,16 +327,13 @@ static int put_in_place(debuginfo_t *d, const char *id, const char *path, const 
 }
 
 int debuginfo_store(debuginfo_t *d, const char *id, const char *tenant, const void *p, size_t n, hr_err_t *err) {
-    if (buildid_check_mem(p, n, id, err)) return -1;
-    char tmp[4400];
+    char tmp[4400]; /* spooled as http.c spools a body, then stored as it is */
     snprintf(tmp, sizeof tmp, "%s/.upload-XXXXXX", d->uploads);
     int fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0) return hr_fail(err, HR_EIO, "cannot store the upload: %s", strerror(errno));
-    int rc = fs_write_all(fd, p, n, tmp, err) || (fsync(fd) && hr_fail(err, HR_EIO, "fsync: %s", strerror(errno)));
+    int rc = fs_write_all(fd, p, n, tmp, err);
     close(fd);
-    pthread_mutex_lock(&d->mu);
-    if (rc == 0) rc = put_in_place(d, id, tmp, tenant, err);
-    pthread_mutex_unlock(&d->mu);
+    if (rc == 0) rc = debuginfo_store_file(d, id, tenant, tmp, err);
     if (rc) unlink(tmp);
     return rc;
 }
@@ -346,7 +343,7 @@ const char *debuginfo_spool_dir(const debuginfo_t *d) { return d->uploads; }
 int debuginfo_store_file(debuginfo_t *d, const char *id, const char *tenant, const char *path, hr_err_t *err) {
     if (buildid_check_file(path, id, err)) return -1;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    int rc = fd < 0 || fsync(fd) ? hr_fail(err, HR_EIO, "fsync of the upload: %s", strerror(errno)) : 0;
+    int rc = fd < 0 || fsync(fd) ? hr_fail(err, HR_EIO, "cannot sync the upload: %s", strerror(errno)) : 0;
     if (fd >= 0) close(fd);
     pthread_mutex_lock(&d->mu);
     if (rc == 0) rc = put_in_place(d, id, path, tenant, err);

@@ -66,8 +66,6 @@ static const Dwfl_Callbacks CALLBACKS = {
     .section_address = dwfl_offline_section_address,
 };
 
-int elfobj_magic_ok(const void *p, size_t n) { return n >= 4 && !memcmp(p, "\177ELF", 4); }
-
 static int read_loads(elfobj_t *o, Elf *elf) {
     GElf_Ehdr eh;
     size_t n;

@@ -35,7 +35,4 @@ uint64_t elfobj_normalize(const elfobj_t *o, uint64_t addr, uint64_t start, uint
  * (0: nothing in the file covers vaddr), or -1 out of memory. */
 int elfobj_resolve(elfobj_t *o, uint64_t vaddr, frames_t *out);
 
-/* Checks that the first bytes of a file look like ELF (the upload check). */
-int elfobj_magic_ok(const void *p, size_t n);
-
 #endif

@@ -24,9 +24,9 @@
 #include "symbolize/elf.h"
 
 #define MAX_OPEN 8 /* debug files kept open (a Dwfl holds their DWARF index) */
-#define MAX_CACHED                                                                                                     \
-    256 /* binaries whose cached answers are held in memory; the others' are
-                        * read from their file again when next needed */
+/* Binaries whose cached answers are held in memory; the others' are read from their
+ * file again when next needed. */
+#define MAX_CACHED 256
 #define MAX_FRAMES 64
 
 /* A binary_t lives until the symbolizer is freed (invalidation empties it in place), so a

@@ -515,7 +515,7 @@ def cluster_damaged_object_reads_answer_5xx_never_a_smaller_total():
         px.faults = {}
         for i in range(6):
             assert answer_or_5xx(b, f"dmg{i}", want[i], "the fault gone, same process"), f"dmg{i} refused"
-        px.faults = {"flip": 0.1, "short": 0.05}
+        px.faults, px.stall_s = {"flip": 0.1, "short": 0.05, "stall": 0.05}, 1.5
         ok = sum(answer_or_5xx(b, f"dmg{k % 6}", want[k % 6], f"chaos query {k}") for k in range(24))
         assert ok, "no chaos query answered at all"
         assert px.damaged, "the proxy damaged nothing: the chaos round tested nothing"

@@ -447,10 +447,8 @@ def symbolize_a_debug_section_bomb_is_refused_before_inflating():
         assert st == 200, body
         st, body = srv.ingest(c_profile(build_id, ADDRS), name="bomb", format="pprof", **{"from": T0})
         assert st == 200, body
-        t = time.time()
         names = {f["name"] for f in query(srv, CPU_NS + '{service_name="bomb"}')["functions"]}
         assert names == {"prog!0x%x" % (C_START + a) for a in ADDRS}, names
-        assert time.time() - t < 5, "the query inflated the sections"
         hwm = proc_status_kib(srv.proc.pid, "VmHWM") >> 10
         assert hwm < 400, f"peak RSS {hwm} MiB after a query of the bomb"
         assert "decompression bomb" in srv.tail()
@@ -508,12 +506,10 @@ def symbolize_an_endless_debuginfod_download_is_cut_at_the_limit():
         with Server(extra=["--debuginfod-urls", endless.url, "--max-debuginfo-bytes", "4MiB"]) as srv:
             st, body = srv.ingest(c_profile(build_id, ADDRS), name="endless", format="pprof", **{"from": T0})
             assert st == 200, body
-            for _ in range(2):
-                t = time.time()
+            for _ in range(2):  # the 60 s query timeout would let an uncut download fill the disk
                 top = query(srv, CPU_NS + '{service_name="endless"}')
                 names = {f["name"] for f in top["functions"]}
                 assert names == {"prog!0x%x" % (C_START + a) for a in ADDRS}, names
-                assert time.time() - t < 20, "the query waited for the endless download"
             kept = tree_bytes(srv.data_dir)
             assert kept < 8 << 20, f"the data dir holds {kept} bytes after an endless download capped at 4 MiB"
             assert endless.asks == 1, f"the build id was downloaded {endless.asks} times"
@@ -610,23 +606,26 @@ def symbolize_a_silent_debuginfod_stalls_only_the_queries_that_need_it():
         def ask(svc, sample_type, hdr):
             q = urllib.parse.urlencode({"query": sample_type + '{service_name="%s"}' % svc, "format": "top",
                                         "from": T0 - 10, "until": T0 + 3600})
-            t = time.time()
             st, body, h = srv.request("GET", "/api/v1/query?" + q, None, hdr)
             assert st == 200, (svc, st, body[:200])
-            return time.time() - t, {f["name"] for f in json.loads(body)["functions"]}, h
+            return {f["name"] for f in json.loads(body)["functions"]}, h
         first = {}
         th = threading.Thread(target=lambda: first.update(r=ask("parca-main", SAMPLES, a)))
         th.start()
-        time.sleep(1)
-        took, names, _ = ask("cprog", CPU_NS, b)
+        deadline = time.time() + 10
+        while not silent.held:  # A's query is waiting on the download
+            assert time.time() < deadline, "A's query never asked the debuginfod server"
+            time.sleep(0.05)
+        names, _ = ask("cprog", CPU_NS, b)
         assert {"mix", "churn", "main"} <= names, names
-        assert took < 2, f"tenant B's query waited {took:.1f}s behind A's download"
+        assert th.is_alive(), "tenant B's query answered only after A's had given up on its download"
         th.join()
-        took_a, names_a, h = first["r"]
-        assert 5 < took_a < 9 and h.get("X-Hearth-Symbolization", "").startswith("partial"), (took_a, h)
-        took, names, h = ask("parca-main", SAMPLES, a)
-        assert took < 2 and "main!0x463784" in names, (took, sorted(names)[:5])
+        names_a, h = first["r"]
         assert h.get("X-Hearth-Symbolization", "").startswith("partial"), h
+        asked = len(silent.held)
+        names, h = ask("parca-main", SAMPLES, a)  # the timed-out lookup is remembered: not asked again
+        assert "main!0x463784" in names and h.get("X-Hearth-Symbolization", "").startswith("partial"), h
+        assert len(silent.held) == asked, "the repeat asked the silent server again"
 
 
 @test
