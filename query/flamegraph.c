@@ -28,9 +28,32 @@ typedef struct {
     int oom;
 } fb_t;
 
-static int cmp_desc(const void *a, const void *b) {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x < y) - (x > y);
+/* The k-th largest of v[0..n) (k < n), reordering v: a quickselect (expected linear;
+ * a flame graph keeps max_nodes of a tree that can have a fleet's million nodes, so a
+ * full sort is wasted). */
+static int64_t kth_largest(int64_t *v, size_t n, size_t k) {
+    size_t lo = 0, hi = n - 1;
+    uint64_t seed = 0x9e3779b97f4a7c15ULL;
+    while (lo < hi) {
+        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL; /* a pivot no input can aim at */
+        int64_t pivot = v[lo + (size_t)(seed >> 33) % (hi - lo + 1)];
+        size_t i = lo, j = hi;
+        while (i <= j) { /* larger first: v[lo..i) >= pivot, v(j..hi] <= pivot */
+            while (v[i] > pivot) i++;
+            while (v[j] < pivot) j--;
+            if (i <= j) {
+                int64_t x = v[i];
+                v[i++] = v[j];
+                v[j] = x;
+                if (j == 0) break;
+                j--;
+            }
+        }
+        if (k <= j) hi = j;
+        else if (k >= i) lo = i;
+        else return v[k];
+    }
+    return v[k];
 }
 
 /* Decides which nodes survive max_nodes; parents are decided before children. */
@@ -42,10 +65,9 @@ static int choose_nodes(fb_t *f, size_t max_nodes) {
         int64_t *tot = malloc(t->len * sizeof *tot);
         if (!tot) return -1;
         for (size_t i = 0; i < t->len; i++) tot[i] = t->n[i].total;
-        qsort(tot, t->len, sizeof *tot, cmp_desc);
-        thr = tot[max_nodes - 1];
-        ties = 0;
-        for (size_t i = 0; i < max_nodes; i++) ties += tot[i] == thr;
+        thr = kth_largest(tot, t->len, max_nodes - 1);
+        ties = max_nodes; /* how many nodes equal to thr the top max_nodes hold */
+        for (size_t i = 0; i < t->len; i++) ties -= tot[i] > thr;
         free(tot);
     }
     for (size_t i = 0; i < t->len; i++) {

@@ -11,6 +11,7 @@
 #include "common/timeparse.h"
 #include "common/vec.h"
 #include "query/catalog.h"
+#include "storage/symdict.h"
 
 /* Counts of profiles per series (and per series and bucket), for gauge weights. */
 typedef struct {
@@ -97,6 +98,17 @@ static uint32_t *fpmap_slot(fpmap_t *m, sym_fp_t fp) {
  *   partition's pre-merged rows when the range covers it. */
 typedef enum { PASS_COUNT = 1, PASS_TOTALS, PASS_STACKS } pass_t;
 
+/* The per-stack sums of the partitions that share one dictionary (storage/symdict.h:
+ * a service's partitions, in the block cache). They are summed here, by the
+ * dictionary's ids, and copied into the result once after the scan, so a service's
+ * symbols are mapped once per query, not once per partition. */
+typedef struct {
+    symdict_t *dict;
+    const symtab_t *ver; /* the newest version seen, acquired: every id summed is in it */
+    double *acc;         /* by stack id in ver; n of them */
+    size_t n, cap;
+} dict_acc_t;
+
 typedef struct {
     const merge_query_t *q;
     merge_result_t *r;
@@ -112,6 +124,8 @@ typedef struct {
     uint32_t *part_in_bucket;   /* in_bucket per part, nparts x nbuckets */
     double *acc;
     size_t acc_cap;
+    dict_acc_t *daccs; /* one per dictionary the scan met */
+    size_t ndaccs, daccs_cap, last_dacc;
     int oom, timeout, limit;
 } scan_ctx_t;
 
@@ -207,30 +221,73 @@ static int charge(scan_ctx_t *c) {
     if (!c->q->mem) return 0;
     const merge_result_t *r = c->r;
     size_t now = symtab_bytes(r->sym) + r->self_cap * sizeof *r->self + c->acc_cap * sizeof *c->acc +
-                 c->copied.cap * sizeof *c->copied.slots;
+                 c->copied.cap * sizeof *c->copied.slots + c->daccs_cap * sizeof *c->daccs;
+    for (size_t i = 0; i < c->ndaccs; i++) now += c->daccs[i].cap * sizeof *c->daccs[i].acc;
     if (now <= c->charged) return 0;
     if (budget_hold_more(c->q->mem, now - c->charged, "this query's merge", &c->limit_err)) return c->limit = 1, -1;
     c->charged = now;
     return 0;
 }
 
-/* Folds the per-stack accumulator of one segment into the result symtab. */
-static int fold_segment(scan_ctx_t *c, const segment_t *seg) {
+/* Folds a per-stack accumulator (n sums by stack id in sym) into the result symtab. */
+static int fold_acc(scan_ctx_t *c, const symtab_t *sym, const double *acc, size_t n) {
     symtab_remap_t m;
     int have_m = 0, rc = 0;
     merge_result_t *r = c->r;
     /* From 0: the empty stack (a sample with no locations, as in Go's threadcreate
      * profile) counts in the total like any other, as pprof counts it. */
     size_t fresh = r->sym->nstacks;
-    for (size_t s = 0; s < seg->sym->nstacks && rc == 0; s++) {
-        if (c->acc[s] == 0) continue;
-        uint32_t out = output_stack(c, seg->sym, (uint32_t)s, &m, &have_m);
+    for (size_t s = 0; s < n && rc == 0; s++) {
+        if (acc[s] == 0) continue;
+        uint32_t out = output_stack(c, sym, (uint32_t)s, &m, &have_m);
         if (out == SYM_NONE || ensure_self(r)) rc = -1;
-        else r->self[out] += c->acc[s];
+        else r->self[out] += acc[s];
         if (rc == 0 && r->sym->nstacks - fresh >= CHARGE_EVERY) fresh = r->sym->nstacks, rc = charge(c);
     }
     if (have_m) symtab_remap_destroy(&m);
     return rc ? rc : charge(c);
+}
+
+/* The accumulator of seg's dictionary, grown to seg's stacks (zero-filled), holding
+ * the newest version of the dictionary seen so far. NULL on OOM. */
+static double *dict_acc(scan_ctx_t *c, const segment_t *seg) {
+    dict_acc_t *a = c->last_dacc < c->ndaccs ? &c->daccs[c->last_dacc] : NULL;
+    for (size_t i = 0; (!a || a->dict != seg->dict) && i < c->ndaccs; i++) a = &c->daccs[c->last_dacc = i];
+    if (!a || a->dict != seg->dict) {
+        if (VEC_RESERVE(c->daccs, c->daccs_cap, c->ndaccs + 1)) return NULL;
+        a = &c->daccs[c->last_dacc = c->ndaccs];
+        *a = (dict_acc_t){seg->dict, NULL, NULL, 0, 0};
+        if (!(a->ver = symdict_acquire(seg->dict))) return NULL;
+        c->ndaccs++;
+    }
+    if (a->ver->nstacks < seg->sym->nstacks) { /* the dictionary grew: ids so far stay valid */
+        const symtab_t *v = symdict_acquire(seg->dict);
+        if (!v) return NULL;
+        symdict_release(a->dict, a->ver);
+        a->ver = v;
+    }
+    size_t n = a->ver->nstacks;
+    if (n > a->n) {
+        if (vec_reserve(&a->acc, &a->cap, n, sizeof *a->acc)) return NULL;
+        memset(a->acc + a->n, 0, (n - a->n) * sizeof *a->acc);
+        a->n = n;
+    }
+    return a->acc;
+}
+
+/* Folds every dictionary's sums into the result, once each, after the scan. */
+static int fold_dicts(scan_ctx_t *c) {
+    for (size_t i = 0; i < c->ndaccs; i++)
+        if (fold_acc(c, c->daccs[i].ver, c->daccs[i].acc, c->daccs[i].n)) return -1;
+    return 0;
+}
+
+static void free_daccs(scan_ctx_t *c) {
+    for (size_t i = 0; i < c->ndaccs; i++) {
+        symdict_release(c->daccs[i].dict, c->daccs[i].ver);
+        free(c->daccs[i].acc);
+    }
+    free(c->daccs);
 }
 
 static void note_span(merge_result_t *r, const seg_profile_t *p) {
@@ -299,8 +356,8 @@ static int stacks_pass(const scan_ctx_t *c) {
 }
 
 /* Adds the selected rows of one segment to the result and, with stacks wanted, to
- * the per-stack accumulator (*touched set then). keep: the call-site filter or NULL. */
-static int merge_rows(scan_ctx_t *c, const segment_t *seg, const uint8_t *keep, int *touched) {
+ * acc, the per-stack accumulator (*touched set then). keep: the call-site filter or NULL. */
+static int merge_rows(scan_ctx_t *c, const segment_t *seg, const uint8_t *keep, double *acc, int *touched) {
     merge_result_t *r = c->r;
     for (size_t i = 0; i < seg->nprofiles; i++) {
         const seg_profile_t *p = &seg->profiles[i];
@@ -314,8 +371,7 @@ static int merge_rows(scan_ctx_t *c, const segment_t *seg, const uint8_t *keep, 
         }
         int sum = stacks_pass(c);
         *touched |= sum;
-        int64_t total =
-            sum || samples_filtered(c->q) ? kept_samples(c, seg, p, keep, sum ? c->acc : NULL, w) : p->total;
+        int64_t total = sum || samples_filtered(c->q) ? kept_samples(c, seg, p, keep, sum ? acc : NULL, w) : p->total;
         if (c->pass == PASS_TOTALS && add_totals(c, p, total, w)) return -1;
     }
     return 0;
@@ -345,11 +401,16 @@ static const symtab_t *filter_names(scan_ctx_t *c, const segment_t *seg, symtab_
     return *copy = t;
 }
 
+/* A segment sharing a dictionary sums into the dictionary's accumulator (folded after
+ * the scan); any other (a head) into its own, folded now. */
 static int merge_segment(scan_ctx_t *c, const segment_t *seg) {
     int touched = 0;
-    if (stacks_pass(c)) {
+    double *acc = c->acc;
+    if (stacks_pass(c) && seg->dict) {
+        if (!(acc = dict_acc(c, seg))) return -1;
+    } else if (stacks_pass(c)) {
         if (vec_reserve(&c->acc, &c->acc_cap, seg->sym->nstacks, sizeof *c->acc)) return -1;
-        memset(c->acc, 0, seg->sym->nstacks * sizeof *c->acc);
+        memset(acc = c->acc, 0, seg->sym->nstacks * sizeof *c->acc);
     }
     uint8_t *keep = NULL, *also = NULL;
     symtab_t *copy = NULL;
@@ -365,10 +426,10 @@ static int merge_segment(scan_ctx_t *c, const segment_t *seg) {
     }
     free(also);
     symtab_free(copy);
-    int rc = merge_rows(c, seg, keep, &touched);
+    int rc = merge_rows(c, seg, keep, acc, &touched);
     free(keep);
     if (rc) return -1;
-    return touched ? fold_segment(c, seg) : 0;
+    return touched && !seg->dict ? fold_acc(c, seg->sym, c->acc, seg->sym->nstacks) : 0;
 }
 
 static void begin_pass(void *ctx, size_t k) {
@@ -453,6 +514,7 @@ static int merge_exec(store_t *st, const merge_query_t *q, merge_result_t *r, co
         !(c.part_in_bucket = calloc(split->nparts * r->nbuckets + 1, sizeof *c.part_in_bucket)))
         rc = hr_fail(err, HR_ENOMEM, "out of memory");
     if (rc == 0) rc = store_scan_passes(st, q->tenant, f, n, begin_pass, scan_one, &c, err);
+    if (rc == 0 && fold_dicts(&c)) rc = -1, c.oom = !c.limit;
     for (size_t i = 0; rc == 0 && c.in_bucket && i < r->nbuckets; i++)
         if (c.in_bucket[i]) r->timeline[i] /= c.in_bucket[i];
     for (size_t g = 0; rc == 0 && c.part_in_bucket && g < split->nparts; g++)
@@ -473,6 +535,7 @@ static int merge_exec(store_t *st, const merge_query_t *q, merge_result_t *r, co
     free(c.per_bucket.keys);
     free(c.per_bucket.vals);
     free(c.copied.slots);
+    free_daccs(&c);
     if (rc == 0 && ensure_self(r)) rc = hr_fail(err, HR_ENOMEM, "out of memory");
     /* The one place frames get names: every renderer reads r->sym after this. */
     if (rc == 0 && q->want_stacks && q->symbolizer)

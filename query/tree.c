@@ -62,24 +62,31 @@ static uint32_t expand(tree_t *t, uint32_t parent, uint32_t location) {
     return parent;
 }
 
-static int cmp_sibling(const void *a, const void *b, void *ctx) {
+static int cmp_name(const void *a, const void *b, void *ctx) {
     const tree_t *t = ctx;
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    if (t->n[x].parent != t->n[y].parent) return t->n[x].parent < t->n[y].parent ? -1 : 1;
-    return strcmp(tree_name(t, x), tree_name(t, y));
+    return strcmp(tree_name(t, *(const uint32_t *)a), tree_name(t, *(const uint32_t *)b));
 }
 
+/* Links each node's children in name order: nodes grouped by parent first (a counting
+ * sort: one pass to count, one to place), then each group sorted by name alone, so a
+ * fleet's tree of many small sibling groups costs no global sort. */
 static int link_children(tree_t *t) {
-    uint32_t *order = malloc(t->len * sizeof *order);
-    if (!order) return -1;
-    for (size_t i = 1; i < t->len; i++) order[i - 1] = (uint32_t)i;
-    qsort_r(order, t->len - 1, sizeof *order, cmp_sibling, t);
-    for (size_t i = t->len - 1; i-- > 0;) { /* back to front so lists end up in order */
-        tree_node_t *c = &t->n[order[i]];
-        c->next_sibling = t->n[c->parent].first_child;
-        t->n[c->parent].first_child = order[i];
+    uint32_t *order = malloc(t->len * sizeof *order), *start = calloc(t->len + 1, sizeof *start);
+    if (!order || !start) return free(order), free(start), -1;
+    for (size_t i = 1; i < t->len; i++) start[t->n[i].parent + 1]++;
+    for (size_t p = 0; p < t->len; p++) start[p + 1] += start[p];
+    for (size_t i = 1; i < t->len; i++) order[start[t->n[i].parent]++] = (uint32_t)i; /* start[p]: p's group end */
+    for (size_t p = 0, from = 0; p < t->len; from = start[p++]) {
+        size_t n = start[p] - from;
+        if (n > 1) qsort_r(order + from, n, sizeof *order, cmp_name, t);
+        for (size_t k = n; k-- > 0;) { /* back to front so the list ends up in order */
+            tree_node_t *c = &t->n[order[from + k]];
+            c->next_sibling = t->n[p].first_child;
+            t->n[p].first_child = order[from + k];
+        }
     }
     free(order);
+    free(start);
     return 0;
 }
 

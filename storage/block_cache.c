@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/vec.h"
 #include "storage/store_impl.h"
 
 /* 1 when a block that failed to load with code is corrupt or gone, not passing. */
@@ -84,12 +85,96 @@ static void lru_touch(store_t *s, part_cache_t *c) {
     s->lru_newest = c;
 }
 
-/* Frees c's decoded partition and takes it off the list. */
+/* Frees a decoded partition and its reference to its dictionary. */
+static void free_part(segment_t *seg) {
+    symdict_t *d = seg ? seg->dict : NULL;
+    segment_free(seg);
+    symdict_unref(d);
+}
+
+static void prune_dict(store_t *s, size_t i);
+
+/* Frees c's decoded partition and takes it off the list, and its key's dictionary
+ * when no other partition (or running merge) uses it. */
 static void unload(store_t *s, part_cache_t *c) {
     lru_unlink(s, c);
     s->cached_bytes -= segment_bytes(c->cached);
-    segment_free(c->cached);
+    free_part(c->cached);
     c->cached = NULL;
+    prune_dict(s, c->dict);
+}
+
+/* ---- shared dictionaries (symdict.h), one per partition key ---- */
+
+/* A dictionary that grew past this many bytes (a service's stacks over many releases
+ * while its partitions stayed cached) is replaced by a fresh one for partitions
+ * decoded from then on; the old one goes with its last partition. */
+#define DICT_RENEW_BYTES ((size_t)256 << 20)
+
+typedef struct {
+    const char *tenant, *key;
+} dict_key_t;
+
+static uint64_t dict_hash(const char *tenant, const char *key) {
+    return hash_bytes(key, strlen(key), hash_bytes(tenant, strlen(tenant), 7));
+}
+
+static int dict_eq(const void *ctx, uint32_t id, const void *key) {
+    const store_t *s = ctx;
+    const dict_key_t *k = key;
+    return !strcmp(s->dicts[id].tenant, k->tenant) && !strcmp(s->dicts[id].key, k->key);
+}
+
+/* The dictionary partitions of (tenant, key) are re-numbered into, with a reference
+ * for the caller: found, or made; *entry receives its entry. cache_mu held. NULL on OOM. */
+static symdict_t *dict_of(store_t *s, const char *tenant, const char *key, uint32_t *entry) {
+    dict_key_t k = {tenant, key};
+    uint64_t h = dict_hash(tenant, key);
+    uint32_t id = idset_find(&s->dict_set, h, &k, dict_eq, s);
+    if (id == UINT32_MAX) {
+        if (VEC_RESERVE(s->dicts, s->dicts_cap, s->ndicts + 1)) return NULL;
+        dict_entry_t *e = &s->dicts[s->ndicts];
+        *e = (dict_entry_t){strdup(tenant), strdup(key), NULL};
+        if (!e->tenant || !e->key || idset_add(&s->dict_set, h, (uint32_t)s->ndicts)) {
+            free(e->tenant);
+            free(e->key);
+            return NULL;
+        }
+        id = (uint32_t)s->ndicts++;
+    }
+    dict_entry_t *e = &s->dicts[ *entry = id];
+    if (e->d && symdict_bytes(e->d) > DICT_RENEW_BYTES) symdict_unref(e->d), e->d = NULL;
+    if (!e->d && !(e->d = symdict_new(&s->dict_bytes))) return NULL;
+    symdict_ref(e->d);
+    return e->d;
+}
+
+/* Drops entry i's dictionary when no cached partition (and no running merge) uses it
+ * any more: only the entry's reference is left. cache_mu held. */
+static void prune_dict(store_t *s, size_t i) {
+    if (i < s->ndicts && s->dicts[i].d && symdict_refs(s->dicts[i].d) == 1)
+        symdict_unref(s->dicts[i].d), s->dicts[i].d = NULL;
+}
+
+void bcache_free_dicts(store_t *s) {
+    for (size_t i = 0; i < s->ndicts; i++) {
+        symdict_unref(s->dicts[i].d);
+        free(s->dicts[i].tenant);
+        free(s->dicts[i].key);
+    }
+    free(s->dicts);
+    idset_free(&s->dict_set);
+}
+
+/* Re-numbers a freshly decoded partition of block b into its key's dictionary, so
+ * the cache holds one copy of a service's symbols (symdict.h). 0, or -1 (OOM). */
+static int share_symbols(store_t *s, const block_t *b, size_t p, segment_t *seg, uint32_t *entry) {
+    pthread_mutex_lock(&s->cache_mu);
+    symdict_t *d = dict_of(s, b->meta.tenant, b->ix->parts[p].key, entry);
+    pthread_mutex_unlock(&s->cache_mu);
+    int rc = d ? symdict_adopt(d, seg) : -1;
+    symdict_unref(d);
+    return rc;
 }
 
 void bcache_drop_locked(store_t *s, block_t *b) {
@@ -103,10 +188,14 @@ void bcache_drop_locked(store_t *s, block_t *b) {
 
 void bcache_evict_locked(store_t *s) {
     /* Pinned partitions (a batch per running scan) are skipped, not moved: few. */
-    for (part_cache_t *c = s->lru_oldest, *next; c && s->cached_bytes > s->cfg.block_cache_bytes; c = next) {
+    for (part_cache_t *c = s->lru_oldest, *next; c && s->cached_bytes + s->dict_bytes > s->cfg.block_cache_bytes;
+         c = next) {
         next = c->newer;
         if (c->refs == 0) unload(s, c);
     }
+    /* Dictionaries a merge held while their partitions went: theirs are the bytes left. */
+    for (size_t i = 0; i < s->ndicts && s->cached_bytes + s->dict_bytes > s->cfg.block_cache_bytes; i++)
+        prune_dict(s, i);
 }
 
 segment_t *bcache_pin(store_t *s, size_t i, size_t p, int view, hr_err_t *err) {
@@ -119,7 +208,9 @@ segment_t *bcache_pin(store_t *s, size_t i, size_t p, int view, hr_err_t *err) {
     if (!c) hr_fail(err, HR_EUNPROC, "block %s is unreadable", b->meta.path);
     if (!c || seg) return seg;
     seg = store_read_part(s, &b->meta, b->ix, p, view, err); /* no lock held: other scans go on */
-    if (seg && symtab_fingerprint_stacks(seg->sym)) {        /* merges recognise stacks across blocks by them */
+    /* Fingerprints recognise stacks across blocks: the dictionary shares them by it. */
+    uint32_t entry = UINT32_MAX;
+    if (seg && (symtab_fingerprint_stacks(seg->sym) || share_symbols(s, b, p, seg, &entry))) {
         segment_free(seg);
         seg = NULL;
         hr_fail(err, HR_ENOMEM, "out of memory");
@@ -131,10 +222,11 @@ segment_t *bcache_pin(store_t *s, size_t i, size_t p, int view, hr_err_t *err) {
     } else if (!seg) {
         log_error("block.load_failed", "path=%s partition=%zu err=\"%s\"", b->meta.path, p, err->msg);
     } else if (c->cached) { /* another scan loaded it meanwhile */
-        segment_free(seg);
+        free_part(seg);
         seg = c->cached;
     } else {
         c->cached = seg;
+        c->dict = entry;
         s->cached_bytes += segment_bytes(seg);
         s->part_loads++;
     }
@@ -189,6 +281,19 @@ static void pin_batch(store_t *s, want_t *w, size_t n) {
     for (size_t i = 1; i < started; i++) pthread_join(tid[i], NULL);
 }
 
+/* Calls fn with seg, whose symbols (re-numbered into its key's dictionary) are the
+ * dictionary's current version for the call. -1 when fn returns it, or with err. */
+static int hand(const segment_t *seg, store_segment_fn fn, void *ctx, hr_err_t *err) {
+    if (!seg->dict) return fn(ctx, seg);
+    const symtab_t *sym = symdict_acquire(seg->dict);
+    if (!sym) return hr_fail(err, HR_ENOMEM, "out of memory");
+    segment_t view = *seg;
+    view.sym = (symtab_t *)sym; /* read only, as every reader of a scan's segments */
+    int rc = fn(ctx, &view);
+    symdict_release(seg->dict, sym);
+    return rc;
+}
+
 /* Hands fn the pinned batch in order, then unpins it; returns fn's first -1. */
 int bcache_run_batch(store_t *s, want_t *w, size_t n, store_segment_fn fn, void *ctx, hr_err_t *err) {
     pin_batch(s, w, n);
@@ -198,7 +303,7 @@ int bcache_run_batch(store_t *s, want_t *w, size_t n, store_segment_fn fn, void 
             if (err) *err = w[k].err;
             rc = -1;
         }
-        if (w[k].seg && rc == 0) rc = fn(ctx, w[k].seg);
+        if (w[k].seg && rc == 0) rc = hand(w[k].seg, fn, ctx, err);
         if (w[k].seg) bcache_unpin(s, w[k].block, w[k].part, w[k].view);
     }
     return rc;

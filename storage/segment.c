@@ -145,7 +145,7 @@ int segment_import_spans(segment_t *s, symtab_remap_t *m, const span_sample_t *p
 }
 
 size_t segment_bytes(const segment_t *s) {
-    return symtab_bytes(s->sym) + s->profiles_cap * sizeof(seg_profile_t) +
+    return (s->sym ? symtab_bytes(s->sym) : 0) + s->profiles_cap * sizeof(seg_profile_t) +
            s->samples_cap * (sizeof(uint32_t) + sizeof(int64_t)) + s->spans_cap * sizeof(span_sample_t);
 }
 

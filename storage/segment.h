@@ -36,8 +36,14 @@ typedef struct {
     int64_t value;
 } span_sample_t;
 
+struct symdict;
+
 typedef struct segment {
-    symtab_t *sym; /* owned */
+    symtab_t *sym;        /* owned; NULL in a block cache partition re-numbered into a shared
+                    * dictionary (dict below): scans hand such a segment to readers with
+                    * sym set to the dictionary's current version (storage/symdict.h) */
+    struct symdict *dict; /* borrowed: that dictionary (the block cache holds a reference
+                           * for the segment), or NULL when sym is the segment's own */
     seg_profile_t *profiles;
     size_t nprofiles, profiles_cap;
     uint32_t *stacks;

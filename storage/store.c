@@ -91,6 +91,7 @@ store_t *store_open(const store_config_t *cfg, hr_err_t *err) {
     pthread_mutex_init(&s->durable_mu, NULL);
     pthread_cond_init(&s->durable_cv, NULL);
     s->blocks_version = -1;
+    idset_init(&s->dict_set);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     s->decode_threads = cpus < 1 ? 1 : cpus > DECODE_MAX ? DECODE_MAX : (int)cpus;
     /* A cluster node's partitions come over the network: round trips, not cores, bound it. */
@@ -127,6 +128,7 @@ void store_close(store_t *s) {
     free(s->heads);
     for (size_t i = 0; i < s->nblocks; i++) bcache_drop_locked(s, &s->blocks[i]);
     free(s->blocks);
+    bcache_free_dicts(s);
     wal_close(s->wal);
     index_close(s->index);
     objcache_free(s->ocache);
@@ -652,7 +654,7 @@ void store_stats(store_t *s, store_stats_t *out) {
         out->blocks_corrupt += b->bad != 0;
     }
     for (const part_cache_t *c = s->lru_oldest; c; c = c->newer) out->parts_cached++;
-    out->cached_bytes = s->cached_bytes;
+    out->cached_bytes = s->cached_bytes + s->dict_bytes;
     out->part_loads = s->part_loads;
     pthread_mutex_unlock(&s->cache_mu);
     out->cuts = s->cuts;

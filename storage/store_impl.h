@@ -17,8 +17,10 @@
 #include <time.h>
 
 #include "storage/block.h"
+#include "common/hash.h"
 #include "storage/objcache.h"
 #include "storage/store.h"
+#include "storage/symdict.h"
 
 typedef struct {
     char tenant[128];
@@ -39,9 +41,17 @@ typedef struct {
  * oldest unpinned without scanning every block. All guarded by cache_mu. */
 typedef struct part_cache {
     segment_t *cached; /* NULL until loaded */
+    uint32_t dict;     /* the store's dictionary entry (dicts) of its key */
     struct part_cache *older, *newer;
     int refs;
 } part_cache_t;
+
+/* A partition key's shared dictionary (symdict.h). d is NULL once pruned (no cached
+ * partition used it); the entry stays so the set needs no deletion. */
+typedef struct {
+    char *tenant, *key;
+    symdict_t *d;
+} dict_entry_t;
 
 typedef struct {
     block_meta_t meta;
@@ -64,6 +74,10 @@ struct store {
     block_t *blocks;
     size_t nblocks, blocks_cap;
     size_t cached_bytes;
+    _Atomic size_t dict_bytes; /* held by the partition keys' shared dictionaries (symdict.h) */
+    dict_entry_t *dicts;       /* one per partition key decoded (cache_mu) */
+    size_t ndicts, dicts_cap;
+    idset_t dict_set;                      /* dicts by (tenant, key) */
     part_cache_t *lru_oldest, *lru_newest; /* the loaded partitions (cache_mu) */
     int decode_threads; /* partitions a scan decodes at once: the machine's cores, up to DECODE_MAX */
     uint64_t part_loads, cuts, retention_deleted, compactions, compacted_blocks, compactions_lost;
@@ -147,6 +161,8 @@ void bcache_attach(store_t *s, block_t *b, hr_err_t *err);
  * one after another. A passing failure leaves a block unattached, for scan_block to
  * retry and report. `data` held for reading; cache_mu not held. */
 void bcache_attach_many(store_t *s, const size_t *idx, size_t n);
+/* Frees the partition keys' dictionaries (store_close; no other thread). */
+void bcache_free_dicts(store_t *s);
 /* Frees a block's index and cached partitions. cache_mu held (or no other thread). */
 void bcache_drop_locked(store_t *s, block_t *b);
 /* Frees least-recently used decoded partitions that no scan holds, down to the

@@ -354,6 +354,43 @@ int symtab_fingerprint_stacks(symtab_t *t) {
     return rc;
 }
 
+/* Copies n elements of size bytes from src into a new exact array (*dst, *cap). */
+static int copy_exact(void *dst, size_t *cap, const void *src, size_t n, size_t size) {
+    void **d = dst;
+    *d = NULL;
+    *cap = 0;
+    if (!n) return 0;
+    if (!(*d = malloc(n * size))) return -1;
+    memcpy(*d, src, n * size);
+    *cap = n;
+    return 0;
+}
+
+symtab_t *symtab_snapshot(const symtab_t *t) {
+    symtab_t *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->unindexed = 1;
+    size_t soff_cap, n = t->nfp[SYM_FP_STACKS];
+    c->sdata_len = t->sdata_len;
+    c->nstrings = t->nstrings, c->nfunctions = t->nfunctions, c->nmappings = t->nmappings;
+    c->nlocations = t->nlocations, c->nlines = t->nlines, c->nstacks = t->nstacks;
+    c->nfp[SYM_FP_STACKS] = n;
+    int bad = copy_exact(&c->sdata, &c->sdata_cap, t->sdata, t->sdata_len, 1) ||
+              copy_exact(&c->soff, &c->strings_cap, t->soff, t->nstrings, sizeof *t->soff) ||
+              copy_exact(&c->slen, &soff_cap, t->slen, t->nstrings, sizeof *t->slen) ||
+              copy_exact(&c->functions, &c->functions_cap, t->functions, t->nfunctions, sizeof *t->functions) ||
+              copy_exact(&c->mappings, &c->mappings_cap, t->mappings, t->nmappings, sizeof *t->mappings) ||
+              copy_exact(&c->locations, &c->locations_cap, t->locations, t->nlocations, sizeof *t->locations) ||
+              copy_exact(&c->lines, &c->lines_cap, t->lines, t->nlines, sizeof *t->lines) ||
+              copy_exact(&c->stacks, &c->stacks_cap, t->stacks, t->nstacks, sizeof *t->stacks) ||
+              copy_exact(&c->fp[SYM_FP_STACKS], &c->fp_cap[SYM_FP_STACKS], t->fp[SYM_FP_STACKS], n, sizeof(sym_fp_t));
+    if (bad) {
+        symtab_free(c);
+        return NULL;
+    }
+    return c;
+}
+
 size_t symtab_bytes(const symtab_t *t) {
     size_t fp = 0;
     for (int k = 0; k < 5; k++) fp += t->fp_cap[k] * sizeof(sym_fp_t);

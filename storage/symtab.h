@@ -125,6 +125,11 @@ int symtab_fingerprint(symtab_t *t);
  * read them. 0 or -1 (OOM). */
 int symtab_fingerprint_stacks(symtab_t *t);
 
+/* A read-only copy of t's tables and stack fingerprints (no sets: interning into it
+ * builds them first), sized exactly: what a shared dictionary hands its readers
+ * (storage/symdict.h) while it keeps growing its own table. NULL on OOM. */
+symtab_t *symtab_snapshot(const symtab_t *t);
+
 /* Approximate heap bytes held, for head-size accounting. */
 size_t symtab_bytes(const symtab_t *t);
 

@@ -319,9 +319,10 @@ def warm(srv, a, path, **params):
     return statistics.median(times) * 1000, doc, reps
 
 
-def measure(data_dir, extra, a, expect_total, nsvc):
+def measure(data_dir, extra, a, expect_total, nsvc, fleet_total=None):
     """Restarts a server on data_dir and takes the query figures (cold first), asserting every
-    total that came back against the generated one."""
+    total that came back against the generated one; with fleet_total (every service's generated
+    sum), the fleet-wide figures too (measure_fleet)."""
     sel = CPU + '{service_name="%s"}' % service_name(QUERY_SERVICE)
     rng = {"from": BASE, "until": BASE + a.days * 86400}
     out, checked = {}, []
@@ -351,7 +352,40 @@ def measure(data_dir, extra, a, expect_total, nsvc):
         out["query_server_peak_rss_mib"] = peak_rss_mib(srv.proc.pid)
     finally:
         srv.stop()
+    if fleet_total is not None:
+        out.update(measure_fleet(data_dir, extra, a, fleet_total, checked))
     out["totals_checked"] = sorted(set(checked))
+    return out
+
+
+def measure_fleet(data_dir, extra, a, expect_total, checked):
+    """The fleet-wide questions on a fresh server: every service's CPU over the whole range as a
+    flame graph (cold, then warm) and as the top table (warm), and the server's peak RSS after them."""
+    sel = CPU + "{}"
+    rng = {"from": BASE, "until": BASE + a.days * 86400}
+    out = {}
+    srv = harness.Server(data_dir, extra=extra).start()
+    try:
+        srv.cpu_s = 0.0
+        cold, fg = timed_get(srv, "/api/v1/query", query=sel, format="flamegraph", **rng)
+        out["fleet_flamegraph_cold_ms"] = cold * 1000 if fg else None
+        out["fleet_flamegraph_cold_cpu_ms"] = srv.cpu_s * 1000
+        out["fleet_flamegraph_warm_ms"], fg_warm, out["fleet_flamegraph_reps"] = warm(
+            srv, a, "/api/v1/query", query=sel, format="flamegraph", **rng)
+        out["fleet_flamegraph_warm_cpu_ms"] = srv.warm_cpu_ms
+        for doc in (fg, fg_warm):
+            if doc:
+                got = doc["flamebearer"]["numTicks"]
+                assert got == expect_total, f"fleet flame graph total {got} != generated {expect_total}"
+                checked.append("fleet flamegraph")
+        out["fleet_top_warm_ms"], top, out["fleet_top_reps"] = warm(srv, a, "/api/v1/query", query=sel, format="top",
+                                                                    **rng)
+        if top:
+            assert top["total"] == expect_total, f"fleet top total {top['total']} != generated {expect_total}"
+            checked.append("fleet top")
+        out["fleet_query_server_peak_rss_mib"] = peak_rss_mib(srv.proc.pid)
+    finally:
+        srv.stop()
     return out
 
 
@@ -374,6 +408,7 @@ def disk(data_dir, profiles):
 # ---------------------------------------------------------------- one store
 
 BUILD_FLAGS = ["--wal-fsync", "none", "--compact-min-blocks", "0", "--block-duration", "1000h"]
+HOURLY_FLAGS = ["--compact-min-blocks", "0"]  # a server that leaves the hourly blocks as they are
 
 
 def build_store(nsvc, a, clients, files_dir):
@@ -414,7 +449,7 @@ def build_store(nsvc, a, clients, files_dir):
         "ingest_profiles_per_s": n / ingest_s, "build_profiles_per_s": n / (ingest_s + flush_s),
         "client_generate_cpu_seconds": gen_s, "build_server_cpu_seconds": server_cpu,
         "build_server_cpu_ms_per_profile": server_cpu * 1000 / n, "build_server_peak_rss_mib": rss,
-        "query_service_total": sums[QUERY_SERVICE]}
+        "query_service_total": sums[QUERY_SERVICE], "fleet_total": sum(sums.values())}
 
 
 def bench_store(nsvc, a, clients, files_dir):
@@ -422,8 +457,13 @@ def bench_store(nsvc, a, clients, files_dir):
     data_dir, build = build_store(nsvc, a, clients, files_dir)
     total = build["query_service_total"]
     rows = []
+    with open(data_dir + ".build.json", "w") as f:  # what --store needs to measure a kept store again
+        json.dump({"build": build, "days": a.days, "services": nsvc}, f)
     hourly = {"services": nsvc, "regime": "hourly", **build, **disk(data_dir, build["profiles"]),
-              **measure(data_dir, ["--compact-min-blocks", "0"], a, total, nsvc)}
+              **measure(data_dir, HOURLY_FLAGS, a, total, nsvc, build["fleet_total"])}
+    if a.keep:  # the hourly store as cut, beside the one compaction is about to rewrite
+        shutil.copytree(data_dir, data_dir + "-hourly")
+        shutil.copy(data_dir + ".build.json", data_dir + "-hourly.build.json")
     hourly["peak_rss_mib"] = max(hourly["build_server_peak_rss_mib"], hourly["query_server_peak_rss_mib"])
     rows.append(hourly)
     srv = harness.Server(data_dir).start()  # default compaction flags
@@ -438,7 +478,7 @@ def bench_store(nsvc, a, clients, files_dir):
         srv.stop()
     comp = {"services": nsvc, "regime": "compacted", **build, **disk(data_dir, build["profiles"]),
             "compact_seconds": took, "compactions": json.loads(body)["compactions"],
-            "compact_server_peak_rss_mib": compact_rss, **measure(data_dir, [], a, total, nsvc)}
+            "compact_server_peak_rss_mib": compact_rss, **measure(data_dir, [], a, total, nsvc, build["fleet_total"])}
     comp["peak_rss_mib"] = max(compact_rss, comp["query_server_peak_rss_mib"])
     rows.append(comp)
     if not a.keep:
@@ -546,6 +586,19 @@ def report(rows, pprof, meta):
                   f"{r['compact_seconds']:.1f} s ({r['compactions']} runs)")
 
 
+def measure_kept(a):
+    """--store: the query figures of a kept store, against the totals its build wrote beside it."""
+    store = os.path.abspath(a.store.rstrip("/"))
+    with open(store + ".build.json") as f:
+        kept = json.load(f)
+    a.days = kept["days"]
+    harness.configure(binary=os.path.abspath(a.binary), tmp=tempfile.mkdtemp(prefix="hearth-fleet-"))
+    flags = HOURLY_FLAGS if store.endswith("-hourly") else []
+    b = kept["build"]
+    out = measure(store, flags, a, b["query_service_total"], kept["services"], b["fleet_total"])
+    print(json.dumps(out, indent=1))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--binary", default="./hearth")
@@ -562,7 +615,11 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep the stores (printed) instead of deleting them")
     ap.add_argument("--note", default="machine shared with other work: timings are noisy")
     ap.add_argument("--report", metavar="JSON", help="only re-print the table of a saved run")
+    ap.add_argument("--store", metavar="DIR", help="only measure a store kept by --keep again (DIR-hourly is the "
+                    "hourly one), and print its figures as JSON")
     a = ap.parse_args()
+    if a.store:
+        return measure_kept(a)
     if a.report:
         with open(a.report) as f:
             doc = json.load(f)

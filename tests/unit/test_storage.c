@@ -8,6 +8,7 @@
 #include "storage/block.h"
 #include "storage/compact.h"
 #include "storage/store.h"
+#include "storage/symdict.h"
 #include "storage/symtab.h"
 #include "storage/wal.h"
 #include "tests/unit/unit.h"
@@ -147,6 +148,64 @@ void test_symtab_import(void) {
     symtab_remap_destroy(&m);
     symtab_free(src);
     symtab_free(dst);
+}
+
+/* A segment of one profile over the stacks named by paths (n frames each), value i+1
+ * for path i, its symtab fingerprinted as the block cache leaves it. */
+static segment_t *dict_segment(const char **paths[], size_t n, size_t frames) {
+    segment_t *s = segment_new();
+    uint32_t st[8];
+    int64_t v[8];
+    for (size_t i = 0; i < n; i++) st[i] = make_stack(s->sym, paths[i], frames), v[i] = (int64_t)i + 1;
+    segment_add(s, 1, 1000, 10, st, v, n);
+    symtab_fingerprint_stacks(s->sym);
+    return s;
+}
+
+/* The value of the stack whose leaf function is `leaf` in seg read through sym. */
+static int64_t leaf_value(const segment_t *seg, const symtab_t *sym, const char *leaf) {
+    for (size_t i = 0; i < seg->nsamples; i++) {
+        const sym_location_t *l = &sym->locations[sym->stacks[seg->stacks[i]].location];
+        if (!strcmp(symtab_str(sym, sym->functions[sym->lines[l->first_line].function].name), leaf))
+            return seg->values[i];
+    }
+    return -1;
+}
+
+/* Partitions adopted into one dictionary share ids by content; a reader's version
+ * stays valid (and unchanged) while the dictionary grows; bytes are counted and given
+ * back when the last reference goes. */
+void test_symdict_shares_stacks(void) {
+    const char *a[] = {"main", "a"}, *b[] = {"main", "b"}, *c[] = {"main", "c"};
+    const char **p1[] = {a, b}, **p2[] = {c, b};
+    _Atomic size_t bytes = 0;
+    symdict_t *d = symdict_new(&bytes);
+    segment_t *s1 = dict_segment(p1, 2, 2), *s2 = dict_segment(p2, 2, 2);
+    CHECK(d && symdict_adopt(d, s1) == 0 && !s1->sym && s1->dict == d);
+    const symtab_t *v1 = symdict_acquire(d);
+    CHECK(v1 && v1->nfp[SYM_FP_STACKS] == v1->nstacks);
+    size_t n1 = v1 ? v1->nstacks : 0;
+    CHECK(symdict_adopt(d, s2) == 0);
+    const symtab_t *v2 = symdict_acquire(d);
+    CHECK(v2 && v2 != v1 && v2->nstacks == n1 + 1); /* only "main;c" is new */
+    CHECK(v1 && v1->nstacks == n1);                 /* the old version did not change */
+    if (v1 && v2) {
+        CHECK_INT(leaf_value(s1, v2, "a"), 1);
+        CHECK_INT(leaf_value(s1, v2, "b"), 2);
+        CHECK_INT(leaf_value(s2, v2, "c"), 1);
+        CHECK_INT(leaf_value(s2, v2, "b"), 2);
+        CHECK_INT(leaf_value(s1, v1, "a"), 1); /* old ids read in v1 too */
+    }
+    CHECK(bytes > 0);
+    CHECK_INT(symdict_refs(d), 5); /* the caller's, two segments', two versions' */
+    symdict_release(d, v1);
+    symdict_release(d, v2);
+    segment_free(s1);
+    symdict_unref(d);
+    segment_free(s2);
+    symdict_unref(d);
+    symdict_unref(d);
+    CHECK_INT(bytes, 0);
 }
 
 static segment_t *sample_segment(void) {

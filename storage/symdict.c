@@ -1,0 +1,211 @@
+/* symdict.c - see symdict.h.
+ *
+ * The dictionary keeps one growing symtab (`grow`, with its interning sets and every
+ * table's fingerprints) and an index of its stacks by fingerprint. Readers get
+ * snapshots of it (symtab_snapshot): a new one only when a reader asks after
+ * something was added, so a cold scan that adopts a batch of partitions takes one
+ * snapshot per batch, not one per partition. An old snapshot is freed when its last
+ * reader releases it. */
+#include "storage/symdict.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "common/hash.h"
+
+typedef struct version {
+    symtab_t *sym;
+    size_t refs, bytes;
+    struct version *next; /* older */
+} version_t;
+
+struct symdict {
+    pthread_mutex_t mu;
+    size_t refs;
+    symtab_t *grow;
+    idset_t by_fp;       /* ids of grow's stacks, by fingerprint */
+    size_t indexed;      /* stacks of grow in by_fp: ids below it */
+    version_t *versions; /* newest first */
+    int stale;           /* grow has stacks the newest version lacks */
+    size_t grow_bytes;   /* last counted into *bytes */
+    _Atomic size_t *bytes;
+};
+
+static void count(symdict_t *d, size_t add, size_t sub) {
+    if (!d->bytes) return;
+    *d->bytes += add;
+    *d->bytes -= sub;
+}
+
+static int eq_fp(const void *ctx, uint32_t id, const void *key) {
+    const symdict_t *d = ctx;
+    const sym_fp_t *a = &d->grow->fp[SYM_FP_STACKS][id], *b = key;
+    return a->a == b->a && a->b == b->b;
+}
+
+/* Brings grow's fingerprints and the index up to date, and its byte count. mu held. */
+static int index_new(symdict_t *d) {
+    if (symtab_fingerprint(d->grow)) return -1;
+    size_t n = d->grow->nfp[SYM_FP_STACKS];
+    if (idset_reserve(&d->by_fp, n)) return -1;
+    for (; d->indexed < n; d->indexed++) {
+        const sym_fp_t *fp = &d->grow->fp[SYM_FP_STACKS][d->indexed];
+        if (idset_find(&d->by_fp, fp->a, fp, eq_fp, d) == UINT32_MAX &&
+            idset_add(&d->by_fp, fp->a, (uint32_t)d->indexed))
+            return -1;
+    }
+    size_t now = symtab_bytes(d->grow) + d->by_fp.cap * 12;
+    count(d, now, d->grow_bytes);
+    d->grow_bytes = now;
+    return 0;
+}
+
+symdict_t *symdict_new(_Atomic size_t *bytes) {
+    symdict_t *d = calloc(1, sizeof *d);
+    if (!d) return NULL;
+    d->bytes = bytes;
+    d->refs = 1;
+    idset_init(&d->by_fp);
+    pthread_mutex_init(&d->mu, NULL);
+    if (!(d->grow = symtab_new()) || index_new(d)) {
+        symdict_unref(d);
+        return NULL;
+    }
+    return d;
+}
+
+static void free_version(symdict_t *d, version_t *v) {
+    count(d, 0, v->bytes);
+    symtab_free(v->sym);
+    free(v);
+}
+
+static void destroy(symdict_t *d) {
+    for (version_t *v = d->versions, *next; v; v = next) {
+        next = v->next;
+        free_version(d, v);
+    }
+    count(d, 0, d->grow_bytes);
+    symtab_free(d->grow);
+    idset_free(&d->by_fp);
+    pthread_mutex_destroy(&d->mu);
+    free(d);
+}
+
+void symdict_ref(symdict_t *d) {
+    pthread_mutex_lock(&d->mu);
+    d->refs++;
+    pthread_mutex_unlock(&d->mu);
+}
+
+void symdict_unref(symdict_t *d) {
+    if (!d) return;
+    pthread_mutex_lock(&d->mu);
+    int last = --d->refs == 0;
+    pthread_mutex_unlock(&d->mu);
+    if (last) destroy(d);
+}
+
+size_t symdict_refs(symdict_t *d) {
+    pthread_mutex_lock(&d->mu);
+    size_t n = d->refs;
+    pthread_mutex_unlock(&d->mu);
+    return n;
+}
+
+size_t symdict_bytes(symdict_t *d) {
+    pthread_mutex_lock(&d->mu);
+    size_t n = d->grow_bytes;
+    pthread_mutex_unlock(&d->mu);
+    return n;
+}
+
+/* Fills map[s] with d's id for each stack s of src: found by fingerprint, or copied
+ * into grow. mu held. 0 or -1 (OOM; grow may then hold some of src's stacks, which
+ * is harmless: they are valid entries). */
+static int map_stacks(symdict_t *d, const symtab_t *src, uint32_t *map) {
+    size_t missing = 0;
+    for (size_t s = 0; s < src->nstacks; s++) {
+        const sym_fp_t *fp = &src->fp[SYM_FP_STACKS][s];
+        map[s] = idset_find(&d->by_fp, fp->a, fp, eq_fp, d);
+        missing += map[s] == UINT32_MAX;
+    }
+    if (!missing) return 0;
+    symtab_remap_t m;
+    if (symtab_remap_init(&m, src)) return -1;
+    int rc = 0;
+    for (size_t s = 0; s < src->nstacks && rc == 0; s++)
+        if (map[s] == UINT32_MAX && (map[s] = symtab_import_stack(d->grow, &m, (uint32_t)s)) == SYM_NONE) rc = -1;
+    symtab_remap_destroy(&m);
+    d->stale = 1;
+    return rc ? rc : index_new(d);
+}
+
+int symdict_adopt(symdict_t *d, segment_t *seg) {
+    symtab_t *src = seg->sym;
+    if (src->nfp[SYM_FP_STACKS] < src->nstacks) return -1; /* not fingerprinted: a caller's bug, refused */
+    uint32_t *map = malloc((src->nstacks + 1) * sizeof *map);
+    if (!map) return -1;
+    pthread_mutex_lock(&d->mu);
+    int rc = map_stacks(d, src, map);
+    if (rc == 0) d->refs++;
+    pthread_mutex_unlock(&d->mu);
+    if (rc == 0) {
+        for (size_t i = 0; i < seg->nsamples; i++) seg->stacks[i] = map[seg->stacks[i]];
+        for (size_t i = 0; i < seg->nspans; i++) seg->spans[i].stack = map[seg->spans[i].stack];
+        symtab_free(src);
+        seg->sym = NULL;
+        seg->dict = d;
+    }
+    free(map);
+    return rc;
+}
+
+/* Makes the newest version hold every stack of grow. mu held. 0 or -1 (OOM). */
+static int refresh(symdict_t *d) {
+    if (d->versions && !d->stale) return 0;
+    version_t *v = calloc(1, sizeof *v);
+    if (!v || !(v->sym = symtab_snapshot(d->grow))) {
+        free(v);
+        return -1;
+    }
+    v->bytes = symtab_bytes(v->sym);
+    count(d, v->bytes, 0);
+    version_t *old = d->versions;
+    v->next = old;
+    d->versions = v;
+    d->stale = 0;
+    if (old && old->refs == 0) { /* no reader: gone now that it is not the newest */
+        v->next = old->next;
+        free_version(d, old);
+    }
+    return 0;
+}
+
+const symtab_t *symdict_acquire(symdict_t *d) {
+    pthread_mutex_lock(&d->mu);
+    const symtab_t *sym = NULL;
+    if (refresh(d) == 0) {
+        d->versions->refs++;
+        d->refs++;
+        sym = d->versions->sym;
+    }
+    pthread_mutex_unlock(&d->mu);
+    return sym;
+}
+
+void symdict_release(symdict_t *d, const symtab_t *version) {
+    pthread_mutex_lock(&d->mu);
+    for (version_t **p = &d->versions; *p; p = &(*p)->next) {
+        version_t *v = *p;
+        if (v->sym != version) continue;
+        if (--v->refs == 0 && v != d->versions) { /* an older one no reader holds */
+            *p = v->next;
+            free_version(d, v);
+        }
+        break;
+    }
+    int last = --d->refs == 0;
+    pthread_mutex_unlock(&d->mu);
+    if (last) destroy(d);
+}
