@@ -53,43 +53,6 @@ static uint32_t *countmap_slot(countmap_t *m, uint64_t key) {
     return &m->vals[j];
 }
 
-/* Output stack ids by stack fingerprint (symtab.h): a stack already copied from one
- * segment is recognised in the next by content, without interning it again. An hour
- * block of a service repeats most of the previous hour's stacks, so a week of them
- * costs one lookup per stack and block instead of a walk of every frame's symbols. */
-typedef struct {
-    struct fp_slot {
-        sym_fp_t fp;
-        uint32_t out; /* 0: empty (stack 0, the empty stack, is never stored) */
-    } * slots;
-    size_t cap, len;
-} fpmap_t;
-
-/* The output id slot of fp (0 when new); NULL on OOM. */
-static uint32_t *fpmap_slot(fpmap_t *m, sym_fp_t fp) {
-    if ((m->len + 1) * 2 > m->cap) {
-        size_t ncap = m->cap ? m->cap * 2 : 4096;
-        struct fp_slot *n = calloc(ncap, sizeof *n);
-        if (!n) return NULL;
-        for (size_t i = 0; i < m->cap; i++) {
-            if (!m->slots[i].out) continue;
-            size_t j = m->slots[i].fp.a & (ncap - 1);
-            while (n[j].out) j = (j + 1) & (ncap - 1);
-            n[j] = m->slots[i];
-        }
-        free(m->slots);
-        m->slots = n;
-        m->cap = ncap;
-    }
-    size_t j = fp.a & (m->cap - 1);
-    while (m->slots[j].out && (m->slots[j].fp.a != fp.a || m->slots[j].fp.b != fp.b)) j = (j + 1) & (m->cap - 1);
-    if (!m->slots[j].out) { /* the caller fills out, or leaves it empty */
-        m->slots[j].fp = fp;
-        m->len++;
-    }
-    return &m->slots[j].out;
-}
-
 /* A merge reads the store in up to three passes, each with the least it needs:
  * COUNT (gauges): rows per series, for the averaging weights, from block footers;
  * TOTALS: totals, timeline, span and profile count, from footers too (or, with a call
@@ -116,7 +79,9 @@ typedef struct {
     uint32_t nbits;
     pass_t pass, passes[3]; /* the current pass, and the passes in order */
     countmap_t per_series, per_bucket;
-    fpmap_t copied;
+    sym_fpmap_t copied;         /* output stack ids by fingerprint: a stack already copied from one
+                         * segment (or dictionary) is recognised in the next by content,
+                         * without interning it again */
     uint32_t *in_bucket;        /* profiles per timeline step, for average_timeline */
     const merge_split_t *split; /* NULL, or the groups a split merge also sums into */
     size_t charged;             /* bytes taken from q->mem so far */
@@ -202,7 +167,7 @@ static uint32_t output_stack(scan_ctx_t *c, const symtab_t *sym, uint32_t s, sym
     assert(s < sym->nstacks && sym->nfp[SYM_FP_STACKS] <= sym->nstacks);
     uint32_t *slot = NULL;
     if (s < sym->nfp[SYM_FP_STACKS]) { /* the head's newest stacks may not have one yet */
-        if (!(slot = fpmap_slot(&c->copied, sym->fp[SYM_FP_STACKS][s]))) return SYM_NONE;
+        if (!(slot = sym_fpmap_slot(&c->copied, sym->fp[SYM_FP_STACKS][s]))) return SYM_NONE;
         if (*slot) return *slot;
     }
     if (!*have_m && symtab_remap_init(m, sym)) return SYM_NONE;
@@ -221,7 +186,7 @@ static int charge(scan_ctx_t *c) {
     if (!c->q->mem) return 0;
     const merge_result_t *r = c->r;
     size_t now = symtab_bytes(r->sym) + r->self_cap * sizeof *r->self + c->acc_cap * sizeof *c->acc +
-                 c->copied.cap * sizeof *c->copied.slots + c->daccs_cap * sizeof *c->daccs;
+                 sym_fpmap_bytes(&c->copied) + c->daccs_cap * sizeof *c->daccs;
     for (size_t i = 0; i < c->ndaccs; i++) now += c->daccs[i].cap * sizeof *c->daccs[i].acc;
     if (now <= c->charged) return 0;
     if (budget_hold_more(c->q->mem, now - c->charged, "this query's merge", &c->limit_err)) return c->limit = 1, -1;
@@ -534,7 +499,7 @@ static int merge_exec(store_t *st, const merge_query_t *q, merge_result_t *r, co
     free(c.per_series.vals);
     free(c.per_bucket.keys);
     free(c.per_bucket.vals);
-    free(c.copied.slots);
+    sym_fpmap_free(&c.copied);
     free_daccs(&c);
     if (rc == 0 && ensure_self(r)) rc = hr_fail(err, HR_ENOMEM, "out of memory");
     /* The one place frames get names: every renderer reads r->sym after this. */

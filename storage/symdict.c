@@ -11,8 +11,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "common/hash.h"
-
 typedef struct version {
     symtab_t *sym;
     size_t refs, bytes;
@@ -23,7 +21,7 @@ struct symdict {
     pthread_mutex_t mu;
     size_t refs;
     symtab_t *grow;
-    idset_t by_fp;       /* ids of grow's stacks, by fingerprint */
+    sym_fpmap_t by_fp;   /* ids of grow's stacks but the empty one, by fingerprint */
     size_t indexed;      /* stacks of grow in by_fp: ids below it */
     version_t *versions; /* newest first */
     int stale;           /* grow has stacks the newest version lacks */
@@ -37,24 +35,16 @@ static void count(symdict_t *d, size_t add, size_t sub) {
     *d->bytes -= sub;
 }
 
-static int eq_fp(const void *ctx, uint32_t id, const void *key) {
-    const symdict_t *d = ctx;
-    const sym_fp_t *a = &d->grow->fp[SYM_FP_STACKS][id], *b = key;
-    return a->a == b->a && a->b == b->b;
-}
-
 /* Brings grow's fingerprints and the index up to date, and its byte count. mu held. */
 static int index_new(symdict_t *d) {
     if (symtab_fingerprint(d->grow)) return -1;
     size_t n = d->grow->nfp[SYM_FP_STACKS];
-    if (idset_reserve(&d->by_fp, n)) return -1;
-    for (; d->indexed < n; d->indexed++) {
-        const sym_fp_t *fp = &d->grow->fp[SYM_FP_STACKS][d->indexed];
-        if (idset_find(&d->by_fp, fp->a, fp, eq_fp, d) == UINT32_MAX &&
-            idset_add(&d->by_fp, fp->a, (uint32_t)d->indexed))
-            return -1;
+    for (d->indexed += !d->indexed; d->indexed < n; d->indexed++) { /* from 1: stack 0 maps to 0 unlooked */
+        uint32_t *slot = sym_fpmap_slot(&d->by_fp, d->grow->fp[SYM_FP_STACKS][d->indexed]);
+        if (!slot) return -1;
+        if (!*slot) *slot = (uint32_t)d->indexed;
     }
-    size_t now = symtab_bytes(d->grow) + d->by_fp.cap * 12;
+    size_t now = symtab_bytes(d->grow) + sym_fpmap_bytes(&d->by_fp);
     count(d, now, d->grow_bytes);
     d->grow_bytes = now;
     return 0;
@@ -65,7 +55,6 @@ symdict_t *symdict_new(_Atomic size_t *bytes) {
     if (!d) return NULL;
     d->bytes = bytes;
     d->refs = 1;
-    idset_init(&d->by_fp);
     pthread_mutex_init(&d->mu, NULL);
     if (!(d->grow = symtab_new()) || index_new(d)) {
         symdict_unref(d);
@@ -87,7 +76,7 @@ static void destroy(symdict_t *d) {
     }
     count(d, 0, d->grow_bytes);
     symtab_free(d->grow);
-    idset_free(&d->by_fp);
+    sym_fpmap_free(&d->by_fp);
     pthread_mutex_destroy(&d->mu);
     free(d);
 }
@@ -125,10 +114,11 @@ size_t symdict_bytes(symdict_t *d) {
  * is harmless: they are valid entries). */
 static int map_stacks(symdict_t *d, const symtab_t *src, uint32_t *map) {
     size_t missing = 0;
-    for (size_t s = 0; s < src->nstacks; s++) {
-        const sym_fp_t *fp = &src->fp[SYM_FP_STACKS][s];
-        map[s] = idset_find(&d->by_fp, fp->a, fp, eq_fp, d);
-        missing += map[s] == UINT32_MAX;
+    map[0] = 0; /* the empty stack is stack 0 everywhere */
+    for (size_t s = 1; s < src->nstacks; s++) {
+        uint32_t id = sym_fpmap_get(&d->by_fp, src->fp[SYM_FP_STACKS][s]);
+        map[s] = id ? id : UINT32_MAX;
+        missing += !id;
     }
     if (!missing) return 0;
     symtab_remap_t m;

@@ -354,6 +354,36 @@ int symtab_fingerprint_stacks(symtab_t *t) {
     return rc;
 }
 
+static size_t fp_home(const sym_fpmap_t *m, sym_fp_t fp) {
+    size_t j = fp.a & (m->cap - 1);
+    while (m->slots[j].id && (m->slots[j].fp.a != fp.a || m->slots[j].fp.b != fp.b)) j = (j + 1) & (m->cap - 1);
+    return j;
+}
+
+uint32_t *sym_fpmap_slot(sym_fpmap_t *m, sym_fp_t fp) {
+    if ((m->len + 1) * 2 > m->cap) { /* load <= 0.5: probes stay short */
+        size_t ncap = m->cap ? m->cap * 2 : 4096;
+        sym_fpmap_t n = {calloc(ncap, sizeof *n.slots), ncap, 0};
+        if (!n.slots) return NULL;
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->slots[i].id) n.slots[fp_home(&n, m->slots[i].fp)] = m->slots[i], n.len++;
+        free(m->slots);
+        *m = n;
+    }
+    size_t j = fp_home(m, fp);
+    if (!m->slots[j].id) m->slots[j].fp = fp, m->len++; /* counted even if left empty: a bound, not a count */
+    return &m->slots[j].id;
+}
+
+uint32_t sym_fpmap_get(const sym_fpmap_t *m, sym_fp_t fp) { return m->cap ? m->slots[fp_home(m, fp)].id : 0; }
+
+size_t sym_fpmap_bytes(const sym_fpmap_t *m) { return m->cap * sizeof *m->slots; }
+
+void sym_fpmap_free(sym_fpmap_t *m) {
+    free(m->slots);
+    memset(m, 0, sizeof *m);
+}
+
 /* Copies n elements of size bytes from src into a new exact array (*dst, *cap). */
 static int copy_exact(void *dst, size_t *cap, const void *src, size_t n, size_t size) {
     void **d = dst;

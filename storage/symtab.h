@@ -125,6 +125,26 @@ int symtab_fingerprint(symtab_t *t);
  * read them. 0 or -1 (OOM). */
 int symtab_fingerprint_stacks(symtab_t *t);
 
+/* Stack ids by fingerprint: one slot of 24 bytes per stack, so a lookup reads one
+ * cache line (merges map stacks of many symtabs into one, shared dictionaries
+ * recognise a partition's stacks). Ids are non-zero: 0 marks an empty slot (stack 0,
+ * the empty stack, is the same in every symtab and never needs a lookup). */
+typedef struct {
+    struct sym_fp_slot {
+        sym_fp_t fp;
+        uint32_t id;
+    } * slots;
+    size_t cap, len;
+} sym_fpmap_t;
+
+/* The id slot of fp: holding its id, or 0 when fp is new (the caller fills it in, or
+ * leaves it 0). NULL on OOM. */
+uint32_t *sym_fpmap_slot(sym_fpmap_t *m, sym_fp_t fp);
+/* The id of fp, or 0 when absent. */
+uint32_t sym_fpmap_get(const sym_fpmap_t *m, sym_fp_t fp);
+size_t sym_fpmap_bytes(const sym_fpmap_t *m);
+void sym_fpmap_free(sym_fpmap_t *m);
+
 /* A read-only copy of t's tables and stack fingerprints (no sets: interning into it
  * builds them first), sized exactly: what a shared dictionary hands its readers
  * (storage/symdict.h) while it keeps growing its own table. NULL on OOM. */

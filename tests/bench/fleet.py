@@ -558,6 +558,18 @@ def report(rows, pprof, meta):
               f"| {fmt_ms(r['flamegraph_cold_ms'])} | {cpu} | {w(r, 'timeseries_warm_ms')} "
               f"| {w(r, 'label_values_warm_ms')} | {r['query_server_peak_rss_mib']:,.0f} / {r['peak_rss_mib']:,.0f} MiB "
               f"| {r['disk_bytes_per_profile']:,.0f} B | {r['ingest_profiles_per_s']:,.0f} profiles/s |")
+    if any("fleet_flamegraph_warm_ms" in r for r in rows):
+        print("\nFleet-wide: every service's CPU over the whole range (`{}`), on a freshly started server:\n")
+        print("| store | flame graph warm | flame graph cold | server CPU, warm / cold | top table warm "
+              "| peak RSS of that server |")
+        print("|---|---|---|---|---|---|")
+        for r in rows:
+            if "fleet_flamegraph_warm_ms" not in r:
+                continue
+            print(f"| {r['services']}, {r['regime']} | {w(r, 'fleet_flamegraph_warm_ms')} "
+                  f"| {fmt_ms(r['fleet_flamegraph_cold_ms'])} | {fmt_ms(r['fleet_flamegraph_warm_cpu_ms'])} / "
+                  f"{fmt_ms(r['fleet_flamegraph_cold_cpu_ms'])} | {w(r, 'fleet_top_warm_ms')} "
+                  f"| {r['fleet_query_server_peak_rss_mib']:,.0f} MiB |")
     print("\nServer CPU: user + system time of the server process for the flame graph query (warm: the mean "
           "over the reps), steadier than wall time on a shared machine; a cold query decodes partitions on up to "
           "as many threads as cores, so its wall time can be below its CPU time.")
