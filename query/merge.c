@@ -222,11 +222,11 @@ static double *dict_acc(scan_ctx_t *c, const segment_t *seg) {
         if (VEC_RESERVE(c->daccs, c->daccs_cap, c->ndaccs + 1)) return NULL;
         a = &c->daccs[c->last_dacc = c->ndaccs];
         *a = (dict_acc_t){seg->dict, NULL, NULL, 0, 0};
-        if (!(a->ver = symdict_acquire(seg->dict))) return NULL;
+        if (!(a->ver = symdict_acquire(seg->dict, seg->dict_stacks))) return NULL;
         c->ndaccs++;
     }
-    if (a->ver->nstacks < seg->sym->nstacks) { /* the dictionary grew: ids so far stay valid */
-        const symtab_t *v = symdict_acquire(seg->dict);
+    if (a->ver->nstacks < seg->dict_stacks) { /* the dictionary grew: ids so far stay valid */
+        const symtab_t *v = symdict_acquire(seg->dict, seg->dict_stacks);
         if (!v) return NULL;
         symdict_release(a->dict, a->ver);
         a->ver = v;

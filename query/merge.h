@@ -2,10 +2,12 @@
  *
  * A merge selects its series (catalog_select: matched without the index lock),
  * walks every segment of the tenant overlapping the range (store_scan), sums each
- * selected profile's values per stack into a per-segment accumulator,
- * then copies only the touched stacks into one output symtab (symtab_import_stack),
- * so the result is itself a deduplicated profile: a stack trie with a self value per
- * node. Renderers (flamegraph, top, folded, pprof) read that result.
+ * selected profile's values per stack into an accumulator: one per shared dictionary
+ * (storage/symdict.h: all cached partitions of a service), or one per segment for the
+ * rest (heads), then copies only the touched stacks into one output symtab
+ * (symtab_import_stack), a dictionary's once per query, after the scan. The result is
+ * itself a deduplicated profile: a stack trie with a self value per node. Renderers
+ * (flamegraph, top, folded, pprof) read that result.
  *
  * Gauges (inuse_*, goroutines) are averaged over time per series, then summed
  * across series, as Pyroscope does: merging 6 heap snapshots of one process gives

@@ -106,10 +106,11 @@ static void unload(store_t *s, part_cache_t *c) {
 
 /* ---- shared dictionaries (symdict.h), one per partition key ---- */
 
-/* A dictionary that grew past this many bytes (a service's stacks over many releases
- * while its partitions stayed cached) is replaced by a fresh one for partitions
- * decoded from then on; the old one goes with its last partition. */
-#define DICT_RENEW_BYTES ((size_t)256 << 20)
+/* A dictionary that grew past an eighth of the cache's budget (at least this much: a
+ * service's stacks over many releases while its partitions stayed cached) is replaced
+ * by a fresh one for partitions decoded from then on; the old one goes with its last
+ * partition. */
+#define DICT_RENEW_MIN ((size_t)16 << 20)
 
 typedef struct {
     const char *tenant, *key;
@@ -143,7 +144,8 @@ static symdict_t *dict_of(store_t *s, const char *tenant, const char *key, uint3
         id = (uint32_t)s->ndicts++;
     }
     dict_entry_t *e = &s->dicts[ *entry = id];
-    if (e->d && symdict_bytes(e->d) > DICT_RENEW_BYTES) symdict_unref(e->d), e->d = NULL;
+    size_t renew = s->cfg.block_cache_bytes / 8 > DICT_RENEW_MIN ? s->cfg.block_cache_bytes / 8 : DICT_RENEW_MIN;
+    if (e->d && symdict_bytes(e->d) > renew) symdict_unref(e->d), e->d = NULL;
     if (!e->d && !(e->d = symdict_new(&s->dict_bytes))) return NULL;
     symdict_ref(e->d);
     return e->d;
@@ -285,7 +287,7 @@ static void pin_batch(store_t *s, want_t *w, size_t n) {
  * dictionary's current version for the call. -1 when fn returns it, or with err. */
 static int hand(const segment_t *seg, store_segment_fn fn, void *ctx, hr_err_t *err) {
     if (!seg->dict) return fn(ctx, seg);
-    const symtab_t *sym = symdict_acquire(seg->dict);
+    const symtab_t *sym = symdict_acquire(seg->dict, seg->dict_stacks);
     if (!sym) return hr_fail(err, HR_ENOMEM, "out of memory");
     segment_t view = *seg;
     view.sym = (symtab_t *)sym; /* read only, as every reader of a scan's segments */

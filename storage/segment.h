@@ -44,6 +44,7 @@ typedef struct segment {
                     * sym set to the dictionary's current version (storage/symdict.h) */
     struct symdict *dict; /* borrowed: that dictionary (the block cache holds a reference
                            * for the segment), or NULL when sym is the segment's own */
+    size_t dict_stacks;   /* the dictionary's stacks its ids need (all below it) */
     seg_profile_t *profiles;
     size_t nprofiles, profiles_cap;
     uint32_t *stacks;

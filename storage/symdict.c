@@ -2,10 +2,11 @@
  *
  * The dictionary keeps one growing symtab (`grow`, with its interning sets and every
  * table's fingerprints) and an index of its stacks by fingerprint. Readers get
- * snapshots of it (symtab_snapshot): a new one only when a reader asks after
- * something was added, so a cold scan that adopts a batch of partitions takes one
- * snapshot per batch, not one per partition. An old snapshot is freed when its last
- * reader releases it. */
+ * snapshots of it (symtab_snapshot): a new one only when a reader needs stacks the
+ * newest lacks, so a cold scan that adopts a batch of partitions takes at most one
+ * snapshot per batch, and a partition whose stacks were all known takes none. An old
+ * snapshot is freed when its last reader releases it. References are atomic: the
+ * block cache takes and counts them under its own lock without taking mu. */
 #include "storage/symdict.h"
 
 #include <pthread.h>
@@ -19,13 +20,12 @@ typedef struct version {
 
 struct symdict {
     pthread_mutex_t mu;
-    size_t refs;
+    _Atomic size_t refs; /* atomic, so the block cache reads and takes them without mu */
     symtab_t *grow;
-    sym_fpmap_t by_fp;   /* ids of grow's stacks but the empty one, by fingerprint */
-    size_t indexed;      /* stacks of grow in by_fp: ids below it */
-    version_t *versions; /* newest first */
-    int stale;           /* grow has stacks the newest version lacks */
-    size_t grow_bytes;   /* last counted into *bytes */
+    sym_fpmap_t by_fp;         /* ids of grow's stacks but the empty one, by fingerprint */
+    size_t indexed;            /* stacks of grow in by_fp: ids below it */
+    version_t *versions;       /* newest first */
+    _Atomic size_t grow_bytes; /* last counted into *bytes */
     _Atomic size_t *bytes;
 };
 
@@ -81,33 +81,15 @@ static void destroy(symdict_t *d) {
     free(d);
 }
 
-void symdict_ref(symdict_t *d) {
-    pthread_mutex_lock(&d->mu);
-    d->refs++;
-    pthread_mutex_unlock(&d->mu);
-}
+void symdict_ref(symdict_t *d) { d->refs++; }
 
 void symdict_unref(symdict_t *d) {
-    if (!d) return;
-    pthread_mutex_lock(&d->mu);
-    int last = --d->refs == 0;
-    pthread_mutex_unlock(&d->mu);
-    if (last) destroy(d);
+    if (d && --d->refs == 0) destroy(d);
 }
 
-size_t symdict_refs(symdict_t *d) {
-    pthread_mutex_lock(&d->mu);
-    size_t n = d->refs;
-    pthread_mutex_unlock(&d->mu);
-    return n;
-}
+size_t symdict_refs(symdict_t *d) { return d->refs; }
 
-size_t symdict_bytes(symdict_t *d) {
-    pthread_mutex_lock(&d->mu);
-    size_t n = d->grow_bytes;
-    pthread_mutex_unlock(&d->mu);
-    return n;
-}
+size_t symdict_bytes(symdict_t *d) { return d->grow_bytes; }
 
 /* Fills map[s] with d's id for each stack s of src: found by fingerprint, or copied
  * into grow. mu held. 0 or -1 (OOM; grow may then hold some of src's stacks, which
@@ -127,7 +109,6 @@ static int map_stacks(symdict_t *d, const symtab_t *src, uint32_t *map) {
     for (size_t s = 0; s < src->nstacks && rc == 0; s++)
         if (map[s] == UINT32_MAX && (map[s] = symtab_import_stack(d->grow, &m, (uint32_t)s)) == SYM_NONE) rc = -1;
     symtab_remap_destroy(&m);
-    d->stale = 1;
     return rc ? rc : index_new(d);
 }
 
@@ -138,6 +119,7 @@ int symdict_adopt(symdict_t *d, segment_t *seg) {
     if (!map) return -1;
     pthread_mutex_lock(&d->mu);
     int rc = map_stacks(d, src, map);
+    size_t need = d->grow->nstacks;
     if (rc == 0) d->refs++;
     pthread_mutex_unlock(&d->mu);
     if (rc == 0) {
@@ -146,14 +128,16 @@ int symdict_adopt(symdict_t *d, segment_t *seg) {
         symtab_free(src);
         seg->sym = NULL;
         seg->dict = d;
+        seg->dict_stacks = need;
     }
     free(map);
     return rc;
 }
 
-/* Makes the newest version hold every stack of grow. mu held. 0 or -1 (OOM). */
-static int refresh(symdict_t *d) {
-    if (d->versions && !d->stale) return 0;
+/* Makes the newest version hold at least need stacks (every stack of grow when it is
+ * taken anew). mu held. 0 or -1 (OOM). */
+static int refresh(symdict_t *d, size_t need) {
+    if (d->versions && d->versions->sym->nstacks >= need) return 0;
     version_t *v = calloc(1, sizeof *v);
     if (!v || !(v->sym = symtab_snapshot(d->grow))) {
         free(v);
@@ -164,7 +148,6 @@ static int refresh(symdict_t *d) {
     version_t *old = d->versions;
     v->next = old;
     d->versions = v;
-    d->stale = 0;
     if (old && old->refs == 0) { /* no reader: gone now that it is not the newest */
         v->next = old->next;
         free_version(d, old);
@@ -172,10 +155,10 @@ static int refresh(symdict_t *d) {
     return 0;
 }
 
-const symtab_t *symdict_acquire(symdict_t *d) {
+const symtab_t *symdict_acquire(symdict_t *d, size_t need) {
     pthread_mutex_lock(&d->mu);
     const symtab_t *sym = NULL;
-    if (refresh(d) == 0) {
+    if (refresh(d, need) == 0) {
         d->versions->refs++;
         d->refs++;
         sym = d->versions->sym;
@@ -195,7 +178,6 @@ void symdict_release(symdict_t *d, const symtab_t *version) {
         }
         break;
     }
-    int last = --d->refs == 0;
     pthread_mutex_unlock(&d->mu);
-    if (last) destroy(d);
+    symdict_unref(d);
 }

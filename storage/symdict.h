@@ -42,16 +42,17 @@ size_t symdict_refs(symdict_t *d);
 
 /* Re-numbers seg's stacks (its samples' and span samples' stack ids) into d. seg->sym
  * must have its stack fingerprints (symtab_fingerprint_stacks). On success seg->sym is
- * freed and NULL, seg->dict is d, and the caller holds one more reference to d for
- * seg (dropped when seg is freed). Rows are then no longer sorted by stack id within
+ * freed and NULL, seg->dict is d, seg->dict_stacks the dictionary's size its ids need,
+ * and the caller holds one more reference to d for seg (dropped when seg is freed). Rows are then no longer sorted by stack id within
  * a profile (merges do not need it; block encoding never sees such a segment).
  * 0, or -1 on OOM (seg unchanged). */
 int symdict_adopt(symdict_t *d, segment_t *seg);
 
-/* The current version: every stack adopted so far, with its fingerprint (read-only;
- * fp[SYM_FP_STACKS] covers every stack). Valid until symdict_release, which also
- * drops the reference to d the call took. NULL on OOM. */
-const symtab_t *symdict_acquire(symdict_t *d);
+/* The newest version, holding at least `need` stacks (a segment's dict_stacks: every
+ * id it uses), each with its fingerprint (read-only; fp[SYM_FP_STACKS] covers every
+ * stack). Valid until symdict_release, which also drops the reference to d the call
+ * took. NULL on OOM. */
+const symtab_t *symdict_acquire(symdict_t *d, size_t need);
 void symdict_release(symdict_t *d, const symtab_t *version);
 
 /* Bytes of the growing table (without the versions handed out). */

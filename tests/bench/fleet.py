@@ -648,6 +648,7 @@ def main():
             "days": a.days, "interval_s": a.interval, "functions": a.functions, "stacks": a.stacks,
             "clients": a.clients, "reps": a.reps, "slow_s": a.slow, "seed": a.seed, "profiles_per_service": a.days * 86400 // a.interval,
             "scaled_down": a.days != 7 or a.interval != 300, "build_flags": BUILD_FLAGS, "note": a.note}
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     clients = Clients(a)
     rows, pprof, totals = [], None, set()
     try:

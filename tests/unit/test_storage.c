@@ -182,11 +182,13 @@ void test_symdict_shares_stacks(void) {
     symdict_t *d = symdict_new(&bytes);
     segment_t *s1 = dict_segment(p1, 2, 2), *s2 = dict_segment(p2, 2, 2);
     CHECK(d && symdict_adopt(d, s1) == 0 && !s1->sym && s1->dict == d);
-    const symtab_t *v1 = symdict_acquire(d);
+    const symtab_t *v1 = symdict_acquire(d, s1->dict_stacks);
     CHECK(v1 && v1->nfp[SYM_FP_STACKS] == v1->nstacks);
     size_t n1 = v1 ? v1->nstacks : 0;
     CHECK(symdict_adopt(d, s2) == 0);
-    const symtab_t *v2 = symdict_acquire(d);
+    CHECK(symdict_acquire(d, s1->dict_stacks) == v1); /* s1's stacks: the same version, no copy */
+    symdict_release(d, v1);
+    const symtab_t *v2 = symdict_acquire(d, s2->dict_stacks);
     CHECK(v2 && v2 != v1 && v2->nstacks == n1 + 1); /* only "main;c" is new */
     CHECK(v1 && v1->nstacks == n1);                 /* the old version did not change */
     if (v1 && v2) {
