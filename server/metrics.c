@@ -173,8 +173,10 @@ static void render_storage(const metrics_t *m, const store_stats_t *s, buf_t *o)
     scalar(o, "hearth_blocks_corrupt", "gauge", "Blocks that failed to load (skipped by queries).", s->blocks_corrupt);
     scalar(o, "hearth_block_partitions_cached", "gauge", "Decoded block partitions held in the cache.",
            s->parts_cached);
-    scalar(o, "hearth_block_cache_bytes", "gauge", "Bytes of decoded block partitions held (--block-cache-bytes).",
-           s->cached_bytes);
+    scalar(
+        o, "hearth_block_cache_bytes", "gauge",
+        "Bytes of decoded block partitions and their services' shared symbol dictionaries held (--block-cache-bytes).",
+        s->cached_bytes);
     scalar(o, "hearth_block_partition_loads_total", "counter",
            "Block partitions decoded into the cache (its misses; least recently used go first).", s->part_loads);
     scalar(o, "hearth_head_cuts_total", "counter", "Heads cut into blocks.", s->cuts);

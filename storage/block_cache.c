@@ -143,7 +143,8 @@ static symdict_t *dict_of(store_t *s, const char *tenant, const char *key, uint3
         }
         id = (uint32_t)s->ndicts++;
     }
-    dict_entry_t *e = &s->dicts[ *entry = id];
+    *entry = id;
+    dict_entry_t *e = &s->dicts[id];
     size_t renew = s->cfg.block_cache_bytes / 8 > DICT_RENEW_MIN ? s->cfg.block_cache_bytes / 8 : DICT_RENEW_MIN;
     if (e->d && symdict_bytes(e->d) > renew) symdict_unref(e->d), e->d = NULL;
     if (!e->d && !(e->d = symdict_new(&s->dict_bytes))) return NULL;

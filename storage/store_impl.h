@@ -16,8 +16,8 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "storage/block.h"
 #include "common/hash.h"
+#include "storage/block.h"
 #include "storage/objcache.h"
 #include "storage/store.h"
 #include "storage/symdict.h"

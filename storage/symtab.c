@@ -400,14 +400,14 @@ symtab_t *symtab_snapshot(const symtab_t *t) {
     symtab_t *c = calloc(1, sizeof *c);
     if (!c) return NULL;
     c->unindexed = 1;
-    size_t soff_cap, n = t->nfp[SYM_FP_STACKS];
+    size_t slen_cap, n = t->nfp[SYM_FP_STACKS]; /* soff and slen share strings_cap */
     c->sdata_len = t->sdata_len;
     c->nstrings = t->nstrings, c->nfunctions = t->nfunctions, c->nmappings = t->nmappings;
     c->nlocations = t->nlocations, c->nlines = t->nlines, c->nstacks = t->nstacks;
     c->nfp[SYM_FP_STACKS] = n;
     int bad = copy_exact(&c->sdata, &c->sdata_cap, t->sdata, t->sdata_len, 1) ||
               copy_exact(&c->soff, &c->strings_cap, t->soff, t->nstrings, sizeof *t->soff) ||
-              copy_exact(&c->slen, &soff_cap, t->slen, t->nstrings, sizeof *t->slen) ||
+              copy_exact(&c->slen, &slen_cap, t->slen, t->nstrings, sizeof *t->slen) ||
               copy_exact(&c->functions, &c->functions_cap, t->functions, t->nfunctions, sizeof *t->functions) ||
               copy_exact(&c->mappings, &c->mappings_cap, t->mappings, t->nmappings, sizeof *t->mappings) ||
               copy_exact(&c->locations, &c->locations_cap, t->locations, t->nlocations, sizeof *t->locations) ||

@@ -319,6 +319,23 @@ def warm(srv, a, path, **params):
     return statistics.median(times) * 1000, doc, reps
 
 
+def flame_cold_warm(srv, a, sel, rng, expect_total, prefix, out, checked):
+    """The flame graph of sel over rng on a just-started server: cold (the first query), then warm,
+    into out[prefix + "flamegraph_*"], each total asserted against the generated one."""
+    srv.cpu_s = 0.0
+    cold, fg = timed_get(srv, "/api/v1/query", query=sel, format="flamegraph", **rng)
+    out[prefix + "flamegraph_cold_ms"] = cold * 1000 if fg else None
+    out[prefix + "flamegraph_cold_cpu_ms"] = srv.cpu_s * 1000
+    out[prefix + "flamegraph_warm_ms"], fg_warm, out[prefix + "flamegraph_reps"] = warm(
+        srv, a, "/api/v1/query", query=sel, format="flamegraph", **rng)
+    out[prefix + "flamegraph_warm_cpu_ms"] = srv.warm_cpu_ms
+    for doc in (fg, fg_warm):
+        if doc:
+            got = doc["flamebearer"]["numTicks"]
+            assert got == expect_total, f"{prefix}flame graph total {got} != generated {expect_total}"
+            checked.append(prefix.replace("_", " ") + "flamegraph")
+
+
 def measure(data_dir, extra, a, expect_total, nsvc, fleet_total=None):
     """Restarts a server on data_dir and takes the query figures (cold first), asserting every
     total that came back against the generated one; with fleet_total (every service's generated
@@ -328,18 +345,7 @@ def measure(data_dir, extra, a, expect_total, nsvc, fleet_total=None):
     out, checked = {}, []
     srv = harness.Server(data_dir, extra=extra).start()
     try:
-        srv.cpu_s = 0.0
-        cold, fg = timed_get(srv, "/api/v1/query", query=sel, format="flamegraph", **rng)
-        out["flamegraph_cold_ms"] = cold * 1000 if fg else None
-        out["flamegraph_cold_cpu_ms"] = srv.cpu_s * 1000
-        out["flamegraph_warm_ms"], fg_warm, out["flamegraph_reps"] = warm(srv, a, "/api/v1/query", query=sel,
-                                                                           format="flamegraph", **rng)
-        out["flamegraph_warm_cpu_ms"] = srv.warm_cpu_ms
-        for doc in (fg, fg_warm):
-            if doc:
-                got = doc["flamebearer"]["numTicks"]
-                assert got == expect_total, f"flame graph total {got} != generated {expect_total}"
-                checked.append("flamegraph")
+        flame_cold_warm(srv, a, sel, rng, expect_total, "", out, checked)
         out["timeseries_warm_ms"], ts, out["timeseries_reps"] = warm(srv, a, "/api/v1/timeseries", query=sel, **rng)
         if ts:
             assert ts["total"] == expect_total, f"timeseries total {ts['total']} != generated {expect_total}"
@@ -366,18 +372,7 @@ def measure_fleet(data_dir, extra, a, expect_total, checked):
     out = {}
     srv = harness.Server(data_dir, extra=extra).start()
     try:
-        srv.cpu_s = 0.0
-        cold, fg = timed_get(srv, "/api/v1/query", query=sel, format="flamegraph", **rng)
-        out["fleet_flamegraph_cold_ms"] = cold * 1000 if fg else None
-        out["fleet_flamegraph_cold_cpu_ms"] = srv.cpu_s * 1000
-        out["fleet_flamegraph_warm_ms"], fg_warm, out["fleet_flamegraph_reps"] = warm(
-            srv, a, "/api/v1/query", query=sel, format="flamegraph", **rng)
-        out["fleet_flamegraph_warm_cpu_ms"] = srv.warm_cpu_ms
-        for doc in (fg, fg_warm):
-            if doc:
-                got = doc["flamebearer"]["numTicks"]
-                assert got == expect_total, f"fleet flame graph total {got} != generated {expect_total}"
-                checked.append("fleet flamegraph")
+        flame_cold_warm(srv, a, sel, rng, expect_total, "fleet_", out, checked)
         out["fleet_top_warm_ms"], top, out["fleet_top_reps"] = warm(srv, a, "/api/v1/query", query=sel, format="top",
                                                                     **rng)
         if top:

@@ -430,6 +430,17 @@ void test_max_nodes(void) {
     free(levels);
     json_decref(doc);
     free(json);
+    /* The threshold falls on ties: of small1 and small2 (1 each) a limit of 5 keeps one. */
+    for (size_t limit = 4; limit <= 7; limit++) {
+        json = render(s, "process_cpu:samples:count:cpu:nanoseconds", 0, 200, "flamegraph", limit);
+        doc = json ? json_loads(json, 0, NULL) : NULL;
+        json_t *lv = json_object_get(json_object_get(doc, "flamebearer"), "levels");
+        size_t nodes = 0;
+        for (size_t d = 0; d < json_array_size(lv); d++) nodes += json_array_size(json_array_get(lv, d)) / 4;
+        CHECK_INT(nodes, limit < 6 ? limit : 6); /* 6 nodes in all */
+        json_decref(doc);
+        free(json);
+    }
     store_close(s);
 }
 
