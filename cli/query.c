@@ -22,12 +22,15 @@ static const char USAGE[] =
     "  --until T       end (default now)\n"
     "  --format F      top (default), folded, json (flame graph) or pprof\n"
     "  --limit N       rows of the top table (default 20)\n"
+    "  --group-by L    the top table split by label L's values (e.g. service_name): which\n"
+    "                  services spend each function (comma-separated for several labels)\n"
     "  -o, --output F  write to file F (required for pprof on a terminal)\n"
     "  --types         list the profile types instead of querying\n"
     "  --server URL    server address (default " CLI_DEFAULT_SERVER ", env HEARTH_SERVER)\n\n"
     "Examples:\n"
     "  hearth query 'process_cpu:cpu:nanoseconds:cpu:nanoseconds{service_name=\"api\"}' --from now-10m\n"
-    "  hearth query 'memory:inuse_space:bytes:space:bytes{env=\"prod\"}' --format pprof -o heap.pb.gz\n";
+    "  hearth query 'memory:inuse_space:bytes:space:bytes{env=\"prod\"}' --format pprof -o heap.pb.gz\n"
+    "  hearth query 'process_cpu:cpu:nanoseconds:cpu:nanoseconds{}' --from now-7d --group-by service_name\n";
 
 /* Formats v in the profile's unit, scaled like pprof does (ms, s, KiB, MiB ...). */
 static void human(char *out, size_t n, double v, const char *unit) {
@@ -44,6 +47,29 @@ static void human(char *out, size_t n, double v, const char *unit) {
         else snprintf(out, n, "%.0fB", v);
     } else {
         snprintf(out, n, "%.0f", v);
+    }
+}
+
+/* A fleet table function's groups (--group-by), indented under it: "label=value, ...". */
+static void print_groups(json_t *groups, double pct, const char *unit, FILE *out) {
+    size_t i;
+    json_t *g;
+    json_array_foreach(groups, i, g) {
+        double self = (double)json_integer_value(json_object_get(g, "self"));
+        double cum = (double)json_integer_value(json_object_get(g, "total"));
+        char a[32], b[32];
+        human(a, sizeof a, self, unit);
+        human(b, sizeof b, cum, unit);
+        fprintf(out, "%12s %6.2f%% %7s %12s %6.2f%%    ", a, self * pct, "", b, cum * pct);
+        const char *k;
+        json_t *v;
+        int first = 1;
+        json_object_foreach(json_object_get(g, "labels"), k, v) {
+            const char *s = json_string_value(v);
+            fprintf(out, "%s%s=%s", first ? "" : ", ", k, s && *s ? s : "(none)");
+            first = 0;
+        }
+        fputc('\n', out);
     }
 }
 
@@ -81,6 +107,7 @@ static int print_top(const buf_t *body, FILE *out) {
         double pct = total ? 100.0 / total : 0;
         fprintf(out, "%12s %6.2f%% %6.2f%% %12s %6.2f%%  %s\n", a, self * pct, sum * pct, b, cum * pct,
                 json_string_value(json_object_get(fn, "name")));
+        print_groups(json_object_get(fn, "groups"), pct, unit ? unit : "", out);
     }
     json_decref(doc);
     return 0;
@@ -109,11 +136,12 @@ static int print_types(const char *server) {
 
 int cli_query(int argc, char **argv) {
     const char *from = "now-1h", *until = "now", *format = "top", *limit = "20", *output = NULL, *server = NULL,
-               *types = NULL;
+               *types = NULL, *group_by = NULL;
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "-o")) argv[i] = "--output";
-    cli_opt_t opts[] = {{"from", &from, 0},     {"until", &until, 0},   {"format", &format, 0}, {"limit", &limit, 0},
-                        {"output", &output, 0}, {"server", &server, 0}, {"types", &types, 1}};
+    cli_opt_t opts[] = {{"from", &from, 0},   {"until", &until, 0},      {"format", &format, 0},
+                        {"limit", &limit, 0}, {"output", &output, 0},    {"server", &server, 0},
+                        {"types", &types, 1}, {"group-by", &group_by, 0}};
     const char *pos[1];
     size_t npos;
     int rc = cli_parse(argc, argv, opts, sizeof opts / sizeof *opts, pos, 1, &npos, USAGE);
@@ -129,13 +157,17 @@ int cli_query(int argc, char **argv) {
         fprintf(stderr, "hearth query: unknown --format `%s`: use top, folded, json or pprof\n", format);
         return 2;
     }
+    if (group_by && strcmp(wire, "top")) {
+        fprintf(stderr, "hearth query: --group-by splits the top table: use it with --format top\n");
+        return 2;
+    }
     if (!strcmp(wire, "pprof") && !output && isatty(1)) {
         fprintf(stderr, "hearth query: pprof output is binary; write it to a file with -o FILE\n");
         return 2;
     }
-    const char *kv[] = {"query", pos[0],   "from", from,    "until",
-                        until,   "format", wire,   "limit", strcmp(wire, "top") ? NULL : limit,
-                        NULL};
+    const char *kv[] = {"query",    pos[0],   "from", from,    "until",
+                        until,      "format", wire,   "limit", strcmp(wire, "top") ? NULL : limit,
+                        "group_by", group_by, NULL};
     char *url = client_url(cli_server(server), "/api/v1/query", kv);
     client_resp_t r;
     rc = client_http("GET", url, NULL, 0, NULL, 300, &r);

@@ -49,4 +49,15 @@ const uint8_t *buf_get_bytes(buf_reader_t *r, size_t *n);
 const uint8_t *buf_get_raw(buf_reader_t *r, size_t n);
 size_t buf_reader_left(const buf_reader_t *r);
 
+/* The greatest common divisor of g and |v| (g when v is 0): a column's value unit, by
+ * which its values are stored divided so their varints stay small. */
+static inline uint64_t buf_gcd(uint64_t g, int64_t v) {
+    uint64_t a = v < 0 ? -(uint64_t)v : (uint64_t)v;
+    while (a) {
+        uint64_t t = g % a;
+        g = a, a = t;
+    }
+    return g;
+}
+
 #endif

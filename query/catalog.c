@@ -47,7 +47,7 @@ static int mark(void *ctx, const segment_t *seg) {
 static uint8_t *presence(store_t *st, const catalog_query_t *q, uint32_t *n, hr_err_t *err) {
     presence_t p = {NULL, index_series_bound(store_index(st)), q->from, q->until, q->deadline_ns, 0};
     if (!(p.present = calloc(p.n, 1))) return hr_fail(err, HR_ENOMEM, "out of memory"), NULL;
-    store_filter_t f = {q->from, q->until, NULL, 0, 1, 0}; /* presence needs rows, not stacks */
+    store_filter_t f = {.from = q->from, .until = q->until, .totals_only = 1}; /* presence needs rows, not stacks */
     if (store_scan(st, q->tenant, &f, mark, &p, err)) {
         free(p.present);
         if (p.timeout) hr_fail(err, HR_ETIMEOUT, TIMEOUT_MSG);
@@ -207,7 +207,7 @@ static int list_profiles(store_t *st, const catalog_query_t *q, int spans, catal
     if (!bits) return -1;
     l.bits = bits, l.nbits = nbits;
     /* a profile list needs the rows' totals only; spans are in the samples' partitions */
-    store_filter_t f = {q->from, q->until, bits, nbits, !spans, 0};
+    store_filter_t f = {.from = q->from, .until = q->until, .series = bits, .nseries = nbits, .totals_only = !spans};
     int rc = store_scan(st, q->tenant, &f, list_segment, &l, err);
     free(bits);
     if (rc) {

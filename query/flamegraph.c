@@ -57,6 +57,29 @@ static int64_t kth_largest(int64_t *v, size_t n, size_t k) {
 }
 
 /* Decides which nodes survive max_nodes; parents are decided before children. */
+typedef struct {
+    fb_t *f;
+    int64_t thr;
+    size_t ties; /* nodes equal to thr still to keep */
+} choose_t;
+
+static int choose_visit(void *ctx, uint32_t i, size_t depth, int enter) {
+    (void)depth;
+    choose_t *c = ctx;
+    fb_t *f = c->f;
+    if (!enter) return 1;
+    const tree_node_t *n = &f->t->n[i];
+    int k = i == 0;
+    if (!k && f->keep[n->parent]) {
+        if (n->total > c->thr) k = 1;
+        else if (n->total == c->thr && c->ties) k = 1, c->ties--;
+    }
+    f->keep[i] = (uint8_t)k;
+    f->dself[i] = n->self;
+    if (!k && i && f->keep[n->parent]) f->dself[n->parent] += n->total;
+    return k; /* a dropped node's subtree is dropped with it */
+}
+
 static int choose_nodes(fb_t *f, size_t max_nodes) {
     const tree_t *t = f->t;
     int64_t thr = 0;
@@ -70,18 +93,11 @@ static int choose_nodes(fb_t *f, size_t max_nodes) {
         for (size_t i = 0; i < t->len; i++) ties -= tot[i] > thr;
         free(tot);
     }
-    for (size_t i = 0; i < t->len; i++) {
-        const tree_node_t *n = &t->n[i];
-        int k = i == 0;
-        if (!k && f->keep[n->parent]) {
-            if (n->total > thr) k = 1;
-            else if (n->total == thr && ties) k = 1, ties--;
-        }
-        f->keep[i] = (uint8_t)k;
-        f->dself[i] = n->self;
-        if (!k && i && f->keep[n->parent]) f->dself[n->parent] += n->total;
-    }
-    return 0;
+    /* In the walk's order (parents first, siblings by name), so which of equal nodes stay
+     * depends on the tree, not on the order its nodes were made in: a merge split across
+     * nodes or read from other blocks draws the same graph. */
+    choose_t ch = {f, thr, ties};
+    return tree_walk(t, choose_visit, &ch);
 }
 
 static uint32_t name_index(fb_t *f, uint32_t sid) {
@@ -130,7 +146,7 @@ int flamebearer_build(const tree_t *t, size_t max_nodes, flamebearer_t *fb) {
     if (!depth) return -1;
     size_t maxd = tree_depth(t, depth) + 2;
     free(depth);
-    f.keep = malloc(t->len);
+    f.keep = calloc(t->len + 1, 1);
     f.dself = malloc(t->len * sizeof *f.dself);
     f.next_x = calloc(maxd + 1, sizeof *f.next_x);
     f.level_end = calloc(maxd + 1, sizeof *f.level_end);

@@ -8,9 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "common/timeparse.h"
 #include "common/vec.h"
 #include "query/catalog.h"
+#include "query/share.h"
+#include "query/split.h"
+#include "storage/functab.h"
 #include "storage/symdict.h"
 
 /* Counts of profiles per series (and per series and bucket), for gauge weights. */
@@ -53,13 +57,16 @@ static uint32_t *countmap_slot(countmap_t *m, uint64_t key) {
     return &m->vals[j];
 }
 
-/* A merge reads the store in up to three passes, each with the least it needs:
+/* A merge reads the store in up to four passes, each with the least it needs:
  * COUNT (gauges): rows per series, for the averaging weights, from block footers;
  * TOTALS: totals, timeline, span and profile count, from footers too (or, with a call
  *   site, from the samples: then it also does STACKS' work and STACKS is skipped);
  * STACKS: the per-stack sums, from the partitions of the selected series, taking a
- *   partition's pre-merged rows when the range covers it. */
-typedef enum { PASS_COUNT = 1, PASS_TOTALS, PASS_STACKS } pass_t;
+ *   partition's pre-merged rows when the range covers it (a split merge: this node's
+ *   share of them, the peers being asked for theirs meanwhile);
+ * REMOTE (a split merge): the peers' shares added, and the partitions of those that
+ *   failed merged here. */
+typedef enum { PASS_COUNT = 1, PASS_TOTALS, PASS_STACKS, PASS_REMOTE } pass_t;
 
 /* The per-stack sums of the partitions that share one dictionary (storage/symdict.h:
  * a service's partitions, in the block cache). They are summed here, by the
@@ -70,14 +77,35 @@ typedef struct {
     const symtab_t *ver; /* the newest version seen, acquired: every id summed is in it */
     double *acc;         /* by stack id in ver; n of them */
     size_t n, cap;
+    /* The per-function sums of its function tables (storage/functab.h), by string id in
+     * ver: nfn of them each. */
+    int64_t *fself, *ftotal;
+    size_t nfn, fcap;
 } dict_acc_t;
+
+/* A split merge's state (q->remote): the shares (shares[0] this node's), the peers'
+ * requests in flight, and the partitions merged here again because their peer failed. */
+typedef struct {
+    size_t nodes;
+    store_part_ref_t **shares;
+    size_t *nshares;
+    split_run_t *run;
+    store_part_ref_t *retry;
+    size_t nretry;
+} split_state_t;
 
 typedef struct {
     const merge_query_t *q;
     merge_result_t *r;
+    store_t *st;
+    store_filter_t *filters; /* the passes' filters: begin_pass narrows a split merge's */
     uint8_t *bits;
     uint32_t nbits;
-    pass_t pass, passes[3]; /* the current pass, and the passes in order */
+    pass_t pass, passes[4]; /* the current pass, and the passes in order */
+    split_state_t sp;
+    int missing;      /* a peer's share names a partition this node does not know */
+    int split_failed; /* planning or adding the split failed (split_err says why) */
+    hr_err_t split_err;
     countmap_t per_series, per_bucket;
     sym_fpmap_t copied;         /* output stack ids by fingerprint: a stack already copied from one
                          * segment (or dictionary) is recognised in the next by content,
@@ -186,8 +214,9 @@ static int charge(scan_ctx_t *c) {
     if (!c->q->mem) return 0;
     const merge_result_t *r = c->r;
     size_t now = symtab_bytes(r->sym) + r->self_cap * sizeof *r->self + c->acc_cap * sizeof *c->acc +
-                 sym_fpmap_bytes(&c->copied) + c->daccs_cap * sizeof *c->daccs;
-    for (size_t i = 0; i < c->ndaccs; i++) now += c->daccs[i].cap * sizeof *c->daccs[i].acc;
+                 sym_fpmap_bytes(&c->copied) + c->daccs_cap * sizeof *c->daccs + 2 * r->fn_cap * sizeof *r->fn_self;
+    for (size_t i = 0; i < c->ndaccs; i++)
+        now += c->daccs[i].cap * sizeof *c->daccs[i].acc + 2 * c->daccs[i].fcap * sizeof *c->daccs[i].fself;
     if (now <= c->charged) return 0;
     if (budget_hold_more(c->q->mem, now - c->charged, "this query's merge", &c->limit_err)) return c->limit = 1, -1;
     c->charged = now;
@@ -213,24 +242,32 @@ static int fold_acc(scan_ctx_t *c, const symtab_t *sym, const double *acc, size_
     return rc ? rc : charge(c);
 }
 
-/* The accumulator of seg's dictionary, grown to seg's stacks (zero-filled), holding
- * the newest version of the dictionary seen so far. NULL on OOM. */
-static double *dict_acc(scan_ctx_t *c, const segment_t *seg) {
+/* The accumulators of seg's dictionary, holding a version of it with every id seg
+ * uses (the newest seen so far). NULL on OOM. */
+static dict_acc_t *dict_of_seg(scan_ctx_t *c, const segment_t *seg) {
     dict_acc_t *a = c->last_dacc < c->ndaccs ? &c->daccs[c->last_dacc] : NULL;
     for (size_t i = 0; (!a || a->dict != seg->dict) && i < c->ndaccs; i++) a = &c->daccs[c->last_dacc = i];
     if (!a || a->dict != seg->dict) {
         if (VEC_RESERVE(c->daccs, c->daccs_cap, c->ndaccs + 1)) return NULL;
         a = &c->daccs[c->last_dacc = c->ndaccs];
-        *a = (dict_acc_t){seg->dict, NULL, NULL, 0, 0};
-        if (!(a->ver = symdict_acquire(seg->dict, seg->dict_stacks))) return NULL;
+        *a = (dict_acc_t){.dict = seg->dict};
+        if (!(a->ver = symdict_acquire(seg->dict, seg->dict_stacks, seg->dict_strings))) return NULL;
         c->ndaccs++;
     }
-    if (a->ver->nstacks < seg->dict_stacks) { /* the dictionary grew: ids so far stay valid */
-        const symtab_t *v = symdict_acquire(seg->dict, seg->dict_stacks);
+    if (a->ver->nstacks < seg->dict_stacks || a->ver->nstrings < seg->dict_strings) { /* it grew: ids stay valid */
+        const symtab_t *v = symdict_acquire(seg->dict, seg->dict_stacks, seg->dict_strings);
         if (!v) return NULL;
         symdict_release(a->dict, a->ver);
         a->ver = v;
     }
+    return a;
+}
+
+/* The per-stack accumulator of seg's dictionary, grown to its version's stacks
+ * (zero-filled). NULL on OOM. */
+static double *dict_acc(scan_ctx_t *c, const segment_t *seg) {
+    dict_acc_t *a = dict_of_seg(c, seg);
+    if (!a) return NULL;
     size_t n = a->ver->nstacks;
     if (n > a->n) {
         if (vec_reserve(&a->acc, &a->cap, n, sizeof *a->acc)) return NULL;
@@ -240,10 +277,60 @@ static double *dict_acc(scan_ctx_t *c, const segment_t *seg) {
     return a->acc;
 }
 
+/* Sums the selected series of a function table (segment.h's funcs: its names are
+ * strings of its dictionary) into the dictionary's per-function sums. */
+static int merge_funcs(scan_ctx_t *c, const segment_t *seg) {
+    const functab_t *ft = seg->funcs;
+    dict_acc_t *a = seg->dict ? dict_of_seg(c, seg) : NULL; /* the block cache always gives one */
+    if (!a) return -1;
+    size_t n = a->ver->nstrings;
+    if (n > a->nfn) {
+        size_t cap = a->fcap;
+        if (VEC_RESERVE(a->fself, cap, n) || VEC_RESERVE(a->ftotal, a->fcap, n)) return -1;
+        memset(a->fself + a->nfn, 0, (n - a->nfn) * sizeof *a->fself);
+        memset(a->ftotal + a->nfn, 0, (n - a->nfn) * sizeof *a->ftotal);
+        a->nfn = n;
+    }
+    for (size_t i = 0; i < ft->nseries; i++) {
+        if (ft->series[i] >= c->nbits || !c->bits[ft->series[i]]) continue;
+        c->r->fn_all += ft->all[i];
+        for (size_t e = ft->first[i]; e < ft->first[i + 1]; e++) {
+            assert(ft->fn[e] < n);
+            a->fself[ft->fn[e]] += ft->self[e];
+            a->ftotal[ft->fn[e]] += ft->total[e];
+        }
+    }
+    return charge(c);
+}
+
+/* Adds one function's sums to the result's, by name (r->sym's strings). 0 or -1. */
+static int add_function(merge_result_t *r, const symtab_t *sym, uint32_t name, int64_t self, int64_t total) {
+    uint32_t id = symtab_string(r->sym, symtab_str(sym, name), sym->slen[name]);
+    if (id == SYM_NONE) return -1;
+    if (id >= r->nfn) {
+        size_t cap = r->fn_cap, n = r->sym->nstrings;
+        if (VEC_RESERVE(r->fn_self, cap, n) || VEC_RESERVE(r->fn_total, r->fn_cap, n)) return -1;
+        memset(r->fn_self + r->nfn, 0, (n - r->nfn) * sizeof *r->fn_self);
+        memset(r->fn_total + r->nfn, 0, (n - r->nfn) * sizeof *r->fn_total);
+        r->nfn = n;
+    }
+    r->fn_self[id] += self;
+    r->fn_total[id] += total;
+    return 0;
+}
+
+/* Adds a dictionary's per-function sums to the result's. */
+static int fold_funcs(scan_ctx_t *c, const dict_acc_t *a) {
+    for (size_t k = 0; k < a->nfn; k++)
+        if ((a->fself[k] || a->ftotal[k]) && add_function(c->r, a->ver, (uint32_t)k, a->fself[k], a->ftotal[k]))
+            return -1;
+    return charge(c);
+}
+
 /* Folds every dictionary's sums into the result, once each, after the scan. */
 static int fold_dicts(scan_ctx_t *c) {
     for (size_t i = 0; i < c->ndaccs; i++)
-        if (fold_acc(c, c->daccs[i].ver, c->daccs[i].acc, c->daccs[i].n)) return -1;
+        if (fold_acc(c, c->daccs[i].ver, c->daccs[i].acc, c->daccs[i].n) || fold_funcs(c, &c->daccs[i])) return -1;
     return 0;
 }
 
@@ -251,6 +338,8 @@ static void free_daccs(scan_ctx_t *c) {
     for (size_t i = 0; i < c->ndaccs; i++) {
         symdict_release(c->daccs[i].dict, c->daccs[i].ver);
         free(c->daccs[i].acc);
+        free(c->daccs[i].fself);
+        free(c->daccs[i].ftotal);
     }
     free(c->daccs);
 }
@@ -317,7 +406,8 @@ static int add_totals(scan_ctx_t *c, const seg_profile_t *p, int64_t total, doub
 
 /* 1 when this pass sums stacks: STACKS, or TOTALS doing both (samples_filtered). */
 static int stacks_pass(const scan_ctx_t *c) {
-    return c->q->want_stacks && (c->pass == PASS_STACKS || (c->pass == PASS_TOTALS && samples_filtered(c->q)));
+    return c->q->want_stacks &&
+           (c->pass == PASS_STACKS || c->pass == PASS_REMOTE || (c->pass == PASS_TOTALS && samples_filtered(c->q)));
 }
 
 /* Adds the selected rows of one segment to the result and, with stacks wanted, to
@@ -369,6 +459,7 @@ static const symtab_t *filter_names(scan_ctx_t *c, const segment_t *seg, symtab_
 /* A segment sharing a dictionary sums into the dictionary's accumulator (folded after
  * the scan); any other (a head) into its own, folded now. */
 static int merge_segment(scan_ctx_t *c, const segment_t *seg) {
+    if (seg->funcs) return merge_funcs(c, seg); /* only a STACKS pass with funcs_ok meets one */
     int touched = 0;
     double *acc = c->acc;
     if (stacks_pass(c) && seg->dict) {
@@ -397,13 +488,124 @@ static int merge_segment(scan_ctx_t *c, const segment_t *seg) {
     return touched && !seg->dict ? fold_acc(c, seg->sym, c->acc, seg->sym->nstacks) : 0;
 }
 
+/* ---- a merge split across nodes (split.h) ---- */
+
+static const store_part_ref_t NO_PARTS[1]; /* `only` of a pass that reads no partition */
+
+static void split_fail(scan_ctx_t *c, hr_code_t code, const char *what) {
+    if (!c->split_failed) hr_fail(&c->split_err, code, "%s", what);
+    c->split_failed = 1;
+}
+
+/* STACKS of a split merge: plans the shares, asks the peers for theirs and narrows
+ * this pass to this node's own (and the heads). */
+static void start_split(scan_ctx_t *c, store_filter_t *f) {
+    split_state_t *sp = &c->sp;
+    store_part_ref_t *refs;
+    uint64_t *bytes;
+    size_t n;
+    sp->nodes = 1 + c->q->remote->npeers;
+    sp->shares = calloc(sp->nodes, sizeof *sp->shares), sp->nshares = calloc(sp->nodes, sizeof *sp->nshares);
+    hr_err_t e = {0};
+    if (!sp->shares || !sp->nshares || store_plan_locked(c->st, c->q->tenant, f, &refs, &bytes, &n, &e)) {
+        f->only = NO_PARTS, f->nonly = 0;
+        return split_fail(c, e.code ? e.code : HR_ENOMEM, e.code ? e.msg : "out of memory");
+    }
+    int rc = split_plan(refs, bytes, n, sp->nodes, sp->shares, sp->nshares);
+    free(refs);
+    free(bytes);
+    if (rc == 0) sp->run = split_start(c->q->remote, sp->shares, sp->nshares, f->funcs_ok);
+    if (rc || !sp->run) {
+        f->only = NO_PARTS, f->nonly = 0;
+        return split_fail(c, HR_ENOMEM, "out of memory");
+    }
+    f->only = sp->shares[0] ? sp->shares[0] : NO_PARTS, f->nonly = sp->nshares[0];
+    c->r->split.parts_here = sp->nshares[0];
+    c->r->split.parts_sent = n - sp->nshares[0];
+}
+
+/* Adds a peer's share (its stacks by fingerprint, its functions by name). 0 or -1. */
+static int add_share(scan_ctx_t *c, const buf_t *body, hr_err_t *err) {
+    share_t s;
+    int rc = share_decode(body->data, body->len, &s, err);
+    double *acc = rc == 0 ? malloc((s.sym->nstacks + 1) * sizeof *acc) : NULL;
+    if (rc == 0 && (!acc || symtab_fingerprint_stacks(s.sym))) rc = hr_fail(err, HR_ENOMEM, "out of memory");
+    for (size_t i = 0; rc == 0 && i < s.sym->nstacks; i++) acc[i] = (double)s.self[i];
+    if (rc == 0 && fold_acc(c, s.sym, acc, s.sym->nstacks)) rc = hr_fail(err, HR_ENOMEM, "out of memory");
+    for (size_t k = 0; rc == 0 && k < s.nfn; k++)
+        if (add_function(c->r, s.sym, s.fn[k], s.fself[k], s.ftotal[k])) rc = hr_fail(err, HR_ENOMEM, "out of memory");
+    if (rc == 0) {
+        c->r->fn_all += s.fn_all;
+        c->r->split.peer_parts_decoded += s.parts_decoded;
+        c->r->split.peer_cpu_us += s.cpu_us;
+    }
+    free(acc);
+    share_destroy(&s);
+    return rc;
+}
+
+/* REMOTE: waits for the peers, adds their shares, and narrows this pass to the
+ * partitions of those that failed (no heads: STACKS read them). */
+static void finish_split(scan_ctx_t *c, store_filter_t *f) {
+    split_state_t *sp = &c->sp;
+    f->only = NO_PARTS, f->nonly = 0, f->no_heads = 1;
+    if (!sp->run) return;
+    int *ok = calloc(sp->nodes, sizeof *ok);
+    buf_t *body = calloc(sp->nodes, sizeof *body);
+    hr_err_t *errs = calloc(sp->nodes, sizeof *errs);
+    split_join(sp->run, ok ? ok : (int[2]){0}, body, errs);
+    sp->run = NULL;
+    size_t n = 0;
+    for (size_t k = 1; k < sp->nodes; k++) n += sp->nshares[k];
+    sp->retry = malloc((n + 1) * sizeof *sp->retry);
+    if (!ok || !body || !errs || !sp->retry) split_fail(c, HR_ENOMEM, "out of memory");
+    for (size_t k = 1; !c->split_failed && k < sp->nodes; k++) {
+        hr_err_t e = errs[k];
+        if (!sp->nshares[k]) continue;
+        if (ok[k] && add_share(c, &body[k], &e) == 0) {
+            c->r->split.shares_ok++;
+            continue;
+        }
+        if (e.code == HR_ENOMEM) split_fail(c, HR_ENOMEM, "out of memory adding a peer's share");
+        log_warn("query.share_failed", "peer=%zu partitions=%zu err=\"%s\" (merged here instead)", k - 1,
+                 sp->nshares[k], e.msg);
+        c->r->split.shares_failed++;
+        memcpy(sp->retry + sp->nretry, sp->shares[k], sp->nshares[k] * sizeof *sp->retry);
+        sp->nretry += sp->nshares[k];
+    }
+    for (size_t k = 0; body && k < sp->nodes; k++) buf_free(&body[k]);
+    free(ok), free(body), free(errs);
+    if (c->split_failed) return;
+    store_part_refs_sort(sp->retry, sp->nretry);
+    f->only = sp->retry, f->nonly = sp->nretry;
+    c->r->split.parts_here += sp->nretry;
+}
+
+static void free_split(split_state_t *sp) {
+    if (sp->run) { /* the scan failed before REMOTE: still wait for the peers */
+        int ok[sp->nodes];
+        buf_t body[sp->nodes];
+        hr_err_t errs[sp->nodes];
+        split_join(sp->run, ok, body, errs);
+        for (size_t k = 1; k < sp->nodes; k++) buf_free(&body[k]);
+    }
+    for (size_t k = 0; sp->shares && k < sp->nodes; k++) free(sp->shares[k]);
+    free(sp->shares);
+    free(sp->nshares);
+    free(sp->retry);
+}
+
 static void begin_pass(void *ctx, size_t k) {
     scan_ctx_t *c = ctx;
     c->pass = c->passes[k];
+    if (k == 0 && c->q->parts && !store_has_parts_locked(c->st, c->q->parts, c->q->nparts)) c->missing = 1;
+    if (c->q->remote && c->pass == PASS_STACKS) start_split(c, &c->filters[k]);
+    if (c->q->remote && c->pass == PASS_REMOTE) finish_split(c, &c->filters[k]);
 }
 
 static int scan_one(void *ctx, const segment_t *seg) {
     scan_ctx_t *c = ctx;
+    if (c->missing || c->split_failed) return -1;
     /* Checked per segment: blocks are bounded (--head-max-bytes, --compact-max-bytes), so
      * the overrun past the deadline is one segment's merge at most. */
     if (c->q->deadline_ns && time_now_ns() > c->q->deadline_ns) return c->timeout = 1, -1;
@@ -458,7 +660,7 @@ static int merge_exec(store_t *st, const merge_query_t *q, merge_result_t *r, co
                       hr_err_t *err) {
     if (init_result(q, r, err)) return -1;
     if (q->until < q->from) return hr_fail(err, HR_EINVAL, "`until` is before `from`");
-    scan_ctx_t c = {.q = q, .r = r, .split = split};
+    scan_ctx_t c = {.q = q, .r = r, .st = st, .split = split};
     catalog_query_t cq = {.tenant = q->tenant, .sel = q->sel, .deadline_ns = q->deadline_ns};
     if (!(c.bits = catalog_select(st, &cq, &c.nbits, err))) return -1;
     if (q->only && q->only->nprofiles) only_listed_series(&c, q->only);
@@ -466,12 +668,27 @@ static int merge_exec(store_t *st, const merge_query_t *q, merge_result_t *r, co
      * rows hold neither single profiles nor spans. One read lock over all passes, so
      * the counts, the totals and the stacks are of the same profiles. */
     int filtered = samples_filtered(q), whole = !q->only || (!q->only->nprofiles && !q->only->nspans);
-    store_filter_t f[3];
+    store_filter_t f[4];
     size_t n = 0;
-    if (r->gauge) c.passes[n] = PASS_COUNT, f[n++] = (store_filter_t){q->from, q->until, c.bits, c.nbits, 1, 0};
-    c.passes[n] = PASS_TOTALS, f[n++] = (store_filter_t){q->from, q->until, c.bits, c.nbits, !filtered, 0};
+    if (r->gauge)
+        c.passes[n] = PASS_COUNT, f[n++] = (store_filter_t){q->from, q->until, c.bits, c.nbits, .totals_only = 1};
+    if (!q->parts)
+        c.passes[n] = PASS_TOTALS,
+        f[n++] = (store_filter_t){q->from, q->until, c.bits, c.nbits, .totals_only = !filtered};
+    /* Function tables are sums per series and name: no gauge averaging, no filter. */
+    int funcs = q->functions && whole && !r->gauge && !(q->filter && q->filter->hide);
     if (q->want_stacks && !filtered)
-        c.passes[n] = PASS_STACKS, f[n++] = (store_filter_t){q->from, q->until, c.bits, c.nbits, 0, whole};
+        c.passes[n] = PASS_STACKS,
+        f[n++] = (store_filter_t){q->from, q->until, c.bits, c.nbits, .merged_ok = whole, .funcs_ok = funcs};
+    /* Sums only travel between nodes (share.h); a restricted merge is small anyway. */
+    merge_query_t local = *q;
+    if (q->remote && (!q->remote->npeers || !q->want_stacks || filtered || !whole || r->gauge || q->parts ||
+                      (q->filter && q->filter->hide)))
+        local.remote = NULL;
+    c.q = q = &local;
+    if (q->remote) c.passes[n] = PASS_REMOTE, f[n] = f[n - 1], n++;
+    for (size_t k = 0; q->parts && k < n; k++) f[k].only = q->parts, f[k].nonly = q->nparts, f[k].no_heads = 1;
+    c.filters = f;
     int rc = 0;
     if (q->average_timeline && r->nbuckets && !(c.in_bucket = calloc(r->nbuckets, sizeof *c.in_bucket)))
         rc = hr_fail(err, HR_ENOMEM, "out of memory");
@@ -479,6 +696,9 @@ static int merge_exec(store_t *st, const merge_query_t *q, merge_result_t *r, co
         !(c.part_in_bucket = calloc(split->nparts * r->nbuckets + 1, sizeof *c.part_in_bucket)))
         rc = hr_fail(err, HR_ENOMEM, "out of memory");
     if (rc == 0) rc = store_scan_passes(st, q->tenant, f, n, begin_pass, scan_one, &c, err);
+    if (c.missing)
+        rc = hr_fail(err, HR_EIO, "a block partition of this share is not known to this node (its catalog is behind)");
+    else if (c.split_failed) rc = -1, *err = c.split_err;
     if (rc == 0 && fold_dicts(&c)) rc = -1, c.oom = !c.limit;
     for (size_t i = 0; rc == 0 && c.in_bucket && i < r->nbuckets; i++)
         if (c.in_bucket[i]) r->timeline[i] /= c.in_bucket[i];
@@ -501,6 +721,7 @@ static int merge_exec(store_t *st, const merge_query_t *q, merge_result_t *r, co
     free(c.per_bucket.vals);
     sym_fpmap_free(&c.copied);
     free_daccs(&c);
+    free_split(&c.sp);
     if (rc == 0 && ensure_self(r)) rc = hr_fail(err, HR_ENOMEM, "out of memory");
     /* The one place frames get names: every renderer reads r->sym after this. */
     if (rc == 0 && q->want_stacks && q->symbolizer)
@@ -529,5 +750,7 @@ void merge_result_destroy(merge_result_t *r) {
     symtab_free(r->sym);
     free(r->self);
     free(r->timeline);
+    free(r->fn_self);
+    free(r->fn_total);
     memset(r, 0, sizeof *r);
 }

@@ -53,25 +53,55 @@ void profile_ref_format(uint32_t series, int64_t time_ns, char *out);
 void profile_refs_sort(profile_ref_t *v, size_t n);
 void span_ids_sort(uint64_t *v, size_t n);
 
+/* The other query nodes of a cluster, for a merge split across them (split.h). fetch
+ * asks peer `peer` (0..npeers) to merge the block partitions refs[0..n) of the merge's
+ * selection and range (functions: merge_query_t.functions) and puts its answer, a share
+ * (share.h), in out. 0, or -1 with err: those partitions are then merged here. Called
+ * on a thread of its own, at most once per peer and merge. */
+typedef struct {
+    size_t npeers;
+    int (*fetch)(void *ctx, size_t peer, const store_part_ref_t *refs, size_t n, int functions, buf_t *out,
+                 hr_err_t *err);
+    void *ctx;
+} merge_remote_t;
+
+/* What a split merge did (merge_result_t.split), for metrics and logs. */
+typedef struct {
+    size_t parts_here, parts_sent;   /* partitions merged here / sent to peers */
+    size_t shares_ok, shares_failed; /* peers' answers; a failed share is merged here */
+    uint64_t peer_parts_decoded, peer_cpu_us;
+} merge_split_stats_t;
+
 typedef struct {
     const char *tenant;
-    const selector_t *sel;       /* must name a profile type */
-    int64_t from, until;         /* ns, inclusive */
-    int64_t step;                /* timeline bucket width in ns; 0 = no timeline */
-    int want_stacks;             /* 0 = totals and timeline only */
-    const merge_only_t *only;    /* NULL: everything the selector and range select */
-    int64_t deadline_ns;         /* wall clock (time_now_ns); past it the merge stops with HR_ETIMEOUT; 0 = none */
-    const callsite_t *call_site; /* NULL: every stack; else only stacks with this root-first
+    const selector_t *sel;         /* must name a profile type */
+    int64_t from, until;           /* ns, inclusive */
+    int64_t step;                  /* timeline bucket width in ns; 0 = no timeline */
+    int want_stacks;               /* 0 = totals and timeline only */
+    const merge_only_t *only;      /* NULL: everything the selector and range select */
+    int64_t deadline_ns;           /* wall clock (time_now_ns); past it the merge stops with HR_ETIMEOUT; 0 = none */
+    const callsite_t *call_site;   /* NULL: every stack; else only stacks with this root-first
                                   * prefix count, in the stacks, the totals and the timeline */
-    int average_timeline;        /* each timeline point is the mean of the profiles in its
+    int average_timeline;          /* each timeline point is the mean of the profiles in its
                                   * step, whatever the type (Grafana's aggregation AVERAGE),
                                   * instead of the type's own rule */
-    symbolizer_t *symbolizer;    /* NULL: address-only frames stay as they are; else they are
+    symbolizer_t *symbolizer;      /* NULL: address-only frames stay as they are; else they are
                                   * resolved in the result (symbolizer.h) before any renderer
                                   * reads it, within deadline_ns */
-    const stackfilter_t *filter; /* NULL: every sample; else pprof's focus/ignore/hide
+    const stackfilter_t *filter;   /* NULL: every sample; else pprof's focus/ignore/hide
                                   * (stackfilter.h), in the stacks, totals and timeline */
-    budget_hold_t *mem;          /* NULL: unbudgeted; else the merge takes what its result and
+    const merge_remote_t *remote;  /* NULL: merged here alone; else the block partitions are
+                                   * divided among this node and the peers (sums only: gauges,
+                                   * filters and restricted merges are never split) */
+    const store_part_ref_t *parts; /* non-NULL: a peer's share: only these block partitions
+                                    * (sorted), no head, stacks only; one this node does not
+                                    * know fails the merge (HR_EIO), never answers less */
+    size_t nparts;
+    int functions;      /* only per-function sums are wanted (the top table): block
+                                  * partitions wholly in range may be read as their function
+                                  * tables (storage/functab.h), summed into the result's fn_*;
+                                  * ignored for gauges and with filters (the stacks then) */
+    budget_hold_t *mem; /* NULL: unbudgeted; else the merge takes what its result and
                                   * tables grow to from it (429/413 past it) and keeps it: the
                                   * caller releases it once the answer is written */
 } merge_query_t;
@@ -93,6 +123,13 @@ typedef struct {
     size_t nbuckets;
     int64_t tl_start, tl_step;
     symbolize_stats_t symbolized; /* what query-time symbolization did (zero without it) */
+    /* With merge_query_t.functions: the per-function self and total of the partitions
+     * read as function tables, by string id of sym (nfn of them), and the sum of their
+     * values; the rest of the selection is in the stacks. A top table adds both. */
+    int64_t *fn_self, *fn_total;
+    size_t nfn, fn_cap;
+    int64_t fn_all;
+    merge_split_stats_t split; /* zero unless the merge was split */
 } merge_result_t;
 
 int merge_run(store_t *st, const merge_query_t *q, merge_result_t *out, hr_err_t *err);

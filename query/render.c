@@ -73,7 +73,7 @@ static int timeseries(const render_input_t *in, buf_t *out, hr_err_t *err) {
 /* Within a kind, table order is the order render_names lists them in. */
 static const renderer_t RENDERERS[] = {
     {"flamegraph", "json", RENDER_MERGE, RENDER_STACKS | RENDER_TIMELINE | RENDER_TREE, JSON, NULL, flamegraph},
-    {"top", NULL, RENDER_MERGE, RENDER_STACKS | RENDER_TREE, JSON, NULL, top},
+    {"top", NULL, RENDER_MERGE, RENDER_STACKS | RENDER_TREE | RENDER_FUNCTIONS, JSON, NULL, top},
     {"folded", NULL, RENDER_MERGE, RENDER_STACKS | RENDER_TREE, "text/plain; charset=utf-8", NULL, folded},
     {"dataframe", NULL, RENDER_MERGE, RENDER_STACKS | RENDER_TREE, JSON, NULL, dataframe},
     {"pprof", NULL, RENDER_MERGE, RENDER_STACKS, "application/octet-stream", "attachment; filename=\"profile.pb.gz\"",

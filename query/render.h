@@ -42,9 +42,10 @@ typedef enum {
 } render_kind_t;
 
 /* What a merge must hold for a renderer (renderer_t.needs). */
-#define RENDER_STACKS 1u   /* merge_query_t.want_stacks */
-#define RENDER_TIMELINE 2u /* a merge_query_t.step: Pyroscope's timeline, the time series */
-#define RENDER_TREE 4u     /* the call tree of each merge, which query_render builds */
+#define RENDER_STACKS 1u    /* merge_query_t.want_stacks */
+#define RENDER_TIMELINE 2u  /* a merge_query_t.step: Pyroscope's timeline, the time series */
+#define RENDER_TREE 4u      /* the call tree of each merge, which query_render builds */
+#define RENDER_FUNCTIONS 8u /* per-function sums suffice: merge_query_t.functions */
 
 /* The caller's side of a render: its merges and options. */
 typedef struct {
@@ -119,6 +120,12 @@ void flamebearer_destroy(flamebearer_t *fb);
 /* Writes the flamebearer document. max_nodes 0 = no trimming; groups (optional) fills
  * Pyroscope's `groups` map (first label's value -> timeline). */
 int render_flamegraph(const tree_t *t, const merge_result_t *r, size_t max_nodes, const grouped_t *groups, buf_t *out);
+/* Every function's self and total in t and r (merge.h's fn_*), by string id of t->sym
+ * (t->sym->nstrings of each, malloc'd: the caller frees both). 0 or -1 (OOM). */
+int top_sums(const tree_t *t, const merge_result_t *r, int64_t **self, int64_t **total);
+/* Sorts ids (string ids of names) as the top table lists functions: by self[id],
+ * largest first, ties by name. */
+void top_rank(uint32_t *ids, size_t n, const int64_t *self, const symtab_t *names);
 /* Writes {"functions":[{"name","self","total"}...],"total":N,"unit":U,...}. */
 int render_top(const tree_t *t, const merge_result_t *r, size_t limit, buf_t *out);
 int render_folded(const tree_t *t, buf_t *out);

@@ -2,7 +2,9 @@
  *
  * A function's self is the sum of self over its nodes; its total counts each
  * sample once even under recursion (a node adds its total only when no ancestor
- * has the same name), which is what go tool pprof's `cum` column means. */
+ * has the same name), which is what go tool pprof's `cum` column means. A merge that
+ * read block function tables (merge.h's fn_*) holds those sums already, by name: the
+ * table adds them to the tree's. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,26 +32,43 @@ static int top_visit(void *ctx, uint32_t node, size_t depth, int enter) {
 }
 
 typedef struct {
-    const top_t *c;
-} sort_ctx_t;
+    const int64_t *self;
+    const symtab_t *names;
+} rank_t;
 
-static int cmp_fn(const void *a, const void *b, void *ctx) {
-    const top_t *c = ctx;
+static int by_self(const void *a, const void *b, void *ctx) {
+    const rank_t *r = ctx;
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    if (c->self[x] != c->self[y]) return c->self[x] > c->self[y] ? -1 : 1;
-    return strcmp(symtab_str(c->t->sym, x), symtab_str(c->t->sym, y));
+    if (r->self[x] != r->self[y]) return r->self[x] > r->self[y] ? -1 : 1;
+    return strcmp(symtab_str(r->names, x), symtab_str(r->names, y));
+}
+
+void top_rank(uint32_t *ids, size_t n, const int64_t *self, const symtab_t *names) {
+    rank_t r = {self, names};
+    qsort_r(ids, n, sizeof *ids, by_self, &r);
+}
+
+int top_sums(const tree_t *t, const merge_result_t *r, int64_t **self, int64_t **total) {
+    size_t ns = t->sym->nstrings;
+    top_t c = {t, calloc(ns + 1, sizeof(int64_t)), calloc(ns + 1, sizeof(int64_t)), calloc(ns + 1, sizeof(uint32_t))};
+    int rc = c.self && c.total && c.onpath && tree_walk(t, top_visit, &c) == 0 ? 0 : -1;
+    for (size_t i = 0; rc == 0 && i < r->nfn && i < ns; i++) c.self[i] += r->fn_self[i], c.total[i] += r->fn_total[i];
+    free(c.onpath);
+    if (rc) free(c.self), free(c.total), c.self = c.total = NULL;
+    *self = c.self, *total = c.total;
+    return rc;
 }
 
 int render_top(const tree_t *t, const merge_result_t *r, size_t limit, buf_t *out) {
     size_t ns = t->sym->nstrings;
-    top_t c = {t, calloc(ns, sizeof(int64_t)), calloc(ns, sizeof(int64_t)), calloc(ns, sizeof(uint32_t))};
-    uint32_t *ids = malloc(ns * sizeof *ids);
+    top_t c = {t, NULL, NULL, NULL};
+    uint32_t *ids = malloc((ns + 1) * sizeof *ids);
     int rc = -1;
-    if (!c.self || !c.total || !c.onpath || !ids || tree_walk(t, top_visit, &c)) goto out;
+    if (!ids || top_sums(t, r, &c.self, &c.total)) goto out;
     size_t n = 0;
     for (size_t i = 0; i < ns; i++)
         if (c.total[i] || c.self[i]) ids[n++] = (uint32_t)i;
-    qsort_r(ids, n, sizeof *ids, cmp_fn, &c);
+    top_rank(ids, n, c.self, t->sym);
     if (limit && n > limit) n = limit;
     buf_printf(out, "{\"functions\":[");
     for (size_t i = 0; i < n; i++) {
@@ -57,7 +76,7 @@ int render_top(const tree_t *t, const merge_result_t *r, size_t limit, buf_t *ou
         jsonw_str(out, symtab_str(t->sym, ids[i]));
         buf_printf(out, ",\"self\":%lld,\"total\":%lld}", (long long)c.self[ids[i]], (long long)c.total[ids[i]]);
     }
-    buf_printf(out, "],\"total\":%lld,\"unit\":", (long long)t->n[0].total);
+    buf_printf(out, "],\"total\":%lld,\"unit\":", (long long)(t->n[0].total + r->fn_all));
     jsonw_str(out, r->type.sample_unit);
     buf_printf(out, ",\"profileType\":");
     jsonw_str(out, r->type_id);
@@ -67,7 +86,6 @@ int render_top(const tree_t *t, const merge_result_t *r, size_t limit, buf_t *ou
 out:
     free(c.self);
     free(c.total);
-    free(c.onpath);
     free(ids);
     return rc;
 }

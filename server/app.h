@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "ingest/pipeline.h"
+#include "query/merge.h"
 #include "server/config.h"
 #include "server/http.h"
 #include "server/auth.h"
@@ -46,6 +47,9 @@ typedef struct app {
     symbolizer_t *symbolizer; /* NULL with --symbolize=false */
     objstore_t *objects;      /* cluster mode: where blocks live (NULL on one node) */
     char node[512];           /* cluster mode: this node's name in the catalog */
+    char **peers;             /* cluster mode: the other live query nodes' addresses (split_api.c) */
+    size_t npeers;
+    pthread_mutex_t peers_mu;
 } app_t;
 
 /* The router (routes.c), as the HTTP layer's three callbacks (http.h): admit finds the
@@ -67,6 +71,30 @@ static inline int64_t app_query_deadline(const app_t *a, const http_req_t *req) 
  * in the metrics (body_bytes as received). Every write path (/ingest, push,
  * writeraw, scraping) goes through here. */
 int app_submit(app_t *a, const ingest_request_t *r, size_t body_bytes, hr_err_t *err);
+
+/* ---- queries split across cluster nodes (split_api.c, query/split.h) ---- */
+
+/* Re-reads the live query peers from the catalog (the background loop, every 2 s). */
+void app_peers_refresh(app_t *a);
+void app_peers_free(app_t *a);
+/* The peers a merge of this request asks for shares, with what it forwards to them
+ * (the tenant, the caller's credential, the query text and range). */
+typedef struct {
+    merge_remote_t rm;
+    app_t *a;
+    char **peers;
+    size_t npeers;
+    char *body_head; /* the request JSON up to its "parts" */
+    char auth[1024], tenant[160];
+    int64_t deadline_ns;
+} app_remote_t;
+/* Sets up r for a merge of `query` over [from, until] asked by req: 1 when the merge
+ * is to be split (cluster mode, --query-split, live peers), else 0 (r unused). */
+int app_remote_begin(app_t *a, const http_req_t *req, const char *query, int64_t from, int64_t until, app_remote_t *r);
+/* Counts what the split merge m did and frees r's copies. */
+void app_remote_end(app_remote_t *r, const merge_result_t *m);
+/* POST /api/v1/internal/merge-share: merges a peer's share of a split merge. */
+void api_merge_share(app_t *a, http_req_t *req, http_resp_t *resp);
 
 void api_ingest(app_t *a, http_req_t *req, http_resp_t *resp);
 void api_push(app_t *a, http_req_t *req, http_resp_t *resp);

@@ -138,6 +138,10 @@ static const opt_t OPTS[] = {
      "(compaction and retention only)",
      T_TARGET, O(target)},
     {"node-name", "", "cluster mode: this node's name in the catalog (default: hostname:port)", T_STR, O(node_name)},
+    {"query-split", "true",
+     "cluster mode: a merge's block partitions are divided among this node and the other live query nodes, each "
+     "merging its share",
+     T_BOOL, O(query_split)},
     {"debuginfo-quota", "8GiB",
      "total size of the debug files kept (uploads and debuginfod downloads); past it uploads get 507 and "
      "downloads are skipped; 0 = no limit",

@@ -143,6 +143,15 @@ static void render_hist(buf_t *o, const char *name, const char *labels, const me
 static void render_queries(const metrics_t *m, buf_t *o) {
     scalar(o, "hearth_queries_total", "counter", "Query requests.", m->queries);
     scalar(o, "hearth_query_errors_total", "counter", "Query requests that failed.", m->query_errors);
+    family(o, "hearth_query_split_shares_total", "counter",
+           "Peers' shares of merges this node split (cluster mode): added, or failed and merged here instead.");
+    buf_printf(o, "hearth_query_split_shares_total{outcome=\"ok\"} %llu\n", (unsigned long long)m->shares_ok);
+    buf_printf(o, "hearth_query_split_shares_total{outcome=\"failed\"} %llu\n", (unsigned long long)m->shares_failed);
+    scalar(o, "hearth_query_peers", "gauge", "Other live query nodes this node's merges are split among.", m->peers);
+    scalar(o, "hearth_query_shares_served_total", "counter", "Shares of other nodes' merges this node merged.",
+           m->shares_served);
+    scalar(o, "hearth_query_share_partitions_total", "counter",
+           "Block partitions those shares named (merged here for a peer).", m->share_parts);
     family(o, "hearth_query_duration_seconds", "histogram", "Query latency.");
     render_hist(o, "hearth_query_duration_seconds", "", &m->query_latency);
 }
@@ -179,6 +188,9 @@ static void render_storage(const metrics_t *m, const store_stats_t *s, buf_t *o)
         s->cached_bytes);
     scalar(o, "hearth_block_partition_loads_total", "counter",
            "Block partitions decoded into the cache (its misses; least recently used go first).", s->part_loads);
+    scalar(o, "hearth_block_function_table_loads_total", "counter",
+           "Of those, partitions read as their function table alone (the top table over whole partitions).",
+           s->funcs_loads);
     scalar(o, "hearth_head_cuts_total", "counter", "Heads cut into blocks.", s->cuts);
     scalar(o, "hearth_retention_deleted_blocks_total", "counter", "Blocks deleted by retention.", s->retention_deleted);
     scalar(o, "hearth_compactions_total", "counter", "Compaction runs done.", s->compactions);

@@ -11,6 +11,7 @@
 
 #include "common/timeparse.h"
 #include "query/catalog.h"
+#include "query/fleet.h"
 #include "query/merge.h"
 #include "query/render.h"
 #include "server/app.h"
@@ -151,6 +152,7 @@ static merge_query_t merge_for(const renderer_t *rd, app_t *a, http_req_t *req, 
                            .deadline_ns = app_query_deadline(a, req),
                            .filter = &fa->f,
                            .symbolizer = a->symbolizer,
+                           .functions = (rd->needs & RENDER_FUNCTIONS) != 0,
                            .mem = mem};
 }
 
@@ -182,6 +184,26 @@ static int check_max_nodes(const app_t *a, long long max_nodes, http_resp_t *res
     return 0;
 }
 
+/* format=top&group_by=...: the fleet function table (query/fleet.h). */
+static void run_fleet(app_t *a, http_req_t *req, http_resp_t *resp, const renderer_t *rd, selector_t *sel,
+                      const range_t *r, const filter_args_t *fa, const group_args_t *ga) {
+    int64_t t0 = time_now_ns();
+    long long limit = num_arg(req, "limit", 0);
+    budget_hold_t hold = {&a->query_budget, 0};
+    merge_query_t q = merge_for(rd, a, req, sel, r, 0, NULL, fa, &hold);
+    fleet_t f;
+    hr_err_t err = {0};
+    buf_t out;
+    buf_init(&out);
+    int rc = fleet_run(a->store, &q, sel, ga->names, ga->n, &f, &err);
+    if (rc == 0 && fleet_render(&f, limit > 0 ? (size_t)limit : 0, &out))
+        rc = hr_fail(&err, HR_ENOMEM, "out of memory");
+    fleet_destroy(&f);
+    metrics_query(&a->metrics, (double)(time_now_ns() - t0) / 1e9, rc != 0);
+    reply_render(resp, rd, rc, &err, &out);
+    budget_hold_release(&hold);
+}
+
 /* Merges the selection and renders it in the format named `format` into resp. */
 static void run_merge(app_t *a, http_req_t *req, http_resp_t *resp, selector_t *sel, const range_t *r,
                       const char *format, long long max_nodes, const merge_only_t *only) {
@@ -204,8 +226,13 @@ static void run_merge(app_t *a, http_req_t *req, http_resp_t *resp, selector_t *
         free(ga.copy);
         return filter_destroy(&fa);
     }
+    if (ga.n && (rd->needs & RENDER_FUNCTIONS)) { /* the fleet function table */
+        run_fleet(a, req, resp, rd, sel, r, &fa, &ga);
+        free(ga.copy);
+        return filter_destroy(&fa);
+    }
     if (ga.n && !(rd->needs & RENDER_TIMELINE)) { /* refused, never ignored */
-        http_error(resp, 400, "`group_by` needs a format with a timeline (flamegraph), not `%s`", format);
+        http_error(resp, 400, "`group_by` needs a format with a timeline (flamegraph) or format=top, not `%s`", format);
         free(ga.copy);
         return filter_destroy(&fa);
     }
@@ -220,7 +247,11 @@ static void run_merge(app_t *a, http_req_t *req, http_resp_t *resp, selector_t *
     buf_t out;
     buf_init(&out);
     grouped_t groups;
+    app_remote_t remote;
+    if (app_remote_begin(a, req, http_arg(req, "query"), r->from, r->until, &remote)) q.remote = &remote.rm;
     int rc = merge_run(a->store, &q, &m, &err);
+    app_remote_end(&remote, rc == 0 ? &m : NULL);
+    q.remote = NULL;
     if (rc == 0) rc = run_groups(a, &q, sel, &ga, 0, &groups, &args, &err);
     else memset(&groups, 0, sizeof groups);
     if (rc == 0) rc = query_render(rd, &args, &out, &err);

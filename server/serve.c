@@ -56,6 +56,7 @@ static void *cutter_main(void *arg) {
         if (clustered(a) &&
             index_heartbeat(store_index(a->store), a->node, config_target_name(a->cfg.target), a->cfg.listen, &err))
             log_warn("cluster.heartbeat_failed", "err=\"%s\"", err.msg);
+        if (clustered(a) && a->cfg.query_split) app_peers_refresh(a);
         if (!compacts(a)) continue;
         if (store_apply_retention(a->store, time_now_ns(), &err) < 0)
             log_error("retention.failed", "err=\"%s\"", err.msg);
@@ -186,6 +187,7 @@ static int serve(app_t *a) {
     a->limits = (ingest_limits_t){a->cfg.max_decompressed_bytes, a->cfg.max_samples, a->cfg.max_labels,
                                   &a->decode_budget, a->cfg.max_label_value_bytes};
     pthread_mutex_init(&a->buckets_mu, NULL);
+    pthread_mutex_init(&a->peers_mu, NULL);
     hr_err_t err = {0};
     if (!(a->store = store_open(&sc, &err))) {
         fprintf(stderr, "hearth: cannot open data dir %s: %s\n", a->cfg.data_dir, err.msg);
@@ -291,6 +293,7 @@ static int serve(app_t *a) {
     store_close(a->store);
     objstore_free(a->objects);
     free(a->buckets);
+    app_peers_free(a);
     auth_free(a->auth);
     symbolizer_free(a->symbolizer);
     debuginfo_free(a->debuginfo);

@@ -15,6 +15,7 @@
 
 #include "common/vec.h"
 #include "storage/compact.h"
+#include "storage/functab.h"
 #include "storage/fsutil.h"
 
 enum {
@@ -26,11 +27,12 @@ enum {
     SEC_FOOTER = 5,
     SEC_MPROFILES = 6,
     SEC_MSAMPLES = 7, /* version 2: pre-merged rows */
-    SEC_SPANS = 8     /* version 2: span samples, when any */
+    SEC_SPANS = 8,    /* version 2: span samples, when any */
+    SEC_FUNCS = 9     /* version 2: the function table (storage/functab.h), when written */
 };
-enum { PART_MERGED = 1, PART_SPANS = 2, PART_UNITS = 4 };               /* footer partition flags */
-static const char MAGIC[8] = {'H', 'R', 'T', 'H', 'B', 'L', 'K', '1'};  /* version 1 */
-static const char MAGIC2[8] = {'H', 'R', 'T', 'H', 'B', 'L', 'K', '2'}; /* version 2 */
+enum { PART_MERGED = 1, PART_SPANS = 2, PART_UNITS = 4, PART_FUNCS = 8 }; /* footer partition flags */
+static const char MAGIC[8] = {'H', 'R', 'T', 'H', 'B', 'L', 'K', '1'};    /* version 1 */
+static const char MAGIC2[8] = {'H', 'R', 'T', 'H', 'B', 'L', 'K', '2'};   /* version 2 */
 static const char TAIL_MAGIC[4] = {'H', 'R', 'T', '2'};
 #define HEADER_BYTES 16
 #define TAIL_BYTES 16
@@ -96,14 +98,7 @@ static void encode_profiles(const segment_t *s, const uint32_t *order, const int
  * that compress to about half (FORMAT.md, "value units"). */
 static int64_t row_unit(const segment_t *s, const seg_profile_t *p) {
     uint64_t g = 0;
-    for (uint32_t j = 0; j < p->nsamples && g != 1; j++) {
-        int64_t v = s->values[p->first + j];
-        uint64_t a = v < 0 ? -(uint64_t)v : (uint64_t)v;
-        while (a) {
-            uint64_t t = g % a;
-            g = a, a = t;
-        }
-    }
+    for (uint32_t j = 0; j < p->nsamples && g != 1; j++) g = buf_gcd(g, s->values[p->first + j]);
     return g == 0 || g > INT64_MAX ? 1 : (int64_t)g;
 }
 
@@ -215,8 +210,11 @@ static segment_t *premerge(const segment_t *p, const uint32_t *order, hr_err_t *
 
 /* One partition's sections: SYMBOLS, PROFILES, SAMPLES (p's rows, sorted), then the
  * pre-merged MPROFILES and MSAMPLES (empty when not pre-merged), then SPANS when any
- * row has span samples. *flags receives PART_MERGED and PART_SPANS as they apply. */
-static int encode_part(const segment_t *p, int level, buf_t *out, int *flags, hr_err_t *err) {
+ * row has span samples, then FUNCS when the partition has a function table (*ft, for
+ * the caller to check it reads back; *funcs_len its section's bytes). *flags receives
+ * the PART_* flags that apply. */
+static int encode_part(const segment_t *p, int level, buf_t *out, int *flags, functab_t **ft, uint64_t *funcs_len,
+                       hr_err_t *err) {
     uint32_t *order, *morder = NULL;
     if (segment_sorted_order(p, &order)) return hr_fail(err, HR_ENOMEM, "out of memory");
     err->code = HR_OK;
@@ -228,9 +226,11 @@ static int encode_part(const segment_t *p, int level, buf_t *out, int *flags, hr
         return hr_fail(err, HR_ENOMEM, "out of memory");
     }
     int64_t *unit = row_units(p, order, p->nprofiles), *munit = m ? row_units(m, morder, m->nprofiles) : NULL;
-    buf_t sec[6];
-    for (int i = 0; i < 6; i++) buf_init(&sec[i]);
-    sec[0].oom = !unit || (m && !munit); /* put_sections reports it */
+    int none = 0;
+    *ft = m ? functab_build(p->sym, m, &none, err) : NULL;
+    buf_t sec[7];
+    for (int i = 0; i < 7; i++) buf_init(&sec[i]);
+    sec[0].oom = !unit || (m && !munit) || (m && !*ft && !none); /* put_sections reports it */
     if (!sec[0].oom) {
         symtab_encode(p->sym, &sec[0]);
         encode_profiles(p, order, unit, p->nprofiles, &sec[1]);
@@ -239,7 +239,8 @@ static int encode_part(const segment_t *p, int level, buf_t *out, int *flags, hr
         if (m) encode_samples(m, morder, munit, m->nprofiles, &sec[4]);
     }
     if (p->nspans) encode_spans(p, order, p->nprofiles, &sec[5]);
-    *flags = (m ? PART_MERGED : 0) | (p->nspans ? PART_SPANS : 0) | PART_UNITS;
+    if (*ft) functab_encode(*ft, &sec[6]);
+    *flags = (m ? PART_MERGED : 0) | (p->nspans ? PART_SPANS : 0) | PART_UNITS | (*ft ? PART_FUNCS : 0);
     free(order);
     free(morder);
     free(unit);
@@ -248,7 +249,10 @@ static int encode_part(const segment_t *p, int level, buf_t *out, int *flags, hr
     int rc = put_sections(out, SEC_SYMBOLS, sec, 3, level, err);
     rc = rc ? rc : put_sections(out, SEC_MPROFILES, sec + 3, 2, level, err);
     rc = rc ? rc : p->nspans ? put_sections(out, SEC_SPANS, sec + 5, 1, level, err) : 0;
-    for (int i = 3; i < 6; i++) buf_free(&sec[i]); /* what put_sections did not take */
+    size_t at = out->len;
+    rc = rc ? rc : *ft ? put_sections(out, SEC_FUNCS, sec + 6, 1, level, err) : 0;
+    *funcs_len = out->len - at;
+    for (int i = 3; i < 7; i++) buf_free(&sec[i]); /* what put_sections did not take */
     return rc;
 }
 
@@ -318,8 +322,9 @@ static void footer_part(buf_t *f, const block_part_t *bp) {
     buf_put_bytes(f, bp->key, strlen(bp->key));
     buf_put_uvarint(f, bp->off);
     buf_put_uvarint(f, bp->len);
-    buf_put_uvarint(
-        f, (uint64_t)((bp->merged ? PART_MERGED : 0) | (bp->spans ? PART_SPANS : 0) | (bp->units ? PART_UNITS : 0)));
+    buf_put_uvarint(f, (uint64_t)((bp->merged ? PART_MERGED : 0) | (bp->spans ? PART_SPANS : 0) |
+                                  (bp->units ? PART_UNITS : 0) | (bp->funcs_len ? PART_FUNCS : 0)));
+    if (bp->funcs_len) buf_put_uvarint(f, bp->funcs_len);
     buf_put_uvarint(f, bp->nprofiles);
     buf_put_uvarint(f, bp->nsamples);
     buf_put_svarint(f, bp->min_time);
@@ -568,10 +573,40 @@ static int skip_section(buf_reader_t *r, uint32_t want, hr_err_t *err) {
     return 0;
 }
 
-/* One version-2 partition's sections (p..p+n) into a segment: its profile rows, or
- * (view BLOCK_VIEW_MERGED) its pre-merged rows, one per series. The footer's entry
+void block_part_range(const block_part_t *bp, int view, uint64_t *off, uint64_t *len) {
+    *off = view == BLOCK_VIEW_FUNCS ? bp->off + bp->len - bp->funcs_len : bp->off;
+    *len = view == BLOCK_VIEW_FUNCS ? bp->funcs_len : bp->len - bp->funcs_len;
+}
+
+/* A partition's FUNCS section (p..p+n) as a segment holding only its function table. */
+static segment_t *decode_funcs(const uint8_t *p, size_t n, const block_part_t *bp, hr_err_t *err) {
+    if (!bp->funcs_len) return hr_fail(err, HR_EINTERNAL, "block: partition `%s` has no function table", bp->key), NULL;
+    buf_reader_t r;
+    buf_reader_init(&r, p, n);
+    uint8_t *raw = NULL;
+    size_t rawlen = 0;
+    if (get_section(&r, SEC_FUNCS, &raw, &rawlen, err)) return NULL;
+    functab_t *ft = buf_reader_left(&r) ? NULL : functab_decode(raw, rawlen, bp->series, bp->nseries, err);
+    free(raw);
+    if (!ft && !err->code) hr_fail(err, HR_EUNPROC, "block: partition `%s` has trailing bytes", bp->key);
+    segment_t *s = ft ? calloc(1, sizeof *s) : NULL;
+    if (!s) {
+        functab_free(ft);
+        if (ft) hr_fail(err, HR_ENOMEM, "out of memory");
+        return NULL;
+    }
+    s->funcs = ft;
+    s->min_time = bp->nprofiles ? bp->min_time : INT64_MAX;
+    s->max_time = bp->nprofiles ? bp->max_time : INT64_MIN;
+    return s;
+}
+
+/* One version-2 partition's sections (p..p+n, block_part_range's bytes for the view)
+ * into a segment: its profile rows, or (view BLOCK_VIEW_MERGED) its pre-merged rows,
+ * one per series, or (BLOCK_VIEW_FUNCS) its function table. The footer's entry
  * supplies the counts and the time base, which the sections must match. */
 static segment_t *decode_part(const uint8_t *p, size_t n, const block_part_t *bp, int view, hr_err_t *err) {
+    if (view == BLOCK_VIEW_FUNCS) return decode_funcs(p, n, bp, err);
     buf_reader_t r;
     buf_reader_init(&r, p, n);
     uint8_t *raw[5] = {0};
@@ -636,6 +671,7 @@ static int parse_part(buf_reader_t *r, block_part_t *p, uint64_t limit, hr_err_t
     p->merged = (flags & PART_MERGED) != 0;
     p->spans = (flags & PART_SPANS) != 0;
     p->units = (flags & PART_UNITS) != 0;
+    p->funcs_len = flags & PART_FUNCS ? buf_get_uvarint(r) : 0;
     uint64_t np = buf_get_uvarint(r), ns = buf_get_uvarint(r);
     p->min_time = buf_get_svarint(r);
     p->max_time = buf_get_svarint(r);
@@ -643,8 +679,9 @@ static int parse_part(buf_reader_t *r, block_part_t *p, uint64_t limit, hr_err_t
     /* Counts are not trusted to size anything here: decode_rows checks them against the
      * decompressed bytes, and each series id below takes at least one footer byte. */
     if (r->bad || !k || p->off < HEADER_BYTES || p->len > limit || p->off > limit - p->len ||
-        nser > buf_reader_left(r) || nser > np || np > SIZE_MAX || ns > SIZE_MAX ||
-        (flags & ~(uint64_t)(PART_MERGED | PART_SPANS | PART_UNITS))) /* a later format's */
+        nser > buf_reader_left(r) || nser > np || np > SIZE_MAX || ns > SIZE_MAX || p->funcs_len >= p->len ||
+        ((flags & PART_FUNCS) && (!p->funcs_len || !p->merged)) ||
+        (flags & ~(uint64_t)(PART_MERGED | PART_SPANS | PART_UNITS | PART_FUNCS))) /* a later format's */
         return hr_fail(err, HR_EUNPROC, "block: bad footer partition entry");
     p->nprofiles = (size_t)np, p->nsamples = (size_t)ns, p->nseries = (size_t)nser;
     if (!(p->key = malloc(kl + 1)) || !(p->series = malloc((nser ? nser : 1) * sizeof *p->series)))
@@ -779,6 +816,22 @@ static int merged_matches(const segment_t *p, const segment_t *m) {
     return k == m->nprofiles;
 }
 
+/* 1 when partition bp's function table (in image p) is the one its pre-merged rows m
+ * give; else 0 with err. */
+static int funcs_match(const uint8_t *p, const block_part_t *bp, const segment_t *m, hr_err_t *err) {
+    uint64_t off, len;
+    block_part_range(bp, BLOCK_VIEW_FUNCS, &off, &len);
+    segment_t *f = decode_part(p + off, (size_t)len, bp, BLOCK_VIEW_FUNCS, err);
+    int none = 0;
+    functab_t *want = f ? functab_build(m->sym, m, &none, err) : NULL;
+    int ok = want && functab_equal(want, f->funcs);
+    if (f && (want || none) && !ok)
+        hr_fail(err, HR_EUNPROC, "block: the function table of partition `%s` does not match its rows", bp->key);
+    functab_free(want);
+    segment_free(f);
+    return ok;
+}
+
 /* Every partition of a version-2 image, merged into one segment. */
 static segment_t *decode_v2(const uint8_t *p, size_t n, hr_err_t *err) {
     block_index_t *ix = index_of_image(p, n, err);
@@ -787,12 +840,14 @@ static segment_t *decode_v2(const uint8_t *p, size_t n, hr_err_t *err) {
     int rc = parts ? 0 : hr_fail(err, HR_ENOMEM, "out of memory");
     for (size_t i = 0; i < ix->nparts && rc == 0; i++) {
         const block_part_t *bp = &ix->parts[i];
-        if (!(parts[i] = decode_part(p + bp->off, (size_t)bp->len, bp, BLOCK_VIEW_ROWS, err))) rc = -1;
+        uint64_t off, len;
+        block_part_range(bp, BLOCK_VIEW_ROWS, &off, &len);
+        if (!(parts[i] = decode_part(p + off, (size_t)len, bp, BLOCK_VIEW_ROWS, err))) rc = -1;
         /* The whole block (hearth check, compaction) is verified whole: pre-merged rows too. */
-        segment_t *m =
-            rc == 0 && bp->merged ? decode_part(p + bp->off, (size_t)bp->len, bp, BLOCK_VIEW_MERGED, err) : NULL;
+        segment_t *m = rc == 0 && bp->merged ? decode_part(p + off, (size_t)len, bp, BLOCK_VIEW_MERGED, err) : NULL;
         if (rc == 0 && bp->merged && (!m || !merged_matches(parts[i], m)))
             rc = m ? hr_fail(err, HR_EUNPROC, "block: pre-merged rows of partition `%s` do not match", bp->key) : -1;
+        if (rc == 0 && bp->funcs_len && !funcs_match(p, bp, m, err)) rc = -1;
         segment_free(m);
     }
     if (rc == 0) all = compact_segments((const segment_t *const *)parts, ix->nparts, err);
@@ -921,8 +976,10 @@ static int flush(block_writer_t *w, hr_err_t *err) {
 
 /* 1 when the partition just encoded (img, n bytes, as bp describes it) decodes to
  * p's rows, its series all listed, its pre-merged rows summing them. */
-static int part_matches(const segment_t *p, const uint8_t *img, size_t n, const block_part_t *bp, hr_err_t *err) {
-    segment_t *d = decode_part(img, n, bp, BLOCK_VIEW_ROWS, err), *m = NULL;
+static int part_matches(const segment_t *p, const uint8_t *img, const block_part_t *bp, const functab_t *ft,
+                        hr_err_t *err) {
+    size_t n = (size_t)(bp->len - bp->funcs_len);
+    segment_t *d = decode_part(img, n, bp, BLOCK_VIEW_ROWS, err), *m = NULL, *f = NULL;
     size_t cap = p->nprofiles ? p->nprofiles : 1, na = 0, nb = 0;
     row_t *a = d ? malloc(cap * sizeof *a) : NULL, *b = d ? malloc(cap * sizeof *b) : NULL;
     if (d && (!a || !b)) hr_fail(err, HR_ENOMEM, "out of memory");
@@ -934,6 +991,10 @@ static int part_matches(const segment_t *p, const uint8_t *img, size_t n, const 
         ok = same_rows(a, na, b, nb);
     }
     if (ok && bp->merged) ok = (m = decode_part(img, n, bp, BLOCK_VIEW_MERGED, err)) && merged_matches(d, m);
+    if (ok && ft)
+        ok =
+            (f = decode_part(img + n, (size_t)bp->funcs_len, bp, BLOCK_VIEW_FUNCS, err)) && functab_equal(ft, f->funcs);
+    segment_free(f);
     segment_free(m);
     segment_free(d);
     free(a);
@@ -970,7 +1031,8 @@ int block_writer_add(block_writer_t *w, const char *key, const segment_t *p, hr_
         rc = hr_fail(err, HR_ENOMEM, "out of memory");
     size_t at = w->out.len;
     int flags = 0;
-    if (rc == 0) rc = encode_part(p, w->level, &w->out, &flags, err);
+    functab_t *ft = NULL;
+    if (rc == 0) rc = encode_part(p, w->level, &w->out, &flags, &ft, &bp.funcs_len, err);
     if (rc == 0) {
         bp.off = w->flushed + at, bp.len = w->out.len - at;
         bp.merged = (flags & PART_MERGED) != 0, bp.spans = (flags & PART_SPANS) != 0;
@@ -978,8 +1040,9 @@ int block_writer_add(block_writer_t *w, const char *key, const segment_t *p, hr_
         bp.nprofiles = p->nprofiles, bp.nsamples = p->nsamples;
         bp.min_time = p->min_time, bp.max_time = p->max_time;
         hr_err_t why = {0};
-        if (!part_matches(p, w->out.data + at, (size_t)bp.len, &bp, &why)) rc = refuse(err, &why);
+        if (!part_matches(p, w->out.data + at, &bp, ft, &why)) rc = refuse(err, &why);
     }
+    functab_free(ft);
     if (rc == 0) {
         footer_part(&w->parts, &bp);
         footer_rows(&w->totals, p, order, &w->prev_series, &w->prev_t);
@@ -1004,6 +1067,7 @@ static int same_part(const block_part_t *a, const block_part_t *b) {
     return !strcmp(a->key, b->key) && a->off == b->off && a->len == b->len && a->merged == b->merged &&
            a->spans == b->spans && a->nprofiles == b->nprofiles && a->nsamples == b->nsamples &&
            a->min_time == b->min_time && a->max_time == b->max_time && a->nseries == b->nseries &&
+           a->funcs_len == b->funcs_len &&
            (!a->nseries || !memcmp(a->series, b->series, a->nseries * sizeof *a->series));
 }
 
@@ -1209,9 +1273,11 @@ block_index_t *block_index_read(const char *path, hr_err_t *err) {
 
 segment_t *block_read_part_src(const block_src_t *src, const block_index_t *ix, size_t p, int view, hr_err_t *err) {
     const block_part_t *bp = ix->version == 1 ? NULL : &ix->parts[p];
-    uint8_t *b = read_range(src, bp ? bp->off : 0, bp ? bp->len : src->size, err);
+    uint64_t off = 0, len = src->size;
+    if (bp) block_part_range(bp, view, &off, &len);
+    uint8_t *b = read_range(src, off, len, err);
     if (!b) return NULL;
-    segment_t *s = bp ? decode_part(b, (size_t)bp->len, bp, view, err) : block_decode(b, (size_t)src->size, err);
+    segment_t *s = bp ? decode_part(b, (size_t)len, bp, view, err) : block_decode(b, (size_t)src->size, err);
     free(b);
     return s;
 }

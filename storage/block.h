@@ -73,10 +73,12 @@ void block_writer_free(block_writer_t *w);
 
 typedef struct {
     char *key;
-    uint64_t off, len; /* its sections' byte range in the file */
-    int merged;        /* pre-merged rows present (BLOCK_VIEW_MERGED) */
-    int spans;         /* span samples present (in the rows view; segment.h) */
-    int units;         /* rows carry value units (FORMAT.md); every block since they exist */
+    uint64_t off, len;  /* its sections' byte range in the file */
+    int merged;         /* pre-merged rows present (BLOCK_VIEW_MERGED) */
+    int spans;          /* span samples present (in the rows view; segment.h) */
+    int units;          /* rows carry value units (FORMAT.md); every block since they exist */
+    uint64_t funcs_len; /* bytes of its FUNCS section (the function table, storage/functab.h),
+                         * the last of its range; 0: it has none */
     size_t nprofiles, nsamples;
     int64_t min_time, max_time; /* INT64_MAX/INT64_MIN when empty */
     uint32_t *series;           /* ascending; NULL: every series (a version-1 block) */
@@ -120,8 +122,14 @@ void block_index_free(block_index_t *ix);
 int block_part_has(const block_part_t *p, uint32_t series);
 /* What to decode of a partition: its profile rows, or its pre-merged rows (one per
  * series at the partition's first time, holding the sum of that series' samples in
- * the partition: what a merge covering the partition's whole time range needs). */
-enum { BLOCK_VIEW_ROWS = 0, BLOCK_VIEW_MERGED = 1 };
+ * the partition: what a merge covering the partition's whole time range needs), or
+ * its function table (what a top table over such a range needs). */
+enum { BLOCK_VIEW_ROWS = 0, BLOCK_VIEW_MERGED = 1, BLOCK_VIEW_FUNCS = 2 };
+#define BLOCK_VIEWS 3
+/* The bytes of the block a view of partition bp reads: the FUNCS view its function
+ * table alone (a segment with no rows and `funcs` set, segment.h), the others every
+ * section before it. */
+void block_part_range(const block_part_t *bp, int view, uint64_t *off, uint64_t *len);
 /* Decodes a view of partition p into a new segment (its own symtab and rows; a
  * version-1 block: the whole block, rows only). */
 segment_t *block_read_part(const char *path, const block_index_t *ix, size_t p, int view, hr_err_t *err);

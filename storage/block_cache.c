@@ -14,7 +14,7 @@ static int unreadable(hr_code_t code) { return code == HR_EUNPROC || code == HR_
 /* Gives b the footer ix read for it (NULL: the read failed with e). cache_mu held. */
 static void install(store_t *s, block_t *b, block_index_t *ix, hr_err_t *e, hr_err_t *err) {
     (void)s;
-    if (ix && (b->parts = calloc(2 * ix->nparts + 1, sizeof *b->parts))) {
+    if (ix && (b->parts = calloc(BLOCK_VIEWS * ix->nparts + 1, sizeof *b->parts))) {
         b->ix = ix;
         return;
     }
@@ -181,7 +181,7 @@ static int share_symbols(store_t *s, const block_t *b, size_t p, segment_t *seg,
 }
 
 void bcache_drop_locked(store_t *s, block_t *b) {
-    for (size_t p = 0; b->ix && p < 2 * b->ix->nparts; p++)
+    for (size_t p = 0; b->ix && p < BLOCK_VIEWS * b->ix->nparts; p++)
         if (b->parts[p].cached) unload(s, &b->parts[p]);
     free(b->parts);
     block_index_free(b->ix);
@@ -204,7 +204,7 @@ void bcache_evict_locked(store_t *s) {
 segment_t *bcache_pin(store_t *s, size_t i, size_t p, int view, hr_err_t *err) {
     block_t *b = &s->blocks[i];
     pthread_mutex_lock(&s->cache_mu);
-    part_cache_t *c = b->bad ? NULL : &b->parts[2 * p + (size_t)view];
+    part_cache_t *c = b->bad ? NULL : part_cache(b, p, view);
     segment_t *seg = c ? c->cached : NULL;
     if (seg) c->refs++, lru_touch(s, c);
     pthread_mutex_unlock(&s->cache_mu);
@@ -213,7 +213,7 @@ segment_t *bcache_pin(store_t *s, size_t i, size_t p, int view, hr_err_t *err) {
     seg = store_read_part(s, &b->meta, b->ix, p, view, err); /* no lock held: other scans go on */
     /* Fingerprints recognise stacks across blocks: the dictionary shares them by it. */
     uint32_t entry = UINT32_MAX;
-    if (seg && (symtab_fingerprint_stacks(seg->sym) || share_symbols(s, b, p, seg, &entry))) {
+    if (seg && ((seg->sym && symtab_fingerprint_stacks(seg->sym)) || share_symbols(s, b, p, seg, &entry))) {
         segment_free(seg);
         seg = NULL;
         hr_fail(err, HR_ENOMEM, "out of memory");
@@ -232,6 +232,7 @@ segment_t *bcache_pin(store_t *s, size_t i, size_t p, int view, hr_err_t *err) {
         c->dict = entry;
         s->cached_bytes += segment_bytes(seg);
         s->part_loads++;
+        s->funcs_loads += view == BLOCK_VIEW_FUNCS;
     }
     if (seg) c->refs++, lru_touch(s, c);
     pthread_mutex_unlock(&s->cache_mu);
@@ -240,7 +241,7 @@ segment_t *bcache_pin(store_t *s, size_t i, size_t p, int view, hr_err_t *err) {
 
 void bcache_unpin(store_t *s, size_t i, size_t p, int view) {
     pthread_mutex_lock(&s->cache_mu);
-    s->blocks[i].parts[2 * p + (size_t)view].refs--;
+    part_cache(&s->blocks[i], p, view)->refs--;
     bcache_evict_locked(s);
     pthread_mutex_unlock(&s->cache_mu);
 }
@@ -271,7 +272,7 @@ static void *pin_share(void *arg) {
 static void pin_batch(store_t *s, want_t *w, size_t n) {
     size_t cold = 0;
     pthread_mutex_lock(&s->cache_mu);
-    for (size_t k = 0; k < n; k++) cold += !s->blocks[w[k].block].parts[2 * w[k].part + (size_t)w[k].view].cached;
+    for (size_t k = 0; k < n; k++) cold += !part_cache(&s->blocks[w[k].block], w[k].part, w[k].view)->cached;
     pthread_mutex_unlock(&s->cache_mu);
     size_t t = cold < 2 ? 1 : cold < (size_t)s->decode_threads ? cold : (size_t)s->decode_threads;
     pthread_t tid[DECODE_MAX];
@@ -288,7 +289,7 @@ static void pin_batch(store_t *s, want_t *w, size_t n) {
  * dictionary's current version for the call. -1 when fn returns it, or with err. */
 static int hand(const segment_t *seg, store_segment_fn fn, void *ctx, hr_err_t *err) {
     if (!seg->dict) return fn(ctx, seg);
-    const symtab_t *sym = symdict_acquire(seg->dict, seg->dict_stacks);
+    const symtab_t *sym = symdict_acquire(seg->dict, seg->dict_stacks, seg->dict_strings);
     if (!sym) return hr_fail(err, HR_ENOMEM, "out of memory");
     segment_t view = *seg;
     view.sym = (symtab_t *)sym; /* read only, as every reader of a scan's segments */

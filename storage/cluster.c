@@ -162,15 +162,17 @@ static range_t *wanted_ranges(store_t *s, const char *tenant, const store_filter
             continue;
         for (size_t p = 0; p < b->ix->nparts; p++) {
             const block_part_t *bp = &b->ix->parts[p];
-            int decoded = b->parts[2 * p].cached || b->parts[2 * p + 1].cached;
-            if (decoded || !store_part_wanted(bp, f) || objcache_has(s->ocache, b->meta.path, bp->off, bp->len))
-                continue;
+            if (!store_part_wanted(bp, f) || !store_part_picked(f, b->meta.id, p)) continue;
+            int view = store_part_view(bp, f);
+            uint64_t off, len;
+            block_part_range(bp, view, &off, &len);
+            if (part_cache(b, p, view)->cached || objcache_has(s->ocache, b->meta.path, off, len)) continue;
             if (VEC_RESERVE(v, cap, *n + 1)) {
                 pthread_mutex_unlock(&s->cache_mu);
                 free(v);
                 return NULL;
             }
-            v[(*n)++] = (range_t){b->meta.path, bp->off, bp->len};
+            v[(*n)++] = (range_t){b->meta.path, off, len};
         }
     }
     pthread_mutex_unlock(&s->cache_mu);

@@ -360,6 +360,12 @@ int index_heartbeat(index_t *ix, const char *node, const char *target, const cha
     LOCKED(ix, ix->ops->heartbeat(ix->db, node, target, listen, err));
 }
 
+int index_peers(index_t *ix, const char *self, int max_age_s, char ***addrs, size_t *n, hr_err_t *err) {
+    *addrs = NULL, *n = 0;
+    if (!ix->ops->peers) return unshared(err);
+    LOCKED(ix, ix->ops->peers(ix->db, self, max_age_s, addrs, n, err));
+}
+
 int index_trash_take(index_t *ix, size_t max, char ***keys, size_t *n, hr_err_t *err) {
     *keys = NULL, *n = 0;
     if (!ix->ops->trash_take) return unshared(err);

@@ -109,6 +109,11 @@ int index_claim(index_t *ix, const char *job, const char *owner, int64_t lease_m
 int index_release(index_t *ix, const char *job, const char *owner, hr_err_t *err);
 /* Records that node is alive (its role and address), for operators and planners. */
 int index_heartbeat(index_t *ix, const char *node, const char *target, const char *listen, hr_err_t *err);
+/* The listen addresses (host:port) of the other nodes that answer queries (target all
+ * or query) and wrote a heartbeat in the last max_age_s seconds, by node name: the
+ * nodes a query's partitions can be split among. *addrs (malloc'd, each one too) has
+ * *n of them. */
+int index_peers(index_t *ix, const char *self, int max_age_s, char ***addrs, size_t *n, hr_err_t *err);
 /* Takes up to max keys of replaced blocks' objects whose delay has passed off the
  * trash (their rows are gone once this returns), for the caller to delete. *keys
  * (malloc'd, each key too) has *n of them. */

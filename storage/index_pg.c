@@ -308,6 +308,16 @@ static int heartbeat(void *db, const char *node, const char *target, const char 
                 3, vals, err);
 }
 
+/* The first column of r's rows as strings (malloc'd), and r cleared. 0 or -1. */
+static int column(PGresult *r, char ***out, size_t *n, hr_err_t *err) {
+    size_t rows = (size_t)PQntuples(r);
+    int rc = (*out = calloc(rows ? rows : 1, sizeof **out)) ? 0 : hr_fail(err, HR_ENOMEM, "out of memory");
+    for (size_t i = 0; rc == 0 && i < rows; i++)
+        if (!((*out)[(*n)++] = strdup(PQgetvalue(r, (int)i, 0)))) rc = hr_fail(err, HR_ENOMEM, "out of memory");
+    PQclear(r);
+    return rc;
+}
+
 static int trash_take(void *db, size_t max, char ***keys, size_t *n, hr_err_t *err) {
     char lim[24];
     snprintf(lim, sizeof lim, "%zu", max);
@@ -316,13 +326,18 @@ static int trash_take(void *db, size_t max, char ***keys, size_t *n, hr_err_t *e
                       "DELETE FROM hearth_trash WHERE key IN (SELECT key FROM hearth_trash WHERE delete_after < now()"
                       " LIMIT $1::bigint FOR UPDATE SKIP LOCKED) RETURNING key",
                       1, vals, err);
-    if (!r) return -1;
-    size_t rows = (size_t)PQntuples(r);
-    int rc = (*keys = calloc(rows ? rows : 1, sizeof **keys)) ? 0 : hr_fail(err, HR_ENOMEM, "out of memory");
-    for (size_t i = 0; rc == 0 && i < rows; i++)
-        if (!((*keys)[(*n)++] = strdup(PQgetvalue(r, (int)i, 0)))) rc = hr_fail(err, HR_ENOMEM, "out of memory");
-    PQclear(r);
-    return rc;
+    return r ? column(r, keys, n, err) : -1;
+}
+
+static int peers(void *db, const char *self, int max_age_s, char ***addrs, size_t *n, hr_err_t *err) {
+    char age[24];
+    snprintf(age, sizeof age, "%d", max_age_s);
+    const char *vals[] = {self, age};
+    PGresult *r = run(db,
+                      "SELECT listen FROM hearth_nodes WHERE name <> $1 AND target IN ('all', 'query')"
+                      " AND heartbeat > now() - make_interval(secs => $2::int) ORDER BY name",
+                      2, vals, err);
+    return r ? column(r, addrs, n, err) : -1;
 }
 
 static void pg_close(void *db) {
@@ -345,6 +360,7 @@ static const index_backend_t OPS = {
     .claim = claim,
     .release = release,
     .heartbeat = heartbeat,
+    .peers = peers,
     .trash_take = trash_take,
     .close = pg_close,
 };

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/vec.h"
+#include "storage/functab.h"
 
 segment_t *segment_new(void) {
     segment_t *s = calloc(1, sizeof *s);
@@ -26,6 +27,7 @@ void segment_free(segment_t *s) {
     free(s->stacks);
     free(s->values);
     free(s->spans);
+    functab_free(s->funcs);
     free(s);
 }
 
@@ -146,7 +148,8 @@ int segment_import_spans(segment_t *s, symtab_remap_t *m, const span_sample_t *p
 
 size_t segment_bytes(const segment_t *s) {
     return (s->sym ? symtab_bytes(s->sym) : 0) + s->profiles_cap * sizeof(seg_profile_t) +
-           s->samples_cap * (sizeof(uint32_t) + sizeof(int64_t)) + s->spans_cap * sizeof(span_sample_t);
+           s->samples_cap * (sizeof(uint32_t) + sizeof(int64_t)) + s->spans_cap * sizeof(span_sample_t) +
+           functab_bytes(s->funcs);
 }
 
 static int cmp_row(const void *a, const void *b, void *ctx) {

@@ -53,6 +53,10 @@ typedef struct segment {
     span_sample_t *spans;
     size_t nspans, spans_cap;
     int64_t min_time, max_time; /* over profiles; INT64_MAX/INT64_MIN when empty */
+    struct functab *funcs;      /* owned; a block partition's function table (storage/functab.h),
+                                 * in a segment of that alone (no rows, sym NULL until a scan
+                                 * hands it with its dictionary's names); else NULL */
+    size_t dict_strings;        /* the dictionary's strings funcs' names need (all below it) */
 } segment_t;
 
 /* A sample as (stack id, value): the unit segment rows and deltas are built from. */

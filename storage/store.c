@@ -501,15 +501,34 @@ int store_part_wanted(const block_part_t *p, const store_filter_t *f) {
     return 0;
 }
 
+static int cmp_part_ref(const void *a, const void *b) {
+    const store_part_ref_t *x = a, *y = b;
+    if (x->block != y->block) return x->block < y->block ? -1 : 1;
+    return (x->part > y->part) - (x->part < y->part);
+}
+
+void store_part_refs_sort(store_part_ref_t *refs, size_t n) { qsort(refs, n, sizeof *refs, cmp_part_ref); }
+
+int store_part_picked(const store_filter_t *f, int64_t block, size_t p) {
+    store_part_ref_t key = {block, (uint32_t)p};
+    return !f->only || bsearch(&key, f->only, f->nonly, sizeof key, cmp_part_ref) != NULL;
+}
+
+int store_part_view(const block_part_t *p, const store_filter_t *f) {
+    int whole = p->min_time >= f->from && p->max_time <= f->until;
+    if (whole && f->funcs_ok && p->funcs_len) return BLOCK_VIEW_FUNCS;
+    return whole && f->merged_ok && p->merged ? BLOCK_VIEW_MERGED : BLOCK_VIEW_ROWS;
+}
+
 /* Hands fn the footer totals of the block's wanted partitions: the footer lists
  * every row partition by partition, so each run of wanted partitions is one slice of
  * it, passed as a view (the same rows, not copied). A query for one service of a
  * fleet then walks that service's rows, not the fleet's. */
-static int scan_totals(const block_index_t *ix, const store_filter_t *f, store_segment_fn fn, void *ctx) {
+static int scan_totals(const block_index_t *ix, int64_t id, const store_filter_t *f, store_segment_fn fn, void *ctx) {
     size_t at = 0, run = 0; /* rows before partition p; the wanted run's first row */
     int rc = 0, in_run = 0;
     for (size_t p = 0; p <= ix->nparts && rc == 0; p++) {
-        int want = p < ix->nparts && store_part_wanted(&ix->parts[p], f);
+        int want = p < ix->nparts && store_part_wanted(&ix->parts[p], f) && store_part_picked(f, id, p);
         if (want && !in_run) run = at;
         if (!want && in_run && at > run) {
             segment_t view = *ix->totals;
@@ -523,28 +542,35 @@ static int scan_totals(const block_index_t *ix, const store_filter_t *f, store_s
     return rc;
 }
 
+/* Block i's footer, attached now if a passing failure left it without one; NULL when
+ * it is bad (skipped) or failed again (err). `data` held. */
+static const block_index_t *footer_of(store_t *s, size_t i, hr_err_t *err) {
+    block_t *b = &s->blocks[i];
+    pthread_mutex_lock(&s->cache_mu);
+    if (!b->ix && !b->bad) bcache_attach(s, b, err);
+    const block_index_t *ix = b->ix;
+    pthread_mutex_unlock(&s->cache_mu);
+    return ix;
+}
+
 /* Queues the block's wanted partitions into the batch (running it when full), or
  * hands fn the block's footer totals when they suffice. A bad block is skipped; one
  * whose footer does not load for a passing reason fails the scan (err). */
 static int scan_block(store_t *s, size_t i, const store_filter_t *f, want_t *batch, size_t *nb, store_segment_fn fn,
                       void *ctx, hr_err_t *err) {
-    block_t *b = &s->blocks[i];
-    pthread_mutex_lock(&s->cache_mu); /* a footer that failed to load for a passing reason: retry */
-    if (!b->ix && !b->bad) bcache_attach(s, b, err);
-    const block_index_t *ix = b->ix; /* set once, under cache_mu; stable while data is held */
-    int bad = b->bad;
-    pthread_mutex_unlock(&s->cache_mu);
-    if (!ix) return bad ? 0 : -1;
-    if (f->totals_only && ix->totals) return scan_totals(ix, f, fn, ctx); /* no partition decoded */
+    const block_t *b = &s->blocks[i];
+    hr_err_t e = {0};
+    const block_index_t *ix = footer_of(s, i, &e); /* stable while data is held */
+    if (!ix && e.code && err) *err = e;
+    if (!ix) return e.code ? -1 : 0;
+    if (f->totals_only && ix->totals) return scan_totals(ix, b->meta.id, f, fn, ctx); /* no partition decoded */
     int rc = 0;
     for (size_t p = 0; p < ix->nparts && rc == 0; p++) {
         const block_part_t *bp = &ix->parts[p];
-        if (!store_part_wanted(bp, f)) continue;
-        /* A range covering the whole partition takes its pre-merged rows: one per
-         * series instead of every profile. */
-        int view = f->merged_ok && bp->merged && bp->min_time >= f->from && bp->max_time <= f->until ? BLOCK_VIEW_MERGED
-                                                                                                     : BLOCK_VIEW_ROWS;
-        batch[(*nb)++] = (want_t){s, i, p, view, NULL, {0}};
+        if (!store_part_wanted(bp, f) || !store_part_picked(f, b->meta.id, p)) continue;
+        /* A range covering the whole partition takes its pre-merged rows (one per
+         * series instead of every profile), or its function table. */
+        batch[(*nb)++] = (want_t){s, i, p, store_part_view(bp, f), NULL, {0}};
         if (*nb == DECODE_BATCH) {
             rc = bcache_run_batch(s, batch, *nb, fn, ctx, err);
             *nb = 0;
@@ -585,7 +611,7 @@ static int scan_locked(store_t *s, const char *tenant, const store_filter_t *f, 
     }
     if (nb && rc == 0) rc = bcache_run_batch(s, batch, nb, fn, ctx, err); /* queued, not yet pinned */
     store_prefetch_end(pf);
-    for (size_t i = 0; i < s->nheads && rc == 0; i++) {
+    for (size_t i = 0; i < s->nheads && rc == 0 && !f->no_heads; i++) {
         const segment_t *seg = s->heads[i].seg;
         if (strcmp(s->heads[i].tenant, tenant) || !seg->nprofiles || seg->max_time < f->from ||
             seg->min_time > f->until)
@@ -593,6 +619,42 @@ static int scan_locked(store_t *s, const char *tenant, const store_filter_t *f, 
         rc = fn(ctx, seg);
     }
     return rc;
+}
+
+int store_plan_locked(store_t *s, const char *tenant, const store_filter_t *f, store_part_ref_t **refs,
+                      uint64_t **bytes, size_t *n, hr_err_t *err) {
+    size_t cap = 0, bcap = 0;
+    *refs = NULL, *bytes = NULL, *n = 0;
+    attach_range(s, tenant, f);
+    for (size_t i = 0; i < s->nblocks; i++) {
+        const block_meta_t *m = &s->blocks[i].meta;
+        if (strcmp(m->tenant, tenant) || m->max_time < f->from || m->min_time > f->until) continue;
+        hr_err_t e = {0};
+        const block_index_t *ix = footer_of(s, i, &e);
+        if (!ix && e.code) return err ? (*err = e, -1) : -1;
+        for (size_t p = 0; ix && p < ix->nparts; p++) {
+            if (!store_part_wanted(&ix->parts[p], f) || !store_part_picked(f, m->id, p)) continue;
+            if (VEC_RESERVE(*refs, cap, *n + 1) || VEC_RESERVE(*bytes, bcap, *n + 1))
+                return hr_fail(err, HR_ENOMEM, "out of memory");
+            uint64_t off;
+            (*refs)[*n] = (store_part_ref_t){m->id, (uint32_t)p};
+            block_part_range(&ix->parts[p], store_part_view(&ix->parts[p], f), &off, &(*bytes)[*n]);
+            (*n)++;
+        }
+    }
+    store_part_refs_sort(*refs, *n);
+    return 0;
+}
+
+int store_has_parts_locked(store_t *s, const store_part_ref_t *refs, size_t n) {
+    for (size_t k = 0; k < n; k++) {
+        size_t i = 0;
+        while (i < s->nblocks && s->blocks[i].meta.id != refs[k].block) i++;
+        hr_err_t e = {0};
+        const block_index_t *ix = i < s->nblocks ? footer_of(s, i, &e) : NULL;
+        if (!ix || refs[k].part >= ix->nparts) return 0;
+    }
+    return 1;
 }
 
 int store_scan(store_t *s, const char *tenant, const store_filter_t *f, store_segment_fn fn, void *ctx, hr_err_t *err) {
@@ -656,6 +718,7 @@ void store_stats(store_t *s, store_stats_t *out) {
     for (const part_cache_t *c = s->lru_oldest; c; c = c->newer) out->parts_cached++;
     out->cached_bytes = s->cached_bytes + s->dict_bytes;
     out->part_loads = s->part_loads;
+    out->funcs_loads = s->funcs_loads;
     pthread_mutex_unlock(&s->cache_mu);
     out->cuts = s->cuts;
     out->retention_deleted = s->retention_deleted;

@@ -97,17 +97,30 @@ int store_apply_retention(store_t *s, int64_t now_ns, hr_err_t *err);
  * meanwhile. Returns 1 if it compacted a run, 0 if none was due, -1 on error. */
 int store_compact(store_t *s, hr_err_t *err);
 
+/* One partition of one block: the unit a query split across cluster nodes divides. */
+typedef struct {
+    int64_t block; /* its catalog id */
+    uint32_t part; /* its index in the block's footer */
+} store_part_ref_t;
+
 /* What a scan needs, so it decodes only that: a time range, optionally a set of
  * series, and whether the rows' totals suffice (no stacks: time series, profile
  * lists, label presence). */
 typedef struct {
-    int64_t from, until;   /* ns, inclusive */
-    const uint8_t *series; /* series[id] != 0: wanted; NULL: every series */
-    uint32_t nseries;      /* length of series */
-    int totals_only;       /* rows with their totals are enough; samples may be absent */
-    int merged_ok;         /* a partition wholly in range may come as its pre-merged rows:
+    int64_t from, until;          /* ns, inclusive */
+    const uint8_t *series;        /* series[id] != 0: wanted; NULL: every series */
+    uint32_t nseries;             /* length of series */
+    int totals_only;              /* rows with their totals are enough; samples may be absent */
+    int merged_ok;                /* a partition wholly in range may come as its pre-merged rows:
                             * one per series at the partition's first time, holding the sum
                             * of its samples (only the stacks' sums are wanted) */
+    int funcs_ok;                 /* with merged_ok, a partition wholly in range may come as its
+                            * function table (storage/functab.h: a segment with no rows and
+                            * `funcs` set): only per-function sums are wanted */
+    const store_part_ref_t *only; /* non-NULL: of the blocks, only these partitions (nonly of
+                                   * them, sorted by block and part): a node's share */
+    size_t nonly;
+    int no_heads; /* the heads are not scanned */
 } store_filter_t;
 
 /* Calls fn for segments of tenant that may hold rows the filter wants: the heads,
@@ -129,6 +142,18 @@ typedef void (*store_pass_fn)(void *ctx, size_t k);
 int store_scan_passes(store_t *s, const char *tenant, const store_filter_t *f, size_t n, store_pass_fn pass,
                       store_segment_fn fn, void *ctx, hr_err_t *err);
 
+/* The block partitions a scan with filter f would read (not the heads), with their
+ * sizes in bytes: what a split query divides among nodes. Call it from a store_pass_fn
+ * (the scan's lock is held then). *refs and *bytes (malloc'd) have *n entries, sorted
+ * by block and part. 0, or -1 with err (a footer that does not load). */
+int store_plan_locked(store_t *s, const char *tenant, const store_filter_t *f, store_part_ref_t **refs,
+                      uint64_t **bytes, size_t *n, hr_err_t *err);
+/* Sorts refs by block and part, as store_filter_t.only wants them. */
+void store_part_refs_sort(store_part_ref_t *refs, size_t n);
+/* 1 when every one of refs[0..n) names a partition of a block this node knows (after
+ * its last sync), so a scan restricted to them misses none. From a store_pass_fn. */
+int store_has_parts_locked(store_t *s, const store_part_ref_t *refs, size_t n);
+
 index_t *store_index(store_t *s);
 
 /* Cluster mode (no-ops returning 0 on one node): */
@@ -146,6 +171,7 @@ typedef struct {
     size_t blocks, block_bytes, blocks_corrupt;
     size_t parts_cached, cached_bytes; /* decoded block partitions held, and their bytes */
     uint64_t part_loads;               /* partitions decoded into the cache (its misses) */
+    uint64_t funcs_loads;              /* of which function tables alone (storage/functab.h) */
     size_t series;
     uint64_t wal_bytes;
     uint64_t cuts, retention_deleted;

@@ -56,9 +56,14 @@ typedef struct {
 typedef struct {
     block_meta_t meta;
     block_index_t *ix;   /* its footer (partitions, totals), read when the block is opened or written */
-    part_cache_t *parts; /* 2 * ix->nparts: [2p + view] (block.h's BLOCK_VIEW_*) */
+    part_cache_t *parts; /* BLOCK_VIEWS per partition of ix (part_cache) */
     int bad;             /* unreadable: skipped by queries (guarded by cache_mu) */
 } block_t;
+
+/* The cache entry of a view (block.h's BLOCK_VIEW_*) of partition p of b. */
+static inline part_cache_t *part_cache(const block_t *b, size_t p, int view) {
+    return &b->parts[BLOCK_VIEWS * p + (size_t)view];
+}
 
 struct store {
     store_config_t cfg;
@@ -80,7 +85,7 @@ struct store {
     idset_t dict_set;                      /* dicts by (tenant, key) */
     part_cache_t *lru_oldest, *lru_newest; /* the loaded partitions (cache_mu) */
     int decode_threads; /* partitions a scan decodes at once: the machine's cores, up to DECODE_MAX */
-    uint64_t part_loads, cuts, retention_deleted, compactions, compacted_blocks, compactions_lost;
+    uint64_t part_loads, funcs_loads, cuts, retention_deleted, compactions, compacted_blocks, compactions_lost;
     /* Cluster mode (cluster.c): NULL objects means one node with local files. */
     objstore_t *objects;
     objcache_t *ocache;
@@ -138,6 +143,11 @@ prefetch_t *store_prefetch_start(store_t *s, const char *tenant, const store_fil
 void store_prefetch_end(prefetch_t *p);
 /* 1 when partition p may hold rows the filter wants: time range and series. */
 int store_part_wanted(const block_part_t *p, const store_filter_t *f);
+/* The view (BLOCK_VIEW_*) of a wanted partition a scan with filter f reads. */
+int store_part_view(const block_part_t *p, const store_filter_t *f);
+/* 1 unless f restricts the scan to some partitions (f->only) and not partition p of
+ * block id. */
+int store_part_picked(const store_filter_t *f, int64_t block, size_t p);
 /* 1 when s->blocks holds block id. data held. */
 int store_has_block(const store_t *s, int64_t id);
 /* Cluster ingest: waits until the cut of generation gen of the heads is over. 0 when

@@ -11,6 +11,20 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include "storage/functab.h"
+
+/* A name list adopted lately (a function table's, functab.h) and the ids its names got:
+ * a service's hourly tables mostly list the same names, so the next one that lists
+ * exactly these bytes is mapped by one comparison instead of a lookup per name. */
+typedef struct {
+    char *blob; /* the names, NUL-separated, as functab_t holds them */
+    size_t len, n;
+    uint32_t *map; /* n ids */
+} names_seen_t;
+
+#define NAMES_SEEN 4
 
 typedef struct version {
     symtab_t *sym;
@@ -27,6 +41,8 @@ struct symdict {
     version_t *versions;       /* newest first */
     _Atomic size_t grow_bytes; /* last counted into *bytes */
     _Atomic size_t *bytes;
+    names_seen_t seen[NAMES_SEEN]; /* recent name lists (mu) */
+    size_t seen_next;              /* the slot the next new list replaces */
 };
 
 static void count(symdict_t *d, size_t add, size_t sub) {
@@ -69,12 +85,42 @@ static void free_version(symdict_t *d, version_t *v) {
     free(v);
 }
 
+static void forget_names(symdict_t *d, names_seen_t *s) {
+    count(d, 0, s->len + s->n * sizeof *s->map);
+    free(s->blob);
+    free(s->map);
+    *s = (names_seen_t){0};
+}
+
+/* The ids of ft's names when a recent table listed exactly the same. mu held. */
+static const uint32_t *seen_names(const symdict_t *d, const functab_t *ft) {
+    for (size_t i = 0; i < NAMES_SEEN; i++) {
+        const names_seen_t *s = &d->seen[i];
+        if (s->blob && s->n == ft->nnames && s->len == ft->names_len && !memcmp(s->blob, ft->names, s->len))
+            return s->map;
+    }
+    return NULL;
+}
+
+/* Remembers ft's names and their ids (nothing on OOM: it is only a shortcut). mu held. */
+static void remember_names(symdict_t *d, const functab_t *ft, const uint32_t *map) {
+    names_seen_t *s = &d->seen[d->seen_next++ % NAMES_SEEN];
+    forget_names(d, s);
+    s->blob = malloc(ft->names_len + 1), s->map = malloc((ft->nnames + 1) * sizeof *s->map);
+    if (!s->blob || !s->map) return forget_names(d, s);
+    memcpy(s->blob, ft->names, ft->names_len);
+    memcpy(s->map, map, ft->nnames * sizeof *map);
+    s->len = ft->names_len, s->n = ft->nnames;
+    count(d, s->len + s->n * sizeof *s->map, 0);
+}
+
 static void destroy(symdict_t *d) {
     for (version_t *v = d->versions, *next; v; v = next) {
         next = v->next;
         free_version(d, v);
     }
     count(d, 0, d->grow_bytes);
+    for (size_t i = 0; i < NAMES_SEEN; i++) forget_names(d, &d->seen[i]);
     symtab_free(d->grow);
     sym_fpmap_free(&d->by_fp);
     pthread_mutex_destroy(&d->mu);
@@ -112,7 +158,37 @@ static int map_stacks(symdict_t *d, const symtab_t *src, uint32_t *map) {
     return rc ? rc : index_new(d);
 }
 
+/* symdict_adopt for a function table: its names become strings of grow. */
+static int adopt_names(symdict_t *d, segment_t *seg) {
+    functab_t *ft = seg->funcs;
+    uint32_t *map = malloc((ft->nnames + 1) * sizeof *map);
+    if (!map) return -1;
+    pthread_mutex_lock(&d->mu);
+    int rc = 0;
+    const uint32_t *known = seen_names(d, ft);
+    if (known) memcpy(map, known, ft->nnames * sizeof *map);
+    for (size_t i = 0; !known && i < ft->nnames && rc == 0; i++) {
+        const char *s = ft->names + ft->name_off[i];
+        if ((map[i] = symtab_string(d->grow, s, strlen(s))) == SYM_NONE) rc = -1;
+    }
+    if (rc == 0 && !known) rc = index_new(d);
+    if (rc == 0 && !known) remember_names(d, ft, map);
+    size_t need = d->grow->nstrings;
+    if (rc == 0) d->refs++;
+    pthread_mutex_unlock(&d->mu);
+    if (rc == 0) {
+        for (size_t e = 0; e < ft->nentries; e++) ft->fn[e] = map[ft->fn[e]];
+        free(ft->names), free(ft->name_off);
+        ft->names = NULL, ft->name_off = NULL;
+        seg->dict = d;
+        seg->dict_strings = need;
+    }
+    free(map);
+    return rc;
+}
+
 int symdict_adopt(symdict_t *d, segment_t *seg) {
+    if (seg->funcs) return adopt_names(d, seg);
     symtab_t *src = seg->sym;
     if (src->nfp[SYM_FP_STACKS] < src->nstacks) return -1; /* not fingerprinted: a caller's bug, refused */
     uint32_t *map = malloc((src->nstacks + 1) * sizeof *map);
@@ -134,10 +210,10 @@ int symdict_adopt(symdict_t *d, segment_t *seg) {
     return rc;
 }
 
-/* Makes the newest version hold at least need stacks (every stack of grow when it is
- * taken anew). mu held. 0 or -1 (OOM). */
-static int refresh(symdict_t *d, size_t need) {
-    if (d->versions && d->versions->sym->nstacks >= need) return 0;
+/* Makes the newest version hold at least `stacks` stacks and `strings` strings (all
+ * of grow's when it is taken anew). mu held. 0 or -1 (OOM). */
+static int refresh(symdict_t *d, size_t stacks, size_t strings) {
+    if (d->versions && d->versions->sym->nstacks >= stacks && d->versions->sym->nstrings >= strings) return 0;
     version_t *v = calloc(1, sizeof *v);
     if (!v || !(v->sym = symtab_snapshot(d->grow))) {
         free(v);
@@ -155,10 +231,10 @@ static int refresh(symdict_t *d, size_t need) {
     return 0;
 }
 
-const symtab_t *symdict_acquire(symdict_t *d, size_t need) {
+const symtab_t *symdict_acquire(symdict_t *d, size_t stacks, size_t strings) {
     pthread_mutex_lock(&d->mu);
     const symtab_t *sym = NULL;
-    if (refresh(d, need) == 0) {
+    if (refresh(d, stacks, strings) == 0) {
         d->versions->refs++;
         d->refs++;
         sym = d->versions->sym;

@@ -40,7 +40,9 @@ void symdict_unref(symdict_t *d);
 /* References held now (a hint for pruning: 1 means only the caller's). */
 size_t symdict_refs(symdict_t *d);
 
-/* Re-numbers seg's stacks (its samples' and span samples' stack ids) into d. seg->sym
+/* Re-numbers seg's stacks (its samples' and span samples' stack ids) into d, or, for a
+ * function table (seg->funcs), its names into d's strings (seg->dict_strings then the
+ * strings its ids need; the table's own names are freed). seg->sym
  * must have its stack fingerprints (symtab_fingerprint_stacks). On success seg->sym is
  * freed and NULL, seg->dict is d, seg->dict_stacks the dictionary's size its ids need,
  * and the caller holds one more reference to d for seg (dropped when seg is freed). Rows are then no longer sorted by stack id within
@@ -48,11 +50,11 @@ size_t symdict_refs(symdict_t *d);
  * 0, or -1 on OOM (seg unchanged). */
 int symdict_adopt(symdict_t *d, segment_t *seg);
 
-/* The newest version, holding at least `need` stacks (a segment's dict_stacks: every
- * id it uses), each with its fingerprint (read-only; fp[SYM_FP_STACKS] covers every
- * stack). Valid until symdict_release, which also drops the reference to d the call
- * took. NULL on OOM. */
-const symtab_t *symdict_acquire(symdict_t *d, size_t need);
+/* The newest version, holding at least `stacks` stacks and `strings` strings (a
+ * segment's dict_stacks and dict_strings: every id it uses), each stack with its
+ * fingerprint (read-only; fp[SYM_FP_STACKS] covers every stack). Valid until
+ * symdict_release, which also drops the reference to d the call took. NULL on OOM. */
+const symtab_t *symdict_acquire(symdict_t *d, size_t stacks, size_t strings);
 void symdict_release(symdict_t *d, const symtab_t *version);
 
 /* Bytes of the growing table (without the versions handed out). */

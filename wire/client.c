@@ -41,8 +41,8 @@ static void server_error(client_resp_t *out) {
     json_decref(doc);
 }
 
-static int perform(const char *method, const char *url, const void *body, size_t n, const char *ctype, long timeout_s,
-                   size_t max_body, const atomic_int *cancel, client_resp_t *out) {
+static int perform(const char *method, const char *url, const char *const *headers, const void *body, size_t n,
+                   const char *ctype, long timeout_s, size_t max_body, const atomic_int *cancel, client_resp_t *out) {
     memset(out, 0, sizeof *out);
     buf_init(&out->body);
     CURL *c = curl_easy_init();
@@ -56,6 +56,7 @@ static int perform(const char *method, const char *url, const void *body, size_t
         snprintf(ct, sizeof ct, "Content-Type: %s", ctype);
         hdr = curl_slist_append(hdr, ct);
     }
+    for (size_t i = 0; headers && headers[i]; i++) hdr = curl_slist_append(hdr, headers[i]);
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
     if (body) {
@@ -104,11 +105,16 @@ void client_global_init(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
 
 int client_http(const char *method, const char *url, const void *body, size_t n, const char *ctype, long timeout_s,
                 client_resp_t *out) {
-    return perform(method, url, body, n, ctype, timeout_s, 0, NULL, out);
+    return perform(method, url, NULL, body, n, ctype, timeout_s, 0, NULL, out);
+}
+
+int client_http_headers(const char *method, const char *url, const char *const *headers, const void *body, size_t n,
+                        const char *content_type, long timeout_s, client_resp_t *out) {
+    return perform(method, url, headers, body, n, content_type, timeout_s, 0, NULL, out);
 }
 
 int client_get_bounded(const char *url, long timeout_s, size_t max_body, const atomic_int *cancel, client_resp_t *out) {
-    return perform("GET", url, NULL, 0, NULL, timeout_s, max_body, cancel, out);
+    return perform("GET", url, NULL, NULL, 0, NULL, timeout_s, max_body, cancel, out);
 }
 
 char *client_url(const char *server, const char *path, const char *const *kv) {

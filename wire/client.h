@@ -27,6 +27,11 @@ void client_global_init(void);
 int client_http(const char *method, const char *url, const void *body, size_t n, const char *content_type,
                 long timeout_s, client_resp_t *out);
 
+/* client_http with more request headers: headers[] holds "Name: value" strings, NULL
+ * last (a node asking a peer forwards the tenant and the caller's credential). */
+int client_http_headers(const char *method, const char *url, const char *const *headers, const void *body, size_t n,
+                        const char *content_type, long timeout_s, client_resp_t *out);
+
 /* A GET for a long-running poller (the scraper): as client_http, and also gives up
  * when *cancel becomes nonzero (libcurl looks about once a second while it waits,
  * so a stop never waits for the timeout) or when the body passes max_body bytes. */

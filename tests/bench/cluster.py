@@ -257,17 +257,21 @@ def week_uploads(a):
     upload one profile per --other-every slots each, so the blocks hold data the query does not
     select and the cold query's fetched bytes can be told from the block sizes."""
     n = a.days * 86400 // 300
-    out, total = [], 0
+    out, total, everything = [], 0, 0
     svcs = [fleet.Service(a.seed, s, a.functions, a.stacks) for s in range(1 + a.other_services)]
     for idx in range(n):
         t = fleet.BASE + idx * 300
         body, tot = fleet.make_profile(svcs[0], a.seed, idx, t, 300)
         out.append((fleet.service_name(0), t, t + 300, body))
         total += tot
+        everything += tot
         if idx % a.other_every == 0:
             span = a.other_every * 300
             for s in svcs[1:]:
-                out.append((fleet.service_name(s.idx), t, t + span, fleet.make_profile(s, a.seed, idx, t, span)[0]))
+                body, tot = fleet.make_profile(s, a.seed, idx, t, span)
+                out.append((fleet.service_name(s.idx), t, t + span, body))
+                everything += tot
+    a.fleet_total = everything  # the fleet-wide query's expected total (bench_split)
     return out, total
 
 
@@ -387,8 +391,7 @@ def bench_week(a, tmp, pg, gw):
         row.update(query_node(c, a, expect, f"query{k}"))
         out["regimes"].append(row)
     stop(compactor)
-    for n in nodes:
-        stop(n)
+    out["split"] = bench_split(c, nodes, flags, a)
 
     print(f"week: {len(uploads):,} uploads -> single node ...", flush=True)
     single = start(harness.Server(os.path.join(tmp, "single"), extra=["--wal-fsync", "none"]))
@@ -417,6 +420,44 @@ def bench_week(a, tmp, pg, gw):
     for row in out["regimes"]:
         row["warm_ratio"] = row["warm_ms"] / out["single_warm_ms"]
         row["cold_ratio"] = row["cold_ms"] / out["single_cold_ms"]
+    return out
+
+
+def bench_split(c, nodes, flags, a):
+    """4. One fleet-wide query split across nodes: every service's CPU over the week as a flame
+    graph, asked of node n0 cold (all three nodes restarted with their --cache-dir deleted), once
+    with --query-split=false (n0 merges every partition) and once with the default split among the
+    three. Per node: partitions decoded (hearth_block_partition_loads_total) and CPU seconds
+    (/proc) during the query. The nodes are stopped after."""
+    sel = fleet.CPU + "{}"
+    rng = {"from": fleet.BASE, "until": fleet.BASE + a.days * 86400}
+    out = {}
+    for split in ("false", "true"):
+        for n in nodes:
+            stop(n)
+            shutil.rmtree(os.path.join(n.data_dir, "cache"), ignore_errors=True)
+        nodes[:] = [c.node(f"n{i}", *flags, "--query-split", split) for i in range(len(nodes))]
+        t0 = time.time()
+        while split == "true" and harness.metric(nodes[0], "hearth_query_peers") < len(nodes) - 1:
+            assert time.time() - t0 < 30, "n0 does not see its peers"
+            time.sleep(0.2)
+        loads0 = [harness.metric(n, "hearth_block_partition_loads_total") for n in nodes]
+        cpu0 = [fleet.cpu_seconds(n.proc.pid) for n in nodes]
+        t0 = time.time()
+        st, body = nodes[0].get("/api/v1/query", query=sel, format="flamegraph", **rng)
+        ms = (time.time() - t0) * 1000
+        assert st == 200, f"fleet query -> {st} {body[:300]!r}"
+        got = json.loads(body)["flamebearer"]["numTicks"]
+        assert got == a.fleet_total, f"split={split}: fleet total {got} != generated {a.fleet_total}"
+        out[split] = {"ms": ms,
+                      "parts": [harness.metric(n, "hearth_block_partition_loads_total") - l for n, l in zip(nodes, loads0)],
+                      "cpu_s": [fleet.cpu_seconds(n.proc.pid) - c0 for n, c0 in zip(nodes, cpu0)],
+                      "shares_ok": harness.metric(nodes[0], 'hearth_query_split_shares_total{outcome="ok"}')}
+    for n in nodes:
+        stop(n)
+    whole = out["false"]
+    out["max_parts_ratio"] = max(out["true"]["parts"]) / max(whole["parts"][0], 1)
+    out["max_cpu_ratio"] = max(out["true"]["cpu_s"]) / max(whole["cpu_s"][0], 1e-9)
     return out
 
 
@@ -485,6 +526,19 @@ def report_week(m, wk):
     print(f"Build: cluster uploads {wk['cluster_push_seconds']:.1f} s ({m['week_clients']} clients, "
           f"{wk['cluster_blocks_after_push']} blocks); single node uploads {wk['single_push_seconds']:.1f} s "
           f"(4 clients).")
+    sp = wk.get("split")
+    if sp:
+        print(f"\n### One fleet-wide query split across three query nodes\n")
+        print("| n0 asked, cold | wall ms | partitions decoded n0 / n1 / n2 | CPU s n0 / n1 / n2 |")
+        print("|---|---|---|---|")
+        for k, label in (("false", "alone (--query-split=false)"), ("true", "split among the three")):
+            r = sp[k]
+            print(f"| {label} | {r['ms']:.0f} | {' / '.join(f'{x:.0f}' for x in r['parts'])} | "
+                  f"{' / '.join(f'{x:.2f}' for x in r['cpu_s'])} |")
+        print(f"\nEvery service's CPU over the week as a flame graph (total equal to the generated sum both ways); "
+              f"the busiest node of the split decoded {100 * sp['max_parts_ratio']:.0f}% of the partitions and used "
+              f"{100 * sp['max_cpu_ratio']:.0f}% of the CPU of the node alone. Wall time on this 2-core machine "
+              f"cannot show the split (the three nodes share the cores).")
     if wk["regimes"][0]["blocks"] == wk["cluster_blocks_after_push"]:
         print(f"WARNING: POST /api/v1/admin/compact on ingest node week-n0 compacted none of the "
               f"{wk['cluster_blocks_after_push']} blocks.")

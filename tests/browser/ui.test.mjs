@@ -306,6 +306,25 @@ async function profilesView(page) {
   process.stdout.write(`download ${file}\n`);
 }
 
+// The fleet view: the top functions of every service, each opening the groups that spend it.
+async function fleetView(page) {
+  await page.goto(`${BASE}/?${q({ query: E.fleet.query, view: 'fleet', group_by: 'env' })}`);
+  await page.waitForSelector('.fleet-table tbody tr');
+  const rows = await page.$$eval('.fleet-table > tbody > tr', (trs) => trs.map((tr) => [...tr.children].map((td) => td.textContent)));
+  check(rows.length === E.fleet.rows, `fleet rows ${rows.length} == ${E.fleet.rows}`);
+  check(rows[0][0] === E.fleet.top && rows[0][1].startsWith(E.fleet.selfText), `fleet top row ${rows[0]}`);
+  check(rows[0][3].startsWith(`${E.fleet.groups.length} group`), `the row counts its groups: ${rows[0][3]}`);
+  await page.click('.fleet-table > tbody > tr:first-child');
+  const groups = await page.$$eval('.fleet-table tr.groups tr', (trs) => trs.map((tr) => tr.children[0].textContent));
+  check(groups.join() === E.fleet.groups.map((g) => 'env=' + g).join(), `the groups, largest first: ${groups}`);
+  await page.screenshot({ path: path.join(OUT, 'fleet.png') });
+  await page.click('.fleet-table tr.groups tr:first-child button');
+  await waitGraph(page);
+  const u = new URL(page.url()).searchParams;
+  check(u.get('view') === null && u.get('query').includes(`env="${E.fleet.groups[0]}"`) && u.get('fn') === E.fleet.top,
+        `Open narrows the single view to the group and the function: ${u}`);
+}
+
 async function embed(page) {
   await page.goto(`${BASE}/embed?${q({ query: E.query, theme: 'dark' })}`);
   await waitGraph(page);
@@ -347,7 +366,7 @@ try {
   const page = await ctx.newPage();
   page.on('pageerror', (e) => errors.push(e.message));
   page.on('console', (m) => { if (m.type() === 'error' && !m.text().includes('status of 4')) errors.push(m.text()); });
-  for (const step of [singleView, chartAxes, groupBy, stackFilters, servicesAndFunctions, autocomplete, chartDrag, diffView, profilesView, embed, states]) {
+  for (const step of [singleView, chartAxes, groupBy, stackFilters, servicesAndFunctions, autocomplete, chartDrag, diffView, profilesView, fleetView, embed, states]) {
     await step(page);
     check(errors.length === 0, `${step.name}: no page errors (${errors.join('; ')})`);
   }

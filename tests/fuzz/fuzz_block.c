@@ -1,9 +1,12 @@
-/* fuzz_block.c - libFuzzer harness: block files and symbol tables from untrusted bytes. */
+/* fuzz_block.c - libFuzzer harness: block files, symbol and function tables from untrusted bytes. */
 #include "storage/block.h"
+#include "storage/functab.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
     hr_err_t err = {0};
     segment_free(block_decode(data, n, &err));
     symtab_free(symtab_decode(data, n, &err));
+    static const uint32_t series[4] = {1, 2, 3, 4};
+    functab_free(functab_decode(data, n, series, n ? data[0] % 5 : 0, &err)); /* a FUNCS section */
     return 0;
 }

@@ -391,6 +391,50 @@ def cluster_three_nodes_answer_like_a_single_node():
         assert not missing, f"blocks in the catalog but not in the bucket: {missing} (bucket: {listed})"
 
 
+def wait_peers(srv, n, timeout=20):
+    """Waits until srv knows n live query peers from the catalog's heartbeats."""
+    end = time.time() + timeout
+    while metric(srv, "hearth_query_peers") < n:
+        assert time.time() < end, f"{srv.name} sees {metric(srv, 'hearth_query_peers')} peers, not {n}"
+        time.sleep(0.2)
+
+
+@test
+def cluster_split_query_answers_like_one_node_and_survives_a_dead_peer():
+    """A merge asked of one node is divided among the three live query nodes, each merging its share
+    of the block partitions: flame graphs, top tables and pprof over every service equal a single
+    node's, the peers' /metrics count the shares they merged, and when a peer dies the asking node
+    merges that share itself, with the same answers."""
+    ups = uploads()
+    with Cluster() as c:
+        nodes = [c.node(n) for n in "abc"]
+        for i, (path, name, at) in enumerate(ups):
+            push_ok(nodes[i % 3], path, name, at)
+        rd = {}
+        with reference(ups) as ref:
+            types = sorted({t for svc in ("web", "batch", "labelled") for t in types_of(ref, svc).values()})
+            for tid in types:
+                for fmt in ("flamegraph", "top", "pprof"):
+                    rd[f"{tid}{{}} {fmt}"] = ("GET", "/api/v1/query", {"query": tid + "{}", "format": fmt, **SPAN})
+            rd["top by service"] = ("GET", "/api/v1/query", {"query": CPU, "format": "top",
+                                                              "group_by": "service_name", **SPAN})
+            want = checked_reference(ref, rd)
+        a, b, dead = nodes
+        wait_peers(a, 2)
+        served = [metric(n, "hearth_query_shares_served_total") for n in (b, dead)]
+        ok = metric(a, 'hearth_query_split_shares_total{outcome="ok"}')
+        assert_same(want, answers(a, rd), f"node a, split three ways ({c.logs()})")
+        assert metric(a, 'hearth_query_split_shares_total{outcome="ok"}') > ok
+        got = [metric(n, "hearth_query_shares_served_total") for n in (b, dead)]
+        assert all(g > s for g, s in zip(got, served)), (served, got)
+        assert metric(a, 'hearth_query_split_shares_total{outcome="failed"}') == 0
+        # A dead peer: its heartbeat is still fresh, so a asks it, fails and merges its share.
+        dead.proc.kill()
+        dead.proc.wait()
+        assert_same(want, answers(a, rd), f"node a with a dead peer ({c.logs()})")
+        assert metric(a, 'hearth_query_split_shares_total{outcome="failed"}') > 0
+
+
 @test
 def cluster_upload_to_one_node_is_read_at_once_through_another():
     totals = ref_totals()

@@ -98,7 +98,7 @@ def refusal_only(url, b):
 def http_attacks_every_route_needs_its_role_and_tenant():
     rows = routes()
     # Every path the server answers is a row; the walk below covers each one.
-    assert len(rows) == 42, len(rows)
+    assert len(rows) == 43, len(rows)
     paths = {r[2] for r in rows}
     for p in ("/render-diff", "/pyroscope/render-diff", "/api/v1/labels", "/labels", "/label-values", "/js/",
               "/v1development/profiles", "/otlp/v1development/profiles"):

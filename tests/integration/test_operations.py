@@ -66,6 +66,14 @@ def cli_push_query_and_check():
         r = cli("query", sel, "--from", str(T0 - 10), "--until", str(T0 + 60), "--format", "folded", env=env)
         assert sum(int(l.rsplit(" ", 1)[1]) for l in r.stdout.splitlines()) == want
         assert CPU in cli("query", "--types", env=env).stdout
+        # --group-by: each function's row, then one indented row per env value that spends it.
+        r = cli("query", CPU, "--from", str(T0 - 10), "--until", str(T0 + 60), "--limit", "2", "--group-by", "env",
+                env=env)
+        lines = r.stdout.splitlines()
+        assert r.returncode == 0 and len(lines) == 7 and lines[4].endswith("    env=prod"), r.stdout
+        assert lines[3].split()[0] == lines[4].split()[0], r.stdout  # one group: all of the function's flat
+        r = cli("query", CPU, "--format", "folded", "--group-by", "env", env=env)
+        assert r.returncode == 2 and "--format top" in r.stderr, r.stderr
         r = cli("query", "bad{", env=env)
         assert r.returncode == 1 and "HTTP 400" in r.stderr
         r = cli("query", CPU, env={"HEARTH_SERVER": "http://127.0.0.1:1"})

@@ -14,8 +14,8 @@ import threading
 import urllib.parse
 
 from harness import (
-    ARGS, CPU, T0, Server, connect_json, connect_proto, cpu_files, memory_slack, proc_status_kib, push, query,
-    read_testdata, test, types_of)
+    ARGS, CPU, T0, Server, cli, connect_json, connect_proto, cpu_files, memory_slack, metric, proc_status_kib, push,
+    query, read_testdata, test, types_of)
 from pprof_ref import pprof_peek, pprof_raw, pprof_top
 from protowire import pb_decode, pb_encode_field, pb_field, pb_put_varint
 
@@ -491,6 +491,73 @@ def three_cpu_profiles(srv, files):
     return merged
 
 
+def pprof_merge(srv, files, name):
+    out = os.path.join(srv.data_dir, name)
+    subprocess.run(["go", "tool", "pprof", "-proto", "-output", out] + files, check=True, capture_output=True)
+    return out
+
+
+@test
+def top_table_from_function_tables_matches_go_tool_pprof():
+    """The fleet's top table over whole block partitions is read from their function tables
+    (no stacks), and agrees with `go tool pprof -top` function by function: on its own, mixed
+    with a head's stacks, with a range that cuts partitions (their rows), and after compaction.
+    Split by service (group_by), each cell is that service's own table."""
+    files = cpu_paths(4)
+    with Server(extra=["--compact-min-blocks", "2"]) as srv:
+        for i, f in enumerate(files[:3]):  # two services, so two partitions per block
+            push(srv, f, "alpha" if i < 2 else "beta", T0 + 10 * i)
+        assert srv.request("POST", "/api/v1/admin/flush", b"")[0] == 200
+        loads = metric(srv, "hearth_block_function_table_loads_total")
+        want = pprof_top(pprof_merge(srv, files[:3], "three.pb.gz"), 1, "nanoseconds")
+
+        def top(**kw):
+            got = query(srv, CPU, **kw)
+            return {f["name"]: (f["self"], f["total"]) for f in got["functions"]}, got["total"]
+
+        funcs, total = top()
+        assert metric(srv, "hearth_block_function_table_loads_total") == loads + 2  # alpha's and beta's
+        assert funcs == want, sorted(set(funcs.items()) ^ set(want.items()))[:6]
+        assert total == sum(flat for flat, _ in want.values())
+        assert top(limit="5")[0] == dict(sorted(want.items(), key=lambda kv: (-kv[1][0], kv[0]))[:5])
+        # A head's stacks and the blocks' function tables in one table.
+        push(srv, files[3], "beta", T0 + 40)
+        want4 = pprof_top(pprof_merge(srv, files, "four.pb.gz"), 1, "nanoseconds")
+        assert top() == (want4, sum(flat for flat, _ in want4.values()))
+        # A range starting inside the block reads its rows: the first profile is left out.
+        want_late = pprof_top(pprof_merge(srv, files[1:], "late.pb.gz"), 1, "nanoseconds")
+        assert top(**{"from": T0 + 5}) == (want_late, sum(flat for flat, _ in want_late.values()))
+        # One service: only its partition's series count.
+        alpha = {f["name"]: (f["self"], f["total"]) for f in
+                 query(srv, CPU + '{service_name="alpha"}')["functions"]}
+        assert alpha == pprof_top(pprof_merge(srv, files[:2], "alpha.pb.gz"), 1, "nanoseconds")
+        # Compacted blocks carry function tables too; the table and the flame graph agree.
+        assert srv.request("POST", "/api/v1/admin/flush", b"")[0] == 200
+        assert srv.request("POST", "/api/v1/admin/compact", b"")[0] == 200
+        before = metric(srv, "hearth_block_function_table_loads_total")
+        assert top() == (want4, sum(flat for flat, _ in want4.values()))
+        assert metric(srv, "hearth_block_function_table_loads_total") == before + 2
+        assert query(srv, CPU, fmt="flamegraph")["flamebearer"]["numTicks"] == top()[1]
+        # The fleet table: each function split by service, each cell that service's own top table.
+        fleet = query(srv, CPU, group_by="service_name")
+        assert fleet["groupBy"] == ["service_name"] and fleet["total"] == top()[1]
+        per = {"alpha": pprof_top(pprof_merge(srv, files[:2], "a.pb.gz"), 1, "nanoseconds"),
+               "beta": pprof_top(pprof_merge(srv, files[2:], "b.pb.gz"), 1, "nanoseconds")}
+        assert {f["name"]: (f["self"], f["total"]) for f in fleet["functions"]} == want4
+        for f in fleet["functions"]:
+            cells = {g["labels"]["service_name"]: (g["self"], g["total"]) for g in f["groups"]}
+            assert cells == {s: v[f["name"]] for s, v in per.items() if f["name"] in v and v[f["name"]] != (0, 0)}, f
+            assert [g["self"] for g in f["groups"]] == sorted((g["self"] for g in f["groups"]), reverse=True)
+        assert [f["name"] for f in query(srv, CPU, group_by="service_name", limit="3")["functions"]] == \
+            [f["name"] for f in fleet["functions"][:3]]
+        # A label some series lack groups them under "".
+        by_env = query(srv, CPU, group_by="env")
+        assert {tuple(g["labels"].items()) for f in by_env["functions"] for g in f["groups"]} == {(("env", ""),)}
+        data_dir = srv.data_dir
+    r = cli("check", data_dir)  # verifies every function table against its partition's rows
+    assert r.returncode == 0, r.stdout
+
+
 @test
 def focus_ignore_and_hide_match_go_tool_pprof():
     """pprof's -focus/-ignore/-hide as query parameters: every function's flat and cum, and
@@ -624,7 +691,7 @@ def group_by_splits_timelines_by_label():
         assert srv.get_json("/pyroscope/render", query=sel, **{"from": T0 - 10, "until": T0 + 100})["groups"] is None
         st, body = srv.get("/api/v1/timeseries", query=sel, group_by="pod", limit="-1", **span)
         assert st == 400, body
-        st, body = srv.get("/api/v1/query", query=sel, format="top", group_by="pod", **{"from": T0 - 10, "until": T0 + 100})
+        st, body = srv.get("/api/v1/query", query=sel, format="folded", group_by="pod", **{"from": T0 - 10, "until": T0 + 100})
         assert st == 400 and b"group_by" in body, body  # refused, not ignored
 
 

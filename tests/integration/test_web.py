@@ -69,6 +69,7 @@ def web_ui_in_headless_chromium():
         sw = get_json("/api/v1/query", query=sel, format="sandwich", function=fn, **span)
         lines = get_json("/api/v1/query", query=sel, format="lines", function=fn, **span)
         focused = get_json("/api/v1/query", query=sel, format="top", focus="sort\\.", hide="^runtime\\.", **span)
+        fleet = get_json("/api/v1/query", query=CPU, format="top", group_by="env", limit=200, **span)["functions"]
         expect = {
             "tenant": tenant, "query": sel, "from": span["from"], "until": span["until"],
             "total": total, "totalText": js_value(total, "nanoseconds"),
@@ -84,6 +85,8 @@ def web_ui_in_headless_chromium():
             "fn": {"name": fn, "callers": len(sw["callers"]["flamebearer"]["levels"][2]) // 4,
                    "callees": len(sw["callees"]["flamebearer"]["levels"][2]) // 4 if len(sw["callees"]["flamebearer"]["levels"]) > 2 else 0,
                    "lines": len(lines["lines"]), "total": lines["total"]},
+            "fleet": {"query": CPU, "top": fleet[0]["name"], "selfText": js_value(fleet[0]["self"], "nanoseconds"),
+                      "groups": [g["labels"]["env"] for g in fleet[0]["groups"]], "rows": len(fleet)},
             "filter": {"focus": "sort\\.", "hide": "^runtime\\.", "total": focused["total"],
                        "top": focused["functions"][0]["name"], "names": [f["name"] for f in focused["functions"]]},
         }

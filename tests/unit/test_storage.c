@@ -7,6 +7,7 @@
 
 #include "storage/block.h"
 #include "storage/compact.h"
+#include "storage/functab.h"
 #include "storage/store.h"
 #include "storage/symdict.h"
 #include "storage/symtab.h"
@@ -182,13 +183,13 @@ void test_symdict_shares_stacks(void) {
     symdict_t *d = symdict_new(&bytes);
     segment_t *s1 = dict_segment(p1, 2, 2), *s2 = dict_segment(p2, 2, 2);
     CHECK(d && symdict_adopt(d, s1) == 0 && !s1->sym && s1->dict == d);
-    const symtab_t *v1 = symdict_acquire(d, s1->dict_stacks);
+    const symtab_t *v1 = symdict_acquire(d, s1->dict_stacks, 0);
     CHECK(v1 && v1->nfp[SYM_FP_STACKS] == v1->nstacks);
     size_t n1 = v1 ? v1->nstacks : 0;
     CHECK(symdict_adopt(d, s2) == 0);
-    CHECK(symdict_acquire(d, s1->dict_stacks) == v1); /* s1's stacks: the same version, no copy */
+    CHECK(symdict_acquire(d, s1->dict_stacks, 0) == v1); /* s1's stacks: the same version, no copy */
     symdict_release(d, v1);
-    const symtab_t *v2 = symdict_acquire(d, s2->dict_stacks);
+    const symtab_t *v2 = symdict_acquire(d, s2->dict_stacks, 0);
     CHECK(v2 && v2 != v1 && v2->nstacks == n1 + 1); /* only "main;c" is new */
     CHECK(v1 && v1->nstacks == n1);                 /* the old version did not change */
     if (v1 && v2) {
@@ -208,6 +209,66 @@ void test_symdict_shares_stacks(void) {
     symdict_unref(d);
     symdict_unref(d);
     CHECK_INT(bytes, 0);
+}
+
+/* The entry of `name` in series i of t (names not yet re-numbered), or NULL. */
+static const char *ft_entry(const functab_t *t, size_t i, const char *name, int64_t *self, int64_t *total) {
+    for (size_t e = t->first[i]; e < t->first[i + 1]; e++)
+        if (!strcmp(t->names + t->name_off[t->fn[e]], name)) return *self = t->self[e], *total = t->total[e], name;
+    return NULL;
+}
+
+/* A function table sums self at the leaf and total once per stack however often a
+ * name recurs, per series; it round-trips through its encoding, refuses damaged
+ * bytes, is not written over address-only frames, and its names re-number into a
+ * dictionary's strings. */
+void test_functab_sums_per_series(void) {
+    const char *rec[] = {"main", "a", "a"}, *b[] = {"main", "b"};
+    segment_t *m = segment_new();
+    uint32_t st[2] = {make_stack(m->sym, rec, 3), make_stack(m->sym, b, 2)};
+    int64_t v1[2] = {3, 2}, v2[1] = {7};
+    segment_add(m, 4, 1000, 0, st, v1, 2);
+    segment_add(m, 9, 1000, 0, st + 1, v2, 1);
+    hr_err_t err = {0};
+    int none = 1;
+    functab_t *t = functab_build(m->sym, m, &none, &err);
+    CHECK(t && !none && t->nseries == 2 && t->series[0] == 4 && t->series[1] == 9);
+    int64_t self = -1, total = -1;
+    CHECK(t && ft_entry(t, 0, "a", &self, &total) && self == 3 && total == 3); /* not 6: once per stack */
+    CHECK(t && ft_entry(t, 0, "main", &self, &total) && self == 0 && total == 5);
+    CHECK(t && ft_entry(t, 1, "b", &self, &total) && self == 7 && total == 7);
+    CHECK(t && !ft_entry(t, 1, "a", &self, &total) && t->all[0] == 5 && t->all[1] == 7);
+    buf_t enc;
+    buf_init(&enc);
+    if (t) functab_encode(t, &enc);
+    functab_t *back = functab_decode(enc.data, enc.len, t ? t->series : NULL, 2, &err);
+    CHECK(back && t && functab_equal(t, back));
+    CHECK(!functab_decode(enc.data, enc.len - 1, t ? t->series : NULL, 2, &err) && err.code == HR_EUNPROC);
+    CHECK(!functab_decode(enc.data, enc.len, t ? t->series : NULL, 3, &err)); /* another series count */
+    if (enc.len > 2) enc.data[1] ^= 0x7f;                                     /* a name's length */
+    CHECK(!functab_decode(enc.data, enc.len, t ? t->series : NULL, 2, &err));
+    /* Names re-numbered into a dictionary: ids are its strings. */
+    _Atomic size_t bytes = 0;
+    symdict_t *d = symdict_new(&bytes);
+    segment_t *f = calloc(1, sizeof *f);
+    if (f) f->funcs = back, back = NULL;
+    CHECK(d && f && symdict_adopt(d, f) == 0 && !f->funcs->names && f->dict == d);
+    const symtab_t *v = d && f ? symdict_acquire(d, 0, f->dict_strings) : NULL;
+    CHECK(v && !strcmp(symtab_str(v, f->funcs->fn[f->funcs->first[1]]), "b"));
+    if (v) symdict_release(d, v);
+    segment_free(f);
+    symdict_unref(d);
+    symdict_unref(d);
+    CHECK_INT(bytes, 0);
+    /* An address-only frame: no table (the symbolizer names it at query time). */
+    sym_mapping_t mp = {0x1000, 0x2000, 0, 0, 0};
+    uint32_t loc = symtab_location(m->sym, symtab_mapping(m->sym, &mp), 0x1234, NULL, 0);
+    symtab_stack(m->sym, 0, loc);
+    CHECK(!functab_build(m->sym, m, &none, &err) && none);
+    buf_free(&enc);
+    functab_free(back);
+    functab_free(t);
+    segment_free(m);
 }
 
 static segment_t *sample_segment(void) {
@@ -712,7 +773,7 @@ void test_store_cut_and_reopen(void) {
     batch_sample(p, make_stack(b.sym, a, 2), 42);
     CHECK(store_ingest(s, "anonymous", "rec", 3, &b, &err) == 0);
     int64_t got[2] = {0, 0};
-    store_scan(s, "anonymous", &(store_filter_t){0, 10000, NULL, 0, 0, 0}, count_segments, got, &err);
+    store_scan(s, "anonymous", &(store_filter_t){.from = 0, .until = 10000}, count_segments, got, &err);
     CHECK(got[0] == 42 && got[1] == 1);
     CHECK(store_cut(s, &err) == 0);
     store_stats_t st;
@@ -720,16 +781,16 @@ void test_store_cut_and_reopen(void) {
     CHECK_INT(st.blocks, 1);
     CHECK_INT(st.head_profiles, 0);
     memset(got, 0, sizeof got);
-    store_scan(s, "anonymous", &(store_filter_t){0, 10000, NULL, 0, 0, 0}, count_segments, got, &err);
+    store_scan(s, "anonymous", &(store_filter_t){.from = 0, .until = 10000}, count_segments, got, &err);
     CHECK(got[0] == 42 && got[1] == 1); /* same answer from the block */
     memset(got, 0, sizeof got);
-    store_scan(s, "other-tenant", &(store_filter_t){0, 10000, NULL, 0, 0, 0}, count_segments, got, &err);
+    store_scan(s, "other-tenant", &(store_filter_t){.from = 0, .until = 10000}, count_segments, got, &err);
     CHECK(got[1] == 0);
     store_close(s);
     s = store_open(&cfg, &err); /* blocks and series survive a reopen; the WAL is empty */
     CHECK(store_replay(s, NULL, NULL, &ws, &err) == 0 && ws.records == 0);
     memset(got, 0, sizeof got);
-    store_scan(s, "anonymous", &(store_filter_t){0, 10000, NULL, 0, 0, 0}, count_segments, got, &err);
+    store_scan(s, "anonymous", &(store_filter_t){.from = 0, .until = 10000}, count_segments, got, &err);
     CHECK(got[0] == 42 && got[1] == 1);
     CHECK_INT(index_series_total(store_index(s)), 1);
     store_close(s);
@@ -776,13 +837,13 @@ void test_retention(void) {
     CHECK_INT(store_apply_retention(s, now, &err), 1);
     CHECK_INT(store_apply_retention(s, now, &err), 0); /* idempotent */
     int64_t got[2] = {0, 0};
-    store_scan(s, "anonymous", &(store_filter_t){0, now, NULL, 0, 0, 0}, count_segments, got, &err);
+    store_scan(s, "anonymous", &(store_filter_t){.from = 0, .until = now}, count_segments, got, &err);
     CHECK(got[0] == 7 && got[1] == 1);
     store_close(s);
     s = store_open(&cfg, &err); /* the catalog agrees after a reopen */
     store_replay(s, NULL, NULL, &ws, &err);
     memset(got, 0, sizeof got);
-    store_scan(s, "anonymous", &(store_filter_t){0, now, NULL, 0, 0, 0}, count_segments, got, &err);
+    store_scan(s, "anonymous", &(store_filter_t){.from = 0, .until = now}, count_segments, got, &err);
     CHECK(got[0] == 7 && got[1] == 1);
     store_stats_t st;
     store_stats(s, &st);
@@ -867,13 +928,13 @@ void test_store_compaction(void) {
     CHECK_INT(st.blocks, 2);
     CHECK_INT(st.compacted_blocks, 3);
     int64_t sums[2] = {0, 0};
-    store_scan(s, "anonymous", &(store_filter_t){0, day0 + 48 * H, NULL, 0, 0, 0}, count_segments, sums, &err);
+    store_scan(s, "anonymous", &(store_filter_t){.from = 0, .until = day0 + 48 * H}, count_segments, sums, &err);
     CHECK(sums[0] == 1 + 2 + 3 + 4 && sums[1] == 4);
     store_close(s);
     s = store_open(&cfg, &err); /* the catalog agrees after a reopen; the old files are gone */
     store_replay(s, NULL, NULL, &ws, &err);
     memset(sums, 0, sizeof sums);
-    store_scan(s, "anonymous", &(store_filter_t){0, day0 + 48 * H, NULL, 0, 0, 0}, count_segments, sums, &err);
+    store_scan(s, "anonymous", &(store_filter_t){.from = 0, .until = day0 + 48 * H}, count_segments, sums, &err);
     CHECK(sums[0] == 10 && sums[1] == 4);
     store_stats(s, &st);
     CHECK_INT(st.blocks, 2);

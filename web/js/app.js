@@ -6,7 +6,7 @@
 import { Api, ApiError } from './api.js';
 import { FlameGraph } from './flamegraph.js';
 import { TimeSeries } from './timeseries.js';
-import { DiffTable, TopTable } from './table.js';
+import { DiffTable, FleetTable, TopTable } from './table.js';
 import { formatTime, formatValue, percent, sampleUnit, typeName } from './format.js';
 
 const $ = (id) => document.getElementById(id);
@@ -79,6 +79,7 @@ class App {
                                                 onPick: (name) => this.pickFunction(name) });
     this.table = new TopTable($('table-pane'), { onPick: (name) => this.pickFunction(name) });
     this.diffTable = new DiffTable($('diff-table-pane'));
+    if (!EMBED) this.fleet = new FleetTable($('fleet-table'), { onOpen: (labels, fn) => this.openGroup(labels, fn) });
     if (!EMBED) { // the function pane's sandwich: its callers (inverted) and callees as flame graphs
       this.fnCallers = new FlameGraph($('fn-callers-graph'), { className: 'flame-canvas-fn' });
       this.fnCallees = new FlameGraph($('fn-callees-graph'), { className: 'flame-canvas-fn' });
@@ -347,6 +348,7 @@ class App {
     try {
       if (s.view === 'diff') await this.loadDiff(seq);
       else if (s.view === 'profiles') await this.loadProfiles(seq);
+      else if (s.view === 'fleet') await this.loadFleet(seq);
       else await this.loadSingle(seq);
     } catch (e) {
       if (seq === this.loadSeq) this.showStatus('error', errorText(e));
@@ -516,6 +518,32 @@ class App {
       `${list.count} profiles.`;
     if (!list.count) this.showStatus('empty', `No profiles of ${s.query} in this time range.`);
     else this.showStatus('', '');
+  }
+
+  // The fleet view: the selection's top functions (the 200 largest by self), each split by
+  // the group-by label (service_name unless another is picked).
+  async loadFleet(seq) {
+    const s = this.state, unit = sampleUnit(splitQuery(s.query).type), by = s.groupBy || 'service_name';
+    const [doc, drawChart] = await Promise.all([
+      this.api.get('/api/v1/query', { query: s.query, from: s.from, until: s.until, format: 'top', group_by: by,
+                                      limit: 200, ...this.filters() }),
+      this.loadChart(s.query, s.from, s.until)]);
+    if (seq !== this.loadSeq) return;
+    drawChart();
+    this.fleet.setData(doc, unit);
+    const groups = new Set(doc.functions.flatMap((f) => f.groups.map((g) => JSON.stringify(g.labels)))).size;
+    $('fleet-note').textContent = `Top ${doc.functions.length} functions of ${doc.profiles} profiles, total ` +
+      `${formatValue(doc.total, unit)}, across ${groups} ${by} values. Click a function for where it is spent.`;
+    setEmpty(!doc.total);
+    if (!doc.total) this.showStatus('empty', `No data: nothing matches ${s.query} in this time range.`);
+    else this.showStatus('', '');
+  }
+
+  // A fleet table group's Open: the single view narrowed to the group, on the function.
+  openGroup(labels, fn) {
+    let sel = this.selector();
+    for (const [k, v] of Object.entries(labels)) sel = withLabel(sel, k, v);
+    this.set({ view: 'single', query: splitQuery(this.state.query).type + sel, fn, groupBy: '' });
   }
 
   // Fetched rather than linked so that tenant and token headers go along.

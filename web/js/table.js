@@ -63,6 +63,79 @@ export class TopTable {
   }
 }
 
+// The fleet table: the top functions of the whole selection, each row with the number of
+// groups (services, versions, ...) that spend it; a click opens the groups, largest first,
+// and each group opens the single view of that group and function.
+export class FleetTable {
+  constructor(container, { onOpen } = {}) {
+    this.onOpen = onOpen;
+    this.el = document.createElement('table');
+    this.el.className = 'top-table fleet-table';
+    container.append(this.el);
+    this.open = new Set();
+  }
+
+  // doc: /api/v1/query?format=top&group_by=LABEL; unit: the sample unit.
+  setData(doc, unit) {
+    this.doc = doc;
+    this.unit = unit;
+    this.open.clear();
+    this.render();
+  }
+
+  cell(text, title) {
+    const td = document.createElement('td');
+    td.textContent = text;
+    if (title) td.title = title;
+    return td;
+  }
+
+  groupRows(f) {
+    const by = this.doc.groupBy;
+    const t = document.createElement('table');
+    for (const g of f.groups) {
+      const tr = document.createElement('tr');
+      const name = by.map((k) => `${k}=${g.labels[k] === '' ? '(none)' : g.labels[k]}`).join(', ');
+      const open = document.createElement('button');
+      open.textContent = 'Open';
+      open.addEventListener('click', (e) => { e.stopPropagation(); this.onOpen && this.onOpen(g.labels, f.name); });
+      const act = document.createElement('td');
+      act.append(open);
+      tr.append(this.cell(name), this.cell(`${formatValue(g.self, this.unit)} (${percent(g.self, f.self)})`),
+                this.cell(`${formatValue(g.total, this.unit)} (${percent(g.total, f.total)})`), act);
+      t.append(tr);
+    }
+    const row = document.createElement('tr');
+    row.className = 'groups';
+    const td = document.createElement('td');
+    td.colSpan = 4;
+    td.append(t);
+    row.append(td);
+    return row;
+  }
+
+  render() {
+    const head = document.createElement('tr');
+    for (const h of ['Function', 'Self', 'Total', `Spent in (${this.doc.groupBy.join(', ')})`]) head.append(this.cell(h));
+    const body = document.createElement('tbody');
+    for (const f of this.doc.functions) {
+      const tr = document.createElement('tr');
+      tr.append(this.cell(f.name, f.name), this.cell(`${formatValue(f.self, this.unit)} (${percent(f.self, this.doc.total)})`),
+                this.cell(`${formatValue(f.total, this.unit)} (${percent(f.total, this.doc.total)})`),
+                this.cell(`${f.groups.length} ${f.groups.length === 1 ? 'group' : 'groups'} ${this.open.has(f.name) ? '▾' : '▸'}`));
+      tr.addEventListener('click', () => {
+        if (this.open.has(f.name)) this.open.delete(f.name); else this.open.add(f.name);
+        this.render();
+      });
+      body.append(tr);
+      if (this.open.has(f.name)) body.append(this.groupRows(f));
+    }
+    const thead = document.createElement('thead');
+    thead.append(head);
+    this.el.replaceChildren(thead, body);
+  }
+}
+
 // The diff table: per function, its self on each side and the change, largest change
 // first. rel: the change in share of each side's total (what the relative colouring
 // shows), else in absolute value.
