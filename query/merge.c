@@ -64,8 +64,9 @@ static uint32_t *countmap_slot(countmap_t *m, uint64_t key) {
  * STACKS: the per-stack sums, from the partitions of the selected series, taking a
  *   partition's pre-merged rows when the range covers it (a split merge: this node's
  *   share of them, the peers being asked for theirs meanwhile);
- * REMOTE (a split merge): the peers' shares added, and the partitions of those that
- *   failed merged here. */
+ * REMOTE (a split merge; a scan of its own once the others are done and their lock is
+ *   released, the peers' shares added meanwhile): the partitions of the peers that
+ *   failed, merged here. */
 typedef enum { PASS_COUNT = 1, PASS_TOTALS, PASS_STACKS, PASS_REMOTE } pass_t;
 
 /* The per-stack sums of the partitions that share one dictionary (storage/symdict.h:
@@ -90,6 +91,9 @@ typedef struct {
     store_part_ref_t **shares;
     size_t *nshares;
     split_run_t *run;
+    int *ok; /* the peers' answers (split_join), per node */
+    buf_t *body;
+    hr_err_t *errs;
     store_part_ref_t *retry;
     size_t nretry;
 } split_state_t;
@@ -103,7 +107,8 @@ typedef struct {
     uint32_t nbits;
     pass_t pass, passes[4]; /* the current pass, and the passes in order */
     split_state_t sp;
-    int missing;      /* a peer's share names a partition this node does not know */
+    int missing;      /* a share names a partition this node does not know (any more) */
+    int overflow;     /* function sums past int64 */
     int split_failed; /* planning or adding the split failed (split_err says why) */
     hr_err_t split_err;
     countmap_t per_series, per_bucket;
@@ -291,19 +296,22 @@ static int merge_funcs(scan_ctx_t *c, const segment_t *seg) {
         memset(a->ftotal + a->nfn, 0, (n - a->nfn) * sizeof *a->ftotal);
         a->nfn = n;
     }
+    int over = 0;
     for (size_t i = 0; i < ft->nseries; i++) {
         if (ft->series[i] >= c->nbits || !c->bits[ft->series[i]]) continue;
-        c->r->fn_all += ft->all[i];
+        over |= __builtin_add_overflow(c->r->fn_all, ft->all[i], &c->r->fn_all);
         for (size_t e = ft->first[i]; e < ft->first[i + 1]; e++) {
             assert(ft->fn[e] < n);
-            a->fself[ft->fn[e]] += ft->self[e];
-            a->ftotal[ft->fn[e]] += ft->total[e];
+            over |= __builtin_add_overflow(a->fself[ft->fn[e]], ft->self[e], &a->fself[ft->fn[e]]);
+            over |= __builtin_add_overflow(a->ftotal[ft->fn[e]], ft->total[e], &a->ftotal[ft->fn[e]]);
         }
     }
+    if (over) return c->overflow = 1, -1;
     return charge(c);
 }
 
-/* Adds one function's sums to the result's, by name (r->sym's strings). 0 or -1. */
+/* Adds one function's sums to the result's, by name (r->sym's strings). 0, -1 (OOM) or -2
+ * (a sum past int64). */
 static int add_function(merge_result_t *r, const symtab_t *sym, uint32_t name, int64_t self, int64_t total) {
     uint32_t id = symtab_string(r->sym, symtab_str(sym, name), sym->slen[name]);
     if (id == SYM_NONE) return -1;
@@ -314,16 +322,19 @@ static int add_function(merge_result_t *r, const symtab_t *sym, uint32_t name, i
         memset(r->fn_total + r->nfn, 0, (n - r->nfn) * sizeof *r->fn_total);
         r->nfn = n;
     }
-    r->fn_self[id] += self;
-    r->fn_total[id] += total;
+    /* Sums of int64 values: past int64 the answer would be wrong, so it is refused. */
+    if (__builtin_add_overflow(r->fn_self[id], self, &r->fn_self[id]) ||
+        __builtin_add_overflow(r->fn_total[id], total, &r->fn_total[id]))
+        return -2;
     return 0;
 }
 
 /* Adds a dictionary's per-function sums to the result's. */
 static int fold_funcs(scan_ctx_t *c, const dict_acc_t *a) {
-    for (size_t k = 0; k < a->nfn; k++)
-        if ((a->fself[k] || a->ftotal[k]) && add_function(c->r, a->ver, (uint32_t)k, a->fself[k], a->ftotal[k]))
-            return -1;
+    for (size_t k = 0; k < a->nfn; k++) {
+        int rc = a->fself[k] || a->ftotal[k] ? add_function(c->r, a->ver, (uint32_t)k, a->fself[k], a->ftotal[k]) : 0;
+        if (rc) return c->overflow = rc == -2, -1;
+    }
     return charge(c);
 }
 
@@ -490,36 +501,42 @@ static int merge_segment(scan_ctx_t *c, const segment_t *seg) {
 
 /* ---- a merge split across nodes (split.h) ---- */
 
-static const store_part_ref_t NO_PARTS[1]; /* `only` of a pass that reads no partition */
+static const store_part_ref_t NO_PARTS[1]; /* `only` of a scan that reads no partition */
 
-static void split_fail(scan_ctx_t *c, hr_code_t code, const char *what) {
-    if (!c->split_failed) hr_fail(&c->split_err, code, "%s", what);
+static void split_fail(scan_ctx_t *c, const hr_err_t *e) {
+    if (!c->split_failed) c->split_err = *e;
     c->split_failed = 1;
 }
 
+static void split_oom(scan_ctx_t *c) {
+    hr_err_t e = {0};
+    hr_fail(&e, HR_ENOMEM, "out of memory splitting the merge");
+    split_fail(c, &e);
+}
+
 /* STACKS of a split merge: plans the shares, asks the peers for theirs and narrows
- * this pass to this node's own (and the heads). */
+ * this pass to this node's own (and the heads). Everything finish_split needs is
+ * allocated here, before any peer is asked. */
 static void start_split(scan_ctx_t *c, store_filter_t *f) {
     split_state_t *sp = &c->sp;
-    store_part_ref_t *refs;
-    uint64_t *bytes;
-    size_t n;
+    store_part_ref_t *refs = NULL;
+    uint64_t *bytes = NULL;
+    size_t n = 0;
     sp->nodes = 1 + c->q->remote->npeers;
     sp->shares = calloc(sp->nodes, sizeof *sp->shares), sp->nshares = calloc(sp->nodes, sizeof *sp->nshares);
+    sp->ok = calloc(sp->nodes, sizeof *sp->ok), sp->body = calloc(sp->nodes, sizeof *sp->body);
+    sp->errs = calloc(sp->nodes, sizeof *sp->errs);
     hr_err_t e = {0};
-    if (!sp->shares || !sp->nshares || store_plan_locked(c->st, c->q->tenant, f, &refs, &bytes, &n, &e)) {
-        f->only = NO_PARTS, f->nonly = 0;
-        return split_fail(c, e.code ? e.code : HR_ENOMEM, e.code ? e.msg : "out of memory");
-    }
-    int rc = split_plan(refs, bytes, n, sp->nodes, sp->shares, sp->nshares);
+    int rc = !sp->shares || !sp->nshares || !sp->ok || !sp->body || !sp->errs ? -1 : 0;
+    if (rc == 0 && store_plan_locked(c->st, c->q->tenant, f, &refs, &bytes, &n, &e)) rc = -2;
+    f->only = NO_PARTS, f->nonly = 0; /* until the plan stands (a failed split reads nothing) */
+    if (rc) return free(refs), free(bytes), rc == -2 ? split_fail(c, &e) : split_oom(c);
+    rc = split_plan(refs, bytes, n, sp->nodes, sp->shares, sp->nshares);
     free(refs);
     free(bytes);
-    if (rc == 0) sp->run = split_start(c->q->remote, sp->shares, sp->nshares, f->funcs_ok);
-    if (rc || !sp->run) {
-        f->only = NO_PARTS, f->nonly = 0;
-        return split_fail(c, HR_ENOMEM, "out of memory");
-    }
-    f->only = sp->shares[0] ? sp->shares[0] : NO_PARTS, f->nonly = sp->nshares[0];
+    if (rc || !(sp->retry = malloc((n + 1) * sizeof *sp->retry))) return split_oom(c);
+    if (!(sp->run = split_start(c->q->remote, sp->shares, sp->nshares, f->funcs_ok))) return split_oom(c);
+    f->only = sp->shares[0], f->nonly = sp->nshares[0];
     c->r->split.parts_here = sp->nshares[0];
     c->r->split.parts_sent = n - sp->nshares[0];
 }
@@ -531,11 +548,13 @@ static int add_share(scan_ctx_t *c, const buf_t *body, hr_err_t *err) {
     double *acc = rc == 0 ? malloc((s.sym->nstacks + 1) * sizeof *acc) : NULL;
     if (rc == 0 && (!acc || symtab_fingerprint_stacks(s.sym))) rc = hr_fail(err, HR_ENOMEM, "out of memory");
     for (size_t i = 0; rc == 0 && i < s.sym->nstacks; i++) acc[i] = (double)s.self[i];
-    if (rc == 0 && fold_acc(c, s.sym, acc, s.sym->nstacks)) rc = hr_fail(err, HR_ENOMEM, "out of memory");
-    for (size_t k = 0; rc == 0 && k < s.nfn; k++)
-        if (add_function(c->r, s.sym, s.fn[k], s.fself[k], s.ftotal[k])) rc = hr_fail(err, HR_ENOMEM, "out of memory");
+    if (rc == 0 && fold_acc(c, s.sym, acc, s.sym->nstacks)) rc = -1;
+    for (size_t k = 0; rc == 0 && k < s.nfn; k++) rc = add_function(c->r, s.sym, s.fn[k], s.fself[k], s.ftotal[k]);
+    if (rc == 0 && __builtin_add_overflow(c->r->fn_all, s.fn_all, &c->r->fn_all)) rc = -2;
+    if (rc == -2) hr_fail(err, HR_EINVAL, "the function sums of this selection exceed int64; narrow the range");
+    else if (rc && c->limit) *err = c->limit_err;
+    else if (rc && !err->code) hr_fail(err, HR_ENOMEM, "out of memory adding a peer's share");
     if (rc == 0) {
-        c->r->fn_all += s.fn_all;
         c->r->split.peer_parts_decoded += s.parts_decoded;
         c->r->split.peer_cpu_us += s.cpu_us;
     }
@@ -544,63 +563,55 @@ static int add_share(scan_ctx_t *c, const buf_t *body, hr_err_t *err) {
     return rc;
 }
 
-/* REMOTE: waits for the peers, adds their shares, and narrows this pass to the
- * partitions of those that failed (no heads: STACKS read them). */
-static void finish_split(scan_ctx_t *c, store_filter_t *f) {
+/* After the scan, its lock released (a peer's share may wait for this node's own
+ * catalog sync): waits for the peers and adds their shares; the partitions of those
+ * that failed go to sp->retry, for a scan of their own. */
+static void finish_split(scan_ctx_t *c) {
     split_state_t *sp = &c->sp;
-    f->only = NO_PARTS, f->nonly = 0, f->no_heads = 1;
     if (!sp->run) return;
-    int *ok = calloc(sp->nodes, sizeof *ok);
-    buf_t *body = calloc(sp->nodes, sizeof *body);
-    hr_err_t *errs = calloc(sp->nodes, sizeof *errs);
-    split_join(sp->run, ok ? ok : (int[2]){0}, body, errs);
+    split_join(sp->run, sp->ok, sp->body, sp->errs);
     sp->run = NULL;
-    size_t n = 0;
-    for (size_t k = 1; k < sp->nodes; k++) n += sp->nshares[k];
-    sp->retry = malloc((n + 1) * sizeof *sp->retry);
-    if (!ok || !body || !errs || !sp->retry) split_fail(c, HR_ENOMEM, "out of memory");
     for (size_t k = 1; !c->split_failed && k < sp->nodes; k++) {
-        hr_err_t e = errs[k];
+        hr_err_t e = sp->errs[k];
         if (!sp->nshares[k]) continue;
-        if (ok[k] && add_share(c, &body[k], &e) == 0) {
+        if (sp->ok[k] && add_share(c, &sp->body[k], &e) == 0) {
             c->r->split.shares_ok++;
             continue;
         }
-        if (e.code == HR_ENOMEM) split_fail(c, HR_ENOMEM, "out of memory adding a peer's share");
+        if (e.code == HR_ENOMEM || e.code == HR_EINVAL || c->limit) { /* ours: merging here would not help */
+            split_fail(c, &e);
+            break;
+        }
         log_warn("query.share_failed", "peer=%zu partitions=%zu err=\"%s\" (merged here instead)", k - 1,
                  sp->nshares[k], e.msg);
         c->r->split.shares_failed++;
         memcpy(sp->retry + sp->nretry, sp->shares[k], sp->nshares[k] * sizeof *sp->retry);
         sp->nretry += sp->nshares[k];
     }
-    for (size_t k = 0; body && k < sp->nodes; k++) buf_free(&body[k]);
-    free(ok), free(body), free(errs);
-    if (c->split_failed) return;
     store_part_refs_sort(sp->retry, sp->nretry);
-    f->only = sp->retry, f->nonly = sp->nretry;
     c->r->split.parts_here += sp->nretry;
 }
 
 static void free_split(split_state_t *sp) {
-    if (sp->run) { /* the scan failed before REMOTE: still wait for the peers */
-        int ok[sp->nodes];
-        buf_t body[sp->nodes];
-        hr_err_t errs[sp->nodes];
-        split_join(sp->run, ok, body, errs);
-        for (size_t k = 1; k < sp->nodes; k++) buf_free(&body[k]);
-    }
+    if (sp->run) split_join(sp->run, sp->ok, sp->body, sp->errs); /* a failed scan: the peers still end */
+    for (size_t k = 0; sp->body && k < sp->nodes; k++) buf_free(&sp->body[k]);
     for (size_t k = 0; sp->shares && k < sp->nodes; k++) free(sp->shares[k]);
     free(sp->shares);
     free(sp->nshares);
+    free(sp->ok);
+    free(sp->body);
+    free(sp->errs);
     free(sp->retry);
 }
 
 static void begin_pass(void *ctx, size_t k) {
     scan_ctx_t *c = ctx;
     c->pass = c->passes[k];
+    /* A peer's share, or the shares of failed peers merged here after the scan that planned
+     * them: every partition must still be there, or the answer would be smaller. */
     if (k == 0 && c->q->parts && !store_has_parts_locked(c->st, c->q->parts, c->q->nparts)) c->missing = 1;
+    if (c->pass == PASS_REMOTE && !store_has_parts_locked(c->st, c->sp.retry, c->sp.nretry)) c->missing = 1;
     if (c->q->remote && c->pass == PASS_STACKS) start_split(c, &c->filters[k]);
-    if (c->q->remote && c->pass == PASS_REMOTE) finish_split(c, &c->filters[k]);
 }
 
 static int scan_one(void *ctx, const segment_t *seg) {
@@ -686,8 +697,8 @@ static int merge_exec(store_t *st, const merge_query_t *q, merge_result_t *r, co
                       (q->filter && q->filter->hide)))
         local.remote = NULL;
     c.q = q = &local;
-    if (q->remote) c.passes[n] = PASS_REMOTE, f[n] = f[n - 1], n++;
-    for (size_t k = 0; q->parts && k < n; k++) f[k].only = q->parts, f[k].nonly = q->nparts, f[k].no_heads = 1;
+    for (size_t k = 0; q->parts && k < n; k++)
+        f[k].only = q->parts, f[k].nonly = q->nparts, f[k].no_heads = 1, f[k].strict = 1;
     c.filters = f;
     int rc = 0;
     if (q->average_timeline && r->nbuckets && !(c.in_bucket = calloc(r->nbuckets, sizeof *c.in_bucket)))
@@ -696,8 +707,18 @@ static int merge_exec(store_t *st, const merge_query_t *q, merge_result_t *r, co
         !(c.part_in_bucket = calloc(split->nparts * r->nbuckets + 1, sizeof *c.part_in_bucket)))
         rc = hr_fail(err, HR_ENOMEM, "out of memory");
     if (rc == 0) rc = store_scan_passes(st, q->tenant, f, n, begin_pass, scan_one, &c, err);
-    if (c.missing)
-        rc = hr_fail(err, HR_EIO, "a block partition of this share is not known to this node (its catalog is behind)");
+    finish_split(&c);
+    if (rc == 0 && !c.split_failed && c.sp.nretry) { /* failed peers' partitions, merged here */
+        store_filter_t retry = f[n - 1];
+        retry.only = c.sp.retry, retry.nonly = c.sp.nretry, retry.no_heads = 1;
+        c.passes[0] = PASS_REMOTE;
+        rc = store_scan_passes(st, q->tenant, &retry, 1, begin_pass, scan_one, &c, err);
+    }
+    if (c.overflow) rc = hr_fail(err, HR_EINVAL, "the function sums of this selection exceed int64; narrow the range");
+    else if (c.missing)
+        rc = hr_fail(err, HR_EIO,
+                     "a block partition of this merge is not known to this node (its catalog is behind, or "
+                     "compaction replaced the block meanwhile); ask again");
     else if (c.split_failed) rc = -1, *err = c.split_err;
     if (rc == 0 && fold_dicts(&c)) rc = -1, c.oom = !c.limit;
     for (size_t i = 0; rc == 0 && c.in_bucket && i < r->nbuckets; i++)

@@ -39,6 +39,7 @@
 
 typedef struct {
     app_t *a;
+    const http_req_t *req; /* the call, for a merge split across nodes (split_api.c) */
     const char *tenant;
     arena_t *arena;
     int64_t deadline_ns; /* for every merge of the call */
@@ -327,7 +328,13 @@ static int run_merge(qctx_t *c, const char *type, const char *labels, int64_t st
                         .call_site = cs,
                         .symbolizer = c->a->symbolizer,
                         .mem = &c->mem};
+    /* A stack merge may be split among the cluster's query nodes (merge.h says which). */
+    char *text = want_stacks ? arena_alloc(c->arena, strlen(type) + (labels ? strlen(labels) : 0) + 1) : NULL;
+    if (text) sprintf(text, "%s%s", type, labels ? labels : "");
+    app_remote_t remote;
+    if (text && app_remote_begin(c->a, c->req, text, *from, *until, &remote)) mq.remote = &remote.rm;
     int rc = merge_run(c->a->store, &mq, m, &c->err);
+    if (mq.remote) app_remote_end(&remote, rc == 0 ? m : NULL);
     selector_destroy(&sel);
     return rc;
 }
@@ -812,7 +819,7 @@ void api_querier(app_t *a, http_req_t *req, http_resp_t *resp) {
     connect_codec_t codec;
     if (connect_codec(req, &codec, resp)) return;
     int64_t t0 = time_now_ns();
-    qctx_t c = {a, req->tenant, arena_new(), app_query_deadline(a, req), {&a->query_budget, 0}, {0}, 0};
+    qctx_t c = {a, req, req->tenant, arena_new(), app_query_deadline(a, req), {&a->query_budget, 0}, {0}, 0};
     if (!c.arena) return connect_error(resp, 500, "out of memory");
     const ProtobufCMessage *in = connect_read(req, codec, METHODS[i].in, a->cfg.max_body_bytes, c.arena, resp);
     if (in) {

@@ -146,8 +146,9 @@ static const route_t ROUTES[] = {
     {"/api/v1/timeseries", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_timeseries},
     {"/api/v1/diff", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_diff},
     {"/api/v1/profiles", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_profiles},
-    /* A peer's share of a split merge (split_api.c): bounded by the asking node's query slot. */
-    {"/api/v1/internal/merge-share", 0, M_POST, NEED_READ, 0, LIM_NONE, ERR_JSON, api_merge_share},
+    /* A peer's share of a split merge (split_api.c). A busy node refuses it at once (429) and
+     * the asking node merges that share itself. */
+    {"/api/v1/internal/merge-share", 0, M_POST, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_merge_share},
     {"/pyroscope/render", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_pyroscope_render},
     {"/render", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_pyroscope_render},
     {"/pyroscope/render-diff", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_pyroscope_render_diff},

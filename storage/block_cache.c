@@ -219,7 +219,11 @@ segment_t *bcache_pin(store_t *s, size_t i, size_t p, int view, hr_err_t *err) {
         hr_fail(err, HR_ENOMEM, "out of memory");
     }
     pthread_mutex_lock(&s->cache_mu);
-    if (!seg && unreadable(err->code)) {
+    if (!seg && unreadable(err->code) && view == BLOCK_VIEW_FUNCS) {
+        /* The function table alone is damaged: the partition's other sections may be intact,
+         * so the block stays in use and the caller reads the pre-merged rows instead. */
+        log_error("block.function_table_unreadable", "path=%s partition=%zu err=\"%s\"", b->meta.path, p, err->msg);
+    } else if (!seg && unreadable(err->code)) {
         b->bad = 1;
         log_error("block.unreadable", "path=%s partition=%zu err=\"%s\"", b->meta.path, p, err->msg);
     } else if (!seg) {
@@ -263,6 +267,10 @@ static void *pin_share(void *arg) {
     for (size_t k = sh->first; k < sh->n; k += sh->step) {
         want_t *w = &sh->w[k];
         w->seg = bcache_pin(w->s, w->block, w->part, w->view, &w->err);
+        if (!w->seg && w->view == BLOCK_VIEW_FUNCS && unreadable(w->err.code)) { /* see bcache_pin */
+            w->view = BLOCK_VIEW_MERGED, w->err = (hr_err_t){0};
+            w->seg = bcache_pin(w->s, w->block, w->part, w->view, &w->err);
+        }
     }
     return NULL;
 }
@@ -299,11 +307,12 @@ static int hand(const segment_t *seg, store_segment_fn fn, void *ctx, hr_err_t *
 }
 
 /* Hands fn the pinned batch in order, then unpins it; returns fn's first -1. */
-int bcache_run_batch(store_t *s, want_t *w, size_t n, store_segment_fn fn, void *ctx, hr_err_t *err) {
+int bcache_run_batch(store_t *s, want_t *w, size_t n, int strict, store_segment_fn fn, void *ctx, hr_err_t *err) {
     pin_batch(s, w, n);
     int rc = 0;
     for (size_t k = 0; k < n; k++) {
-        if (!w[k].seg && !unreadable(w[k].err.code) && rc == 0) { /* a passing failure: no answer without it */
+        /* A passing failure: no answer without it; with strict, no answer without any. */
+        if (!w[k].seg && (strict || !unreadable(w[k].err.code)) && rc == 0) {
             if (err) *err = w[k].err;
             rc = -1;
         }

@@ -72,6 +72,7 @@ typedef struct {
     int64_t *self, *total;
     uint32_t *stamp, tick; /* stamp[name] == tick: already counted in this sample's total */
     size_t nstamp;
+    uint8_t *listed; /* listed[name]: in touched (a sum may return to 0 with negative values) */
     uint32_t *touched;
     size_t ntouched;
     size_t cap[3]; /* of the table's fn, self and total */
@@ -80,7 +81,7 @@ typedef struct {
 static void add_total(sums_t *s, uint32_t name, int64_t v) {
     if (s->stamp[name] == s->tick) return;
     s->stamp[name] = s->tick;
-    if (!s->self[name] && !s->total[name]) s->touched[s->ntouched++] = name;
+    if (!s->listed[name]) s->listed[name] = 1, s->touched[s->ntouched++] = name;
     s->total[name] += v;
 }
 
@@ -114,6 +115,7 @@ static int emit_series(functab_t *t, sums_t *s) {
             t->total[t->nentries++] = s->total[name];
         }
         s->self[name] = s->total[name] = 0;
+        s->listed[name] = 0;
     }
     s->ntouched = 0;
     return 0;
@@ -126,7 +128,8 @@ static functab_t *build(const symtab_t *sym, const segment_t *m) {
     size_t nn = sym->nfunctions + 1;
     s.self = calloc(nn, sizeof *s.self), s.total = calloc(nn, sizeof *s.total);
     s.stamp = calloc(nn, sizeof *s.stamp), s.nstamp = nn, s.touched = malloc(nn * sizeof *s.touched);
-    int rc = t && local && s.self && s.total && s.stamp && s.touched ? collect_names(t, sym, local) : -1;
+    s.listed = calloc(nn, 1);
+    int rc = t && local && s.self && s.total && s.stamp && s.touched && s.listed ? collect_names(t, sym, local) : -1;
     if (rc == 0) {
         t->nseries = m->nprofiles;
         t->all = calloc(t->nseries + 1, sizeof *t->all);
@@ -147,7 +150,7 @@ static functab_t *build(const symtab_t *sym, const segment_t *m) {
     }
     if (rc == 0) t->first[t->nseries] = t->nentries;
     free(local);
-    free(s.self), free(s.total), free(s.stamp), free(s.touched);
+    free(s.self), free(s.total), free(s.stamp), free(s.touched), free(s.listed);
     if (rc) functab_free(t), t = NULL;
     return t;
 }
@@ -263,8 +266,8 @@ functab_t *functab_decode(const uint8_t *p, size_t n, const uint32_t *series, si
         t->first[i] = t->nentries;
         if (r.bad || k > cap - t->nentries) return bad(t, err, "entry count");
         for (uint64_t next = 0; k-- > 0; t->nentries++) {
-            uint64_t fn = next + buf_get_uvarint(&r);
-            if (r.bad || fn >= t->nnames) return bad(t, err, "name index");
+            uint64_t gap = buf_get_uvarint(&r), fn = next + gap;
+            if (r.bad || gap >= t->nnames - next) return bad(t, err, "name index"); /* no wrap: ascending */
             t->fn[t->nentries] = (uint32_t)fn;
             t->self[t->nentries] = times(buf_get_svarint(&r), (int64_t)unit, &over);
             t->total[t->nentries] = times(buf_get_svarint(&r), (int64_t)unit, &over);

@@ -561,6 +561,7 @@ static int scan_block(store_t *s, size_t i, const store_filter_t *f, want_t *bat
     const block_t *b = &s->blocks[i];
     hr_err_t e = {0};
     const block_index_t *ix = footer_of(s, i, &e); /* stable while data is held */
+    if (!ix && !e.code && f->strict) hr_fail(&e, HR_EIO, "block %s is unreadable on this node", b->meta.path);
     if (!ix && e.code && err) *err = e;
     if (!ix) return e.code ? -1 : 0;
     if (f->totals_only && ix->totals) return scan_totals(ix, b->meta.id, f, fn, ctx); /* no partition decoded */
@@ -572,7 +573,7 @@ static int scan_block(store_t *s, size_t i, const store_filter_t *f, want_t *bat
          * series instead of every profile), or its function table. */
         batch[(*nb)++] = (want_t){s, i, p, store_part_view(bp, f), NULL, {0}};
         if (*nb == DECODE_BATCH) {
-            rc = bcache_run_batch(s, batch, *nb, fn, ctx, err);
+            rc = bcache_run_batch(s, batch, *nb, f->strict, fn, ctx, err);
             *nb = 0;
         }
     }
@@ -609,7 +610,7 @@ static int scan_locked(store_t *s, const char *tenant, const store_filter_t *f, 
         if (strcmp(m->tenant, tenant) || m->max_time < f->from || m->min_time > f->until) continue;
         rc = scan_block(s, i, f, batch, &nb, fn, ctx, err);
     }
-    if (nb && rc == 0) rc = bcache_run_batch(s, batch, nb, fn, ctx, err); /* queued, not yet pinned */
+    if (nb && rc == 0) rc = bcache_run_batch(s, batch, nb, f->strict, fn, ctx, err); /* queued, not yet pinned */
     store_prefetch_end(pf);
     for (size_t i = 0; i < s->nheads && rc == 0 && !f->no_heads; i++) {
         const segment_t *seg = s->heads[i].seg;

@@ -121,6 +121,8 @@ typedef struct {
                                    * them, sorted by block and part): a node's share */
     size_t nonly;
     int no_heads; /* the heads are not scanned */
+    int strict;   /* a partition that cannot be read (a corrupt or missing block, skipped
+                   * otherwise) fails the scan (HR_EIO): a peer's share must not answer less */
 } store_filter_t;
 
 /* Calls fn for segments of tenant that may hold rows the filter wants: the heads,

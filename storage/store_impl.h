@@ -200,6 +200,6 @@ typedef struct {
  * skipping those of bad blocks. Returns fn's first -1, or -1 with err filled when a
  * partition failed to load for a passing reason (bcache_pin), else 0. `data` held
  * for reading. */
-int bcache_run_batch(store_t *s, want_t *w, size_t n, store_segment_fn fn, void *ctx, hr_err_t *err);
+int bcache_run_batch(store_t *s, want_t *w, size_t n, int strict, store_segment_fn fn, void *ctx, hr_err_t *err);
 
 #endif

@@ -40,13 +40,14 @@ void symdict_unref(symdict_t *d);
 /* References held now (a hint for pruning: 1 means only the caller's). */
 size_t symdict_refs(symdict_t *d);
 
-/* Re-numbers seg's stacks (its samples' and span samples' stack ids) into d, or, for a
- * function table (seg->funcs), its names into d's strings (seg->dict_strings then the
- * strings its ids need; the table's own names are freed). seg->sym
+/* Re-numbers seg's stacks (its samples' and span samples' stack ids) into d; seg->sym
  * must have its stack fingerprints (symtab_fingerprint_stacks). On success seg->sym is
  * freed and NULL, seg->dict is d, seg->dict_stacks the dictionary's size its ids need,
- * and the caller holds one more reference to d for seg (dropped when seg is freed). Rows are then no longer sorted by stack id within
- * a profile (merges do not need it; block encoding never sees such a segment).
+ * and the caller holds one more reference to d for seg (dropped when seg is freed).
+ * Rows are then no longer sorted by stack id within a profile (merges do not need it;
+ * block encoding never sees such a segment). For a function table (seg->funcs, no sym)
+ * its names become d's strings instead: seg->dict_strings is then the dictionary's
+ * strings its ids need, and the table's own names are freed.
  * 0, or -1 on OOM (seg unchanged). */
 int symdict_adopt(symdict_t *d, segment_t *seg);
 

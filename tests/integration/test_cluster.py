@@ -418,6 +418,9 @@ def cluster_split_query_answers_like_one_node_and_survives_a_dead_peer():
                     rd[f"{tid}{{}} {fmt}"] = ("GET", "/api/v1/query", {"query": tid + "{}", "format": fmt, **SPAN})
             rd["top by service"] = ("GET", "/api/v1/query", {"query": CPU, "format": "top",
                                                               "group_by": "service_name", **SPAN})
+            rd["connect SelectMergeStacktraces {}"] = ("POST", CONNECT + "SelectMergeStacktraces", {
+                "profileTypeID": CPU, "labelSelector": "{}", "start": SPAN["from"] * 1000,
+                "end": SPAN["until"] * 1000})
             want = checked_reference(ref, rd)
         a, b, dead = nodes
         wait_peers(a, 2)

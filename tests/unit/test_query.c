@@ -15,6 +15,8 @@
 #include "query/merge.h"
 #include "query/render.h"
 #include "query/selector.h"
+#include "query/share.h"
+#include "query/split.h"
 #include "query/tree.h"
 #include "tests/unit/unit.h"
 
@@ -414,6 +416,58 @@ void test_top_and_folded(void) {
     folded = render(s, "process_cpu:cpu:nanoseconds:cpu:nanoseconds{service_name=\"app\"}", 90, 105, "folded", 0);
     CHECK_STR(folded, "main 10000000\nmain;f;g;f 30000000\nmain;h 50000000\n");
     free(folded);
+    store_close(s);
+}
+
+/* A split gives every partition to exactly one node, each share sorted, the loads within
+ * one partition of each other; a share travels intact and damaged bytes are refused. */
+void test_split_and_share(void) {
+    store_part_ref_t refs[7];
+    uint64_t bytes[7] = {100, 90, 80, 10, 10, 5, 0}, load[3] = {0};
+    for (int i = 0; i < 7; i++) refs[i] = (store_part_ref_t){i / 2 + 1, (uint32_t)(i % 2)};
+    store_part_ref_t *shares[3];
+    size_t n[3], seen = 0;
+    CHECK(split_plan(refs, bytes, 7, 3, shares, n) == 0);
+    for (int k = 0; k < 3; k++) {
+        for (size_t j = 0; j < n[k]; j++) {
+            size_t i = (size_t)((shares[k][j].block - 1) * 2 + shares[k][j].part);
+            CHECK(i < 7 &&
+                  (!j || shares[k][j - 1].block < shares[k][j].block ||
+                   (shares[k][j - 1].block == shares[k][j].block && shares[k][j - 1].part < shares[k][j].part)));
+            load[k] += i < 7 ? bytes[i] : 0;
+        }
+        seen += n[k];
+    }
+    CHECK_INT(seen, 7);
+    CHECK(load[0] <= 110 && load[1] <= 110 && load[2] <= 110 && load[0] + load[1] + load[2] == 295);
+    for (int k = 0; k < 3; k++) free(shares[k]);
+
+    store_t *s = new_store("share");
+    put_folded(s, "app.cpu", "main;f;g;f 3\nmain;h 5\nmain 1\n", 100, 100);
+    selector_t sel;
+    hr_err_t err = {0};
+    CHECK(selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds{}", &sel, &err) == 0);
+    merge_query_t q = {.tenant = "anonymous", .sel = &sel, .from = 0, .until = 200 * S, .want_stacks = 1};
+    merge_result_t m;
+    CHECK(merge_run(s, &q, &m, &err) == 0);
+    buf_t b;
+    buf_init(&b);
+    share_encode(&m, 7, 42, &b);
+    share_t sh;
+    CHECK(share_decode(b.data, b.len, &sh, &err) == 0);
+    int64_t sum = 0;
+    for (size_t i = 0; sh.sym && i < sh.sym->nstacks; i++) sum += sh.self[i];
+    CHECK(sh.sym && sh.sym->nstacks == m.sym->nstacks && sum == 90000000 && (double)sum == m.total);
+    CHECK(sh.parts_decoded == 7 && sh.cpu_us == 42);
+    share_destroy(&sh);
+    CHECK(share_decode(b.data, b.len - 1, &sh, &err) == -1 && err.code == HR_EUNPROC);
+    share_destroy(&sh);
+    b.data[0] = 'X';
+    CHECK(share_decode(b.data, b.len, &sh, &err) == -1);
+    share_destroy(&sh);
+    buf_free(&b);
+    merge_result_destroy(&m);
+    selector_destroy(&sel);
     store_close(s);
 }
 

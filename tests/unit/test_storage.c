@@ -260,6 +260,17 @@ void test_functab_sums_per_series(void) {
     symdict_unref(d);
     symdict_unref(d);
     CHECK_INT(bytes, 0);
+    /* Values that cancel (negative values are allowed for counters): a name whose running
+     * sum returns to 0 and grows again is still one entry. */
+    segment_t *neg = segment_new();
+    const char *p1[] = {"main", "f", "a"}, *p2[] = {"main", "f", "b"}, *p3[] = {"main", "f", "c"};
+    uint32_t ns[3] = {make_stack(neg->sym, p1, 3), make_stack(neg->sym, p2, 3), make_stack(neg->sym, p3, 3)};
+    int64_t nv[3] = {1, -1, 1};
+    segment_add(neg, 3, 1000, 0, ns, nv, 3);
+    functab_t *nt = functab_build(neg->sym, neg, &none, &err);
+    CHECK(nt && nt->nentries == 5 && ft_entry(nt, 0, "main", &self, &total) && total == 1 && self == 0);
+    functab_free(nt);
+    segment_free(neg);
     /* An address-only frame: no table (the symbolizer names it at query time). */
     sym_mapping_t mp = {0x1000, 0x2000, 0, 0, 0};
     uint32_t loc = symtab_location(m->sym, symtab_mapping(m->sym, &mp), 0x1234, NULL, 0);
