@@ -529,6 +529,13 @@ static void start_split(scan_ctx_t *c, store_filter_t *f) {
     hr_err_t e = {0};
     int rc = !sp->shares || !sp->nshares || !sp->ok || !sp->body || !sp->errs ? -1 : 0;
     if (rc == 0 && store_plan_locked(c->st, c->q->tenant, f, &refs, &bytes, &n, &e)) rc = -2;
+    uint64_t total = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) total += bytes[i];
+    if (rc == 0 && total < c->q->remote->min_bytes) { /* small: merged here, as if not split */
+        free(refs);
+        free(bytes);
+        return;
+    }
     f->only = NO_PARTS, f->nonly = 0; /* until the plan stands (a failed split reads nothing) */
     if (rc) return free(refs), free(bytes), rc == -2 ? split_fail(c, &e) : split_oom(c);
     rc = split_plan(refs, bytes, n, sp->nodes, sp->shares, sp->nshares);

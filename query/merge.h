@@ -60,6 +60,8 @@ void span_ids_sort(uint64_t *v, size_t n);
  * on a thread of its own, at most once per peer and merge. */
 typedef struct {
     size_t npeers;
+    uint64_t min_bytes; /* a merge reading fewer bytes of partitions stays here: asking peers
+                         * costs round trips that a small merge does not win back */
     int (*fetch)(void *ctx, size_t peer, const store_part_ref_t *refs, size_t n, int functions, buf_t *out,
                  hr_err_t *err);
     void *ctx;

@@ -142,6 +142,10 @@ static const opt_t OPTS[] = {
      "cluster mode: a merge's block partitions are divided among this node and the other live query nodes, each "
      "merging its share",
      T_BOOL, O(query_split)},
+    {"query-split-min-bytes", "4MiB",
+     "cluster mode: a merge reading fewer bytes of block partitions than this is not split (round trips to peers "
+     "cost more than they save)",
+     T_SIZE, O(query_split_min_bytes)},
     {"debuginfo-quota", "8GiB",
      "total size of the debug files kept (uploads and debuginfod downloads); past it uploads get 507 and "
      "downloads are skipped; 0 = no limit",

@@ -71,7 +71,8 @@ typedef struct {
     int64_t trash_delay_ns;
     config_target_t target;
     char node_name[256];
-    int query_split; /* cluster mode: merges divided among the live query nodes (query/split.h) */
+    int query_split;              /* cluster mode: merges divided among the live query nodes (query/split.h) */
+    size_t query_split_min_bytes; /* ... when they read at least this many bytes of partitions */
     char config_file[2048];
     /* For --print-config: each option's effective text and its source. */
     char raw[CONFIG_MAX_OPTS][512];

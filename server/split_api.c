@@ -66,7 +66,8 @@ static int fetch(void *ctx, size_t peer, const store_part_ref_t *refs, size_t n,
     size_t h = 0;
     if (r->tenant[0]) headers[h++] = r->tenant;
     if (r->auth[0]) headers[h++] = r->auth;
-    int64_t left = r->deadline_ns ? (r->deadline_ns - time_now_ns()) / 1000000000 : 300;
+    /* Three quarters of the time left: a peer that hangs leaves this node time to merge its share. */
+    int64_t left = r->deadline_ns ? (r->deadline_ns - time_now_ns()) / 1000000000 * 3 / 4 : 300;
     client_resp_t resp;
     int rc = body.oom ? -1
                       : client_http_headers("POST", url, headers, body.data, body.len, "application/json",
@@ -111,7 +112,7 @@ int app_remote_begin(app_t *a, const http_req_t *req, const char *query, int64_t
     if (tenant) snprintf(r->tenant, sizeof r->tenant, "X-Scope-OrgID: %s", tenant);
     r->a = a;
     r->deadline_ns = app_query_deadline(a, req);
-    r->rm = (merge_remote_t){n, fetch, r};
+    r->rm = (merge_remote_t){n, a->cfg.query_split_min_bytes, fetch, r};
     return 1;
 }
 

@@ -41,6 +41,8 @@ static void server_error(client_resp_t *out) {
     json_decref(doc);
 }
 
+#define CONNECT_TIMEOUT_S 5L
+
 static int perform(const char *method, const char *url, const char *const *headers, const void *body, size_t n,
                    const char *ctype, long timeout_s, size_t max_body, const atomic_int *cancel, client_resp_t *out) {
     memset(out, 0, sizeof *out);
@@ -74,6 +76,8 @@ static int perform(const char *method, const char *url, const char *const *heade
     }
     curl_easy_setopt(c, CURLOPT_USERAGENT, "hearth-cli");
     curl_easy_setopt(c, CURLOPT_TIMEOUT, timeout_s);
+    /* A host that does not answer at all (down, no RST) fails in seconds, not at the timeout. */
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, timeout_s < CONNECT_TIMEOUT_S ? timeout_s : CONNECT_TIMEOUT_S);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L); /* thread-safe timeouts */
     char errbuf[CURL_ERROR_SIZE] = "";
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);

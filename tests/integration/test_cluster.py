@@ -407,7 +407,7 @@ def cluster_split_query_answers_like_one_node_and_survives_a_dead_peer():
     merges that share itself, with the same answers."""
     ups = uploads()
     with Cluster() as c:
-        nodes = [c.node(n) for n in "abc"]
+        nodes = [c.node(n, extra=["--query-split-min-bytes", "0"]) for n in "abc"]  # split even this small
         for i, (path, name, at) in enumerate(ups):
             push_ok(nodes[i % 3], path, name, at)
         rd = {}
