@@ -13,22 +13,34 @@
 #include "server/version.h"
 #include "wire/client.h"
 
+static int version(int argc, char **argv) {
+    (void)argc, (void)argv;
+    printf("hearth %s\n", HEARTH_VERSION);
+    return 0;
+}
+
+static int help(int argc, char **argv) {
+    (void)argc, (void)argv;
+    config_usage(stdout);
+    return 0;
+}
+
+/* The subcommands: each gets its own argv (argv[0] its name). */
+static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+} COMMANDS[] = {
+    {"push", cli_push},   {"query", cli_query},   {"check", cli_check}, {"objstore", cli_objstore},
+    {"version", version}, {"--version", version}, {"help", help},
+};
+#define NCOMMANDS (sizeof COMMANDS / sizeof *COMMANDS)
+
 int main(int argc, char **argv) {
     const char *cmd = argc > 1 ? argv[1] : "serve";
     client_global_init(); /* before any thread: the scraper and the CLI both use libcurl */
-    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
-        printf("hearth %s\n", HEARTH_VERSION);
-        return 0;
-    }
-    if (!strcmp(cmd, "push")) return cli_push(argc - 1, argv + 1);
-    if (!strcmp(cmd, "query")) return cli_query(argc - 1, argv + 1);
-    if (!strcmp(cmd, "check")) return cli_check(argc - 1, argv + 1);
-    if (!strcmp(cmd, "objstore")) return cli_objstore(argc - 1, argv + 1);
-    if (!strcmp(cmd, "help")) {
-        config_usage(stdout);
-        return 0;
-    }
-    if (strcmp(cmd, "serve") && strncmp(cmd, "-", 1)) {
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        if (!strcmp(cmd, COMMANDS[i].name)) return COMMANDS[i].run(argc - 1, argv + 1);
+    if (strcmp(cmd, "serve") && strncmp(cmd, "-", 1)) { /* flags alone: the server */
         fprintf(stderr,
                 "hearth: unknown command `%s`: use serve, push, query, check, objstore or version (hearth --help)\n",
                 cmd);
