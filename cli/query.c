@@ -51,7 +51,7 @@ static void human(char *out, size_t n, double v, const char *unit) {
 }
 
 /* A fleet table function's groups (--group-by), indented under it: "label=value, ...". */
-static void print_groups(json_t *groups, double pct, const char *unit, FILE *out) {
+static void print_groups(json_t *groups, json_t *by, double pct, const char *unit, FILE *out) {
     size_t i;
     json_t *g;
     json_array_foreach(groups, i, g) {
@@ -61,13 +61,11 @@ static void print_groups(json_t *groups, double pct, const char *unit, FILE *out
         human(a, sizeof a, self, unit);
         human(b, sizeof b, cum, unit);
         fprintf(out, "%12s %6.2f%% %7s %12s %6.2f%%    ", a, self * pct, "", b, cum * pct);
-        const char *k;
-        json_t *v;
-        int first = 1;
-        json_object_foreach(json_object_get(g, "labels"), k, v) {
-            const char *s = json_string_value(v);
-            fprintf(out, "%s%s=%s", first ? "" : ", ", k, s && *s ? s : "(none)");
-            first = 0;
+        size_t k;
+        json_t *name;
+        json_array_foreach(by, k, name) { /* a label the group lacks is left out of its labels */
+            const char *s = json_string_value(json_object_get(json_object_get(g, "labels"), json_string_value(name)));
+            fprintf(out, "%s%s=%s", k ? ", " : "", json_string_value(name), s ? s : "(none)");
         }
         fputc('\n', out);
     }
@@ -107,7 +105,7 @@ static int print_top(const buf_t *body, FILE *out) {
         double pct = total ? 100.0 / total : 0;
         fprintf(out, "%12s %6.2f%% %6.2f%% %12s %6.2f%%  %s\n", a, self * pct, sum * pct, b, cum * pct,
                 json_string_value(json_object_get(fn, "name")));
-        print_groups(json_object_get(fn, "groups"), pct, unit ? unit : "", out);
+        print_groups(json_object_get(fn, "groups"), json_object_get(doc, "groupBy"), pct, unit ? unit : "", out);
     }
     json_decref(doc);
     return 0;

@@ -260,21 +260,27 @@ static void render_points(const double *v, size_t n, int64_t start, int64_t step
     buf_putc(out, ']');
 }
 
+void render_group_labels(const char *const *names, const char *const *vals, size_t width, buf_t *out) {
+    buf_putc(out, '{');
+    for (size_t k = 0, first = 1; k < width; k++) {
+        if (!*vals[k]) continue; /* the group lacks that label */
+        buf_printf(out, "%s", first ? "" : ",");
+        jsonw_str(out, names[k]);
+        buf_putc(out, ':');
+        jsonw_str(out, vals[k]);
+        first = 0;
+    }
+    buf_putc(out, '}');
+}
+
 /* ,"groups":[{"labels":{..},"points":[..],"total":N}..],"other":{"groups":K,"points","total"}|null */
 static void render_groups(const grouped_t *g, const merge_result_t *r, buf_t *out) {
     buf_printf(out, ",\"groups\":[");
     for (size_t i = 0; i < g->n; i++) {
         const merge_result_t *m = &g->v[i].m;
-        buf_printf(out, "%s{\"labels\":{", i ? "," : "");
-        for (size_t k = 0, first = 1; k < g->width; k++) {
-            if (!*g->v[i].vals[k]) continue; /* the group lacks that label */
-            buf_printf(out, "%s", first ? "" : ",");
-            jsonw_str(out, g->names[k]);
-            buf_putc(out, ':');
-            jsonw_str(out, g->v[i].vals[k]);
-            first = 0;
-        }
-        buf_printf(out, "},\"points\":");
+        buf_printf(out, "%s{\"labels\":", i ? "," : "");
+        render_group_labels((const char *const *)g->names, g->v[i].vals, g->width, out);
+        buf_printf(out, ",\"points\":");
         render_points(m->timeline, m->nbuckets, m->tl_start, m->tl_step, out);
         buf_printf(out, ",\"total\":%lld,\"profiles\":%llu}", (long long)llround(m->total),
                    (unsigned long long)m->profiles);

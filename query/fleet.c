@@ -92,14 +92,9 @@ static int by_name_then_self(const void *a, const void *b) {
 }
 
 static void put_group(const fleet_t *f, const fleet_cell_t *c, int first, buf_t *out) {
-    buf_printf(out, "%s{\"labels\":{", first ? "" : ",");
-    for (size_t k = 0; k < f->width; k++) {
-        if (k) buf_putc(out, ',');
-        jsonw_str(out, f->labels[k]);
-        buf_putc(out, ':');
-        jsonw_str(out, f->g.v[(size_t)c->group * f->width + k]);
-    }
-    buf_printf(out, "},\"self\":%lld,\"total\":%lld}", (long long)c->self, (long long)c->total);
+    buf_printf(out, "%s{\"labels\":", first ? "" : ",");
+    render_group_labels((const char *const *)f->labels, f->g.v + (size_t)c->group * f->width, f->width, out);
+    buf_printf(out, ",\"self\":%lld,\"total\":%lld}", (long long)c->self, (long long)c->total);
 }
 
 int fleet_render(const fleet_t *f, size_t limit, buf_t *out) {

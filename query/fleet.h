@@ -43,6 +43,7 @@ typedef struct {
 int fleet_run(store_t *st, const merge_query_t *q, selector_t *sel, char *const *labels, size_t width, fleet_t *out,
               hr_err_t *err);
 /* {"functions":[{"name","self","total","groups":[{"labels":{..},"self","total"}..]}..],
+ * (a group's labels as the time series' groups write them: one it lacks left out),
  * "groupBy":[..],"total","unit","profileType","aggregation","profiles"}: functions by
  * self, largest first (ties by name), at most limit (0: all); each function's groups
  * by self, then total, largest first. 0 or -1 (OOM). */

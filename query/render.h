@@ -117,6 +117,10 @@ void render_bearer_open(const flamebearer_t *fb, buf_t *out);
 int diffbearer_build(const tree_t *left, const tree_t *right, size_t max_nodes, flamebearer_t *fb);
 void flamebearer_destroy(flamebearer_t *fb);
 
+/* A group's labels as a JSON object, {"name":"value",...}, leaving out the labels the
+ * group lacks (value ""), as every grouped answer writes them. */
+void render_group_labels(const char *const *names, const char *const *vals, size_t width, buf_t *out);
+
 /* Writes the flamebearer document. max_nodes 0 = no trimming; groups (optional) fills
  * Pyroscope's `groups` map (first label's value -> timeline). */
 int render_flamegraph(const tree_t *t, const merge_result_t *r, size_t max_nodes, const grouped_t *groups, buf_t *out);

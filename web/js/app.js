@@ -79,7 +79,7 @@ class App {
                                                 onPick: (name) => this.pickFunction(name) });
     this.table = new TopTable($('table-pane'), { onPick: (name) => this.pickFunction(name) });
     this.diffTable = new DiffTable($('diff-table-pane'));
-    if (!EMBED) this.fleet = new FleetTable($('fleet-table'), { onOpen: (labels, fn) => this.openGroup(labels, fn) });
+    if (!EMBED) this.fleet = new FleetTable($('fleet-table'), { onOpen: (by, labels, fn) => this.openGroup(by, labels, fn) });
     if (!EMBED) { // the function pane's sandwich: its callers (inverted) and callees as flame graphs
       this.fnCallers = new FlameGraph($('fn-callers-graph'), { className: 'flame-canvas-fn' });
       this.fnCallees = new FlameGraph($('fn-callees-graph'), { className: 'flame-canvas-fn' });
@@ -539,10 +539,11 @@ class App {
     else this.showStatus('', '');
   }
 
-  // A fleet table group's Open: the single view narrowed to the group, on the function.
-  openGroup(labels, fn) {
+  // A fleet table group's Open: the single view narrowed to the group, on the function (a label
+  // the group lacks becomes name="", which selects the series without it).
+  openGroup(by, labels, fn) {
     let sel = this.selector();
-    for (const [k, v] of Object.entries(labels)) sel = withLabel(sel, k, v);
+    for (const k of by) sel = withLabel(sel, k, labels[k] || '');
     this.set({ view: 'single', query: splitQuery(this.state.query).type + sel, fn, groupBy: '' });
   }
 

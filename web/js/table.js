@@ -95,10 +95,10 @@ export class FleetTable {
     const t = document.createElement('table');
     for (const g of f.groups) {
       const tr = document.createElement('tr');
-      const name = by.map((k) => `${k}=${g.labels[k] === '' ? '(none)' : g.labels[k]}`).join(', ');
+      const name = by.map((k) => `${k}=${g.labels[k] === undefined ? '(none)' : g.labels[k]}`).join(', ');
       const open = document.createElement('button');
       open.textContent = 'Open';
-      open.addEventListener('click', (e) => { e.stopPropagation(); this.onOpen && this.onOpen(g.labels, f.name); });
+      open.addEventListener('click', (e) => { e.stopPropagation(); this.onOpen && this.onOpen(by, g.labels, f.name); });
       const act = document.createElement('td');
       act.append(open);
       tr.append(this.cell(name), this.cell(`${formatValue(g.self, this.unit)} (${percent(g.self, f.self)})`),
