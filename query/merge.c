@@ -14,6 +14,7 @@
 #include "query/catalog.h"
 #include "query/share.h"
 #include "query/split.h"
+#include "query/tree.h"
 #include "storage/functab.h"
 #include "storage/symdict.h"
 
@@ -219,7 +220,8 @@ static int charge(scan_ctx_t *c) {
     if (!c->q->mem) return 0;
     const merge_result_t *r = c->r;
     size_t now = symtab_bytes(r->sym) + r->self_cap * sizeof *r->self + c->acc_cap * sizeof *c->acc +
-                 sym_fpmap_bytes(&c->copied) + c->daccs_cap * sizeof *c->daccs + 2 * r->fn_cap * sizeof *r->fn_self;
+                 sym_fpmap_bytes(&c->copied) + c->daccs_cap * sizeof *c->daccs + 2 * r->fn_cap * sizeof *r->fn_self +
+                 (r->tree ? tree_bytes(r->tree) : 0);
     for (size_t i = 0; i < c->ndaccs; i++)
         now += c->daccs[i].cap * sizeof *c->daccs[i].acc + 2 * c->daccs[i].fcap * sizeof *c->daccs[i].fself;
     if (now <= c->charged) return 0;
@@ -227,6 +229,8 @@ static int charge(scan_ctx_t *c) {
     c->charged = now;
     return 0;
 }
+
+static int has_addresses(const symtab_t *t);
 
 /* Folds a per-stack accumulator (n sums by stack id in sym) into the result symtab. */
 static int fold_acc(scan_ctx_t *c, const symtab_t *sym, const double *acc, size_t n) {
@@ -338,10 +342,18 @@ static int fold_funcs(scan_ctx_t *c, const dict_acc_t *a) {
     return charge(c);
 }
 
-/* Folds every dictionary's sums into the result, once each, after the scan. */
+/* Folds every dictionary's sums into the result, once each, after the scan: straight
+ * into the result's tree when there is one, unless the dictionary has frames the
+ * symbolizer must name first (it names the result's symtab). */
 static int fold_dicts(scan_ctx_t *c) {
-    for (size_t i = 0; i < c->ndaccs; i++)
-        if (fold_acc(c, c->daccs[i].ver, c->daccs[i].acc, c->daccs[i].n) || fold_funcs(c, &c->daccs[i])) return -1;
+    for (size_t i = 0; i < c->ndaccs; i++) {
+        const dict_acc_t *a = &c->daccs[i];
+        int rc;
+        if (c->r->tree && !(c->q->symbolizer && has_addresses(a->ver)))
+            rc = tree_add(c->r->tree, a->ver, a->acc, a->n) ? -1 : charge(c);
+        else rc = fold_acc(c, a->ver, a->acc, a->n);
+        if (rc || fold_funcs(c, a)) return -1;
+    }
     return 0;
 }
 
@@ -670,6 +682,11 @@ static int init_totals(const merge_query_t *q, merge_result_t *r, hr_err_t *err)
 static int init_result(const merge_query_t *q, merge_result_t *r, hr_err_t *err) {
     if (init_totals(q, r, err)) return -1;
     if (!(r->sym = symtab_new()) || ensure_self(r)) return hr_fail(err, HR_ENOMEM, "out of memory");
+    /* Gauges sum fractions, which the tree would round per dictionary, not per stack;
+     * `hide` rewrites the result's symtab. Both keep every stack there. */
+    if (q->tree && q->want_stacks && !r->gauge && !(q->filter && q->filter->hide) &&
+        (!(r->tree = malloc(sizeof *r->tree)) || tree_init(r->tree, r->sym)))
+        return hr_fail(err, HR_ENOMEM, "out of memory");
     return 0;
 }
 
@@ -775,6 +792,8 @@ int merge_run_split(store_t *st, const merge_query_t *q, const merge_split_t *sp
 }
 
 void merge_result_destroy(merge_result_t *r) {
+    if (r->tree) tree_destroy(r->tree);
+    free(r->tree);
     symtab_free(r->sym);
     free(r->self);
     free(r->timeline);

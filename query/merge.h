@@ -7,7 +7,9 @@
  * rest (heads), then copies only the touched stacks into one output symtab
  * (symtab_import_stack), a dictionary's once per query, after the scan. The result is
  * itself a deduplicated profile: a stack trie with a self value per node. Renderers
- * (flamegraph, top, folded, pprof) read that result.
+ * (flamegraph, top, folded, pprof) read that result. A caller that wants only the call
+ * tree (merge_query_t.tree) gets the dictionaries' stacks straight into one, by name:
+ * copying a fleet's stacks into one symtab first would cost more than the tree itself.
  *
  * Gauges (inuse_*, goroutines) are averaged over time per series, then summed
  * across series, as Pyroscope does: merging 6 heap snapshots of one process gives
@@ -103,14 +105,22 @@ typedef struct {
                                   * partitions wholly in range may be read as their function
                                   * tables (storage/functab.h), summed into the result's fn_*;
                                   * ignored for gauges and with filters (the stacks then) */
+    int tree;           /* the caller builds the call tree (tree_build) and reads nothing
+                                  * else of the stacks: a shared dictionary's stacks may then go
+                                  * into the result's tree (merge_result_t.tree) by name, not
+                                  * through the result's symtab (not for gauges or `hide`) */
     budget_hold_t *mem; /* NULL: unbudgeted; else the merge takes what its result and
                                   * tables grow to from it (429/413 past it) and keeps it: the
                                   * caller releases it once the answer is written */
 } merge_query_t;
 
+struct tree; /* query/tree.h */
+
 typedef struct {
     symtab_t *sym;
-    double *self; /* by stack id in sym; nself == sym->nstacks after a merge */
+    double *self;      /* by stack id in sym; nself == sym->nstacks after a merge */
+    struct tree *tree; /* with merge_query_t.tree, or NULL: part of the stacks, already in a
+                        * call tree (names are sym's strings); tree_build adds sym's stacks */
     size_t nself, self_cap;
     char type_id[512];
     ptype_parts_t type;

@@ -1,6 +1,7 @@
 /* tree.c - see tree.h. */
 #include "query/tree.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,12 +32,29 @@ static uint32_t child(tree_t *t, uint32_t parent, uint32_t name) {
     return id;
 }
 
+/* Stacks of one symtab being added to a tree (tree_add). */
+typedef struct {
+    tree_t *t;
+    const symtab_t *src; /* == t->sym: names need no copying */
+    uint32_t *names;     /* src string id -> t->sym's, TREE_NONE until used; NULL when src is t->sym */
+    uint32_t *node;      /* src stack id -> its node, TREE_NONE until reached */
+    uint32_t *path;      /* stacks on the way up to a known one */
+} adder_t;
+
+/* t->sym's id for string sid of src. SYM_NONE on OOM. */
+static uint32_t name_of(adder_t *a, uint32_t sid) {
+    if (!a->names) return sid;
+    if (a->names[sid] == TREE_NONE)
+        a->names[sid] = symtab_string(a->t->sym, symtab_str(a->src, sid), a->src->slen[sid]);
+    return a->names[sid];
+}
+
 /* The display name of one line of a location. */
-static uint32_t line_name(symtab_t *sym, const sym_line_t *l) {
-    const sym_function_t *f = &sym->functions[l->function];
-    if (f->name) return f->name;
-    if (f->system_name) return f->system_name;
-    return symtab_string(sym, "?", 1);
+static uint32_t line_name(adder_t *a, const sym_line_t *l) {
+    const sym_function_t *f = &a->src->functions[l->function];
+    if (f->name) return name_of(a, f->name);
+    if (f->system_name) return name_of(a, f->system_name);
+    return symtab_string(a->t->sym, "?", 1);
 }
 
 static uint32_t address_name(symtab_t *sym, const sym_location_t *loc) {
@@ -46,20 +64,57 @@ static uint32_t address_name(symtab_t *sym, const sym_location_t *loc) {
 }
 
 /* Appends the frames of one location under parent; returns the innermost node. */
-static uint32_t expand(tree_t *t, uint32_t parent, uint32_t location) {
-    symtab_t *sym = t->sym;
-    const sym_location_t *loc = &sym->locations[location];
+static uint32_t expand(adder_t *a, uint32_t parent, uint32_t location) {
+    tree_t *t = a->t;
+    const sym_location_t *loc = &a->src->locations[location];
     if (loc->nlines == 0) {
-        uint32_t name = address_name(sym, loc);
+        uint32_t name = address_name(t->sym, loc);
         return name == SYM_NONE ? TREE_NONE : child(t, parent, name);
     }
     for (uint32_t i = loc->nlines; i-- > 0 && parent != TREE_NONE;) {
-        /* Re-read each time: interning a name may move sym's arrays. */
-        sym_line_t line = sym->lines[sym->locations[location].first_line + i];
-        uint32_t name = line_name(sym, &line);
+        /* Re-read each time: interning a name may move src's arrays when src is t->sym. */
+        sym_line_t line = a->src->lines[a->src->locations[location].first_line + i];
+        uint32_t name = line_name(a, &line);
         parent = name == SYM_NONE ? TREE_NONE : child(t, parent, name);
     }
     return parent;
+}
+
+/* The node of stack s: its ancestors up to one already reached are expanded first. */
+static uint32_t stack_node(adder_t *a, uint32_t s) {
+    size_t up = 0;
+    uint32_t x = s;
+    while (x && a->node[x] == TREE_NONE) a->path[up++] = x, x = a->src->stacks[x].parent;
+    uint32_t at = x ? a->node[x] : 0;
+    while (up-- > 0 && at != TREE_NONE) {
+        uint32_t y = a->path[up];
+        at = a->node[y] = expand(a, at, a->src->stacks[y].location);
+    }
+    return at;
+}
+
+int tree_add(tree_t *t, const symtab_t *src, const double *self, size_t n) {
+    assert(n <= src->nstacks);
+    adder_t a = {t, src, NULL, malloc((n ? n : 1) * sizeof *a.node), malloc((n ? n : 1) * sizeof *a.path)};
+    int rc = !a.node || !a.path ? -1 : 0;
+    if (rc == 0 && src != t->sym && !(a.names = malloc((src->nstrings ? src->nstrings : 1) * sizeof *a.names))) rc = -1;
+    if (a.names) memset(a.names, 0xff, src->nstrings * sizeof *a.names);
+    if (a.node) memset(a.node, 0xff, n * sizeof *a.node);
+    if (rc == 0 && n && self[0]) t->n[0].self += llround(self[0]); /* the empty stack: at the root itself */
+    for (size_t s = 1; s < n && rc == 0; s++) {
+        if (self[s] == 0) continue;
+        uint32_t at = stack_node(&a, (uint32_t)s);
+        if (at == TREE_NONE) rc = -1;
+        else t->n[at].self += llround(self[s]);
+    }
+    free(a.names);
+    free(a.node);
+    free(a.path);
+    return rc;
+}
+
+size_t tree_bytes(const tree_t *t) {
+    return t->cap * sizeof *t->n + t->set.cap * (sizeof *t->set.hashes + sizeof *t->set.ids);
 }
 
 static int cmp_name(const void *a, const void *b, void *ctx) {
@@ -90,37 +145,38 @@ static int link_children(tree_t *t) {
     return 0;
 }
 
-int tree_build(tree_t *t, merge_result_t *r, hr_err_t *err) {
+int tree_init(tree_t *t, symtab_t *sym) {
     memset(t, 0, sizeof *t);
-    t->sym = r->sym;
-    uint32_t root_name = symtab_string(r->sym, "total", 5);
-    uint32_t *frame = malloc((r->sym->nstacks ? r->sym->nstacks : 1) * sizeof *frame);
-    if (!frame || root_name == SYM_NONE || VEC_RESERVE(t->n, t->cap, 1)) {
-        free(frame);
-        return hr_fail(err, HR_ENOMEM, "out of memory");
-    }
+    t->sym = sym;
+    uint32_t root_name = symtab_string(sym, "total", 5);
+    if (root_name == SYM_NONE || VEC_RESERVE(t->n, t->cap, 1)) return -1;
     t->n[0] = (tree_node_t){TREE_NONE, root_name, TREE_NONE, TREE_NONE, 0, 0};
     t->len = 1;
-    frame[0] = 0;
-    t->n[0].self = r->nself ? llround(r->self[0]) : 0; /* the empty stack: value at the root itself */
-    size_t nstacks = r->sym->nstacks;                  /* stacks never grow here; strings may */
-    for (size_t s = 1; s < nstacks; s++) {
-        /* A stack's parent has a smaller id, so its frame node is already known. */
-        const sym_stack_t st = r->sym->stacks[s];
-        frame[s] = expand(t, frame[st.parent], st.location);
-        if (frame[s] == TREE_NONE) {
-            free(frame);
-            return hr_fail(err, HR_ENOMEM, "out of memory");
-        }
-        t->n[frame[s]].self += llround(r->self[s]);
-    }
-    free(frame);
+    return 0;
+}
+
+int tree_finish(tree_t *t) {
     for (size_t i = t->len; i-- > 0;) {
         t->n[i].total += t->n[i].self;
         if (i) t->n[t->n[i].parent].total += t->n[i].total;
     }
-    if (link_children(t)) return hr_fail(err, HR_ENOMEM, "out of memory");
-    return 0;
+    return link_children(t);
+}
+
+int tree_build(tree_t *t, merge_result_t *r, hr_err_t *err) {
+    int rc = 0;
+    if (r->tree) {
+        *t = *r->tree;
+        free(r->tree);
+        r->tree = NULL;
+        t->sym = r->sym;
+    } else {
+        rc = tree_init(t, r->sym);
+    }
+    /* Stacks never grow here; strings may. */
+    if (rc == 0) rc = tree_add(t, r->sym, r->self, r->sym->nstacks);
+    if (rc == 0) rc = tree_finish(t);
+    return rc ? hr_fail(err, HR_ENOMEM, "out of memory") : 0;
 }
 
 void tree_destroy(tree_t *t) {

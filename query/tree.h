@@ -23,15 +23,27 @@ typedef struct {
     int64_t self, total;
 } tree_node_t;
 
-typedef struct {
+typedef struct tree {
     tree_node_t *n;
     size_t len, cap;
     idset_t set;
-    symtab_t *sym; /* borrowed from the merge result; tree_build adds address names */
+    symtab_t *sym; /* borrowed from the merge result: the nodes' names are its strings */
 } tree_t;
 
+/* The tree of r: the stacks of r->sym added to r->tree, which the merge began when its
+ * query asked for one (merge_query_t.tree; taken over here), or to a new tree. */
 int tree_build(tree_t *t, merge_result_t *r, hr_err_t *err);
 void tree_destroy(tree_t *t);
+
+/* Building in steps, as a merge does (tree_build is these three):
+ * tree_init starts a tree of one root node over sym; tree_add adds stacks 0..n of src
+ * with a nonzero self (self by stack id), their names copied into t->sym unless src is
+ * t->sym, so stacks of many symtabs can meet in one tree without first being copied
+ * into one symtab; tree_finish computes totals and links children. -1 on OOM. */
+int tree_init(tree_t *t, symtab_t *sym);
+int tree_add(tree_t *t, const symtab_t *src, const double *self, size_t n);
+int tree_finish(tree_t *t);
+size_t tree_bytes(const tree_t *t);
 
 static inline const char *tree_name(const tree_t *t, uint32_t node) { return symtab_str(t->sym, t->n[node].name); }
 

@@ -307,9 +307,13 @@ static int merge_options(qctx_t *c, const Querier__V1__StackTraceSelector *st, c
 #define REQUEST_MERGE_OPTIONS(c, q, o)                                                                                 \
     merge_options((c), (q)->stack_trace_selector, (q)->profile_id_selector, (q)->n_profile_id_selector, (o))
 
+/* What run_merge's caller reads of the stacks: the merged profile, or only its call
+ * tree (tree_build, which may then be partly built during the merge: merge_query_t.tree). */
+enum { WANT_STACKS = 1, WANT_TREE = 3 };
+
 /* Selects and merges; 0 or -1 (c->err set). The caller destroys m. */
 static int run_merge(qctx_t *c, const char *type, const char *labels, int64_t start, int64_t end, int64_t step,
-                     int want_stacks, const callsite_t *cs, const merge_only_t *only, merge_result_t *m, int64_t *from,
+                     int want, const callsite_t *cs, const merge_only_t *only, merge_result_t *m, int64_t *from,
                      int64_t *until) {
     selector_t sel = {0};
     memset(m, 0, sizeof *m);
@@ -322,14 +326,15 @@ static int run_merge(qctx_t *c, const char *type, const char *labels, int64_t st
                         .from = *from,
                         .until = *until,
                         .step = step,
-                        .want_stacks = want_stacks,
+                        .want_stacks = (want & WANT_STACKS) != 0,
+                        .tree = want == WANT_TREE,
                         .only = only,
                         .deadline_ns = c->deadline_ns,
                         .call_site = cs,
                         .symbolizer = c->a->symbolizer,
                         .mem = &c->mem};
     /* A stack merge may be split among the cluster's query nodes (merge.h says which). */
-    char *text = want_stacks ? arena_alloc(c->arena, strlen(type) + (labels ? strlen(labels) : 0) + 1) : NULL;
+    char *text = want ? arena_alloc(c->arena, strlen(type) + (labels ? strlen(labels) : 0) + 1) : NULL;
     if (text) sprintf(text, "%s%s", type, labels ? labels : "");
     app_remote_t remote;
     if (text && app_remote_begin(c->a, c->req, text, *from, *until, &remote)) mq.remote = &remote.rm;
@@ -416,7 +421,7 @@ static ProtobufCMessage *merged_flamegraph(qctx_t *c, const fg_query_t *q) {
     tree_t t = {0};
     flamebearer_t fb = {0};
     Querier__V1__SelectMergeStacktracesResponse *r = NULL;
-    if (run_merge(c, q->type, q->labels, q->start, q->end, 0, 1, q->cs, q->only, &m, &from, &until) == 0 &&
+    if (run_merge(c, q->type, q->labels, q->start, q->end, 0, WANT_TREE, q->cs, q->only, &m, &from, &until) == 0 &&
         tree_build(&t, &m, &c->err) == 0) {
         size_t max = q->max_nodes ? (size_t)q->max_nodes : RENDER_DEFAULT_MAX_NODES;
         if (q->format == QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_TREE) r = tree_msg(c, &t, max);
@@ -450,8 +455,8 @@ static ProtobufCMessage *select_merge_profile(qctx_t *c, const ProtobufCMessage 
     buf_t raw;
     buf_init(&raw);
     ProtobufCMessage *p = NULL;
-    if (run_merge(c, q->profile_typeid, q->label_selector, q->start, q->end, 0, 1, o.call_site, &o.only, &m, &from,
-                  &until) == 0 &&
+    if (run_merge(c, q->profile_typeid, q->label_selector, q->start, q->end, 0, WANT_STACKS, o.call_site, &o.only, &m,
+                  &from, &until) == 0 &&
         render_pprof_raw(&m, &raw, &c->err) == 0) {
         /* Unpacked into the arena so both codecs encode the same message. */
         ProtobufCAllocator al = arena_pb_allocator(c->arena);
@@ -701,8 +706,8 @@ static int diff_side(qctx_t *c, const Querier__V1__SelectMergeStacktracesRequest
     int64_t from, until;
     if (!max_nodes_ok(c, q->max_nodes)) return -1;
     if (REQUEST_MERGE_OPTIONS(c, q, &o)) return -1;
-    if (run_merge(c, q->profile_typeid, q->label_selector, q->start, q->end, 0, 1, o.call_site, &o.only, m, &from,
-                  &until))
+    if (run_merge(c, q->profile_typeid, q->label_selector, q->start, q->end, 0, WANT_TREE, o.call_site, &o.only, m,
+                  &from, &until))
         return -1;
     return tree_build(t, m, &c->err);
 }

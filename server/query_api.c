@@ -153,6 +153,7 @@ static merge_query_t merge_for(const renderer_t *rd, app_t *a, http_req_t *req, 
                            .filter = &fa->f,
                            .symbolizer = a->symbolizer,
                            .functions = (rd->needs & RENDER_FUNCTIONS) != 0,
+                           .tree = (rd->needs & RENDER_TREE) != 0,
                            .mem = mem};
 }
 

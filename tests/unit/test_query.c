@@ -60,16 +60,18 @@ static void put_folded(store_t *s, const char *name, const char *text, int64_t f
     batch_destroy(&b);
 }
 
-/* Merges sel over [from, until] seconds and renders format into a NUL-terminated string. */
-static char *render(store_t *s, const char *sel_text, int64_t from, int64_t until, const char *format,
-                    size_t max_nodes) {
+/* Merges sel over [from, until] seconds and renders format into a NUL-terminated string;
+ * with tree, the merge builds the call tree as it goes (merge_query_t.tree). */
+static char *render_as(store_t *s, const char *sel_text, int64_t from, int64_t until, const char *format,
+                       size_t max_nodes, int tree) {
     selector_t sel;
     hr_err_t err = {0};
     if (selector_parse(sel_text, &sel, &err)) {
         fprintf(stderr, "selector: %s\n", err.msg);
         return NULL;
     }
-    merge_query_t q = {.tenant = "anonymous", .sel = &sel, .from = from * S, .until = until * S, .want_stacks = 1};
+    merge_query_t q = {
+        .tenant = "anonymous", .sel = &sel, .from = from * S, .until = until * S, .want_stacks = 1, .tree = tree};
     merge_result_t m;
     tree_t t = {0};
     buf_t out;
@@ -90,6 +92,11 @@ static char *render(store_t *s, const char *sel_text, int64_t from, int64_t unti
         return NULL;
     }
     return (char *)buf_steal(&out, NULL);
+}
+
+static char *render(store_t *s, const char *sel_text, int64_t from, int64_t until, const char *format,
+                    size_t max_nodes) {
+    return render_as(s, sel_text, from, until, format, max_nodes, 0);
 }
 
 void test_selector(void) {
@@ -421,6 +428,41 @@ void test_top_and_folded(void) {
 
 /* A split gives every partition to exactly one node, each share sorted, the loads within
  * one partition of each other; a share travels intact and damaged bytes are refused. */
+/* Stacks from two services' shared dictionaries and a head, with names in common, draw
+ * the same tree whether the merge copies them into one symtab first or adds each
+ * dictionary to the tree by name. */
+void test_tree_from_dictionaries(void) {
+    store_t *s = new_store("treedict");
+    put_folded(s, "a.cpu", "main;f;g;f 3\nmain;h 5\nmain 1\nmain;x;y 2\n", 100, 100);
+    put_folded(s, "b.cpu", "main;f;g 4\nmain;k 6\nmain;x;y 7\n", 100, 100);
+    hr_err_t err = {0};
+    CHECK(store_cut(s, &err) == 0);
+    put_folded(s, "a.cpu", "main;f;g;f 2\nmain;z 1\n", 4000, 100);
+    put_folded(s, "c.cpu", "main;h 9\n", 4000, 100);
+    const char *sel_text = "process_cpu:cpu:nanoseconds:cpu:nanoseconds{}";
+    const char *formats[] = {"flamegraph", "folded", "top"};
+    for (size_t f = 0; f < 3; f++)
+        for (size_t max = 0; max <= 6; max += 3) {
+            char *by_sym = render_as(s, sel_text, 0, 5000, formats[f], max, 0);
+            char *by_tree = render_as(s, sel_text, 0, 5000, formats[f], max, 1);
+            CHECK(by_sym && by_tree && !strcmp(by_sym, by_tree));
+            free(by_sym);
+            free(by_tree);
+        }
+    /* The dictionaries' stacks went to the tree: the symtab holds the heads' alone. */
+    selector_t sel;
+    CHECK(selector_parse(sel_text, &sel, &err) == 0);
+    merge_query_t q = {.tenant = "anonymous", .sel = &sel, .from = 0, .until = 5000 * S, .want_stacks = 1, .tree = 1};
+    merge_result_t m;
+    CHECK(merge_run(s, &q, &m, &err) == 0);
+    /* The root and main, f, g, f, h, x, y, k; the heads' stacks: the empty one, main, main;f,
+     * main;f;g, main;f;g;f, main;z and main;h. */
+    CHECK(m.tree && m.tree->len == 9 && m.sym->nstacks == 7);
+    merge_result_destroy(&m);
+    selector_destroy(&sel);
+    store_close(s);
+}
+
 void test_split_and_share(void) {
     store_part_ref_t refs[7];
     uint64_t bytes[7] = {100, 90, 80, 10, 10, 5, 0}, load[3] = {0};

@@ -100,6 +100,7 @@ int unit_finish(const char *suite, int ok, int bad);
     X(test_flamebearer_layout)                                                                                         \
     X(test_top_and_folded)                                                                                             \
     X(test_max_nodes)                                                                                                  \
+    X(test_tree_from_dictionaries)                                                                                     \
     X(test_split_and_share)                                                                                            \
     X(test_diff_layout)                                                                                                \
     X(test_gauge_average)                                                                                              \
