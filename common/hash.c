@@ -23,46 +23,42 @@ uint64_t hash_bytes(const void *p, size_t n, uint64_t seed) {
 void idset_init(idset_t *s) { memset(s, 0, sizeof *s); }
 
 void idset_free(idset_t *s) {
-    free(s->hashes);
-    free(s->ids);
+    free(s->slots);
     idset_init(s);
 }
 
-static inline uint64_t nonzero(uint64_t h) { return h ? h : 1; }
+/* The 32 hash bits a slot keeps (both halves folded in, never 0); they also place it. */
+static inline uint64_t tag(uint64_t h) {
+    uint32_t t = (uint32_t)(h ^ (h >> 32));
+    return t ? t : 1;
+}
 
 uint32_t idset_find(const idset_t *s, uint64_t hash, const void *key, idset_eq_fn eq, const void *ctx) {
     if (!s->cap) return UINT32_MAX;
-    hash = nonzero(hash);
+    uint64_t t = tag(hash);
     size_t mask = s->cap - 1;
-    for (size_t i = hash & mask;; i = (i + 1) & mask) {
-        if (s->hashes[i] == 0) return UINT32_MAX;
-        if (s->hashes[i] == hash && eq(ctx, s->ids[i], key)) return s->ids[i];
+    for (size_t i = t & mask;; i = (i + 1) & mask) {
+        uint64_t v = s->slots[i];
+        if (v == 0) return UINT32_MAX;
+        if (v >> 32 == t && eq(ctx, (uint32_t)v, key)) return (uint32_t)v;
     }
 }
 
-static void put(uint64_t *hashes, uint32_t *ids, size_t cap, uint64_t hash, uint32_t id) {
+static void put(uint64_t *slots, size_t cap, uint64_t t, uint32_t id) {
     size_t mask = cap - 1;
-    size_t i = hash & mask;
-    while (hashes[i]) i = (i + 1) & mask;
-    hashes[i] = hash;
-    ids[i] = id;
+    size_t i = t & mask;
+    while (slots[i]) i = (i + 1) & mask;
+    slots[i] = t << 32 | id;
 }
 
 /* Rehashes into cap slots (a power of two above the entry count). */
 static int rehash(idset_t *s, size_t cap) {
-    uint64_t *h = calloc(cap, sizeof *h);
-    uint32_t *ids = malloc(cap * sizeof *ids);
-    if (!h || !ids) {
-        free(h);
-        free(ids);
-        return -1;
-    }
+    uint64_t *v = calloc(cap, sizeof *v);
+    if (!v) return -1;
     for (size_t i = 0; i < s->cap; i++)
-        if (s->hashes[i]) put(h, ids, cap, s->hashes[i], s->ids[i]);
-    free(s->hashes);
-    free(s->ids);
-    s->hashes = h;
-    s->ids = ids;
+        if (s->slots[i]) put(v, cap, s->slots[i] >> 32, (uint32_t)s->slots[i]);
+    free(s->slots);
+    s->slots = v;
     s->cap = cap;
     return 0;
 }
@@ -75,7 +71,7 @@ int idset_reserve(idset_t *s, size_t n) {
 
 int idset_add(idset_t *s, uint64_t hash, uint32_t id) {
     if ((s->len + 1) * 4 > s->cap * 3 && rehash(s, s->cap ? s->cap * 2 : 64) != 0) return -1; /* load <= 0.75 */
-    put(s->hashes, s->ids, s->cap, nonzero(hash), id);
+    put(s->slots, s->cap, tag(hash), id);
     s->len++;
     return 0;
 }

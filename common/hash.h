@@ -22,10 +22,15 @@ static inline uint64_t hash_mix(uint64_t h, uint64_t v) {
 typedef int (*idset_eq_fn)(const void *ctx, uint32_t id, const void *key);
 
 typedef struct {
-    uint64_t *hashes; /* 0 = empty slot (hashes are forced non-zero) */
-    uint32_t *ids;
+    /* One word per slot, 32 bits of the hash above the id: a probe reads one array, and
+     * the entry is compared only when those bits match. 0 = empty (the hash bits are
+     * forced non-zero). */
+    uint64_t *slots;
     size_t cap, len;
 } idset_t;
+
+/* Bytes an idset holds. */
+static inline size_t idset_bytes(const idset_t *s) { return s->cap * sizeof *s->slots; }
 
 void idset_init(idset_t *s);
 void idset_free(idset_t *s);

@@ -19,17 +19,41 @@ static int eq_child(const void *ctx, uint32_t id, const void *key) {
     return t->n[id].parent == k->parent && t->n[id].name == k->name;
 }
 
+/* While a tree is built, each node's children are a list (first_child, next_sibling,
+ * newest first) that finds a child by walking it: most nodes of a call tree have a few
+ * children, created close together, and a walk over them costs no hash probe into a
+ * table as big as a fleet's tree. A node past CHAIN_MAX children gets its children
+ * indexed in t->set by (parent, name) instead. tree_finish relinks the lists in name
+ * order. */
+#define CHAIN_MAX 8
+
+static uint64_t child_hash(uint32_t parent, uint32_t name) { return hash_mix(parent, name); }
+
+static int index_children(tree_t *t, uint32_t parent) {
+    for (uint32_t c = t->n[parent].first_child; c != TREE_NONE; c = t->n[c].next_sibling)
+        if (idset_add(&t->set, child_hash(parent, t->n[c].name), c)) return -1;
+    return 0;
+}
+
 static uint32_t child(tree_t *t, uint32_t parent, uint32_t name) {
     child_key_t k = {parent, name};
-    uint64_t h = hash_mix(parent, name);
-    uint32_t id = idset_find(&t->set, h, &k, eq_child, t);
-    if (id != UINT32_MAX) return id;
-    if (VEC_RESERVE(t->n, t->cap, t->len + 1)) return TREE_NONE;
-    id = (uint32_t)t->len;
-    t->n[id] = (tree_node_t){parent, name, TREE_NONE, TREE_NONE, 0, 0};
-    if (idset_add(&t->set, h, id)) return TREE_NONE;
-    t->len++;
-    return id;
+    uint32_t id = TREE_NONE;
+    if (t->kids[parent] <= CHAIN_MAX) {
+        for (uint32_t c = t->n[parent].first_child; c != TREE_NONE; c = t->n[c].next_sibling)
+            if (t->n[c].name == name) return c;
+    } else if ((id = idset_find(&t->set, child_hash(parent, name), &k, eq_child, t)) != UINT32_MAX) {
+        return id;
+    }
+    if (VEC_RESERVE(t->n, t->cap, t->len + 1) || VEC_RESERVE(t->kids, t->kids_cap, t->len + 1)) return TREE_NONE;
+    id = (uint32_t)t->len++;
+    t->n[id] = (tree_node_t){parent, name, TREE_NONE, t->n[parent].first_child, 0, 0};
+    t->kids[id] = 0;
+    t->n[parent].first_child = id;
+    if (t->kids[parent] < UINT8_MAX) t->kids[parent]++;
+    int rc = 0;
+    if (t->kids[parent] == CHAIN_MAX + 1) rc = index_children(t, parent);
+    else if (t->kids[parent] > CHAIN_MAX + 1) rc = idset_add(&t->set, child_hash(parent, name), id);
+    return rc ? TREE_NONE : id;
 }
 
 /* Stacks of one symtab being added to a tree (tree_add). */
@@ -113,9 +137,7 @@ int tree_add(tree_t *t, const symtab_t *src, const double *self, size_t n) {
     return rc;
 }
 
-size_t tree_bytes(const tree_t *t) {
-    return t->cap * sizeof *t->n + t->set.cap * (sizeof *t->set.hashes + sizeof *t->set.ids);
-}
+size_t tree_bytes(const tree_t *t) { return t->cap * sizeof *t->n + t->kids_cap + idset_bytes(&t->set); }
 
 static int cmp_name(const void *a, const void *b, void *ctx) {
     const tree_t *t = ctx;
@@ -126,6 +148,7 @@ static int cmp_name(const void *a, const void *b, void *ctx) {
  * sort: one pass to count, one to place), then each group sorted by name alone, so a
  * fleet's tree of many small sibling groups costs no global sort. */
 static int link_children(tree_t *t) {
+    for (size_t i = 0; i < t->len; i++) t->n[i].first_child = t->n[i].next_sibling = TREE_NONE;
     uint32_t *order = malloc(t->len * sizeof *order), *start = calloc(t->len + 1, sizeof *start);
     if (!order || !start) return free(order), free(start), -1;
     for (size_t i = 1; i < t->len; i++) start[t->n[i].parent + 1]++;
@@ -149,8 +172,9 @@ int tree_init(tree_t *t, symtab_t *sym) {
     memset(t, 0, sizeof *t);
     t->sym = sym;
     uint32_t root_name = symtab_string(sym, "total", 5);
-    if (root_name == SYM_NONE || VEC_RESERVE(t->n, t->cap, 1)) return -1;
+    if (root_name == SYM_NONE || VEC_RESERVE(t->n, t->cap, 1) || VEC_RESERVE(t->kids, t->kids_cap, 1)) return -1;
     t->n[0] = (tree_node_t){TREE_NONE, root_name, TREE_NONE, TREE_NONE, 0, 0};
+    t->kids[0] = 0;
     t->len = 1;
     return 0;
 }
@@ -181,6 +205,7 @@ int tree_build(tree_t *t, merge_result_t *r, hr_err_t *err) {
 
 void tree_destroy(tree_t *t) {
     free(t->n);
+    free(t->kids);
     idset_free(&t->set);
     memset(t, 0, sizeof *t);
 }

@@ -26,7 +26,9 @@ typedef struct {
 typedef struct tree {
     tree_node_t *n;
     size_t len, cap;
-    idset_t set;
+    idset_t set;   /* while building: the children of nodes with many (tree.c) */
+    uint8_t *kids; /* while building: children per node, up to 255 */
+    size_t kids_cap;
     symtab_t *sym; /* borrowed from the merge result: the nodes' names are its strings */
 } tree_t;
 

@@ -426,10 +426,9 @@ size_t symtab_bytes(const symtab_t *t) {
     for (int k = 0; k < 5; k++) fp += t->fp_cap[k] * sizeof(sym_fp_t);
     return fp + t->sdata_cap + t->strings_cap * 8 + t->functions_cap * sizeof(sym_function_t) +
            t->mappings_cap * sizeof(sym_mapping_t) + t->locations_cap * sizeof(sym_location_t) +
-           t->lines_cap * sizeof(sym_line_t) + t->stacks_cap * sizeof(sym_stack_t) +
-           (t->set_strings.cap + t->set_functions.cap + t->set_mappings.cap + t->set_locations.cap +
-            t->set_stacks.cap) *
-               12;
+           t->lines_cap * sizeof(sym_line_t) + t->stacks_cap * sizeof(sym_stack_t) + idset_bytes(&t->set_strings) +
+           idset_bytes(&t->set_functions) + idset_bytes(&t->set_mappings) + idset_bytes(&t->set_locations) +
+           idset_bytes(&t->set_stacks);
 }
 
 /* ---- copying between symtabs ---- */

@@ -435,10 +435,15 @@ void test_tree_from_dictionaries(void) {
     store_t *s = new_store("treedict");
     put_folded(s, "a.cpu", "main;f;g;f 3\nmain;h 5\nmain 1\nmain;x;y 2\n", 100, 100);
     put_folded(s, "b.cpu", "main;f;g 4\nmain;k 6\nmain;x;y 7\n", 100, 100);
+    /* Past 8 children a node's are found by hash, not by walking them (tree.c). */
+    char wide[512] = "";
+    for (int i = 0; i < 12; i++) snprintf(wide + strlen(wide), sizeof wide - strlen(wide), "main;w;c%d %d\n", i, i + 1);
+    put_folded(s, "b.cpu", wide, 200, 100);
     hr_err_t err = {0};
     CHECK(store_cut(s, &err) == 0);
     put_folded(s, "a.cpu", "main;f;g;f 2\nmain;z 1\n", 4000, 100);
     put_folded(s, "c.cpu", "main;h 9\n", 4000, 100);
+    put_folded(s, "b.cpu", wide, 4100, 100);
     const char *sel_text = "process_cpu:cpu:nanoseconds:cpu:nanoseconds{}";
     const char *formats[] = {"flamegraph", "folded", "top"};
     for (size_t f = 0; f < 3; f++)
@@ -455,9 +460,9 @@ void test_tree_from_dictionaries(void) {
     merge_query_t q = {.tenant = "anonymous", .sel = &sel, .from = 0, .until = 5000 * S, .want_stacks = 1, .tree = 1};
     merge_result_t m;
     CHECK(merge_run(s, &q, &m, &err) == 0);
-    /* The root and main, f, g, f, h, x, y, k; the heads' stacks: the empty one, main, main;f,
-     * main;f;g, main;f;g;f, main;z and main;h. */
-    CHECK(m.tree && m.tree->len == 9 && m.sym->nstacks == 7);
+    /* The root and main, f, g, f, h, x, y, k, w and c0..c11; the heads' stacks: the empty
+     * one, main, main;f, main;f;g, main;f;g;f, main;z, main;h, main;w and main;w;c0..c11. */
+    CHECK(m.tree && m.tree->len == 22 && m.sym->nstacks == 20);
     merge_result_destroy(&m);
     selector_destroy(&sel);
     store_close(s);
