@@ -718,6 +718,7 @@ void store_stats(store_t *s, store_stats_t *out) {
     }
     for (const part_cache_t *c = s->lru_oldest; c; c = c->newer) out->parts_cached++;
     out->cached_bytes = s->cached_bytes + s->dict_bytes;
+    out->dict_bytes = s->dict_bytes;
     out->part_loads = s->part_loads;
     out->funcs_loads = s->funcs_loads;
     pthread_mutex_unlock(&s->cache_mu);

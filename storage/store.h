@@ -172,6 +172,7 @@ typedef struct {
     size_t head_strings, head_functions, head_locations, head_stacks; /* interned symbols */
     size_t blocks, block_bytes, blocks_corrupt;
     size_t parts_cached, cached_bytes; /* decoded block partitions held, and their bytes */
+    size_t dict_bytes;                 /* of cached_bytes, the services' shared symbol dictionaries */
     uint64_t part_loads;               /* partitions decoded into the cache (its misses) */
     uint64_t funcs_loads;              /* of which function tables alone (storage/functab.h) */
     size_t series;

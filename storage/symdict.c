@@ -36,7 +36,8 @@ struct symdict {
     pthread_mutex_t mu;
     _Atomic size_t refs; /* atomic, so the block cache reads and takes them without mu */
     symtab_t *grow;
-    sym_fpmap_t by_fp;         /* ids of grow's stacks but the empty one, by fingerprint */
+    idset_t by_fp;             /* ids of grow's stacks but the empty one, by fingerprint (grow's
+                                * own fingerprints are the keys: a word per slot, no copy) */
     size_t indexed;            /* stacks of grow in by_fp: ids below it */
     version_t *versions;       /* newest first */
     _Atomic size_t grow_bytes; /* last counted into *bytes */
@@ -51,16 +52,27 @@ static void count(symdict_t *d, size_t add, size_t sub) {
     *d->bytes -= sub;
 }
 
+static int eq_fp(const void *ctx, uint32_t id, const void *key) {
+    const symtab_t *grow = ctx;
+    const sym_fp_t *a = &grow->fp[SYM_FP_STACKS][id], *b = key;
+    return a->a == b->a && a->b == b->b;
+}
+
+/* d's id of the stack with fingerprint fp, or 0 (none; stack 0 is never looked up). */
+static uint32_t by_fp(const symdict_t *d, const sym_fp_t *fp) {
+    uint32_t id = idset_find(&d->by_fp, fp->a, fp, eq_fp, d->grow);
+    return id == UINT32_MAX ? 0 : id;
+}
+
 /* Brings grow's fingerprints and the index up to date, and its byte count. mu held. */
 static int index_new(symdict_t *d) {
     if (symtab_fingerprint(d->grow)) return -1;
     size_t n = d->grow->nfp[SYM_FP_STACKS];
     for (d->indexed += !d->indexed; d->indexed < n; d->indexed++) { /* from 1: stack 0 maps to 0 unlooked */
-        uint32_t *slot = sym_fpmap_slot(&d->by_fp, d->grow->fp[SYM_FP_STACKS][d->indexed]);
-        if (!slot) return -1;
-        if (!*slot) *slot = (uint32_t)d->indexed;
+        const sym_fp_t *fp = &d->grow->fp[SYM_FP_STACKS][d->indexed];
+        if (!by_fp(d, fp) && idset_add(&d->by_fp, fp->a, (uint32_t)d->indexed)) return -1;
     }
-    size_t now = symtab_bytes(d->grow) + sym_fpmap_bytes(&d->by_fp);
+    size_t now = symtab_bytes(d->grow) + idset_bytes(&d->by_fp);
     count(d, now, d->grow_bytes);
     d->grow_bytes = now;
     return 0;
@@ -122,7 +134,7 @@ static void destroy(symdict_t *d) {
     count(d, 0, d->grow_bytes);
     for (size_t i = 0; i < NAMES_SEEN; i++) forget_names(d, &d->seen[i]);
     symtab_free(d->grow);
-    sym_fpmap_free(&d->by_fp);
+    idset_free(&d->by_fp);
     pthread_mutex_destroy(&d->mu);
     free(d);
 }
@@ -144,7 +156,7 @@ static int map_stacks(symdict_t *d, const symtab_t *src, uint32_t *map) {
     size_t missing = 0;
     map[0] = 0; /* the empty stack is stack 0 everywhere */
     for (size_t s = 1; s < src->nstacks; s++) {
-        uint32_t id = sym_fpmap_get(&d->by_fp, src->fp[SYM_FP_STACKS][s]);
+        uint32_t id = by_fp(d, &src->fp[SYM_FP_STACKS][s]);
         map[s] = id ? id : UINT32_MAX;
         missing += !id;
     }
