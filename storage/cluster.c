@@ -215,24 +215,24 @@ int store_wait_durable(store_t *s, uint64_t gen, hr_err_t *err) {
     until.tv_nsec = ns % 1000000000;
     pthread_mutex_lock(&s->durable_mu);
     int timed_out = 0;
-    while (s->head_gen <= gen && !timed_out)
+    while (s->stored_gen <= gen && !timed_out)
         timed_out = pthread_cond_timedwait(&s->durable_cv, &s->durable_mu, &until) == ETIMEDOUT;
     int rc = 0;
-    if (s->head_gen <= gen) /* the cut is still running (a hung object store): it may yet store it */
+    if (s->stored_gen <= gen) /* the cut is still running (a hung object store): it may yet store it */
         rc = hr_fail(err, HR_EIO, "not stored within --ack-timeout; it may still be stored by the flush under way");
-    else if (s->head_gen - gen > 64) /* slept through 64 cuts: its outcome is forgotten, and a retry is safer */
+    else if (s->stored_gen - gen > 64) /* slept through 64 cuts: its outcome is forgotten, and a retry is safer */
         rc = hr_fail(err, HR_EIO, "the flush outcome of this upload is unknown; retry it");
     else if (s->failed >> (gen % 64) & 1) rc = hr_fail(err, HR_EIO, "not stored: %s", s->flush_err.msg);
     pthread_mutex_unlock(&s->durable_mu);
     return rc;
 }
 
-void store_cut_done(store_t *s, int ok, const hr_err_t *e) {
+void store_cut_done(store_t *s, uint64_t gen, int ok, const hr_err_t *e) {
     pthread_mutex_lock(&s->durable_mu);
-    uint64_t bit = 1ULL << (s->head_gen % 64);
+    uint64_t bit = 1ULL << (gen % 64);
     s->failed = ok ? s->failed & ~bit : s->failed | bit;
     if (!ok && e) s->flush_err = *e;
-    s->head_gen++;
+    s->stored_gen = gen + 1;
     pthread_cond_broadcast(&s->durable_cv);
     pthread_mutex_unlock(&s->durable_mu);
 }

@@ -11,10 +11,11 @@ int store_apply_retention(store_t *s, int64_t now, hr_err_t *err) {
     if (s->cfg.retention_ns <= 0) return 0;
     int64_t cutoff = now - s->cfg.retention_ns;
     if (store_sync(s, err)) return -1; /* a cluster: another node may have deleted some already */
-    /* Blocks only change under `cut`, so holding it keeps the list stable while the
-     * catalog is updated; readers are excluded only for the in-memory swap. */
+    /* Cuts add blocks under `cutting` and compaction replaces them under `compact`, so
+     * holding both keeps the list stable while the catalog is updated; readers are
+     * excluded only for the in-memory swap, ingest never. */
     pthread_mutex_lock(&s->compact);
-    pthread_rwlock_wrlock(&s->cut);
+    pthread_mutex_lock(&s->cutting);
     size_t n = 0;
     int64_t *ids = malloc((s->nblocks ? s->nblocks : 1) * sizeof *ids);
     int rc = ids ? 0 : hr_fail(err, HR_ENOMEM, "out of memory");
@@ -44,7 +45,7 @@ int store_apply_retention(store_t *s, int64_t now, hr_err_t *err) {
         free(gone);
         log_info("retention.deleted", "blocks=%zu older_than_ns=%lld", n, (long long)cutoff);
     }
-    pthread_rwlock_unlock(&s->cut);
+    pthread_mutex_unlock(&s->cutting);
     pthread_mutex_unlock(&s->compact);
     free(ids);
     return rc ? -1 : (int)n;

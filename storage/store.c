@@ -84,8 +84,16 @@ store_t *store_open(const store_config_t *cfg, hr_err_t *err) {
     snprintf(s->dir, sizeof s->dir, "%s", cfg->data_dir);
     s->cfg.data_dir = s->dir;
     s->lock_fd = -1;
-    pthread_rwlock_init(&s->cut, NULL);
+    /* A waiting cut goes before new ingests, or a steady stream of them would hold it
+     * off for good; it holds `cut` only while it freezes the heads. */
+    pthread_rwlockattr_t wr_first;
+    pthread_rwlockattr_init(&wr_first);
+    pthread_rwlockattr_setkind_np(&wr_first, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&s->cut, &wr_first);
+    pthread_rwlockattr_destroy(&wr_first);
     pthread_rwlock_init(&s->data, NULL);
+    pthread_rwlock_init(&s->head_lock, NULL);
+    pthread_mutex_init(&s->cutting, NULL);
     pthread_mutex_init(&s->cache_mu, NULL);
     pthread_mutex_init(&s->compact, NULL);
     pthread_mutex_init(&s->durable_mu, NULL);
@@ -124,7 +132,7 @@ fail:
 
 void store_close(store_t *s) {
     if (!s) return;
-    for (size_t i = 0; i < s->nheads; i++) segment_free(s->heads[i].seg);
+    for (size_t i = 0; i < s->nheads; i++) segment_free(s->heads[i].seg), segment_free(s->heads[i].frozen);
     free(s->heads);
     for (size_t i = 0; i < s->nblocks; i++) bcache_drop_locked(s, &s->blocks[i]);
     free(s->blocks);
@@ -136,6 +144,8 @@ void store_close(store_t *s) {
     pthread_cond_destroy(&s->durable_cv);
     pthread_rwlock_destroy(&s->cut);
     pthread_rwlock_destroy(&s->data);
+    pthread_rwlock_destroy(&s->head_lock);
+    pthread_mutex_destroy(&s->cutting);
     pthread_mutex_destroy(&s->cache_mu);
     pthread_mutex_destroy(&s->compact);
     if (s->lock_fd >= 0) close(s->lock_fd);
@@ -149,7 +159,7 @@ int store_replay(store_t *s, wal_replay_fn fn, void *ctx, wal_scan_t *st, hr_err
     return wal_replay(s->wal, index_wal_checkpoint(s->index), fn, ctx, st, err);
 }
 
-/* Returns the tenant's head, creating it; call with `data` held for writing. */
+/* Returns the tenant's head, creating it; call with `head_lock` held for writing. */
 static head_t *head_for(store_t *s, const char *tenant) {
     for (size_t i = 0; i < s->nheads; i++)
         if (!strcmp(s->heads[i].tenant, tenant)) return &s->heads[i];
@@ -215,7 +225,7 @@ static int stage(store_t *s, const char *tenant, const batch_t *b, staged_t *st,
         staged_free(st);
         return hr_fail(err, HR_ENOMEM, "out of memory");
     }
-    pthread_rwlock_wrlock(&s->data);
+    pthread_rwlock_wrlock(&s->head_lock);
     head_t *h = head_for(s, tenant);
     symtab_remap_t m;
     int rc = h && symtab_remap_init(&m, b->sym) == 0 ? 0 : -1, have_m = rc == 0;
@@ -230,7 +240,7 @@ static int stage(store_t *s, const char *tenant, const batch_t *b, staged_t *st,
         h->staged_samples += st->at[b->n];
         h->staged_spans += st->span_at[b->n];
     }
-    pthread_rwlock_unlock(&s->data);
+    pthread_rwlock_unlock(&s->head_lock);
     if (have_m) symtab_remap_destroy(&m);
     if (rc) {
         staged_free(st);
@@ -241,19 +251,19 @@ static int stage(store_t *s, const char *tenant, const batch_t *b, staged_t *st,
 
 /* Gives back the room a stage reserved (its WAL append failed) and frees it. */
 static void unstage(store_t *s, staged_t *st) {
-    pthread_rwlock_wrlock(&s->data);
+    pthread_rwlock_wrlock(&s->head_lock);
     head_t *h = &s->heads[st->head];
     h->staged_profiles -= st->n;
     h->staged_samples -= st->at[st->n];
     h->staged_spans -= st->span_at[st->n];
-    pthread_rwlock_unlock(&s->data);
+    pthread_rwlock_unlock(&s->head_lock);
     staged_free(st);
 }
 
 /* Appends the staged rows to the head (series[i]: profile i's series) and frees st.
  * Allocates nothing: the stage reserved the room. */
 static void commit(store_t *s, const batch_t *b, const uint32_t *series, staged_t *st) {
-    pthread_rwlock_wrlock(&s->data);
+    pthread_rwlock_wrlock(&s->head_lock);
     head_t *h = &s->heads[st->head];
     if (h->seg->nprofiles == 0) h->opened_ns = store_now_ns();
     for (size_t i = 0; i < b->n; i++) {
@@ -271,7 +281,7 @@ static void commit(store_t *s, const batch_t *b, const uint32_t *series, staged_
      * here, under the write lock. Out of memory leaves the newest stacks without one,
      * which merges copy the slow way (symtab.h). */
     (void)symtab_fingerprint(h->seg->sym);
-    pthread_rwlock_unlock(&s->data);
+    pthread_rwlock_unlock(&s->head_lock);
     staged_free(st);
 }
 
@@ -325,7 +335,7 @@ int store_ingest(store_t *s, const char *tenant, const void *rec, size_t len, co
     if (rc == 0 && s->wal && (rc = wal_append(s->wal, rec, len, err)) != 0) unstage(s, &st);
     else if (rc == 0) commit(s, b, series, &st);
     pthread_mutex_lock(&s->durable_mu);
-    uint64_t gen = s->head_gen; /* the heads it is in: the next cut stores them */
+    uint64_t gen = s->head_gen; /* the heads it is in: the cut that freezes them stores them */
     pthread_mutex_unlock(&s->durable_mu);
     pthread_rwlock_unlock(&s->cut);
     free(series);
@@ -378,116 +388,142 @@ int store_write_block(store_t *s, const char *tenant, const segment_t *seg, bloc
     return store_publish_block(s, meta, err);
 }
 
-/* What a cut needs after its catalog commit, allocated before it: once the catalog
- * holds the blocks and the WAL has moved past their data, nothing may fail, or the
- * heads would stay beside blocks holding the same profiles (a retry would write them
- * again). 0, or -1 (OOM). */
-static int cut_prepare(store_t *s, block_t **fresh, segment_t ***empty) {
-    size_t full = 0;
-    *fresh = calloc(s->nheads ? s->nheads : 1, sizeof **fresh);
-    *empty = calloc(s->nheads ? s->nheads : 1, sizeof **empty); /* the written heads' successors */
-    if (!*fresh || !*empty) return -1;
-    for (size_t i = 0; i < s->nheads; i++) {
-        if (!s->heads[i].seg->nprofiles) continue;
-        if (!((*empty)[i] = segment_new())) return -1;
-        full++;
+/* A cut in two steps, so that no ingest waits for a block to be written. Freezing
+ * (an instant under `cut`, which no ingest holds between its stage and its commit):
+ * each non-empty head becomes its tenant's frozen segment and a new, empty head takes
+ * its place, and the WAL is rotated, so its closed segments hold exactly the frozen
+ * heads. Storing (no lock held but `cutting`): each frozen head is written as a block,
+ * the blocks and the WAL checkpoint are registered in one catalog transaction, and
+ * the blocks replace the frozen heads for readers in one swap. Scans read the frozen
+ * heads until then. A local cut that fails keeps its frozen heads for the next one
+ * (the WAL still holds them); a failed cluster cut drops them (their uploads get 503). */
+
+/* The frozen heads' tenants and segments, copied under `head_lock` (s->heads moves
+ * when a tenant's first upload adds a head); the segments stay put. */
+typedef struct {
+    char tenant[sizeof(((head_t *)0)->tenant)];
+    const segment_t *seg;
+} frozen_t;
+
+static int freeze_heads(store_t *s, hr_err_t *err) {
+    pthread_rwlock_wrlock(&s->cut);
+    size_t n = s->nheads; /* stable: only stage makes heads, under `cut` */
+    segment_t **empty = calloc(n ? n : 1, sizeof *empty);
+    int rc = empty ? 0 : -1, any = 0;
+    for (size_t i = 0; i < n && rc == 0; i++)
+        if (s->heads[i].seg->nprofiles && !(empty[i] = segment_new())) rc = -1;
+        else any |= s->heads[i].seg->nprofiles != 0;
+    if (rc) hr_fail(err, HR_ENOMEM, "out of memory");
+    uint32_t closed = 0;
+    if (rc == 0 && any && s->wal) rc = wal_rotate(s->wal, &closed, err);
+    if (rc == 0 && any) {
+        pthread_rwlock_wrlock(&s->head_lock);
+        for (size_t i = 0; i < n; i++) {
+            if (!empty[i]) continue;
+            s->heads[i].frozen = s->heads[i].seg;
+            s->heads[i].seg = empty[i];
+            empty[i] = NULL;
+        }
+        pthread_rwlock_unlock(&s->head_lock);
+        pthread_mutex_lock(&s->durable_mu);
+        s->frozen_gen = s->head_gen++;
+        pthread_mutex_unlock(&s->durable_mu);
+        s->frozen_pending = 1, s->frozen_closed = closed;
     }
-    pthread_rwlock_wrlock(&s->data); /* only cuts add blocks, one at a time: the room stays */
-    int rc = VEC_RESERVE(s->blocks, s->blocks_cap, s->nblocks + full);
-    pthread_rwlock_unlock(&s->data);
+    pthread_rwlock_unlock(&s->cut);
+    for (size_t i = 0; empty && i < n; i++) segment_free(empty[i]);
+    free(empty);
     return rc;
 }
 
-static void cut_unprepare(store_t *s, block_t *fresh, segment_t **empty) {
-    for (size_t i = 0; empty && i < s->nheads; i++) segment_free(empty[i]);
-    free(empty);
-    free(fresh);
+/* The frozen heads, in v[0..*n). NULL on OOM. */
+static frozen_t *list_frozen(store_t *s, size_t *n) {
+    pthread_rwlock_rdlock(&s->head_lock);
+    frozen_t *v = calloc(s->nheads ? s->nheads : 1, sizeof *v);
+    *n = 0;
+    for (size_t i = 0; v && i < s->nheads; i++)
+        if (s->heads[i].frozen) {
+            memcpy(v[*n].tenant, s->heads[i].tenant, sizeof v[*n].tenant);
+            v[(*n)++].seg = s->heads[i].frozen;
+        }
+    pthread_rwlock_unlock(&s->head_lock);
+    return v;
 }
 
-/* A failed cluster cut: the heads' uploads are about to be told 503, so they must
- * not be stored later either (their clients retry them): the heads are replaced by
- * the empty successors. `cut` held for writing. */
-static void drop_heads(store_t *s, segment_t **empty) {
+/* Replaces the frozen heads by the new blocks (fresh[0..n), footers read), or with
+ * fresh NULL, drops them. */
+static void unfreeze(store_t *s, block_t *fresh, size_t n) {
     pthread_rwlock_wrlock(&s->data);
-    for (size_t i = 0; i < s->nheads; i++) {
-        if (!empty[i]) continue;
-        segment_free(s->heads[i].seg);
-        s->heads[i].seg = empty[i];
-        empty[i] = NULL;
-    }
-    pthread_rwlock_unlock(&s->data);
-}
-
-int store_cut(store_t *s, hr_err_t *err) {
-    pthread_rwlock_wrlock(&s->cut);
-    /* No ingest is running now, so the heads are stable and readers may keep
-     * reading them while the blocks are written. */
-    size_t n = 0;
-    block_meta_t *metas = calloc(s->nheads ? s->nheads : 1, sizeof *metas);
-    block_t *fresh = NULL;
-    segment_t **empty = NULL;
-    int rc = metas && cut_prepare(s, &fresh, &empty) == 0 ? 0 : hr_fail(err, HR_ENOMEM, "out of memory");
-    for (size_t i = 0; i < s->nheads && rc == 0; i++) {
-        if (s->heads[i].seg->nprofiles == 0) continue;
-        rc = store_write_block(s, s->heads[i].tenant, s->heads[i].seg, &metas[n], err); /* `cut` held: heads stable */
-        if (rc == 0) n++;
-    }
-    uint32_t closed = 0;
-    if (rc == 0 && n == 0) {
-        store_cut_done(s, 1, NULL); /* nothing was waiting to be stored */
-        goto out;
-    }
-    if (rc == 0 && s->wal) rc = wal_rotate(s->wal, &closed, err);
-    if (rc == 0) rc = index_commit_blocks(s->index, metas, n, closed, err);
-    if (rc != 0) {
-        for (size_t i = 0; i < n; i++) store_discard_block(s, &metas[i]);
-        if (!s->wal && empty) drop_heads(s, empty); /* a cluster: every upload in them gets its 503 now */
-        store_cut_done(s, 0, err);
-        goto out;
-    }
-    /* The new blocks' footers are read before the swap (I/O outside the data lock);
-     * their partitions load on first use, and a footer that fails to load now loads
-     * on the next scan. */
-    for (size_t k = 0; k < n; k++) {
-        fresh[k].meta = metas[k];
-        bcache_attach(s, &fresh[k], NULL);
-    }
-    /* Swap: the written heads become blocks, atomically for readers. */
-    pthread_rwlock_wrlock(&s->data);
+    pthread_rwlock_wrlock(&s->head_lock);
     pthread_mutex_lock(&s->cache_mu);
-    for (size_t k = 0; k < n; k++) {
+    for (size_t k = 0; fresh && k < n; k++) {
         if (store_has_block(s, fresh[k].meta.id)) bcache_drop_locked(s, &fresh[k]); /* a sync took it in already */
         else s->blocks[s->nblocks++] = fresh[k];
     }
-    for (size_t i = 0; i < s->nheads; i++) {
-        if (!empty[i]) continue;
-        segment_free(s->heads[i].seg);
-        s->heads[i].seg = empty[i];
-        empty[i] = NULL;
-    }
-    s->cuts++; /* under data, like every counter store_stats reads */
+    for (size_t i = 0; i < s->nheads; i++) segment_free(s->heads[i].frozen), s->heads[i].frozen = NULL;
+    if (fresh) s->cuts++; /* under data, like every counter store_stats reads */
     pthread_mutex_unlock(&s->cache_mu);
+    pthread_rwlock_unlock(&s->head_lock);
     pthread_rwlock_unlock(&s->data);
-    store_cut_done(s, 1, NULL);
-    if (s->wal) wal_remove_upto(s->wal, closed);
-    log_info("head.cut", "blocks=%zu wal_checkpoint=%u", n, closed);
-out:
-    cut_unprepare(s, fresh, empty);
+    s->frozen_pending = 0;
+}
+
+/* Stores the frozen heads as blocks. `cutting` held. */
+static int store_frozen(store_t *s, hr_err_t *err) {
+    size_t n = 0, nf = 0;
+    frozen_t *fz = list_frozen(s, &nf);
+    block_meta_t *metas = calloc(nf ? nf : 1, sizeof *metas);
+    block_t *fresh = calloc(nf ? nf : 1, sizeof *fresh);
+    int rc = fz && metas && fresh ? 0 : hr_fail(err, HR_ENOMEM, "out of memory");
+    if (rc == 0) { /* room for the swap, made now: once the catalog has the blocks nothing may fail */
+        pthread_rwlock_wrlock(&s->data);
+        if (VEC_RESERVE(s->blocks, s->blocks_cap, s->nblocks + nf)) rc = hr_fail(err, HR_ENOMEM, "out of memory");
+        pthread_rwlock_unlock(&s->data);
+    }
+    for (size_t i = 0; i < nf && rc == 0; i++)
+        if ((rc = store_write_block(s, fz[i].tenant, fz[i].seg, &metas[n], err)) == 0) n++;
+    if (rc == 0) rc = index_commit_blocks(s->index, metas, n, s->frozen_closed, err);
+    if (rc != 0) {
+        for (size_t i = 0; i < n; i++) store_discard_block(s, &metas[i]);
+        if (!s->wal && fz) unfreeze(s, NULL, 0), store_cut_done(s, s->frozen_gen, 0, err); /* their 503s */
+    } else {
+        /* The new blocks' footers are read before the swap (I/O outside the data lock);
+         * their partitions load on first use, and a footer that fails to load now loads
+         * on the next scan. */
+        for (size_t k = 0; k < n; k++) {
+            fresh[k].meta = metas[k];
+            bcache_attach(s, &fresh[k], NULL);
+        }
+        unfreeze(s, fresh, n);
+        store_cut_done(s, s->frozen_gen, 1, NULL);
+        if (s->wal) wal_remove_upto(s->wal, s->frozen_closed);
+        log_info("head.cut", "blocks=%zu wal_checkpoint=%u", n, s->frozen_closed);
+    }
+    free(fz);
     free(metas);
-    pthread_rwlock_unlock(&s->cut);
+    free(fresh);
+    return rc;
+}
+
+int store_cut(store_t *s, hr_err_t *err) {
+    pthread_mutex_lock(&s->cutting);
+    int rc = s->frozen_pending ? 0 : freeze_heads(s, err);
+    if (rc == 0 && s->frozen_pending) rc = store_frozen(s, err);
+    pthread_mutex_unlock(&s->cutting);
     return rc;
 }
 
 int store_maybe_cut(store_t *s, hr_err_t *err) {
     int due = 0;
     int64_t now = store_now_ns();
-    pthread_rwlock_rdlock(&s->data);
+    pthread_rwlock_rdlock(&s->head_lock);
     for (size_t i = 0; i < s->nheads && !due; i++) {
         const segment_t *seg = s->heads[i].seg;
+        due = s->heads[i].frozen != NULL; /* a failed cut's, stored again */
         if (!seg->nprofiles) continue;
-        due = segment_bytes(seg) > s->cfg.head_max_bytes || now - s->heads[i].opened_ns > s->cfg.block_duration_ns;
+        due |= segment_bytes(seg) > s->cfg.head_max_bytes || now - s->heads[i].opened_ns > s->cfg.block_duration_ns;
     }
-    pthread_rwlock_unlock(&s->data);
+    pthread_rwlock_unlock(&s->head_lock);
     if (!due) return 0;
     return store_cut(s, err) ? -1 : 1;
 }
@@ -597,9 +633,48 @@ static void attach_range(store_t *s, const char *tenant, const store_filter_t *f
     free(idx);
 }
 
+/* A head's extent when a scan began: every pass of the scan reads its rows up to
+ * there, though ingest appends meanwhile (it waits for no scan), so the passes see the
+ * same profiles. The segment stays valid while the scan holds `data`: a cut freezes a
+ * head in place and frees it only in its swap, under `data`. */
+typedef struct {
+    const segment_t *seg;
+    size_t nprofiles, nsamples, nspans;
+} head_mark_t;
+
+/* The marks of tenant's heads (frozen or not) now, in *marks (*n of them); `data` held. */
+static int mark_heads(store_t *s, const char *tenant, head_mark_t **marks, size_t *n, hr_err_t *err) {
+    pthread_rwlock_rdlock(&s->head_lock);
+    *n = 0;
+    if ((*marks = malloc((2 * s->nheads + 1) * sizeof **marks)))
+        for (size_t i = 0; i < 2 * s->nheads; i++) {
+            const segment_t *seg = i % 2 ? s->heads[i / 2].seg : s->heads[i / 2].frozen;
+            if (seg && seg->nprofiles && !strcmp(s->heads[i / 2].tenant, tenant))
+                (*marks)[(*n)++] = (head_mark_t){seg, seg->nprofiles, seg->nsamples, seg->nspans};
+        }
+    pthread_rwlock_unlock(&s->head_lock);
+    return *marks ? 0 : hr_fail(err, HR_ENOMEM, "out of memory");
+}
+
+/* Hands fn the marked heads, each as a view of its rows up to its mark. The heads
+ * alone are read under `head_lock`: ingest waits for no scan of blocks. */
+static int scan_heads(store_t *s, const head_mark_t *marks, size_t n, const store_filter_t *f, store_segment_fn fn,
+                      void *ctx) {
+    int rc = 0;
+    pthread_rwlock_rdlock(&s->head_lock);
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        segment_t view = *marks[i].seg;
+        if (view.max_time < f->from || view.min_time > f->until) continue;
+        view.nprofiles = marks[i].nprofiles, view.nsamples = marks[i].nsamples, view.nspans = marks[i].nspans;
+        rc = fn(ctx, &view);
+    }
+    pthread_rwlock_unlock(&s->head_lock);
+    return rc;
+}
+
 /* One scan; `data` held for reading. */
-static int scan_locked(store_t *s, const char *tenant, const store_filter_t *f, store_segment_fn fn, void *ctx,
-                       hr_err_t *err) {
+static int scan_locked(store_t *s, const char *tenant, const store_filter_t *f, const head_mark_t *marks, size_t nmarks,
+                       store_segment_fn fn, void *ctx, hr_err_t *err) {
     int rc = 0;
     want_t batch[DECODE_BATCH];
     size_t nb = 0;
@@ -612,14 +687,7 @@ static int scan_locked(store_t *s, const char *tenant, const store_filter_t *f, 
     }
     if (nb && rc == 0) rc = bcache_run_batch(s, batch, nb, f->strict, fn, ctx, err); /* queued, not yet pinned */
     store_prefetch_end(pf);
-    for (size_t i = 0; i < s->nheads && rc == 0 && !f->no_heads; i++) {
-        const segment_t *seg = s->heads[i].seg;
-        if (strcmp(s->heads[i].tenant, tenant) || !seg->nprofiles || seg->max_time < f->from ||
-            seg->min_time > f->until)
-            continue;
-        rc = fn(ctx, seg);
-    }
-    return rc;
+    return rc || f->no_heads ? rc : scan_heads(s, marks, nmarks, f, fn, ctx);
 }
 
 int store_plan_locked(store_t *s, const char *tenant, const store_filter_t *f, store_part_ref_t **refs,
@@ -666,12 +734,15 @@ int store_scan_passes(store_t *s, const char *tenant, const store_filter_t *f, s
                       store_segment_fn fn, void *ctx, hr_err_t *err) {
     if (store_sync(s, err)) return -1;
     pthread_rwlock_rdlock(&s->data);
-    int rc = 0;
+    head_mark_t *marks;
+    size_t nmarks;
+    int rc = mark_heads(s, tenant, &marks, &nmarks, err);
     for (size_t k = 0; k < n && rc == 0; k++) {
         if (pass) pass(ctx, k);
-        rc = scan_locked(s, tenant, &f[k], fn, ctx, err);
+        rc = scan_locked(s, tenant, &f[k], marks, nmarks, fn, ctx, err);
     }
     pthread_rwlock_unlock(&s->data);
+    free(marks);
     return rc;
 }
 
@@ -686,12 +757,14 @@ int store_time_range(store_t *s, const char *tenant, int64_t *oldest, int64_t *n
         if (m->min_time < *oldest) *oldest = m->min_time;
         if (m->max_time > *newest) *newest = m->max_time;
     }
-    for (size_t i = 0; i < s->nheads; i++) {
-        const segment_t *h = s->heads[i].seg;
-        if (strcmp(s->heads[i].tenant, tenant) || !h->nprofiles) continue;
+    pthread_rwlock_rdlock(&s->head_lock);
+    for (size_t i = 0; i < 2 * s->nheads; i++) {
+        const segment_t *h = i % 2 ? s->heads[i / 2].seg : s->heads[i / 2].frozen;
+        if (!h || strcmp(s->heads[i / 2].tenant, tenant) || !h->nprofiles) continue;
         if (h->min_time < *oldest) *oldest = h->min_time;
         if (h->max_time > *newest) *newest = h->max_time;
     }
+    pthread_rwlock_unlock(&s->head_lock);
     pthread_rwlock_unlock(&s->data);
     return *oldest <= *newest;
 }
@@ -699,16 +772,19 @@ int store_time_range(store_t *s, const char *tenant, int64_t *oldest, int64_t *n
 void store_stats(store_t *s, store_stats_t *out) {
     memset(out, 0, sizeof *out);
     pthread_rwlock_rdlock(&s->data);
-    for (size_t i = 0; i < s->nheads; i++) {
-        out->head_bytes += segment_bytes(s->heads[i].seg);
-        out->head_profiles += s->heads[i].seg->nprofiles;
-        out->head_samples += s->heads[i].seg->nsamples;
-        const symtab_t *sym = s->heads[i].seg->sym;
-        out->head_strings += sym->nstrings - 1;
-        out->head_functions += sym->nfunctions - 1;
-        out->head_locations += sym->nlocations - 1;
-        out->head_stacks += sym->nstacks - 1;
+    pthread_rwlock_rdlock(&s->head_lock);
+    for (size_t i = 0; i < 2 * s->nheads; i++) { /* a frozen head is still a head until its block is in */
+        const segment_t *h = i % 2 ? s->heads[i / 2].seg : s->heads[i / 2].frozen;
+        if (!h) continue;
+        out->head_bytes += segment_bytes(h);
+        out->head_profiles += h->nprofiles;
+        out->head_samples += h->nsamples;
+        out->head_strings += h->sym->nstrings - 1;
+        out->head_functions += h->sym->nfunctions - 1;
+        out->head_locations += h->sym->nlocations - 1;
+        out->head_stacks += h->sym->nstacks - 1;
     }
+    pthread_rwlock_unlock(&s->head_lock);
     out->blocks = s->nblocks;
     pthread_mutex_lock(&s->cache_mu);
     for (size_t i = 0; i < s->nblocks; i++) {

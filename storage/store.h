@@ -2,9 +2,11 @@
  *
  * Write path: store_ingest appends the caller's encoded request to the WAL (durable
  * before it returns), then copies the decoded batch into the tenant's head segment.
- * When a head grows past its size or age limit, store_cut writes each tenant's head
- * as a block file, registers the blocks and the WAL checkpoint in one SQLite
- * transaction, rotates the WAL and deletes the segments the blocks now cover.
+ * When a head grows past its size or age limit, store_cut freezes the heads (new,
+ * empty ones take ingest from that instant, and the WAL is rotated with them), writes
+ * each frozen head as a block file, registers the blocks and the WAL checkpoint in
+ * one SQLite transaction, deletes the WAL segments the blocks now cover and swaps the
+ * blocks in for the frozen heads. Ingest never waits for the writing.
  *
  * Read path: store_scan hands a query the segments of a tenant that may hold what
  * its filter wants (time range, series, totals only), under a read lock, so a query
@@ -12,14 +14,17 @@
  * totals or the partitions (one per service, block.h) holding selected series,
  * decoded on first use into a cache bounded by block_cache_bytes.
  *
- * Locks: `cut` (rwlock) is held shared by ingests and exclusively by a cut, so no
- * ingest can be in the WAL but not in the head when the WAL is rotated; `data`
- * (rwlock) guards the head segments and the block list; `compact` (mutex)
- * serializes compaction with retention, the two operations that remove blocks.
- * The index's own mutex (index.h) is the innermost: taken under `cut` by a cut and
- * under `compact` by compaction and retention, by ingest before `cut`, never while
- * `data` is held, and nothing is called under it; queries match selectors on a
- * snapshot of the series after releasing it (query/catalog.h). */
+ * Locks (store_impl.h has the order): `cut` (rwlock) is held shared by ingests and
+ * exclusively by a cut for the instant it freezes the heads, so no ingest can be in
+ * the WAL but not in the head when the WAL is rotated; `cutting` (mutex) runs one cut
+ * at a time; `data` (rwlock) guards the block list and `head_lock` (rwlock) the heads,
+ * which ingest alone writes: a scan holds `head_lock` only while it reads the heads,
+ * so ingest waits for no scan of blocks; `compact` (mutex) serializes compaction
+ * with retention, the two operations that remove blocks. The index's own mutex
+ * (index.h) is the innermost: taken by a cut and by compaction and retention, by
+ * ingest before `cut`, never while `data` is held, and nothing is called under it;
+ * queries match selectors on a snapshot of the series after releasing it
+ * (query/catalog.h). */
 #ifndef HEARTH_STORE_H
 #define HEARTH_STORE_H
 

@@ -6,9 +6,13 @@
  * blocks). Nothing outside storage/ includes it.
  *
  * Locks, outermost first: `compact` (one compaction or retention run at a time),
- * `cut` (written for a cut; read by every ingest), `data` (the heads and the block
- * list: written for swaps, read by scans and ingest's copy), `cache_mu` (decoded
- * partitions, pins, block footers attached late, `bad`). */
+ * `cutting` (one cut at a time; retention takes it too, so the block list changes
+ * under one of them at once), `cut` (written for the instant a cut freezes the heads;
+ * read by every ingest from stage to commit), `data` (the block list: written for
+ * swaps, read by scans), `head_lock` (the heads: written by ingest's stage and commit and
+ * by a cut's swaps, read by scans for the heads alone), `cache_mu` (decoded
+ * partitions, pins, block footers attached late, `bad`). No ingest ever waits for a
+ * block being written or for a scan of blocks. */
 #ifndef HEARTH_STORE_IMPL_H
 #define HEARTH_STORE_IMPL_H
 
@@ -25,6 +29,8 @@
 typedef struct {
     char tenant[128];
     segment_t *seg;
+    segment_t *frozen; /* the head a cut is storing as a block (store.c), read-only and still
+                        * queried; NULL when none */
     int64_t opened_ns; /* wall clock of the head's first ingest */
     /* Room in seg promised to ingests between their stage and their commit (store.c):
      * seg always has room for these beyond what it holds. */
@@ -70,7 +76,8 @@ struct store {
     char dir[2048];
     index_t *index;
     wal_t *wal;
-    pthread_rwlock_t cut, data;
+    pthread_rwlock_t cut, data, head_lock;
+    pthread_mutex_t cutting;
     pthread_mutex_t cache_mu;
     pthread_mutex_t compact;
     int lock_fd; /* flock on DATA_DIR/LOCK: one server per data directory */
@@ -92,8 +99,15 @@ struct store {
     pthread_mutex_t durable_mu; /* innermost; guards the four below */
     pthread_cond_t durable_cv;  /* broadcast after every cut */
     /* The heads' generation: the uploads of generation g are in the heads until a
-     * cut stores them (or fails) and moves on to g + 1. Changed under `cut` too. */
-    uint64_t head_gen;
+     * cut freezes them and moves ingest on to g + 1 (under `cut` too); generations
+     * below stored_gen are over: stored, or failed. */
+    uint64_t head_gen, stored_gen;
+    /* The frozen heads (head_t.frozen) awaiting their blocks (`cutting`): the WAL
+     * segments up to frozen_closed hold exactly them, and they are generation
+     * frozen_gen. A local cut that failed keeps them for the next. */
+    int frozen_pending;
+    uint32_t frozen_closed;
+    uint64_t frozen_gen;
     hr_err_t flush_err;     /* the last failed cut's error */
     uint64_t failed;        /* bit g % 64 set: generation g's cut failed (its uploads got 503) */
     int64_t blocks_version; /* the catalog version s->blocks was last read at (-1: never) */
@@ -151,12 +165,12 @@ int store_part_picked(const store_filter_t *f, int64_t block, size_t p);
 /* 1 when s->blocks holds block id. data held. */
 int store_has_block(const store_t *s, int64_t id);
 /* Cluster ingest: waits until the cut of generation gen of the heads is over. 0 when
- * it stored them; -1 with HR_EIO when it failed (a failed cluster cut drops the heads:
- * an upload is stored only if acknowledged), or after the ack timeout. */
+ * it stored them; -1 with HR_EIO when it failed (a failed cluster cut drops the frozen
+ * heads: an upload is stored only if acknowledged), or after the ack timeout. */
 int store_wait_durable(store_t *s, uint64_t gen, hr_err_t *err);
-/* Records the outcome of the cut of generation head_gen and moves on to the next
- * (`cut` held for writing); e is kept for the failed uploads' error. */
-void store_cut_done(store_t *s, int ok, const hr_err_t *e);
+/* Records the outcome of the cut of generation gen (the oldest not yet over;
+ * `cutting` held); e is kept for the failed uploads' error. */
+void store_cut_done(store_t *s, uint64_t gen, int ok, const hr_err_t *e);
 
 /* ---- block_cache.c ---- */
 

@@ -81,6 +81,8 @@ int unit_finish(const char *suite, int ok, int bad);
     X(test_wal_torn_tail)                                                                                              \
     X(test_wal_corrupt_middle)                                                                                         \
     X(test_store_cut_and_reopen)                                                                                       \
+    X(test_failed_cut_keeps_its_frozen_heads)                                                                          \
+    X(test_ingest_cut_and_scan_at_once)                                                                                \
     X(test_retention)                                                                                                  \
     X(test_compact_segments)                                                                                           \
     X(test_store_compaction)                                                                                           \
