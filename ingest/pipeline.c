@@ -19,12 +19,13 @@ int ingest_submit(store_t *s, const ingest_limits_t *lim, const ingest_request_t
     buf_t rec;
     buf_init(&rec);
     int64_t t0 = mono_ns(), t1 = 0, t2 = 0;
+    store_ingest_times_t times = {0};
     int rc = ingest_to_batch(r, lim, &b, err); /* decoded whole before anything is logged */
     if (rc == 0) {
         t1 = mono_ns();
         ingest_request_encode(r, &rec);
-        rc =
-            rec.oom ? hr_fail(err, HR_ENOMEM, "out of memory") : store_ingest(s, r->tenant, rec.data, rec.len, &b, err);
+        rc = rec.oom ? hr_fail(err, HR_ENOMEM, "out of memory")
+                     : store_ingest(s, r->tenant, rec.data, rec.len, &b, &times, err);
         t2 = mono_ns();
     }
     if (rc == 0)
@@ -36,6 +37,7 @@ int ingest_submit(store_t *s, const ingest_limits_t *lim, const ingest_request_t
     else if (err->code == HR_EIO) log_error("ingest.storage_failed", "err=\"%s\"", err->msg);
     st->decode_ns = t1 ? t1 - t0 : 0;
     st->store_ns = t2 ? t2 - t1 : 0;
+    st->store = times;
     buf_free(&rec);
     batch_destroy(&b);
     return rc;

@@ -29,6 +29,7 @@ typedef struct {
     size_t unindexed_span_keys;             /* pprof label keys kept off the series labels (pprof.h): */
     size_t unindexed_high_cardinality_keys; /* trace links, and keys with too many values */
     int64_t decode_ns, store_ns;            /* time in each stage (monotonic; 0 when not reached) */
+    store_ingest_times_t store;             /* store_ns's parts (store.h) */
 } ingest_stats_t;
 
 /* Decodes r under lim, logs it durably and adds it to the head. 0 with *st filled,

@@ -99,6 +99,10 @@ int app_submit(app_t *a, const ingest_request_t *r, size_t body_bytes, hr_err_t 
     int rc = ingest_submit(a->store, &a->limits, r, &st, err);
     if (st.decode_ns) metrics_ingest_stage(&a->metrics, STAGE_DECODE, (double)st.decode_ns / 1e9);
     if (st.store_ns) metrics_ingest_stage(&a->metrics, STAGE_STORE, (double)st.store_ns / 1e9);
+    const int64_t parts[] = {st.store.series_ns, st.store.wait_ns, st.store.stage_ns, st.store.wal_ns,
+                             st.store.commit_ns};
+    for (size_t k = 0; k < sizeof parts / sizeof *parts; k++)
+        if (parts[k]) metrics_ingest_stage(&a->metrics, (metrics_stage_t)(STAGE_SERIES + k), (double)parts[k] / 1e9);
     if (rc) {
         metrics_ingest_error(&a->metrics, err->code);
         return -1;

@@ -157,10 +157,12 @@ static void render_queries(const metrics_t *m, buf_t *o) {
 }
 
 static void render_stages(const metrics_t *m, buf_t *o) {
-    static const char *const STAGES[STAGE_COUNT] = {"decode", "store"};
+    static const char *const STAGES[STAGE_COUNT] = {"decode",     "store", "series",     "cut_wait",
+                                                    "head_stage", "wal",   "head_commit"};
     family(o, "hearth_ingest_stage_seconds", "histogram",
            "Time an accepted upload spent in each stage of the write path: decode, then store (WAL append with "
-           "its fsync wait, and the head).");
+           "its fsync wait, and the head), which is series (the index), cut_wait (a cut freezing the heads), "
+           "head_stage (its symbols into the head), wal (the append and its fsync) and head_commit (its rows).");
     for (int k = 0; k < STAGE_COUNT; k++) {
         char label[64];
         snprintf(label, sizeof label, "stage=\"%s\",", STAGES[k]);

@@ -38,8 +38,18 @@ typedef struct {
 } metrics_hist_t;
 
 /* The stages of an accepted upload (hearth_ingest_stage_seconds{stage}): decoding it
- * into a batch, then storing it (the WAL append with its fsync wait, and the head). */
-typedef enum { STAGE_DECODE, STAGE_STORE, STAGE_COUNT } metrics_stage_t;
+ * into a batch, then storing it (the WAL append with its fsync wait, and the head),
+ * and the parts of storing (storage/store.h's store_ingest_times_t). */
+typedef enum {
+    STAGE_DECODE,
+    STAGE_STORE,
+    STAGE_SERIES,
+    STAGE_CUT_WAIT,
+    STAGE_HEAD_STAGE,
+    STAGE_WAL,
+    STAGE_HEAD_COMMIT,
+    STAGE_COUNT
+} metrics_stage_t;
 
 typedef struct {
     atomic_ullong ingest_requests, ingest_profiles, ingest_bytes, ingest_samples;

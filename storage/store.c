@@ -313,7 +313,16 @@ int store_apply(store_t *s, const char *tenant, const batch_t *b, hr_err_t *err)
  * SQLite's journal pages) besides its WAL record. */
 #define INGEST_SPACE_RESERVE ((uint64_t)128 << 10)
 
-int store_ingest(store_t *s, const char *tenant, const void *rec, size_t len, const batch_t *b, hr_err_t *err) {
+static int64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int store_ingest(store_t *s, const char *tenant, const void *rec, size_t len, const batch_t *b,
+                 store_ingest_times_t *times, hr_err_t *err) {
+    store_ingest_times_t t_ = {0}, *t = times ? times : &t_;
+    *t = (store_ingest_times_t){0};
     /* Refused before anything is written: on a full disk an upload that created its
      * series and then failed in the WAL would leave series without data behind. While
      * the disk stays full the store is read-only; ingest resumes when space returns. */
@@ -326,14 +335,23 @@ int store_ingest(store_t *s, const char *tenant, const void *rec, size_t len, co
     /* Series first: a refused series (limit, I/O) must keep the upload out of the WAL.
      * An upload refused after them (out of memory, the WAL) leaves its series known
      * without data, as retention leaves series: lists with a time range skip them. */
+    int64_t t0 = mono_ns();
     uint32_t *series = resolve_series(s, tenant, b, err);
+    int64_t t1 = mono_ns();
+    t->series_ns = t1 - t0;
     if (!series) return -1;
     /* Staged, logged, committed, all under `cut`, so no cut comes between. */
     pthread_rwlock_rdlock(&s->cut);
+    int64_t t2 = mono_ns();
+    t->wait_ns = t2 - t1;
     staged_t st;
     int rc = stage(s, tenant, b, &st, err);
+    int64_t t3 = mono_ns();
+    t->stage_ns = t3 - t2;
     if (rc == 0 && s->wal && (rc = wal_append(s->wal, rec, len, err)) != 0) unstage(s, &st);
-    else if (rc == 0) commit(s, b, series, &st);
+    int64_t t4 = mono_ns();
+    t->wal_ns = s->wal ? t4 - t3 : 0;
+    if (rc == 0) commit(s, b, series, &st), t->commit_ns = mono_ns() - t4;
     pthread_mutex_lock(&s->durable_mu);
     uint64_t gen = s->head_gen; /* the heads it is in: the cut that freezes them stores them */
     pthread_mutex_unlock(&s->durable_mu);

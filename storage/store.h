@@ -70,12 +70,24 @@ void store_close(store_t *s);
  * and calls store_apply). */
 int store_replay(store_t *s, wal_replay_fn fn, void *ctx, wal_scan_t *st, hr_err_t *err);
 
-/* Durably logs rec, then applies batch to tenant's head. In cluster mode there is no
+/* Where one store_ingest's time went, in ns of the monotonic clock (0: not reached):
+ * the write path's stages, for /metrics. */
+typedef struct {
+    int64_t series_ns; /* finding or making its series in the index */
+    int64_t wait_ns;   /* waiting for `cut`, which only a cut freezing the heads holds */
+    int64_t stage_ns;  /* copying its symbols into the head, with the wait for the heads' lock */
+    int64_t wal_ns;    /* its WAL append, with the fsync it waits for (group commit) */
+    int64_t commit_ns; /* adding its rows to the head */
+} store_ingest_times_t;
+
+/* Durably logs rec, then applies batch to tenant's head; times (may be NULL) receives
+ * where the time went. In cluster mode there is no
  * log: the batch goes to the head, and the call returns once a cut has stored that
  * head as a block in the object store and registered it in the catalog (the durable
  * acknowledgement), or fails with HR_EIO after ack_timeout_ns (the data may still be
  * stored by a later cut: at least once). */
-int store_ingest(store_t *s, const char *tenant, const void *rec, size_t len, const batch_t *b, hr_err_t *err);
+int store_ingest(store_t *s, const char *tenant, const void *rec, size_t len, const batch_t *b,
+                 store_ingest_times_t *times, hr_err_t *err);
 /* Applies a batch to the head without logging it (WAL replay). */
 int store_apply(store_t *s, const char *tenant, const batch_t *b, hr_err_t *err);
 

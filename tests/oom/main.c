@@ -91,7 +91,7 @@ static int upload(store_t *s, const upload_t *u, hr_err_t *err) {
     int rc = rec.oom || batch_init(&b) ? hr_fail(err, HR_ENOMEM, "out of memory") : 0;
     if (rc == 0) {
         rc = ingest_to_batch(&r, &LIMITS, &b, err);
-        if (rc == 0) rc = store_ingest(s, r.tenant, rec.data, rec.len, &b, err);
+        if (rc == 0) rc = store_ingest(s, r.tenant, rec.data, rec.len, &b, NULL, err);
         batch_destroy(&b);
     }
     buf_free(&rec);

@@ -783,7 +783,7 @@ void test_store_cut_and_reopen(void) {
     batch_profile_t *p = batch_profile(&b, "process_cpu:cpu:nanoseconds:cpu:nanoseconds", &l, 5000, 10);
     const char *a[] = {"main", "a"};
     batch_sample(p, make_stack(b.sym, a, 2), 42);
-    CHECK(store_ingest(s, "anonymous", "rec", 3, &b, &err) == 0);
+    CHECK(store_ingest(s, "anonymous", "rec", 3, &b, NULL, &err) == 0);
     int64_t got[2] = {0, 0};
     store_scan(s, "anonymous", &(store_filter_t){.from = 0, .until = 10000}, count_segments, got, &err);
     CHECK(got[0] == 42 && got[1] == 1);
@@ -820,7 +820,7 @@ static void ingest_one(store_t *s, int64_t t, int64_t value) {
     const char *a[] = {"main", "a"};
     batch_sample(p, make_stack(b.sym, a, 2), value);
     hr_err_t err = {0};
-    CHECK(store_ingest(s, "anonymous", "rec", 3, &b, &err) == 0);
+    CHECK(store_ingest(s, "anonymous", "rec", 3, &b, NULL, &err) == 0);
     labels_destroy(&l);
     batch_destroy(&b);
 }
