@@ -84,6 +84,8 @@ build/rel/unit-tests: $(call objs,$(REL_DIR)) $(patsubst %.c,$(REL_DIR)/%.o,$(UN
 	$(CXX) $(OPT) -o $@ $^ $(PKG_LIBS)
 build/asan/unit-tests: $(call objs,$(ASAN_DIR)) $(patsubst %.c,$(ASAN_DIR)/%.o,$(UNIT_SRC))
 	$(CXX) $(ASAN_FLAGS) -o $@ $^ $(PKG_LIBS)
+build/tsan/unit-tests: $(call objs,$(TSAN_DIR)) $(patsubst %.c,$(TSAN_DIR)/%.o,$(UNIT_SRC))
+	$(CXX) $(TSAN_FLAGS) -o $@ $^ $(PKG_LIBS)
 
 # Allocation-failure injection (tests/oom/): Hearth's own malloc, calloc, realloc, strdup
 # and strndup calls are wrapped at link time so the Nth can be made to fail, over ASan
@@ -121,11 +123,13 @@ test-oom: test-deps
 	$(MAKE) build/asan/oom-tests
 	ASAN_OPTIONS=detect_leaks=1 build/asan/oom-tests $(TESTDATA)
 
-# The integration suite against a ThreadSanitizer build: a data race makes the server
-# exit 66 at shutdown, which fails the test. The browser test is skipped: TSan slows the
-# server past its page timeouts (it runs under the other builds).
+# The unit tests that run threads, then the integration suite, against a
+# ThreadSanitizer build: a data race makes the server exit 66 at shutdown, which fails
+# the test. The browser test is skipped: TSan slows the server past its page timeouts
+# (it runs under the other builds).
 test-tsan: test-deps
-	$(MAKE) hearth-tsan
+	$(MAKE) hearth-tsan build/tsan/unit-tests
+	TSAN_OPTIONS="halt_on_error=1 exitcode=66" build/tsan/unit-tests -k at_once -k unlocked $(TESTDATA)
 	TSAN_OPTIONS="halt_on_error=0 exitcode=66" python3 tests/integration/run.py --binary ./hearth-tsan --testdata $(TESTDATA) --skip web_ui
 
 # The server under valgrind memcheck for two cycles (ingest/query/flush/shutdown, and

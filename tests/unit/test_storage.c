@@ -810,7 +810,8 @@ void test_store_cut_and_reopen(void) {
     batch_destroy(&b);
 }
 
-static void ingest_one(store_t *s, int64_t t, int64_t value) {
+/* One upload of `value` at t into s: store_ingest's result (no CHECK: threads call it). */
+static int ingest_value(store_t *s, int64_t t, int64_t value) {
     batch_t b;
     batch_init(&b);
     labels_t l;
@@ -820,10 +821,13 @@ static void ingest_one(store_t *s, int64_t t, int64_t value) {
     const char *a[] = {"main", "a"};
     batch_sample(p, make_stack(b.sym, a, 2), value);
     hr_err_t err = {0};
-    CHECK(store_ingest(s, "anonymous", "rec", 3, &b, NULL, &err) == 0);
+    int rc = store_ingest(s, "anonymous", "rec", 3, &b, NULL, &err);
     labels_destroy(&l);
     batch_destroy(&b);
+    return rc;
 }
+
+static void ingest_one(store_t *s, int64_t t, int64_t value) { CHECK(ingest_value(s, t, value) == 0); }
 
 /* A cut freezes the heads and stores them while ingest goes on into new ones. One
  * that fails keeps its frozen heads, still queried, for the next cut, which stores
@@ -870,13 +874,13 @@ void test_failed_cut_keeps_its_frozen_heads(void) {
 
 typedef struct {
     store_t *s;
-    _Atomic int done;
+    _Atomic int done, failed; /* the threads' failures, checked by the test's own thread */
     int64_t mismatches, scans;
 } race_t;
 
 static void *ingest_many(void *arg) {
     race_t *r = arg;
-    for (int i = 0; i < 3000; i++) ingest_one(r->s, 1000 + i, 1);
+    for (int i = 0; i < 3000; i++) r->failed |= ingest_value(r->s, 1000 + i, 1) != 0;
     r->done = 1;
     return NULL;
 }
@@ -884,7 +888,7 @@ static void *ingest_many(void *arg) {
 static void *cut_often(void *arg) {
     race_t *r = arg;
     hr_err_t err = {0};
-    while (!r->done) CHECK(store_cut(r->s, &err) == 0);
+    while (!r->done) r->failed |= store_cut(r->s, &err) != 0;
     return NULL;
 }
 
@@ -930,7 +934,7 @@ void test_ingest_cut_and_scan_at_once(void) {
     CHECK(store_cut(r.s, &err) == 0);
     int64_t got[2] = {0, 0};
     CHECK(store_scan(r.s, "anonymous", &f[0], count_segments, got, &err) == 0);
-    CHECK(got[0] == 3000 && got[1] == 3000 && r.mismatches == 0 && r.scans > 0);
+    CHECK(got[0] == 3000 && got[1] == 3000 && r.mismatches == 0 && r.scans > 0 && !r.failed);
     store_close(r.s);
 }
 
