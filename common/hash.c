@@ -27,15 +27,9 @@ void idset_free(idset_t *s) {
     idset_init(s);
 }
 
-/* The 32 hash bits a slot keeps (both halves folded in, never 0); they also place it. */
-static inline uint64_t tag(uint64_t h) {
-    uint32_t t = (uint32_t)(h ^ (h >> 32));
-    return t ? t : 1;
-}
-
 uint32_t idset_find(const idset_t *s, uint64_t hash, const void *key, idset_eq_fn eq, const void *ctx) {
     if (!s->cap) return UINT32_MAX;
-    uint64_t t = tag(hash);
+    uint64_t t = idset_tag(hash);
     size_t mask = s->cap - 1;
     for (size_t i = t & mask;; i = (i + 1) & mask) {
         uint64_t v = s->slots[i];
@@ -71,7 +65,7 @@ int idset_reserve(idset_t *s, size_t n) {
 
 int idset_add(idset_t *s, uint64_t hash, uint32_t id) {
     if ((s->len + 1) * 4 > s->cap * 3 && rehash(s, s->cap ? s->cap * 2 : 64) != 0) return -1; /* load <= 0.75 */
-    put(s->slots, s->cap, tag(hash), id);
+    put(s->slots, s->cap, idset_tag(hash), id);
     s->len++;
     return 0;
 }

@@ -32,6 +32,18 @@ typedef struct {
 /* Bytes an idset holds. */
 static inline size_t idset_bytes(const idset_t *s) { return s->cap * sizeof *s->slots; }
 
+/* The 32 hash bits a slot keeps (both halves folded in, never 0); they also place it. */
+static inline uint64_t idset_tag(uint64_t h) {
+    uint32_t t = (uint32_t)(h ^ (h >> 32));
+    return t ? t : 1;
+}
+
+/* Starts loading the slot a lookup of hash begins at: a caller with many lookups to
+ * make prefetches a few ahead, so their cache misses overlap. */
+static inline void idset_prefetch(const idset_t *s, uint64_t hash) {
+    if (s->cap) __builtin_prefetch(&s->slots[idset_tag(hash) & (s->cap - 1)]);
+}
+
 void idset_init(idset_t *s);
 void idset_free(idset_t *s);
 /* Looks up key; returns its id, or UINT32_MAX if absent. */

@@ -25,6 +25,7 @@ typedef struct {
 } names_seen_t;
 
 #define NAMES_SEEN 4
+#define PREFETCH_AHEAD 8 /* fingerprint lookups in flight while mapping a partition's stacks */
 
 typedef struct version {
     symtab_t *sym;
@@ -155,8 +156,13 @@ size_t symdict_bytes(symdict_t *d) { return d->grow_bytes; }
 static int map_stacks(symdict_t *d, const symtab_t *src, uint32_t *map) {
     size_t missing = 0;
     map[0] = 0; /* the empty stack is stack 0 everywhere */
+    const sym_fp_t *fp = src->fp[SYM_FP_STACKS];
+    for (size_t s = 1; s < src->nstacks && s < PREFETCH_AHEAD; s++) idset_prefetch(&d->by_fp, fp[s].a);
     for (size_t s = 1; s < src->nstacks; s++) {
-        uint32_t id = by_fp(d, &src->fp[SYM_FP_STACKS][s]);
+        /* A cold fleet query maps every stack of thousands of partitions: a cache miss
+         * each, unless they overlap. */
+        if (s + PREFETCH_AHEAD < src->nstacks) idset_prefetch(&d->by_fp, fp[s + PREFETCH_AHEAD].a);
+        uint32_t id = by_fp(d, &fp[s]);
         map[s] = id ? id : UINT32_MAX;
         missing += !id;
     }
