@@ -15,8 +15,9 @@
 struct index {
     const index_backend_t *ops;
     void *db;
-    pthread_mutex_t mu;
-    series_t **series; /* by id (NULL where none, or not yet synced); [0] unused */
+    pthread_mutex_t mu;    /* the mirror: series, set, counts, synced, version */
+    pthread_mutex_t db_mu; /* db: one backend call at a time; innermost (taken under mu too) */
+    series_t **series;     /* by id (NULL where none, or not yet synced); [0] unused */
     size_t nseries, series_cap;
     idset_t set;
     uint32_t synced; /* shared catalogs: every series id <= this is in the mirror */
@@ -152,6 +153,7 @@ static index_t *index_new(const index_backend_t *ops, void *db, hr_err_t *err) {
     ix->db = db;
     ix->version = -1;
     pthread_mutex_init(&ix->mu, NULL);
+    pthread_mutex_init(&ix->db_mu, NULL);
     idset_init(&ix->set);
     ix->nseries = 1; /* id 0 is never a series */
     if (VEC_RESERVE(ix->series, ix->series_cap, 1)) {
@@ -194,6 +196,7 @@ void index_close(index_t *ix) {
     idset_free(&ix->set);
     ix->ops->close(ix->db);
     pthread_mutex_destroy(&ix->mu);
+    pthread_mutex_destroy(&ix->db_mu);
     free(ix);
 }
 
@@ -218,7 +221,9 @@ static int add_series(index_t *ix, const char *tenant, const char *ptype, const 
         series_free(s);
         return hr_fail(err, HR_ENOMEM, "out of memory");
     }
+    pthread_mutex_lock(&ix->db_mu);
     int rc = ix->ops->add_series(ix->db, proposed, tenant, ptype, labels, json, id, err);
+    pthread_mutex_unlock(&ix->db_mu);
     free(json);
     if (rc == 0 && *id != proposed) {
         series_free(s);
@@ -263,11 +268,13 @@ int index_sync(index_t *ix, int64_t *version, hr_err_t *err) {
     *version = 0;
     if (!ix->ops->version) return 0;
     pthread_mutex_lock(&ix->mu);
+    pthread_mutex_lock(&ix->db_mu);
     int rc = ix->ops->version(ix->db, version, err);
     if (rc == 0 && *version != ix->version) {
-        rc = ix->ops->series_since(ix->db, ix->synced, load_row, ix, err);
+        rc = ix->ops->series_since(ix->db, ix->synced, load_row, ix, err); /* load_row fills the mirror: mu held */
         if (rc == 0) ix->version = *version;
     }
+    pthread_mutex_unlock(&ix->db_mu);
     pthread_mutex_unlock(&ix->mu);
     return rc;
 }
@@ -306,12 +313,13 @@ uint32_t index_series_bound(index_t *ix) {
     return n;
 }
 
-/* The calls below only pass through to the backend, one at a time. */
+/* The calls below only pass through to the backend, one at a time, with the mirror
+ * free for ingest meanwhile. */
 #define LOCKED(ix, call)                                                                                               \
     do {                                                                                                               \
-        pthread_mutex_lock(&(ix)->mu);                                                                                 \
+        pthread_mutex_lock(&(ix)->db_mu);                                                                              \
         int rc_ = (call);                                                                                              \
-        pthread_mutex_unlock(&(ix)->mu);                                                                               \
+        pthread_mutex_unlock(&(ix)->db_mu);                                                                            \
         return rc_;                                                                                                    \
     } while (0)
 
@@ -326,9 +334,9 @@ int index_next_block_id(index_t *ix, int64_t *id, hr_err_t *err) {
 }
 
 uint32_t index_wal_checkpoint(index_t *ix) {
-    pthread_mutex_lock(&ix->mu);
+    pthread_mutex_lock(&ix->db_mu);
     uint32_t c = ix->ops->wal_checkpoint ? ix->ops->wal_checkpoint(ix->db) : 0;
-    pthread_mutex_unlock(&ix->mu);
+    pthread_mutex_unlock(&ix->db_mu);
     return c;
 }
 

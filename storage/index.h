@@ -4,11 +4,13 @@
  *
  * The database is the durable truth; the series are also mirrored in memory (an array
  * indexed by series id) because every ingest and query consults them. Series ids
- * are dense, assigned here, and never reused. All functions are thread-safe (one
- * mutex; every call is short). Every ingest takes that mutex to resolve its series,
- * so no caller code runs under it: a query takes a snapshot of a tenant's series
- * (index_snapshot) and matches its selector after the mutex is released, however
- * slow the selector. */
+ * are dense, assigned here, and never reused. All functions are thread-safe: one
+ * mutex guards the mirror and another, innermost, the database handle (one call at a
+ * time). Every ingest takes the mirror's to resolve its series, and the database's
+ * only to make a new one, so an ingest of known series never waits for a cut's or a
+ * compaction's transaction. No caller code runs under either: a query takes a snapshot
+ * of a tenant's series (index_snapshot) and matches its selector after the mutex is
+ * released, however slow the selector. */
 #ifndef HEARTH_INDEX_H
 #define HEARTH_INDEX_H
 

@@ -84,15 +84,18 @@ store_t *store_open(const store_config_t *cfg, hr_err_t *err) {
     snprintf(s->dir, sizeof s->dir, "%s", cfg->data_dir);
     s->cfg.data_dir = s->dir;
     s->lock_fd = -1;
-    /* A waiting cut goes before new ingests, or a steady stream of them would hold it
-     * off for good; it holds `cut` only while it freezes the heads. */
+    /* Writers first on the two locks ingest meets: a waiting cut goes before new ingests
+     * (it holds `cut` only while it freezes the heads), and an ingest's short write of
+     * the heads goes before new scans of them, or a steady stream of either would hold
+     * the other off (a Grafana panel refreshing the last minutes reads the heads all the
+     * time). Neither is ever taken twice by one thread. */
     pthread_rwlockattr_t wr_first;
     pthread_rwlockattr_init(&wr_first);
     pthread_rwlockattr_setkind_np(&wr_first, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
     pthread_rwlock_init(&s->cut, &wr_first);
+    pthread_rwlock_init(&s->head_lock, &wr_first);
     pthread_rwlockattr_destroy(&wr_first);
     pthread_rwlock_init(&s->data, NULL);
-    pthread_rwlock_init(&s->head_lock, NULL);
     pthread_mutex_init(&s->cutting, NULL);
     pthread_mutex_init(&s->cache_mu, NULL);
     pthread_mutex_init(&s->compact, NULL);

@@ -303,11 +303,39 @@ def bench_load(files, rows, agents=200, seconds=60):
         th.join()
     took = time.time() - t0
     rss = peak_rss_mib(srv.proc.pid)
+    stages = server_stages(srv.get("/metrics")[1].decode())
     srv.stop()
     rows.append((f"load: {agents} agents x {seconds} s + 1 querying client, --wal-fsync=always",
                  f"{len(lat) / took:,.0f} ingests/s; ingest p50 {pct(lat, 50) * 1000:.1f} ms, p99 {pct(lat, 99) * 1000:.1f} ms; "
                  f"{len(qlat)} merges, p50 {pct(qlat, 50) * 1000:.1f} ms, p99 {pct(qlat, 99) * 1000:.1f} ms; "
-                 f"errors {len(errors)}; peak RSS {rss:.0f} MiB"))
+                 f"errors {len(errors)}; peak RSS {rss:.0f} MiB; inside the server, p99 at most: {stages}"))
+
+
+def server_stages(text):
+    """The server's own view of the load run's uploads, from hearth_ingest_stage_seconds: per
+    stage, the histogram bucket its 99th percentile falls in (an upper bound) and the mean, so
+    the client's tail can be told from the server's."""
+    buckets, sums, counts = {}, {}, {}
+    for line in text.splitlines():
+        if not line.startswith("hearth_ingest_stage_seconds"):
+            continue
+        name, value = line.rsplit(" ", 1)
+        stage = name.split('stage="', 1)[1].split('"', 1)[0]
+        if "_bucket{" in name:
+            le = name.split('le="', 1)[1].split('"', 1)[0]
+            buckets.setdefault(stage, []).append((float("inf") if le == "+Inf" else float(le), float(value)))
+        elif name.startswith("hearth_ingest_stage_seconds_sum"):
+            sums[stage] = float(value)
+        elif name.startswith("hearth_ingest_stage_seconds_count"):
+            counts[stage] = float(value)
+    out = []
+    for stage, bs in buckets.items():
+        n = counts.get(stage, 0)
+        if not n:
+            continue
+        p99 = next(le for le, c in sorted(bs) if c >= 0.99 * n)
+        out.append(f"{stage} {p99 * 1000:g} ms (mean {sums[stage] / n * 1000:.2f} ms)")
+    return ", ".join(out)
 
 
 def main():
