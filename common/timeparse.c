@@ -15,6 +15,12 @@ int64_t time_now_ns(void) {
     return (int64_t)ts.tv_sec * NS + ts.tv_nsec;
 }
 
+int64_t time_mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * NS + ts.tv_nsec;
+}
+
 /* Units as Go's time.ParseDuration and Prometheus name them, plus d, w and y. */
 static const struct {
     const char *name;

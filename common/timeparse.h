@@ -10,6 +10,8 @@
 #include <stdint.h>
 
 int64_t time_now_ns(void);
+/* The monotonic clock in ns: for durations and deadlines, which a wall clock step must not move. */
+int64_t time_mono_ns(void);
 /* Parses s into unix nanoseconds. Returns 0, or -1 when s is not a known form. */
 int time_parse(const char *s, int64_t now_ns, int64_t *out_ns);
 /* Parses a duration like "10s", "5m", "1h30m", "7d", "250ms" into nanoseconds: one

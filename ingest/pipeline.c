@@ -4,12 +4,7 @@
 #include <time.h>
 
 #include "common/log.h"
-
-static int64_t mono_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
+#include "common/timeparse.h"
 
 int ingest_submit(store_t *s, const ingest_limits_t *lim, const ingest_request_t *r, ingest_stats_t *st,
                   hr_err_t *err) {
@@ -18,15 +13,15 @@ int ingest_submit(store_t *s, const ingest_limits_t *lim, const ingest_request_t
     if (batch_init(&b)) return hr_fail(err, HR_ENOMEM, "out of memory");
     buf_t rec;
     buf_init(&rec);
-    int64_t t0 = mono_ns(), t1 = 0, t2 = 0;
+    int64_t t0 = time_mono_ns(), t1 = 0, t2 = 0;
     store_ingest_times_t times = {0};
     int rc = ingest_to_batch(r, lim, &b, err); /* decoded whole before anything is logged */
     if (rc == 0) {
-        t1 = mono_ns();
+        t1 = time_mono_ns();
         ingest_request_encode(r, &rec);
         rc = rec.oom ? hr_fail(err, HR_ENOMEM, "out of memory")
                      : store_ingest(s, r->tenant, rec.data, rec.len, &b, &times, err);
-        t2 = mono_ns();
+        t2 = time_mono_ns();
     }
     if (rc == 0)
         *st = (ingest_stats_t){.profiles = b.n,

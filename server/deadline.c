@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "common/log.h"
+#include "common/timeparse.h"
 
 typedef enum { CONN_READING, CONN_HANDLING, CONN_IDLE } conn_state_t;
 
@@ -32,12 +33,6 @@ struct deadline_watch {
     atomic_ullong *expired;
 };
 
-static int64_t mono_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* Shuts every late connection; called with w->mu held, which keeps each fd open. */
 static void expire_late(deadline_watch_t *w, int64_t now) {
     for (struct deadline_conn *c = w->head; c; c = c->next) {
@@ -54,11 +49,11 @@ static void *watch_main(void *arg) {
     pthread_mutex_lock(&w->mu);
     while (!w->stop) {
         struct timespec ts;
-        int64_t until = mono_ns() + w->tick_ns;
+        int64_t until = time_mono_ns() + w->tick_ns;
         ts.tv_sec = until / 1000000000;
         ts.tv_nsec = until % 1000000000;
         pthread_cond_timedwait(&w->cv, &w->mu, &ts);
-        if (!w->stop) expire_late(w, mono_ns());
+        if (!w->stop) expire_late(w, time_mono_ns());
     }
     pthread_mutex_unlock(&w->mu);
     return NULL;
@@ -119,7 +114,7 @@ deadline_conn_t *deadline_open(deadline_watch_t *w, int fd) {
     if (!c) return NULL;
     c->fd = fd;
     c->state = CONN_READING;
-    c->deadline_ns = mono_ns() + w->read_ns;
+    c->deadline_ns = time_mono_ns() + w->read_ns;
     pthread_mutex_lock(&w->mu);
     c->next = w->head;
     if (w->head) w->head->prev = c;
@@ -131,7 +126,7 @@ deadline_conn_t *deadline_open(deadline_watch_t *w, int fd) {
 /* Moves c to state; a READING or IDLE state gets its deadline `after` from now. */
 static void set_state(deadline_watch_t *w, deadline_conn_t *c, conn_state_t state, int64_t after) {
     if (!c) return;
-    int64_t now = mono_ns();
+    int64_t now = time_mono_ns();
     pthread_mutex_lock(&w->mu);
     c->state = state;
     c->deadline_ns = now + after;
@@ -140,7 +135,7 @@ static void set_state(deadline_watch_t *w, deadline_conn_t *c, conn_state_t stat
 
 void deadline_request_begins(deadline_watch_t *w, deadline_conn_t *c) {
     if (!c) return;
-    int64_t now = mono_ns();
+    int64_t now = time_mono_ns();
     pthread_mutex_lock(&w->mu);
     if (c->state == CONN_IDLE) {
         c->state = CONN_READING;

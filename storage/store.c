@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/timeparse.h"
 #include "common/vec.h"
 #include "storage/block.h"
 #include "storage/compact.h"
@@ -160,6 +161,12 @@ index_t *store_index(store_t *s) { return s->index; }
 int store_replay(store_t *s, wal_replay_fn fn, void *ctx, wal_scan_t *st, hr_err_t *err) {
     if (!s->wal) return memset(st, 0, sizeof *st), 0; /* a cluster node keeps no log */
     return wal_replay(s->wal, index_wal_checkpoint(s->index), fn, ctx, st, err);
+}
+
+/* Segment i of the heads' 2 * nheads: head i / 2's frozen one (NULL when none), then
+ * its live one. `head_lock` held. */
+static const segment_t *head_part(const store_t *s, size_t i) {
+    return i % 2 ? s->heads[i / 2].seg : s->heads[i / 2].frozen;
 }
 
 /* Returns the tenant's head, creating it; call with `head_lock` held for writing. */
@@ -316,12 +323,6 @@ int store_apply(store_t *s, const char *tenant, const batch_t *b, hr_err_t *err)
  * SQLite's journal pages) besides its WAL record. */
 #define INGEST_SPACE_RESERVE ((uint64_t)128 << 10)
 
-static int64_t mono_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 int store_ingest(store_t *s, const char *tenant, const void *rec, size_t len, const batch_t *b,
                  store_ingest_times_t *times, hr_err_t *err) {
     store_ingest_times_t t_ = {0}, *t = times ? times : &t_;
@@ -338,23 +339,23 @@ int store_ingest(store_t *s, const char *tenant, const void *rec, size_t len, co
     /* Series first: a refused series (limit, I/O) must keep the upload out of the WAL.
      * An upload refused after them (out of memory, the WAL) leaves its series known
      * without data, as retention leaves series: lists with a time range skip them. */
-    int64_t t0 = mono_ns();
+    int64_t t0 = time_mono_ns();
     uint32_t *series = resolve_series(s, tenant, b, err);
-    int64_t t1 = mono_ns();
+    int64_t t1 = time_mono_ns();
     t->series_ns = t1 - t0;
     if (!series) return -1;
     /* Staged, logged, committed, all under `cut`, so no cut comes between. */
     pthread_rwlock_rdlock(&s->cut);
-    int64_t t2 = mono_ns();
+    int64_t t2 = time_mono_ns();
     t->wait_ns = t2 - t1;
     staged_t st;
     int rc = stage(s, tenant, b, &st, err);
-    int64_t t3 = mono_ns();
+    int64_t t3 = time_mono_ns();
     t->stage_ns = t3 - t2;
     if (rc == 0 && s->wal && (rc = wal_append(s->wal, rec, len, err)) != 0) unstage(s, &st);
-    int64_t t4 = mono_ns();
+    int64_t t4 = time_mono_ns();
     t->wal_ns = s->wal ? t4 - t3 : 0;
-    if (rc == 0) commit(s, b, series, &st), t->commit_ns = mono_ns() - t4;
+    if (rc == 0) commit(s, b, series, &st), t->commit_ns = time_mono_ns() - t4;
     pthread_mutex_lock(&s->durable_mu);
     uint64_t gen = s->head_gen; /* the heads it is in: the cut that freezes them stores them */
     pthread_mutex_unlock(&s->durable_mu);
@@ -669,7 +670,7 @@ static int mark_heads(store_t *s, const char *tenant, head_mark_t **marks, size_
     *n = 0;
     if ((*marks = malloc((2 * s->nheads + 1) * sizeof **marks)))
         for (size_t i = 0; i < 2 * s->nheads; i++) {
-            const segment_t *seg = i % 2 ? s->heads[i / 2].seg : s->heads[i / 2].frozen;
+            const segment_t *seg = head_part(s, i);
             if (seg && seg->nprofiles && !strcmp(s->heads[i / 2].tenant, tenant))
                 (*marks)[(*n)++] = (head_mark_t){seg, seg->nprofiles, seg->nsamples, seg->nspans};
         }
@@ -780,7 +781,7 @@ int store_time_range(store_t *s, const char *tenant, int64_t *oldest, int64_t *n
     }
     pthread_rwlock_rdlock(&s->head_lock);
     for (size_t i = 0; i < 2 * s->nheads; i++) {
-        const segment_t *h = i % 2 ? s->heads[i / 2].seg : s->heads[i / 2].frozen;
+        const segment_t *h = head_part(s, i);
         if (!h || strcmp(s->heads[i / 2].tenant, tenant) || !h->nprofiles) continue;
         if (h->min_time < *oldest) *oldest = h->min_time;
         if (h->max_time > *newest) *newest = h->max_time;
@@ -795,7 +796,7 @@ void store_stats(store_t *s, store_stats_t *out) {
     pthread_rwlock_rdlock(&s->data);
     pthread_rwlock_rdlock(&s->head_lock);
     for (size_t i = 0; i < 2 * s->nheads; i++) { /* a frozen head is still a head until its block is in */
-        const segment_t *h = i % 2 ? s->heads[i / 2].seg : s->heads[i / 2].frozen;
+        const segment_t *h = head_part(s, i);
         if (!h) continue;
         out->head_bytes += segment_bytes(h);
         out->head_profiles += h->nprofiles;

@@ -758,18 +758,30 @@ static int count_segments(void *ctx, const segment_t *seg) {
     return 0;
 }
 
+/* A small store's settings over dir: 1 MiB heads and block cache, hour blocks, no fsync,
+ * no retention, no compaction. Tests set what they are about. */
+static store_config_t small_store(const char *dir) {
+    return (store_config_t){.data_dir = dir,
+                            .fsync = WAL_FSYNC_NONE,
+                            .head_max_bytes = 1 << 20,
+                            .block_duration_ns = 3600LL * 1000000000,
+                            .zstd_level = 3,
+                            .block_cache_bytes = 1 << 20};
+}
+
+/* Opens cfg's store and replays its WAL, without applying the records. */
+static store_t *open_store(const store_config_t *cfg) {
+    hr_err_t err = {0};
+    wal_scan_t ws;
+    store_t *s = store_open(cfg, &err);
+    CHECK(s && store_replay(s, NULL, NULL, &ws, &err) == 0);
+    return s;
+}
+
 void test_store_cut_and_reopen(void) {
     char dir[512];
     unit_tmpdir("store1", dir, sizeof dir);
-    store_config_t cfg = {.data_dir = dir,
-                          .fsync = WAL_FSYNC_NONE,
-                          .head_max_bytes = 1 << 20,
-                          .block_duration_ns = 3600LL * 1000000000,
-                          .zstd_level = 3,
-                          .block_cache_bytes = 1 << 20,
-                          .retention_ns = 0,
-                          .compact_min_blocks = 0,
-                          .compact_max_bytes = 0};
+    store_config_t cfg = small_store(dir);
     hr_err_t err = {0};
     store_t *s = store_open(&cfg, &err);
     CHECK(s != NULL);
@@ -835,16 +847,9 @@ static void ingest_one(store_t *s, int64_t t, int64_t value) { CHECK(ingest_valu
 void test_failed_cut_keeps_its_frozen_heads(void) {
     char dir[512], path[600];
     unit_tmpdir("frozen", dir, sizeof dir);
-    store_config_t cfg = {.data_dir = dir,
-                          .fsync = WAL_FSYNC_NONE,
-                          .head_max_bytes = 1 << 20,
-                          .block_duration_ns = 3600LL * 1000000000,
-                          .zstd_level = 3,
-                          .block_cache_bytes = 1 << 20};
+    store_config_t cfg = small_store(dir);
     hr_err_t err = {0};
-    store_t *s = store_open(&cfg, &err);
-    wal_scan_t ws;
-    CHECK(s && store_replay(s, NULL, NULL, &ws, &err) == 0);
+    store_t *s = open_store(&cfg);
     ingest_one(s, 5000, 40);
     snprintf(path, sizeof path, "%s/blocks/anonymous", dir); /* a file where the block's folder goes */
     FILE *f = fopen(path, "w");
@@ -868,6 +873,7 @@ void test_failed_cut_keeps_its_frozen_heads(void) {
     CHECK(got[0] == 42 && got[1] == 2);
     store_close(s);
     s = store_open(&cfg, &err);
+    wal_scan_t ws;
     CHECK(s && store_replay(s, NULL, NULL, &ws, &err) == 0 && ws.records == 1); /* the second upload only */
     store_close(s);
 }
@@ -910,16 +916,9 @@ static int count_pass(void *ctx, const segment_t *seg) {
 void test_ingest_cut_and_scan_at_once(void) {
     char dir[512];
     unit_tmpdir("race", dir, sizeof dir);
-    store_config_t cfg = {.data_dir = dir,
-                          .fsync = WAL_FSYNC_NONE,
-                          .head_max_bytes = 1 << 20,
-                          .block_duration_ns = 3600LL * 1000000000,
-                          .zstd_level = 1,
-                          .block_cache_bytes = 1 << 20};
+    store_config_t cfg = small_store(dir);
     hr_err_t err = {0};
-    race_t r = {.s = store_open(&cfg, &err)};
-    wal_scan_t ws;
-    CHECK(r.s && store_replay(r.s, NULL, NULL, &ws, &err) == 0);
+    race_t r = {.s = open_store(&cfg)};
     pthread_t ti, tc;
     CHECK(pthread_create(&ti, NULL, ingest_many, &r) == 0 && pthread_create(&tc, NULL, cut_often, &r) == 0);
     store_filter_t f[2] = {{.from = 0, .until = 10000}, {.from = 0, .until = 10000}};
@@ -942,19 +941,10 @@ void test_retention(void) {
     char dir[512];
     unit_tmpdir("retention", dir, sizeof dir);
     const int64_t H = 3600LL * 1000000000, now = 1000 * H;
-    store_config_t cfg = {.data_dir = dir,
-                          .fsync = WAL_FSYNC_NONE,
-                          .head_max_bytes = 1 << 20,
-                          .block_duration_ns = H,
-                          .zstd_level = 3,
-                          .block_cache_bytes = 1 << 20,
-                          .retention_ns = 24 * H,
-                          .compact_min_blocks = 0,
-                          .compact_max_bytes = 0};
+    store_config_t cfg = small_store(dir);
+    cfg.retention_ns = 24 * H;
     hr_err_t err = {0};
-    store_t *s = store_open(&cfg, &err);
-    wal_scan_t ws;
-    store_replay(s, NULL, NULL, &ws, &err);
+    store_t *s = open_store(&cfg);
     ingest_one(s, now - 48 * H, 5); /* two days old */
     CHECK(store_cut(s, &err) == 0);
     ingest_one(s, now - H, 7);
@@ -965,8 +955,7 @@ void test_retention(void) {
     store_scan(s, "anonymous", &(store_filter_t){.from = 0, .until = now}, count_segments, got, &err);
     CHECK(got[0] == 7 && got[1] == 1);
     store_close(s);
-    s = store_open(&cfg, &err); /* the catalog agrees after a reopen */
-    store_replay(s, NULL, NULL, &ws, &err);
+    s = open_store(&cfg); /* the catalog agrees after a reopen */
     memset(got, 0, sizeof got);
     store_scan(s, "anonymous", &(store_filter_t){.from = 0, .until = now}, count_segments, got, &err);
     CHECK(got[0] == 7 && got[1] == 1);
@@ -1028,19 +1017,10 @@ void test_store_compaction(void) {
     char dir[512];
     unit_tmpdir("compaction", dir, sizeof dir);
     const int64_t H = 3600LL * 1000000000, day0 = 1000 * 24 * H;
-    store_config_t cfg = {.data_dir = dir,
-                          .fsync = WAL_FSYNC_NONE,
-                          .head_max_bytes = 1 << 20,
-                          .block_duration_ns = H,
-                          .zstd_level = 3,
-                          .block_cache_bytes = 1 << 20,
-                          .retention_ns = 0,
-                          .compact_min_blocks = 2,
-                          .compact_max_bytes = 1 << 20};
+    store_config_t cfg = small_store(dir);
+    cfg.compact_min_blocks = 2, cfg.compact_max_bytes = 1 << 20;
     hr_err_t err = {0};
-    store_t *s = store_open(&cfg, &err);
-    wal_scan_t ws;
-    store_replay(s, NULL, NULL, &ws, &err);
+    store_t *s = open_store(&cfg);
     int64_t times[] = {day0 + H, day0 + 2 * H, day0 + 3 * H, day0 + 25 * H}; /* the last is the next day */
     for (int i = 0; i < 4; i++) {
         ingest_one(s, times[i], i + 1);
@@ -1056,8 +1036,7 @@ void test_store_compaction(void) {
     store_scan(s, "anonymous", &(store_filter_t){.from = 0, .until = day0 + 48 * H}, count_segments, sums, &err);
     CHECK(sums[0] == 1 + 2 + 3 + 4 && sums[1] == 4);
     store_close(s);
-    s = store_open(&cfg, &err); /* the catalog agrees after a reopen; the old files are gone */
-    store_replay(s, NULL, NULL, &ws, &err);
+    s = open_store(&cfg); /* the catalog agrees after a reopen; the old files are gone */
     memset(sums, 0, sizeof sums);
     store_scan(s, "anonymous", &(store_filter_t){.from = 0, .until = day0 + 48 * H}, count_segments, sums, &err);
     CHECK(sums[0] == 10 && sums[1] == 4);
