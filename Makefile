@@ -142,7 +142,16 @@ test-valgrind: test-deps
 	python3 tests/integration/run.py --binary build/hearth-valgrind --testdata $(TESTDATA) --valgrind
 	@! grep -q "definitely lost\|Invalid read\|Invalid write" build/valgrind.log || { cat build/valgrind.log; exit 1; }
 
-bench: test-deps
+# The benchmarks' load generator (Go: its clients must not be the bottleneck).
+build/loadgen: tests/bench/loadgen/main.go
+	@mkdir -p build
+	GOCACHE=$(CURDIR)/build/gocache go build -o $@ $<
+
+# The upload floor the load benchmark compares the server's CPU per upload with.
+build/decode_floor: tests/bench/decode_floor.c $(REL_DIR)/wire/profile.pb-c.o
+	$(CC) $(CFLAGS_BASE) $(OPT) $(PKG_CFLAGS) $^ -o $@ $(PKG_LIBS)
+
+bench: test-deps build/loadgen build/decode_floor
 	$(MAKE) hearth
 	python3 tests/bench/bench.py --binary ./hearth --testdata $(TESTDATA)
 	python3 tests/bench/symbolize.py --binary ./hearth --testdata $(TESTDATA)

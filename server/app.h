@@ -31,9 +31,10 @@ typedef struct app {
     mem_budget_t decode_budget; /* limits.decode_budget points here */
     mem_budget_t query_budget;  /* merges reserve from it (merge_query_t.mem) */
     atomic_int ready;
-    atomic_int stopping;          /* set on SIGTERM/SIGINT: long admin loops end after their current step */
-    _Atomic(scraper_t *) scraper; /* NULL without --scrape-config; set after WAL replay while HTTP already serves */
-    atomic_int ingests, queries;  /* in flight, for the concurrency limits */
+    atomic_int stopping;           /* set on SIGTERM/SIGINT: long admin loops end after their current step */
+    _Atomic(http_server_t *) http; /* set once serving, for /metrics */
+    _Atomic(scraper_t *) scraper;  /* NULL without --scrape-config; set after WAL replay while HTTP already serves */
+    atomic_int ingests, queries;   /* in flight, for the concurrency limits */
     struct rate_bucket {
         char tenant[129];
         double tokens; /* bytes; may go negative: a large upload is let through, then paid for */

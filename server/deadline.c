@@ -1,11 +1,14 @@
 /* deadline.c - see deadline.h.
  *
  * The watched connections are a doubly linked list under one mutex: opening and
- * closing are O(1), and the watchdog's scan is O(connections) a few times a second,
- * a few microseconds for the 1,024 connections the server allows by default. */
+ * closing are O(1), and the watchdog's scan is O(connections) a few times a second:
+ * a pass over the list, plus one poll(2) for each connection whose request is still
+ * arriving. */
 #include "server/deadline.h"
 
+#include <poll.h>
 #include <pthread.h>
+#include <sys/ioctl.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -21,6 +24,7 @@ struct deadline_conn {
     conn_state_t state;
     int64_t deadline_ns; /* CLOCK_MONOTONIC; meaningful while READING or IDLE */
     int shut;            /* shutdown already called: do it once */
+    int gone_ticks;      /* consecutive ticks the client was seen gone mid-request */
 };
 
 struct deadline_watch {
@@ -33,14 +37,40 @@ struct deadline_watch {
     atomic_ullong *expired;
 };
 
-/* Shuts every late connection; called with w->mu held, which keeps each fd open. */
+/* Whether a connection's client has closed its side with nothing left unread. While a
+ * request is arriving that means it never will: libmicrohttpd 0.9.75's epoll loop misses
+ * a close that arrives together with the last bytes it reads (the edge is spent on the
+ * data), and would hold the connection, its spool file and its body budget until the
+ * idle timeout. */
+static int client_gone(int fd) {
+    struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+    int unread = 0;
+    return poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) && !ioctl(fd, FIONREAD, &unread) &&
+           unread == 0;
+}
+
+/* Shuts a connection: MHD's event loop then sees it closed. late: for a read deadline
+ * (counted and logged), else for a client gone mid-request. */
+static void shut(deadline_watch_t *w, struct deadline_conn *c, int late) {
+    c->shut = 1;
+    shutdown(c->fd, SHUT_RDWR);
+    if (!late) {
+        log_debug("http.client_gone", "%s", "state=reading");
+        return;
+    }
+    if (w->expired) atomic_fetch_add(w->expired, 1);
+    log_info("http.read_timeout", "state=%s", c->state == CONN_IDLE ? "idle" : "reading");
+}
+
+/* Shuts every late connection, and every one whose client left mid-request (seen on two
+ * ticks in a row, so a request whose last bytes MHD is still parsing is not cut); called
+ * with w->mu held, which keeps each fd open. */
 static void expire_late(deadline_watch_t *w, int64_t now) {
     for (struct deadline_conn *c = w->head; c; c = c->next) {
-        if (c->shut || c->state == CONN_HANDLING || now < c->deadline_ns) continue;
-        c->shut = 1;
-        shutdown(c->fd, SHUT_RDWR);
-        if (w->expired) atomic_fetch_add(w->expired, 1);
-        log_info("http.read_timeout", "state=%s", c->state == CONN_IDLE ? "idle" : "reading");
+        if (c->shut || c->state == CONN_HANDLING) continue;
+        if (now >= c->deadline_ns) shut(w, c, 1);
+        else if (c->state == CONN_READING && !client_gone(c->fd)) c->gone_ticks = 0;
+        else if (c->state == CONN_READING && ++c->gone_ticks >= 2) shut(w, c, 0);
     }
 }
 

@@ -1,13 +1,15 @@
 /* deadline.h - read deadlines per connection: a request must finish arriving in time.
  *
  * libmicrohttpd's connection timeout is an idle timeout: every byte restarts it, so a
- * client that sends one byte every few seconds (slowloris) holds its connection and
- * thread forever, and 1,024 of them lock every other client out. Like Go's
+ * client that sends one byte every few seconds (slowloris) holds its connection
+ * forever, and enough of them exhaust the connection limit. Like Go's
  * http.Server ReadTimeout, a request here must have fully arrived (request line,
  * headers and body) within --request-read-timeout of its start, however the bytes
  * trickle in. A watchdog thread checks the watched connections a few times a second
- * and shutdown(2)s the socket of any whose current request is late; the connection's
- * own thread then sees the socket closed and cleans up as for any vanished client.
+ * and shutdown(2)s the socket of any whose current request is late; the event loop
+ * then sees the socket closed and cleans up as for any vanished client. The same
+ * watchdog shuts a connection whose client closed mid-request (see client_gone in
+ * deadline.c: libmicrohttpd's epoll loop can miss that close).
  *
  * A connection goes READING (from accept, or from the request line of a kept-alive
  * connection's next request) -> HANDLING (request complete: no deadline while the

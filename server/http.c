@@ -14,7 +14,6 @@
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,16 +27,22 @@
 #include "common/log.h"
 #include "common/timeparse.h"
 #include "server/deadline.h"
+#include "server/linger.h"
+#include "server/workers.h"
 #include "storage/fsutil.h"
 
 /* MHD's per-connection memory holds the request line, headers and one record per
- * query parameter. The default 32 KiB runs out on a few hundred parameters, and MHD
- * then has no room left for its own error reply; 128 KiB leaves ample room for
- * HTTP_MAX_QUERY_ARGS and long selectors. It is reserved lazily (mmap), per connection. */
-#define HTTP_CONN_MEMORY (128 * 1024)
+ * query parameter, and libmicrohttpd 0.9.75 zeroes all of it after every request, so
+ * an idle keep-alive connection keeps all of it resident: 16 KiB makes 10,000 idle
+ * agents cost about 170 MiB (128 KiB made it 1.3 GiB). It holds HTTP_MAX_QUERY_ARGS
+ * parameters in HTTP_MAX_QUERY_BYTES with a few KiB of headers; larger headers get
+ * MHD's own 431. */
+#define HTTP_CONN_MEMORY (16 * 1024)
 
-/* How long a refused upload's connection is drained before it is closed (see linger). */
-#define HTTP_LINGER_MS 1000
+/* The worker pool's cap (see workers.h): above what the router's limits let run at
+ * once by default (64 ingests + 16 queries) plus the unlimited routes (health,
+ * metrics, UI files). Past it requests wait in turn for a thread. */
+#define HTTP_MAX_HANDLERS 256
 /* A chunked body past its limit is read and dropped for this much more, so a client that
  * sends a finite body gets its 413 at the end; one that goes on (an endless stream) gets
  * the 413 written at once and the connection closed, instead of nothing until the read
@@ -49,6 +54,8 @@ struct http_server {
     http_router_t router;
     http_config_t cfg;
     deadline_watch_t *deadlines; /* NULL without a read timeout */
+    workers_t *workers;          /* runs handlers (see dispatch) */
+    linger_t *linger;            /* drains refused uploads' sockets */
     atomic_size_t inflight;      /* body bytes reserved by requests in flight */
 };
 
@@ -67,6 +74,12 @@ typedef struct {
     int refused;            /* answered on the headers, body unread */
     uint64_t body_declared; /* POST/PUT Content-Length, or max_body when chunked: what linger may drain */
     size_t reserved;        /* bytes of the in-flight budget held */
+    /* Handled on the worker pool (see dispatch): the job, its server, its answer, and
+     * whether the answer is ready for the event loop to send. */
+    workers_job_t job;
+    struct http_server *server;
+    http_resp_t resp;
+    int handled;
 } req_ctx_t;
 
 const char *http_arg(const http_req_t *r, const char *name) {
@@ -142,6 +155,7 @@ static void req_free(req_ctx_t *x) {
     if (r->pp) MHD_destroy_post_processor(r->pp);
     buf_free(&r->body);
     for (size_t i = 0; i < r->nfields; i++) buf_free(&r->fields[i].data);
+    buf_free(&x->resp.body);
     free(x);
 }
 
@@ -261,7 +275,9 @@ static enum MHD_Result on_headers(struct http_server *s, struct MHD_Connection *
     http_resp_t resp = {.status = 500};
     buf_init(&resp.body);
     if (x->too_many_args)
-        return http_error(&resp, 414, "more than %d query parameters", HTTP_MAX_QUERY_ARGS), refuse(s, c, x, &resp);
+        return http_error(&resp, 414, "more than %d query parameters or %d bytes of them", HTTP_MAX_QUERY_ARGS,
+                          HTTP_MAX_QUERY_BYTES),
+               refuse(s, c, x, &resp);
     if (x->nul_in_url) return http_error(&resp, 400, "the URL holds a NUL byte (%%00)"), refuse(s, c, x, &resp);
     if (s->router.admit(s->router.app, r, &resp)) return refuse(s, c, x, &resp);
     x->admitted = 1;
@@ -327,7 +343,7 @@ static int on_body(struct http_server *s, req_ctx_t *x, const char *data, size_t
     return 0;
 }
 
-static void linger(struct MHD_Connection *c, uint64_t max_bytes);
+static void linger(struct http_server *s, struct MHD_Connection *c, uint64_t max_bytes);
 
 /* Answers 413 on the socket itself, mid-body (MHD answers only once a body has ended),
  * before the connection is closed: plain HTTP only (under TLS the bytes are MHD's). */
@@ -345,54 +361,59 @@ static void answer_too_big(struct http_server *s, struct MHD_Connection *c, cons
     if (send(ci->connect_fd, msg, (size_t)n, MSG_NOSIGNAL) == n) shutdown(ci->connect_fd, SHUT_WR);
 }
 
+/* Runs on a worker thread: the handler may block (fsync, a long merge) without holding
+ * up the event loop. Resuming hands the connection back to MHD, which calls on_request
+ * again to send x->resp (MHD's mutex orders the writes here before that read). */
+static void run_handler(workers_job_t *job) {
+    req_ctx_t *x = (req_ctx_t *)((char *)job - offsetof(req_ctx_t, job));
+    x->server->router.handle(x->server->router.app, &x->pub, &x->resp);
+    x->handled = 1;
+    MHD_resume_connection(x->pub.conn);
+}
+
+/* The request is complete: its connection is suspended (MHD stops polling it) and the
+ * handler queued for the pool. A pool that is shutting down answers 503 at once. */
+static enum MHD_Result dispatch(struct http_server *s, struct MHD_Connection *c, req_ctx_t *x) {
+    http_req_t *r = &x->pub;
+    if (r->spool_fd >= 0) close(r->spool_fd), r->spool_fd = -1; /* complete: the handler's to keep */
+    x->server = s;
+    x->job.run = run_handler;
+    MHD_suspend_connection(c);
+    if (workers_submit(s->workers, &x->job)) {
+        http_error(&x->resp, 503, "the server is shutting down");
+        x->handled = 1;
+        MHD_resume_connection(c);
+    }
+    return MHD_YES;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **state) {
     (void)version;
     struct http_server *s = cls;
     req_ctx_t *x = *state;
     if (!x) return MHD_NO; /* on_uri could not allocate it */
+    if (x->handled) return reply(c, &x->pub, &x->resp);
     if (!x->headers_seen) return on_headers(s, c, x, url, method);
     if (*upload_size) {
         int close_now = on_body(s, x, upload, *upload_size);
         *upload_size = 0;
-        if (close_now) answer_too_big(s, c, &x->pub), linger(c, HTTP_DRAIN_MAX);
+        if (close_now) answer_too_big(s, c, &x->pub), linger(s, c, HTTP_DRAIN_MAX);
         return close_now ? MHD_NO : MHD_YES;
     }
     deadline_request_arrived(s->deadlines, x->watch);
-    http_req_t *r = &x->pub;
-    http_resp_t resp = {.status = 500};
-    buf_init(&resp.body);
     if (x->over_budget)
-        http_error(&resp, 503, "too many request bodies in flight (--max-inflight-body-bytes %zu); retry later",
+        http_error(&x->resp, 503, "too many request bodies in flight (--max-inflight-body-bytes %zu); retry later",
                    s->cfg.max_inflight_body);
-    else if (r->body.oom) http_error(&resp, 500, "out of memory reading the body");
-    else {
-        if (r->spool_fd >= 0) close(r->spool_fd), r->spool_fd = -1; /* complete: the handler's to keep */
-        s->router.handle(s->router.app, r, &resp);
-    }
-    return reply(c, r, &resp);
+    else if (x->pub.body.oom) http_error(&x->resp, 500, "out of memory reading the body");
+    else return dispatch(s, c, x);
+    return reply(c, &x->pub, &x->resp);
 }
 
-/* A reply sent before the body leaves the client's body arriving at a socket about to
- * be closed, and the kernel answers that with a reset, which can destroy the reply
- * before a client that reads only after sending (Python's http.client, many scripts)
- * sees it. Like nginx's lingering close and Go's server, read and discard what follows
- * for a moment first (MHD has already shut down its side for writing): no byte is
- * kept, and the time is capped. */
-static void linger(struct MHD_Connection *c, uint64_t max_bytes) {
+/* A refused upload's socket is drained for a moment before it closes (linger.h). */
+static void linger(struct http_server *s, struct MHD_Connection *c, uint64_t max_bytes) {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-    if (!ci) return;
-    int64_t until = time_now_ns() + (int64_t)HTTP_LINGER_MS * 1000000;
-    char sink[16384];
-    uint64_t drained = 0;
-    while (drained < max_bytes) {
-        int64_t left_ms = (until - time_now_ns()) / 1000000;
-        struct pollfd p = {.fd = ci->connect_fd, .events = POLLIN};
-        if (left_ms <= 0 || poll(&p, 1, (int)left_ms) != 1) return;
-        ssize_t n = recv(ci->connect_fd, sink, sizeof sink, MSG_DONTWAIT);
-        if (n <= 0) return;
-        drained += (uint64_t)n;
-    }
+    if (ci) linger_add(s->linger, ci->connect_fd, max_bytes);
 }
 
 /* Called once per request however it ended (answered, refused, client gone): gives
@@ -406,27 +427,29 @@ static void on_done(void *cls, struct MHD_Connection *c, void **state, enum MHD_
     budget_give(s, x->reserved);
     /* Whatever the termination code: MHD may end an early-answered request as an error
      * while the client is still sending, and a close then resets the answer away. A
-     * client that has gone makes recv return 0 at once. */
+     * client that has gone makes recv return 0 at once. A body somewhat past the limit
+     * (413) is read away whole, so its client sees the answer rather than a reset. */
     (void)tc;
-    if (x->refused && x->body_declared)
-        linger(c, x->body_declared < s->cfg.max_body ? x->body_declared : s->cfg.max_body);
+    uint64_t cap = s->cfg.max_body > HTTP_DRAIN_MAX ? s->cfg.max_body : HTTP_DRAIN_MAX;
+    if (x->refused && x->body_declared) linger(s, c, x->body_declared < cap ? x->body_declared : cap);
     deadline_request_done(s->deadlines, x->watch);
     req_free(x);
 }
 
-/* More than HTTP_MAX_QUERY_ARGS parameters: MHD would allocate a record for each from
- * the connection's fixed memory, run out, and close the connection without a reply.
- * MHD calls the URI callback with the request line's own buffer before it splits
- * the arguments (libmicrohttpd 0.9.75 parse_initial_message_line, which documents
- * the order: "log callback before we modify URI *or* args"), so ending the query
- * string right after its '?' leaves MHD nothing to split, and on_headers answers 414.
+/* A query string with more than HTTP_MAX_QUERY_ARGS parameters, or longer than
+ * HTTP_MAX_QUERY_BYTES: MHD would allocate a record for each parameter from the
+ * connection's fixed memory (HTTP_CONN_MEMORY), run out, and leave the client without a
+ * reply. MHD calls the URI callback with the request line's own buffer before it splits
+ * the arguments (libmicrohttpd 0.9.75 parse_initial_message_line, which documents the
+ * order: "log callback before we modify URI *or* args"), so ending the query string
+ * right after its '?' leaves MHD nothing to split, and on_headers answers 414.
  * tests/integration/test_http_attacks.py checks the reply on a real socket. */
 static int cut_query(const char *uri) {
     char *q = strchr(uri, '?');
     if (!q) return 0;
     size_t args = 1;
     for (const char *p = q; *p; p++) args += *p == '&';
-    if (args <= HTTP_MAX_QUERY_ARGS) return 0;
+    if (args <= HTTP_MAX_QUERY_ARGS && strlen(q) <= HTTP_MAX_QUERY_BYTES) return 0;
     q[1] = 0;
     return 1;
 }
@@ -444,6 +467,8 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c) {
     x->pub.conn = c;
     x->pub.spool_fd = -1;
     x->pub.start_ns = time_now_ns();
+    x->resp.status = 500;
+    buf_init(&x->resp.body);
     x->watch = conn_watch(c);
     deadline_request_begins(s->deadlines, x->watch);
     x->nul_in_url = strstr(uri, "%00") != NULL;
@@ -560,11 +585,11 @@ static int load_tls(const http_config_t *cfg, char **cert, char **key, hr_err_t 
 }
 
 static struct MHD_Daemon *start_daemon(struct http_server *s, const listen_addr_t *la, char *cert, char *key) {
-    /* MHD_USE_POLL: select() cannot watch a descriptor past FD_SETSIZE (1024), and MHD
-     * closes every such connection at once, so with select --max-connections could never
-     * pass about 1,000 (nor any count once debug files held low descriptors). */
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL |
-                     MHD_USE_ERROR_LOG | la->mhd_flags;
+    /* epoll event loops: a connection costs its socket and MHD's per-connection memory,
+     * not a thread, and epoll has no FD_SETSIZE limit (select() closes every connection
+     * past descriptor 1023). Suspend/resume lets a handler run on the worker pool. */
+    unsigned flags =
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | la->mhd_flags;
     if (cert) flags |= MHD_USE_TLS;
     /* Certificate options only with TLS: MHD warns about them otherwise. */
     struct MHD_OptionItem tls[] = {
@@ -573,6 +598,10 @@ static struct MHD_Daemon *start_daemon(struct http_server *s, const listen_addr_
     /* No MHD_OPTION_LISTENING_ADDRESS_REUSE: SO_REUSEPORT would let a second server
      * bind the same port and silently take half the connections. MHD still sets
      * SO_REUSEADDR, so a restart does not wait for TIME_WAIT. */
+    /* One event loop: it only moves bytes (and TLS), handlers run on the worker pool, so
+     * it keeps up with thousands of uploads a second. MHD's thread pool would split
+     * --max-connections evenly between loops the kernel does not feed evenly, refusing
+     * connections before the limit. */
     return MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
                             MHD_OPTION_ARRAY, cert ? tls : none, MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)&la->sa,
                             MHD_OPTION_CONNECTION_LIMIT, s->cfg.max_conns, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
@@ -606,6 +635,15 @@ static void fit_fd_limit(unsigned max_conns) {
                  (unsigned long long)(rl.rlim_cur > FD_RESERVE ? rl.rlim_cur - FD_RESERVE : 0));
 }
 
+/* Frees what http_start made, after the daemon (if any) has stopped: every connection
+ * is closed by then, so no deadline entry or lingering socket is still being added. */
+static void free_server(struct http_server *s) {
+    workers_stop(s->workers);
+    linger_stop(s->linger);
+    deadline_stop(s->deadlines);
+    free(s);
+}
+
 http_server_t *http_start(const http_config_t *cfg, const http_router_t *router, hr_err_t *err) {
     listen_addr_t la;
     if (parse_listen(cfg->listen, &la, err)) return NULL;
@@ -626,12 +664,13 @@ http_server_t *http_start(const http_config_t *cfg, const http_router_t *router,
     }
     s->router = *router;
     s->cfg = *cfg;
-    if (cfg->read_timeout_ns > 0 &&
-        !(s->deadlines = deadline_start(cfg->read_timeout_ns, (int64_t)cfg->idle_timeout_s * 1000000000,
-                                        cfg->read_timeouts, err))) {
+    if (!(s->workers = workers_start(HTTP_MAX_HANDLERS, err)) || !(s->linger = linger_start(err)) ||
+        (cfg->read_timeout_ns > 0 &&
+         !(s->deadlines = deadline_start(cfg->read_timeout_ns, (int64_t)cfg->idle_timeout_s * 1000000000,
+                                         cfg->read_timeouts, err)))) {
         free(cert);
         free(key);
-        free(s);
+        free_server(s);
         return NULL;
     }
     s->d = start_daemon(s, &la, cert, key);
@@ -639,8 +678,7 @@ http_server_t *http_start(const http_config_t *cfg, const http_router_t *router,
     free(cert);
     free(key);
     if (!s->d) {
-        deadline_stop(s->deadlines);
-        free(s);
+        free_server(s);
         hr_fail(err, HR_EIO,
                 "cannot listen on %s: the address is in use (another server?), is not this machine's, or the TLS "
                 "certificate/key is invalid",
@@ -650,9 +688,20 @@ http_server_t *http_start(const http_config_t *cfg, const http_router_t *router,
     return s;
 }
 
+/* Stops accepting; lets running handlers finish and refuses new ones (every suspended
+ * connection is resumed by then, as MHD requires before it stops); then closes the
+ * connections. */
 void http_stop(http_server_t *s) {
     if (!s) return;
+    MHD_socket listener = MHD_quiesce_daemon(s->d);
+    workers_close(s->workers);
     MHD_stop_daemon(s->d);
-    deadline_stop(s->deadlines); /* after MHD: every connection is closed by now */
-    free(s);
+    if (listener != MHD_INVALID_SOCKET) close(listener);
+    s->d = NULL;
+    free_server(s);
+}
+
+http_stats_t http_stats(http_server_t *s) {
+    workers_stats_t w = workers_stats(s->workers);
+    return (http_stats_t){.handler_threads = w.threads, .handlers_busy = w.busy, .handlers_queued = w.queued};
 }

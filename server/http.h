@@ -1,7 +1,11 @@
 /* http.h - the HTTP layer: libmicrohttpd underneath, a router's three callbacks on top.
  *
- * Each connection gets its own thread (MHD thread-per-connection), so a handler
- * may block on fsync or a long merge without stalling other clients.
+ * Connections live on one epoll event-loop thread, which reads requests and writes
+ * answers; an idle keep-alive connection costs memory, not a
+ * thread. A complete request's connection is suspended and its handler runs on a
+ * worker pool (workers.h), so a handler may block on fsync or a long merge without
+ * stalling other clients; admit and the HTTP layer's own refusals run on the event
+ * loop and must not block.
  *
  * A request meets the router twice, and is admitted before its body is read:
  *   admit   - called once the request line and headers have arrived, before any body
@@ -21,7 +25,7 @@
  *
  * Slow clients: each request must fully arrive within read_timeout (deadline.h), one
  * address may hold at most max_conns_per_ip connections, and a request with more than
- * HTTP_MAX_QUERY_ARGS query parameters is answered 414 (MHD's per-connection memory
+ * HTTP_MAX_QUERY_ARGS query parameters or HTTP_MAX_QUERY_BYTES of them is answered 414 (MHD's per-connection memory
  * would otherwise run out parsing them and drop the connection without a reply). */
 #ifndef HEARTH_HTTP_H
 #define HEARTH_HTTP_H
@@ -34,7 +38,8 @@
 #include "common/err.h"
 
 #define HTTP_MAX_FIELDS 8
-#define HTTP_MAX_QUERY_ARGS 256 /* Hearth's endpoints read a dozen at most */
+#define HTTP_MAX_QUERY_ARGS 64    /* Hearth's endpoints read a dozen at most */
+#define HTTP_MAX_QUERY_BYTES 8192 /* a URL's query string, as Apache's and nginx's line limits */
 
 typedef struct {
     char name[64];
@@ -85,7 +90,7 @@ typedef struct {
  * with the refusal in resp (sent at once; release is then not called). */
 typedef int (*http_admit_fn)(void *app, http_req_t *req, http_resp_t *resp);
 typedef void (*http_handler_fn)(void *app, http_req_t *req, http_resp_t *resp);
-/* Gives back what admit took; called once per admitted request, on the connection's thread. */
+/* Gives back what admit took; called once per admitted request, on an event-loop thread. */
 typedef void (*http_release_fn)(void *app, http_req_t *req);
 
 typedef struct {
@@ -116,6 +121,13 @@ typedef struct http_server http_server_t;
 http_server_t *http_start(const http_config_t *cfg, const http_router_t *router, hr_err_t *err);
 /* Stops accepting, waits for in-flight requests and frees s. */
 void http_stop(http_server_t *s);
+
+typedef struct {
+    unsigned handler_threads; /* the worker pool's threads, started on demand */
+    unsigned handlers_busy;   /* running a handler now */
+    unsigned handlers_queued; /* complete requests waiting for a thread */
+} http_stats_t;
+http_stats_t http_stats(http_server_t *s);
 
 /* Query parameter or header (case-insensitive); NULL when absent. Borrowed. */
 const char *http_arg(const http_req_t *r, const char *name);

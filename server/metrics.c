@@ -218,7 +218,16 @@ static void render_storage(const metrics_t *m, const store_stats_t *s, buf_t *o)
            "Damaged WAL regions skipped at start between intact records (run hearth check).", m->wal_corrupt);
 }
 
-void metrics_render(metrics_t *m, store_t *st, buf_t *o) {
+static void render_http(const http_stats_t *h, buf_t *o) {
+    scalar(o, "hearth_http_handler_threads", "gauge",
+           "Threads the HTTP layer has started to run handlers (connections themselves take none).",
+           h->handler_threads);
+    scalar(o, "hearth_http_handlers_busy", "gauge", "Requests being handled now.", h->handlers_busy);
+    scalar(o, "hearth_http_handlers_queued", "gauge", "Complete requests waiting for a handler thread.",
+           h->handlers_queued);
+}
+
+void metrics_render(metrics_t *m, store_t *st, const http_stats_t *http, buf_t *o) {
     store_stats_t s;
     store_stats(st, &s);
     family(o, "hearth_build_info", "gauge", "Hearth's version; always 1.");
@@ -227,5 +236,6 @@ void metrics_render(metrics_t *m, store_t *st, buf_t *o) {
     render_queries(m, o);
     render_stages(m, o);
     render_storage(m, &s, o);
+    if (http) render_http(http, o);
     render_process(o);
 }

@@ -11,6 +11,7 @@
 
 #include "common/buf.h"
 #include "common/err.h"
+#include "server/http.h"
 #include "storage/store.h"
 
 #define METRICS_NBUCKETS 12
@@ -74,6 +75,8 @@ void metrics_dropped(metrics_t *m, metrics_drop_t why, size_t samples);
 void metrics_query(metrics_t *m, double seconds, int failed);
 /* One upload's time in one stage of the write path. */
 void metrics_ingest_stage(metrics_t *m, metrics_stage_t stage, double seconds);
-void metrics_render(metrics_t *m, store_t *st, buf_t *out);
+/* Renders every metric in Prometheus' text format; http (may be NULL) is the HTTP
+ * layer's handler pool. */
+void metrics_render(metrics_t *m, store_t *st, const http_stats_t *http, buf_t *out);
 
 #endif

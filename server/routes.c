@@ -83,7 +83,9 @@ static void metrics(app_t *a, http_req_t *req, http_resp_t *resp) {
     (void)req;
     buf_t b;
     buf_init(&b);
-    metrics_render(&a->metrics, a->store, &b);
+    http_server_t *http = atomic_load(&a->http);
+    http_stats_t hs = http ? http_stats(http) : (http_stats_t){0};
+    metrics_render(&a->metrics, a->store, http ? &hs : NULL, &b);
     scraper_t *sc = atomic_load(&a->scraper);
     if (sc) scraper_metrics(sc, &b);
     http_reply(resp, 200, "text/plain; version=0.0.4", &b);

@@ -232,6 +232,7 @@ static int serve(app_t *a) {
         store_close(a->store);
         return 1;
     }
+    atomic_store(&a->http, http);
     log_info("server.listening", "addr=%s tls=%s data_dir=%s version=%s", a->cfg.listen,
              a->cfg.tls_cert[0] ? "on" : "off", a->cfg.data_dir, HEARTH_VERSION);
     wal_scan_t ws;

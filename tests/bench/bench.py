@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """Hearth benchmarks (make bench). Prints a Markdown table of measured figures.
 
-1. Ingest throughput: concurrent keep-alive clients POST real gzipped Go CPU profiles.
+1. Ingest throughput: 8 keep-alive clients POST real gzipped Go CPU profiles back to back.
 2. Disk per profile: 1,000 profiles of one service, flushed to blocks, vs their gzipped size.
 3. Merge latency: 1 h and 24 h of one service's 10 s CPU profiles into a flame graph, against
    `go tool pprof -proto` merging the same files (the baseline ratio).
 4. Group-by: group_by=pod over 15,000 series (one folded profile each), against the same query
    without the group-by (one merge of the whole selection: the reference, same run).
-5. Load: 200 concurrent agents push for 60 s while a client runs merges (--only-load runs just
-   this; --skip-load leaves it out).
+5. Load: 200 agents push once a second for 120 s while a client runs merges and the head is
+   cut every 20 s; 2,000 agents once every 10 s; 10,000 idle keep-alive connections' memory
+   (--only-load runs just these; --skip-load leaves them out).
+Uploads come from tests/bench/loadgen (Go, `make build/loadgen`), so the tail measured is the
+server's, not a Python client's.
 The fleet benchmark of issue 12 (one service's 7-day query on 1, 20 and 200-service stores,
 hourly blocks and compacted) is tests/bench/fleet.py, run by `make bench-fleet`; it takes long
 enough at 200 services to have its own target.
@@ -18,6 +21,7 @@ import argparse
 import json
 import gzip
 import random
+import resource
 import http.client
 import os
 import statistics
@@ -33,6 +37,8 @@ import harness  # noqa: E402  (reuses the integration suite's server control)
 from protowire import pb_encode_field, pb_fields, pb_put_varint, pb_uvarint  # noqa: E402
 
 CPU = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
+LOADGEN = os.path.abspath("build/loadgen")  # make build/loadgen
+DECODE_FLOOR = os.path.abspath("build/decode_floor")  # make build/decode_floor
 BASE = 1700000000
 
 
@@ -112,17 +118,56 @@ def dir_bytes(path):
     return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
 
 
+def write_bodies(bodies, tmp, tag):
+    """Writes the bodies into a fresh folder for the load generator; returns the folder."""
+    d = tempfile.mkdtemp(prefix=f"bodies-{tag}-", dir=tmp)
+    for i, b in enumerate(bodies):
+        with open(os.path.join(d, "%04d.pb.gz" % i), "wb") as f:
+            f.write(b)
+    return d
+
+
+def loadgen(port, bodies_dir, **flags):
+    """Runs the Go load generator (tests/bench/loadgen) against the server; its JSON report."""
+    args = [LOADGEN, "-addr", f"127.0.0.1:{port}", "-bodies", bodies_dir]
+    for k, v in flags.items():
+        args += ["-" + k, str(v)]
+    out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+def decode_floor(bodies_dir, rounds=5):
+    """CPU milliseconds to gunzip and decode (protobuf-c) one of the files, averaged: what an
+    upload costs before Hearth does anything with it (build/decode_floor)."""
+    files = sorted(os.path.join(bodies_dir, f) for f in os.listdir(bodies_dir))
+    out = subprocess.run([DECODE_FLOOR, str(rounds)] + files, check=True, capture_output=True, text=True).stdout
+    return float(out)
+
+
+def cpu_seconds(pid):
+    """utime + stime of a process, from /proc."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def bench_ingest(files, rows):
     bodies = varied_bodies(files, 300)
     avg = sum(map(len, bodies)) / len(bodies)
+    d = write_bodies(bodies, harness.ARGS.tmp, "ingest")
+    floor = decode_floor(d)
     for fsync in ("always", "none"):
         srv = harness.Server(extra=["--wal-fsync", fsync]).start()
-        n = 3000
-        secs = push_many(srv.port, bodies, n, 8, "bench-ingest", BASE, 10)
+        cpu0 = cpu_seconds(srv.proc.pid)
+        r = loadgen(srv.port, d, agents=8, interval="0", count=3000, name="bench-ingest")
+        cpu = (cpu_seconds(srv.proc.pid) - cpu0) * 1000 / max(1, r["uploads"])
         srv.stop()
+        if r["errors"]:
+            raise RuntimeError(f"ingest errors: {r['errors']}")
         rows.append((f"ingest, 8 clients, --wal-fsync={fsync}",
-                     f"{n / secs:,.0f} profiles/s, {n * avg / secs / 1e6:.1f} MB/s of gzipped pprof "
-                     f"({n} uploads of {avg / 1024:.1f} KiB)"))
+                     f"{r['per_second']:,.0f} profiles/s, {r['per_second'] * avg / 1e6:.1f} MB/s of gzipped pprof "
+                     f"({r['uploads']} uploads of {avg / 1024:.1f} KiB); server CPU {cpu:.2f} ms per upload, "
+                     f"{cpu / floor:.1f}x the gunzip + protobuf-c decode floor of the same files ({floor:.2f} ms); "
+                     f"client CPU {r['client_cpu_seconds']:.1f} s in {r['seconds']:.1f} s"))
 
 
 def bench_disk(files, rows):
@@ -258,57 +303,75 @@ def pct(xs, p):
     return xs[min(len(xs) - 1, int(p / 100 * len(xs)))] if xs else float("nan")
 
 
-def bench_load(files, rows, agents=200, seconds=60):
-    """200 agents push real profiles for 60 s (each waits 1 s between pushes, like a fast agent)
-    while one client runs merges; reports throughput, latencies, errors and peak RSS."""
+def bench_load(files, rows, agents=200, seconds=120, interval="1s", block_duration="20s"):
+    """Agents push real profiles, each on its own keep-alive connection at a steady rate, while
+    a client runs merges and the head is cut every block_duration; default limits except the
+    per-address cap (every client is 127.0.0.1, as agents behind a proxy are). Reports the
+    client's latencies and errors, the server's CPU per upload, its per-stage figures and
+    peak RSS, and the client's own CPU (to show it kept up)."""
     bodies = varied_bodies(files, 400, seed=3)
-    # All 201 clients come from 127.0.0.1, as agents behind a proxy would: no per-address cap.
-    srv = harness.Server(extra=["--wal-fsync", "always", "--max-concurrent-ingests", "256",
-                           "--max-connections-per-ip", "0"]).start()
-    stop = time.time() + seconds
-    lat, qlat, errors, lock = [], [], [], threading.Lock()
-
-    def agent(a):
-        conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
-        i = 0
-        while time.time() < stop:
-            q = urllib.parse.urlencode({"name": "load{agent=%d}" % a, "format": "pprof",
-                                        "from": int(time.time()) * 10**9 + a})
-            t = time.time()
-            try:
-                conn.request("POST", "/ingest?" + q, body=bodies[(a + i) % len(bodies)])
-                r = conn.getresponse()
-                r.read()
-                ok = r.status == 200
-            except OSError as e:
-                ok, conn = False, http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
-            with lock:
-                (lat if ok else errors).append(time.time() - t)
-            i += 1
-            time.sleep(max(0.0, 1.0 - (time.time() - t)))
-
-    def querier():
-        while time.time() < stop:
-            t = time.time()
-            st, _ = srv.get("/api/v1/query", query=CPU + '{service_name="load"}', format="flamegraph",
-                            **{"from": "now-5m", "until": "now"})
-            with lock:
-                (qlat if st == 200 else errors).append(time.time() - t)
-
-    threads = [threading.Thread(target=agent, args=(a,)) for a in range(agents)] + [threading.Thread(target=querier)]
-    t0 = time.time()
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    took = time.time() - t0
+    d = write_bodies(bodies, harness.ARGS.tmp, "load")
+    srv = harness.Server(extra=["--wal-fsync", "always", "--max-connections-per-ip", "0",
+                                "--block-duration", block_duration]).start()
+    cpu0 = cpu_seconds(srv.proc.pid)
+    r = loadgen(srv.port, d, agents=agents, interval=interval, duration=f"{seconds}s", name="load",
+                query=CPU + '{service_name="load"}')
+    cpu = cpu_seconds(srv.proc.pid) - cpu0
     rss = peak_rss_mib(srv.proc.pid)
-    stages = server_stages(srv.get("/metrics")[1].decode())
+    metrics = srv.get("/metrics")[1].decode()
+    stages, cuts = server_stages(metrics), metric_value(metrics, "hearth_head_cuts_total")
     srv.stop()
-    rows.append((f"load: {agents} agents x {seconds} s + 1 querying client, --wal-fsync=always",
-                 f"{len(lat) / took:,.0f} ingests/s; ingest p50 {pct(lat, 50) * 1000:.1f} ms, p99 {pct(lat, 99) * 1000:.1f} ms; "
-                 f"{len(qlat)} merges, p50 {pct(qlat, 50) * 1000:.1f} ms, p99 {pct(qlat, 99) * 1000:.1f} ms; "
-                 f"errors {len(errors)}; peak RSS {rss:.0f} MiB; inside the server, p99 at most: {stages}"))
+    errors = ", ".join(f"{k}: {v}" for k, v in sorted(r["errors"].items())) or "none"
+    rows.append((f"load: {agents} agents x 1 upload / {interval}, {seconds} s, a cut every {block_duration}, "
+                 "1 querying client, --wal-fsync=always",
+                 f"{r['per_second']:,.0f} ingests/s; ingest p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms, "
+                 f"p999 {r['p999_ms']:.1f} ms, max {r['max_ms']:.1f} ms; errors {errors}; "
+                 f"{r['queries']} merges, p50 {r['query_p50_ms']:.1f} ms, p99 {r['query_p99_ms']:.1f} ms; "
+                 f"server CPU {cpu:.1f} s (uploads and merges); "
+                 f"{cuts:.0f} cuts; peak RSS {rss:.0f} MiB; client CPU {r['client_cpu_seconds']:.1f} s, "
+                 f"{r['late']} uploads sent late; inside the server, p99 at most: {stages}"))
+
+
+def bench_idle(rows, n=10000):
+    """n keep-alive connections that have each made one request and stay open: the server's
+    RSS before and after (connections live on the event loop, not a thread each)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < n + 200:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, n + 200), hard))
+    srv = harness.Server(extra=["--max-connections-per-ip", "0", "--max-connections", str(n + 100)]).start()
+    srv.get("/healthz")
+    rss0 = rss_mib(srv.proc.pid)
+    conns = []
+    try:
+        for _ in range(n):
+            c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
+            c.request("GET", "/healthz")
+            c.getresponse().read()
+            conns.append(c)
+        rss1 = rss_mib(srv.proc.pid)
+        threads = next(int(x.split()[1]) for x in open(f"/proc/{srv.proc.pid}/status") if x.startswith("Threads:"))
+        st, _ = srv.get("/healthz")
+    finally:
+        for c in conns:
+            c.close()
+        srv.stop()
+    rows.append((f"{n:,} idle keep-alive connections (one request each, then open)",
+                 f"server RSS {rss0:.0f} -> {rss1:.0f} MiB (+{rss1 - rss0:.0f} MiB, "
+                 f"{(rss1 - rss0) * 1024 / n:.1f} KiB per connection); {threads} threads; a new request answered {st}"))
+
+
+def rss_mib(pid):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def metric_value(text, name):
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[-1])
+    return float("nan")
 
 
 def server_stages(text):
@@ -349,10 +412,7 @@ def main():
                       tmp=tempfile.mkdtemp(prefix="hearth-bench-"))
     files = cpu_files(a.testdata)
     rows = []
-    if a.only_load:
-        bench_load(files, rows)
-        a.skip_load = True
-    else:
+    if not a.only_load:
         bench_ingest(files, rows)
         bench_disk(files, rows)
         bench_merge(files, rows, harness.ARGS.tmp)
@@ -360,6 +420,8 @@ def main():
         bench_group_by(rows)
     if not a.skip_load:
         bench_load(files, rows)
+        bench_load(files, rows, agents=2000, seconds=60, interval="10s")
+        bench_idle(rows)
     print(f"\nMeasured on {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}:\n")
     print("| benchmark | result |\n|---|---|")
     for k, v in rows:

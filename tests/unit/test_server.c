@@ -1,0 +1,99 @@
+/* The HTTP layer's own machinery: the handler pool and lingering close. */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "server/linger.h"
+#include "server/workers.h"
+#include "tests/unit/unit.h"
+
+typedef struct {
+    workers_job_t job;
+    pthread_mutex_t *mu;
+    pthread_cond_t *cv;
+    int *open, *ran;
+} gated_job_t;
+
+/* Waits until the gate opens, then counts itself. */
+static void gated_run(workers_job_t *job) {
+    gated_job_t *g = (gated_job_t *)job;
+    pthread_mutex_lock(g->mu);
+    while (!*g->open) pthread_cond_wait(g->cv, g->mu);
+    (*g->ran)++;
+    pthread_mutex_unlock(g->mu);
+}
+
+/* Ten blocking jobs on a pool of three: three threads start, seven jobs wait their turn,
+ * all ten run once the gate opens, and a closed pool refuses more. */
+void test_workers_run_jobs_at_once_up_to_the_cap(void) {
+    hr_err_t err = {0};
+    workers_t *w = workers_start(3, &err);
+    CHECK(w != NULL);
+    if (!w) return;
+    workers_stats_t st = workers_stats(w);
+    CHECK_INT(st.threads, 0); /* none before the first job */
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+    int open = 0, ran = 0;
+    gated_job_t jobs[10];
+    for (int i = 0; i < 10; i++) {
+        jobs[i] = (gated_job_t){.job.run = gated_run, .mu = &mu, .cv = &cv, .open = &open, .ran = &ran};
+        CHECK_INT(workers_submit(w, &jobs[i].job), 0);
+    }
+    for (int tries = 0; tries < 2000 && workers_stats(w).busy < 3; tries++) usleep(1000);
+    st = workers_stats(w);
+    CHECK_INT(st.threads, 3);
+    CHECK_INT(st.busy, 3);
+    CHECK_INT(st.queued, 7);
+    pthread_mutex_lock(&mu);
+    open = 1;
+    pthread_cond_broadcast(&cv);
+    pthread_mutex_unlock(&mu);
+    workers_close(w); /* returns when all ten have run */
+    pthread_mutex_lock(&mu);
+    CHECK_INT(ran, 10);
+    pthread_mutex_unlock(&mu);
+    gated_job_t late = {.job.run = gated_run, .mu = &mu, .cv = &cv, .open = &open, .ran = &ran};
+    CHECK_INT(workers_submit(w, &late.job), -1);
+    workers_stop(w);
+    CHECK_INT(ran, 10);
+}
+
+/* Waits until the peer of a lingering socket is closed: a send then fails. 1 when it is. */
+static int peer_closed(int fd) {
+    for (int tries = 0; tries < 300; tries++) {
+        if (send(fd, "x", 1, MSG_NOSIGNAL) < 0 && (errno == EPIPE || errno == ECONNRESET)) return 1;
+        usleep(10000);
+    }
+    return 0;
+}
+
+/* A lingering socket gets its end at once (shut for writing), has what arrives read and
+ * dropped, and is closed once the client ends: the caller's own descriptor is its own. */
+void test_linger_drains_and_closes(void) {
+    hr_err_t err = {0};
+    linger_t *l = linger_start(&err);
+    CHECK(l != NULL);
+    if (!l) return;
+    int sv[2];
+    CHECK_INT(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    linger_add(l, sv[0], 1 << 20);
+    close(sv[0]); /* the HTTP layer closes its descriptor as usual */
+    char buf[8];
+    struct pollfd p = {.fd = sv[1], .events = POLLIN};
+    CHECK_INT(poll(&p, 1, 2000), 1);
+    CHECK_INT(recv(sv[1], buf, sizeof buf, 0), 0);      /* the lingering side said it is done */
+    CHECK_INT(send(sv[1], "body", 4, MSG_NOSIGNAL), 4); /* still open: the upload goes on */
+    shutdown(sv[1], SHUT_WR);
+    CHECK(peer_closed(sv[1]));
+    close(sv[1]);
+    /* One left lingering when the pool stops is closed too. */
+    CHECK_INT(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    linger_add(l, sv[0], 1 << 20);
+    close(sv[0]);
+    linger_stop(l);
+    CHECK(peer_closed(sv[1]));
+    close(sv[1]);
+}
