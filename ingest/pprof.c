@@ -1,11 +1,13 @@
 /* pprof.c - see pprof.h. */
 #include "ingest/pprof.h"
+
 #include "ingest/request.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/arena.h"
 #include "common/ptype.h"
 #include "wire/gzip.h"
 #include "wire/profile.pb-c.h"
@@ -419,13 +421,17 @@ int pprof_decode(const uint8_t *body, size_t n, const pprof_opts_t *o, batch_t *
         return hr_fail(err, HR_ETOOBIG, "profile has %zu samples, over the limit of %zu", c.samples, o->max_samples);
     }
     if (budget_take(o->budget, c.bytes, "this profile", err)) return free(raw), -1;
-    pb_profile_t *p = perftools__profiles__profile__unpack(NULL, rawlen, data);
+    /* Unpacked into an arena: one allocation per element, freed in one go. */
+    arena_t *ar = arena_new();
+    ProtobufCAllocator pa = ar ? arena_pb_allocator(ar) : (ProtobufCAllocator){0};
+    pb_profile_t *p = ar ? perftools__profiles__profile__unpack(&pa, rawlen, data) : NULL;
     free(raw);
-    int rc = p ? decode_profile(p, o, b, err)
-               : hr_fail(err, HR_EUNPROC,
-                         "not a pprof profile: the body does not parse as profile.proto "
-                         "(gzipped or plain protobuf expected)");
-    if (p) perftools__profiles__profile__free_unpacked(p, NULL);
+    int rc = p                      ? decode_profile(p, o, b, err)
+             : ar && !arena_oom(ar) ? hr_fail(err, HR_EUNPROC,
+                                              "not a pprof profile: the body does not parse as profile.proto "
+                                              "(gzipped or plain protobuf expected)")
+                                    : hr_fail(err, HR_ENOMEM, "out of memory decoding the profile");
+    arena_free(ar);
     budget_give(o->budget, c.bytes);
     return rc;
 }

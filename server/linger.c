@@ -94,6 +94,7 @@ static void turn(linger_t *l) {
 
 static void *linger_main(void *arg) {
     linger_t *l = arg;
+    pthread_setname_np(pthread_self(), "hearth-linger");
     while (!take_queued(l)) turn(l);
     for (size_t i = 0; i < l->nlive; i++) close(l->live[i].fd);
     l->nlive = 0;

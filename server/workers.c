@@ -24,6 +24,7 @@ struct workers {
 
 static void *worker_main(void *arg) {
     workers_t *w = arg;
+    pthread_setname_np(pthread_self(), "hearth-handler"); /* else MHD's name, inherited */
     pthread_mutex_lock(&w->mu);
     for (;;) {
         while (!w->head && !w->stopping) pthread_cond_wait(&w->work, &w->mu);

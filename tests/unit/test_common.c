@@ -1,7 +1,9 @@
 /* test_common.c - varints, time parsing, JSON escaping. */
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "common/arena.h"
 #include "common/buf.h"
 #include "common/jsonw.h"
 #include "common/timeparse.h"
@@ -82,4 +84,33 @@ void test_jsonw(void) {
     buf_putc(&b, 0);
     CHECK_STR((const char *)b.data, "\"a\\\"b\\\\c\\n\\u0001é\"");
     buf_free(&b);
+}
+
+/* The arena hands out zeroed, aligned memory from chunks, gives a large allocation a chunk
+ * of its own without losing the chunk being filled, and frees it all at once (ASan and
+ * valgrind check the last part). */
+void test_arena_zeroed_aligned_and_large(void) {
+    arena_t *a = arena_new();
+    CHECK(a != NULL);
+    if (!a) return;
+    unsigned char *first = arena_alloc(a, 3);
+    int zero = 1, aligned = 1;
+    for (size_t i = 0; i < 5000; i++) {
+        size_t n = 1 + (i * 37) % 300;
+        unsigned char *p = arena_alloc(a, n);
+        CHECK(p != NULL);
+        if (!p) break;
+        for (size_t j = 0; j < n; j++) zero &= p[j] == 0;
+        aligned &= (uintptr_t)p % _Alignof(max_align_t) == 0;
+        memset(p, 0xab, n);
+    }
+    CHECK(zero);
+    CHECK(aligned);
+    unsigned char *big = arena_alloc(a, 3u << 20); /* past any chunk */
+    CHECK(big != NULL && big[0] == 0 && big[(3u << 20) - 1] == 0);
+    char *s = arena_strdup(a, "checkout");
+    CHECK_STR(s, "checkout");
+    CHECK(first[0] == 0 && first[2] == 0); /* no later allocation overlapped it */
+    CHECK(!arena_oom(a));
+    arena_free(a);
 }
