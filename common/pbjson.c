@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -135,6 +136,7 @@ int pbjson_encode(const ProtobufCMessage *msg, buf_t *out) { return encode_msg(m
 typedef struct {
     arena_t *arena;
     hr_err_t *err;
+    int strict; /* PBJSON_STRICT: an unknown key is an error */
 } dctx_t;
 
 static ProtobufCMessage *decode_msg(dctx_t *c, const ProtobufCMessageDescriptor *d, json_t *obj);
@@ -290,6 +292,11 @@ static ProtobufCMessage *decode_msg(dctx_t *c, const ProtobufCMessageDescriptor 
     json_t *v;
     json_object_foreach(obj, key, v) {
         const ProtobufCFieldDescriptor *f = find_field(d, key);
+        if (!f && c->strict) {
+            hr_fail(c->err, HR_EINVAL, "field `%s` of %s is not one Hearth implements (refused, not ignored)", key,
+                    d->name);
+            return NULL;
+        }
         if (!f) continue;
         if (decode_field(c, m, f, v)) {
             if (!c->err->code) hr_fail(c->err, HR_EINVAL, "bad value for field `%s` of %s", key, d->short_name);
@@ -300,7 +307,7 @@ static ProtobufCMessage *decode_msg(dctx_t *c, const ProtobufCMessageDescriptor 
 }
 
 ProtobufCMessage *pbjson_decode(const ProtobufCMessageDescriptor *desc, const char *text, size_t len, arena_t *arena,
-                                hr_err_t *err) {
+                                int flags, hr_err_t *err) {
     json_error_t je;
     json_t *doc = json_loadb(text, len, 0, &je);
     if (!doc || !json_is_object(doc)) {
@@ -308,9 +315,32 @@ ProtobufCMessage *pbjson_decode(const ProtobufCMessageDescriptor *desc, const ch
         hr_fail(err, HR_EINVAL, "the body is not a JSON object (%s)", doc ? "wrong type" : je.text);
         return NULL;
     }
-    dctx_t c = {arena, err};
+    dctx_t c = {arena, err, (flags & PBJSON_STRICT) != 0};
     ProtobufCMessage *m = decode_msg(&c, desc, doc);
     json_decref(doc);
     if (!m && !err->code) hr_fail(err, HR_ENOMEM, "out of memory decoding JSON");
     return m;
+}
+
+int pb_unknown_field(const ProtobufCMessage *m, char *out, size_t n) {
+    const ProtobufCMessageDescriptor *d = m->descriptor;
+    if (m->n_unknown_fields) {
+        snprintf(out, n, "field %u of %s", m->unknown_fields[0].tag, d->name);
+        return 1;
+    }
+    for (unsigned i = 0; i < d->n_fields; i++) {
+        const ProtobufCFieldDescriptor *f = &d->fields[i];
+        if (f->type != PROTOBUF_C_TYPE_MESSAGE) continue;
+        const char *at = (const char *)m + f->offset;
+        if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+            size_t count = *(const size_t *)((const char *)m + f->quantifier_offset);
+            const ProtobufCMessage *const *v = *(const ProtobufCMessage *const *const *)at;
+            for (size_t k = 0; k < count; k++)
+                if (v[k] && pb_unknown_field(v[k], out, n)) return 1;
+        } else {
+            const ProtobufCMessage *sub = *(const ProtobufCMessage *const *)at;
+            if (sub && pb_unknown_field(sub, out, n)) return 1;
+        }
+    }
+    return 0;
 }

@@ -22,9 +22,17 @@ size_t pbjson_elem_size(ProtobufCType t);
 int pbjson_encode(const ProtobufCMessage *msg, buf_t *out);
 
 /* Decodes JSON text into a new message of type desc, allocated (with everything
- * it points to) in arena. Unknown fields are ignored; a value of the wrong JSON type
- * is an HR_EINVAL naming the field. NULL on error. */
+ * it points to) in arena. Unknown fields are ignored, or with PBJSON_STRICT an
+ * HR_EINVAL naming the field (a query that ignored a field it does not know would
+ * answer another question); a value of the wrong JSON type is an HR_EINVAL naming the
+ * field. NULL on error. */
+enum { PBJSON_STRICT = 1 };
 ProtobufCMessage *pbjson_decode(const ProtobufCMessageDescriptor *desc, const char *text, size_t len, arena_t *arena,
-                                hr_err_t *err);
+                                int flags, hr_err_t *err);
+
+/* The first field, in m or any message inside it, that the descriptors do not list
+ * (protobuf-c keeps those in unknown_fields when it unpacks): 1 with "field N of
+ * MESSAGE" in out, else 0. */
+int pb_unknown_field(const ProtobufCMessage *m, char *out, size_t n);
 
 #endif

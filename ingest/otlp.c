@@ -607,8 +607,8 @@ static void id_from_hex(ProtobufCBinaryData *id, arena_t *a) {
 }
 
 static otlp_request_t *read_json(const uint8_t *p, size_t n, arena_t *a, hr_err_t *err) {
-    otlp_request_t *req =
-        (otlp_request_t *)pbjson_decode(&otlp__export_profiles_service_request__descriptor, (const char *)p, n, a, err);
+    otlp_request_t *req = (otlp_request_t *)pbjson_decode(&otlp__export_profiles_service_request__descriptor,
+                                                          (const char *)p, n, a, 0, err);
     if (!req) {
         char msg[sizeof err->msg];
         snprintf(msg, sizeof msg, "%s", err->msg);

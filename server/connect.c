@@ -53,7 +53,7 @@ void connect_error(http_resp_t *resp, int status, const char *msg) {
 }
 
 ProtobufCMessage *connect_read(const http_req_t *req, connect_codec_t codec, const ProtobufCMessageDescriptor *desc,
-                               size_t max_bytes, arena_t *arena, http_resp_t *resp) {
+                               size_t max_bytes, int strict, arena_t *arena, http_resp_t *resp) {
     const uint8_t *p = req->body.data;
     size_t n = req->body.len;
     uint8_t *raw = NULL;
@@ -69,9 +69,12 @@ ProtobufCMessage *connect_read(const http_req_t *req, connect_codec_t codec, con
     if (codec == CONNECT_PROTO) {
         ProtobufCAllocator al = arena_pb_allocator(arena);
         m = protobuf_c_message_unpack(desc, &al, n, p);
+        char which[200];
         if (!m) hr_fail(&err, HR_EINVAL, "the body is not a valid %s message", desc->name);
+        else if (strict && pb_unknown_field(m, which, sizeof which))
+            m = NULL, hr_fail(&err, HR_EINVAL, "%s is not one Hearth implements (refused, not ignored)", which);
     } else {
-        m = pbjson_decode(desc, (const char *)p, n, arena, &err);
+        m = pbjson_decode(desc, (const char *)p, n, arena, strict ? PBJSON_STRICT : 0, &err);
     }
     free(raw);
     if (!m) connect_error(resp, err.code == HR_ENOMEM ? 500 : 400, err.msg);

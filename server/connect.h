@@ -23,9 +23,12 @@ int connect_codec(const http_req_t *req, connect_codec_t *codec, http_resp_t *re
 void connect_error(http_resp_t *resp, int status, const char *msg);
 
 /* Decodes the body into a message of type desc, allocated in arena. NULL (resp
- * set: 400 for a malformed body, 413 past max_bytes after gunzip) on failure. */
+ * set: 400 for a malformed body, 413 past max_bytes after gunzip) on failure. With
+ * strict, a field the message type does not list (a newer client's) is a 400 naming
+ * it, in either codec: queries take it, since ignoring a field that narrows the
+ * selection (Pyroscope 2.2's span_selector) answers a different question. */
 ProtobufCMessage *connect_read(const http_req_t *req, connect_codec_t codec, const ProtobufCMessageDescriptor *desc,
-                               size_t max_bytes, arena_t *arena, http_resp_t *resp);
+                               size_t max_bytes, int strict, arena_t *arena, http_resp_t *resp);
 
 /* A 200 reply carrying msg in codec. */
 void connect_reply(http_resp_t *resp, connect_codec_t codec, const ProtobufCMessage *msg);

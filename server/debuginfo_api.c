@@ -105,7 +105,7 @@ void api_debuginfo_should_upload(app_t *a, http_req_t *req, http_resp_t *resp) {
     if (!arena) return connect_error(resp, 500, "out of memory");
     const Debuginfo__V1alpha1__ShouldInitiateUploadRequest *in =
         (const void *)connect_read(req, codec, &debuginfo__v1alpha1__should_initiate_upload_request__descriptor,
-                                   a->cfg.max_body_bytes, arena, resp);
+                                   a->cfg.max_body_bytes, 0, arena, resp);
     char id[300];
     if (in && metadata_build_id(in->file, id, sizeof id)) {
         connect_error(resp, 400, "file.GNU (or file.Golang) must name the build ID, as hex");
@@ -125,7 +125,7 @@ void api_debuginfo_upload_finished(app_t *a, http_req_t *req, http_resp_t *resp)
     arena_t *arena = arena_new();
     if (!arena) return connect_error(resp, 500, "out of memory");
     const Debuginfo__V1alpha1__UploadFinishedRequest *in = (const void *)connect_read(
-        req, codec, &debuginfo__v1alpha1__upload_finished_request__descriptor, a->cfg.max_body_bytes, arena, resp);
+        req, codec, &debuginfo__v1alpha1__upload_finished_request__descriptor, a->cfg.max_body_bytes, 0, arena, resp);
     if (in && !build_id_valid(in->gnu_build_id)) {
         connect_error(resp, 400, "gnu_build_id must be hex");
     } else if (in && !stored(a, in->gnu_build_id)) {

@@ -281,14 +281,49 @@ typedef struct {
     merge_only_t only;           /* profile_id_selector's profiles */
 } merge_opts_t;
 
+/* span_selector's span ids, parsed and sorted into only (16 hex digits each, as
+ * OpenTelemetry and the pyroscope-go span labels write them). 0 or -1 (c->err set). */
+static int span_selector(qctx_t *c, char **ids, size_t n, merge_only_t *only) {
+    uint64_t *spans = arena_alloc(c->arena, (n ? n : 1) * sizeof *spans);
+    if (!spans) return oom(c), -1;
+    for (size_t i = 0; i < n; i++)
+        if (span_id_parse(ids[i], &spans[i]))
+            return fail(c, 400, "bad `spanSelector` entry: span ids are up to 16 hex digits, not all zero"), -1;
+    span_ids_sort(spans, n);
+    only->spans = spans, only->nspans = n;
+    return 0;
+}
+
+/* trace_id_selector: checked as upstream checks it (32 hex digits, not with
+ * span_selector), then refused, since trace ids are not kept. 0 when empty, else -1. */
+static int trace_id_selector(qctx_t *c, char **ids, size_t n, size_t nspans) {
+    if (!n) return 0;
+    if (nspans) return fail(c, 400, "`spanSelector` and `traceIdSelector` cannot be combined"), -1;
+    for (size_t i = 0; i < n; i++)
+        if (!ids[i] || strlen(ids[i]) != 32 || strspn(ids[i], "0123456789abcdefABCDEF") != 32)
+            return fail(c, 400, "bad `traceIdSelector` entry: trace ids are 32 hex digits"), -1;
+    return fail(c, 501, "`traceIdSelector` is not supported: Hearth does not keep trace ids yet (spanSelector works)"),
+           -1;
+}
+
+/* The selectors a merge request may carry besides its labels. */
+typedef struct {
+    const Querier__V1__StackTraceSelector *stack;
+    char **profiles, **spans, **traces;
+    size_t nprofiles, nspans, ntraces;
+} request_selectors_t;
+
 /* The merge options a request may carry besides its selection: served, or refused
  * with a Connect error, never ignored (a merge that ignored them would answer a
  * different question). The call site comes from stack_trace_selector.call_site (its
- * names in the arena), the profiles from profile_id_selector. 0 or -1 (c->err set). */
-static int merge_options(qctx_t *c, const Querier__V1__StackTraceSelector *st, char **pids, size_t npids,
-                         merge_opts_t *o) {
+ * names in the arena), the profiles from profile_id_selector, the spans from
+ * span_selector. 0 or -1 (c->err set). */
+static int merge_options(qctx_t *c, const request_selectors_t *r, merge_opts_t *o) {
     *o = (merge_opts_t){0};
-    if (npids && profile_ids(c, pids, npids, &o->only)) return -1;
+    const Querier__V1__StackTraceSelector *st = r->stack;
+    if (trace_id_selector(c, r->traces, r->ntraces, r->nspans)) return -1;
+    if (r->nprofiles && profile_ids(c, r->profiles, r->nprofiles, &o->only)) return -1;
+    if (r->nspans && span_selector(c, r->spans, r->nspans, &o->only)) return -1;
     if (!st) return 0;
     if (st->go_pgo) return fail(c, 501, "`stack_trace_selector.go_pgo` is not supported; use call_site"), -1;
     const char **names = arena_alloc(c->arena, (st->n_call_site + 1) * sizeof *names);
@@ -303,9 +338,14 @@ static int merge_options(qctx_t *c, const Querier__V1__StackTraceSelector *st, c
     return 0;
 }
 
-/* merge_options of a request with both selectors (SelectMergeStacktraces, SelectMergeProfile). */
-#define REQUEST_MERGE_OPTIONS(c, q, o)                                                                                 \
-    merge_options((c), (q)->stack_trace_selector, (q)->profile_id_selector, (q)->n_profile_id_selector, (o))
+/* merge_options of a SelectMergeStacktraces request (also each side of a Diff). */
+static int stacktraces_options(qctx_t *c, const Querier__V1__SelectMergeStacktracesRequest *q, merge_opts_t *o) {
+    if (q->async) return fail(c, 501, "`async` queries are not supported: ask without it"), -1;
+    request_selectors_t r = {q->stack_trace_selector, q->profile_id_selector,   q->span_selector,
+                             q->trace_id_selector,    q->n_profile_id_selector, q->n_span_selector,
+                             q->n_trace_id_selector};
+    return merge_options(c, &r, o);
+}
 
 /* What run_merge's caller reads of the stacks: the merged profile, or only its call
  * tree (tree_build, which may then be partly built during the merge: merge_query_t.tree). */
@@ -412,10 +452,12 @@ static int max_nodes_ok(qctx_t *c, int64_t n) {
 
 static ProtobufCMessage *merged_flamegraph(qctx_t *c, const fg_query_t *q) {
     if (!max_nodes_ok(c, q->max_nodes)) return NULL;
+    if (q->format == QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_DOT)
+        return fail(c, 501, "`format` PROFILE_FORMAT_DOT is not supported: FLAMEGRAPH, TREE or PPROF");
     if (q->format != QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_UNSPECIFIED &&
         q->format != QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_FLAMEGRAPH &&
         q->format != QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_TREE)
-        return fail(c, 400, "unknown `format`: PROFILE_FORMAT_FLAMEGRAPH or PROFILE_FORMAT_TREE");
+        return fail(c, 400, "unknown `format`: PROFILE_FORMAT_FLAMEGRAPH, TREE or PPROF");
     merge_result_t m;
     int64_t from, until;
     tree_t t = {0};
@@ -437,10 +479,46 @@ static ProtobufCMessage *merged_flamegraph(qctx_t *c, const fg_query_t *q) {
     return r ? &r->base : NULL;
 }
 
+/* The merge as a profile.proto message in the arena (both codecs then encode the same
+ * message); NULL with c->err set. */
+static ProtobufCMessage *merged_pprof(qctx_t *c, const char *type, const char *labels, int64_t start, int64_t end,
+                                      const merge_opts_t *o) {
+    merge_result_t m;
+    int64_t from, until;
+    buf_t raw;
+    buf_init(&raw);
+    ProtobufCMessage *p = NULL;
+    if (run_merge(c, type, labels, start, end, 0, WANT_STACKS, o->call_site, &o->only, &m, &from, &until) == 0 &&
+        render_pprof_raw(&m, &raw, &c->err) == 0) {
+        ProtobufCAllocator al = arena_pb_allocator(c->arena);
+        if (!(p = protobuf_c_message_unpack(&perftools__profiles__profile__descriptor, &al, raw.len, raw.data))) oom(c);
+    }
+    buf_free(&raw);
+    merge_result_destroy(&m);
+    return p;
+}
+
+/* PROFILE_FORMAT_PPROF (Pyroscope 2.2): the merged profile in the response's pprof field. */
+static ProtobufCMessage *stacktraces_pprof(qctx_t *c, const Querier__V1__SelectMergeStacktracesRequest *q,
+                                           const merge_opts_t *o) {
+    Querier__V1__SelectMergeStacktracesResponse *r = arena_alloc(c->arena, sizeof *r);
+    Querier__V1__PprofProfile *pp = arena_alloc(c->arena, sizeof *pp);
+    if (!r || !pp) return oom(c);
+    querier__v1__select_merge_stacktraces_response__init(r);
+    querier__v1__pprof_profile__init(pp);
+    ProtobufCMessage *p = merged_pprof(c, q->profile_typeid, q->label_selector, q->start, q->end, o);
+    if (!p) return NULL;
+    pp->profile = (Perftools__Profiles__Profile *)p;
+    r->pprof = pp;
+    return &r->base;
+}
+
 static ProtobufCMessage *select_merge_stacktraces(qctx_t *c, const ProtobufCMessage *in) {
     const Querier__V1__SelectMergeStacktracesRequest *q = (const void *)in;
     merge_opts_t o;
-    if (REQUEST_MERGE_OPTIONS(c, q, &o)) return NULL;
+    if (stacktraces_options(c, q, &o)) return NULL;
+    if (q->format == QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_PPROF)
+        return max_nodes_ok(c, q->max_nodes) ? stacktraces_pprof(c, q, &o) : NULL;
     fg_query_t f = {q->profile_typeid, q->label_selector, q->start,    q->end,
                     q->max_nodes,      q->format,         o.call_site, &o.only};
     return merged_flamegraph(c, &f);
@@ -449,22 +527,11 @@ static ProtobufCMessage *select_merge_stacktraces(qctx_t *c, const ProtobufCMess
 static ProtobufCMessage *select_merge_profile(qctx_t *c, const ProtobufCMessage *in) {
     const Querier__V1__SelectMergeProfileRequest *q = (const void *)in;
     merge_opts_t o;
-    if (REQUEST_MERGE_OPTIONS(c, q, &o)) return NULL;
-    merge_result_t m;
-    int64_t from, until;
-    buf_t raw;
-    buf_init(&raw);
-    ProtobufCMessage *p = NULL;
-    if (run_merge(c, q->profile_typeid, q->label_selector, q->start, q->end, 0, WANT_STACKS, o.call_site, &o.only, &m,
-                  &from, &until) == 0 &&
-        render_pprof_raw(&m, &raw, &c->err) == 0) {
-        /* Unpacked into the arena so both codecs encode the same message. */
-        ProtobufCAllocator al = arena_pb_allocator(c->arena);
-        if (!(p = protobuf_c_message_unpack(&perftools__profiles__profile__descriptor, &al, raw.len, raw.data))) oom(c);
-    }
-    buf_free(&raw);
-    merge_result_destroy(&m);
-    return p;
+    request_selectors_t r = {q->stack_trace_selector, q->profile_id_selector,   NULL,
+                             q->trace_id_selector,    q->n_profile_id_selector, 0,
+                             q->n_trace_id_selector};
+    if (merge_options(c, &r, &o)) return NULL;
+    return merged_pprof(c, q->profile_typeid, q->label_selector, q->start, q->end, &o);
 }
 
 /* ---- SelectSeries ---- */
@@ -543,7 +610,8 @@ static ProtobufCMessage *select_series(qctx_t *c, const ProtobufCMessage *in) {
         q->aggregation != QUERIER__V1__TIME_SERIES_AGGREGATION_TYPE__TIME_SERIES_AGGREGATION_TYPE_AVERAGE)
         return fail(c, 400, "unknown `aggregation`: SUM or AVERAGE");
     merge_opts_t o;
-    if (merge_options(c, q->stack_trace_selector, NULL, 0, &o)) return NULL;
+    request_selectors_t rs = {.stack = q->stack_trace_selector};
+    if (merge_options(c, &rs, &o)) return NULL;
     if (ms_range(c, q->start, q->end, HOUR_NS, &from, &until) ||
         request_selector(c, q->profile_typeid, q->label_selector, &sel)) {
         selector_destroy(&sel);
@@ -705,7 +773,7 @@ static int diff_side(qctx_t *c, const Querier__V1__SelectMergeStacktracesRequest
     merge_opts_t o;
     int64_t from, until;
     if (!max_nodes_ok(c, q->max_nodes)) return -1;
-    if (REQUEST_MERGE_OPTIONS(c, q, &o)) return -1;
+    if (stacktraces_options(c, q, &o)) return -1;
     if (run_merge(c, q->profile_typeid, q->label_selector, q->start, q->end, 0, WANT_TREE, o.call_site, &o.only, m,
                   &from, &until))
         return -1;
@@ -765,13 +833,8 @@ static ProtobufCMessage *get_profile_stats(qctx_t *c, const ProtobufCMessage *in
 static ProtobufCMessage *select_merge_span_profile(qctx_t *c, const ProtobufCMessage *in) {
     const Querier__V1__SelectMergeSpanProfileRequest *q = (const void *)in;
     if (!q->n_span_selector) return fail(c, 400, "`spanSelector` is empty: give one or more span ids");
-    uint64_t *spans = arena_alloc(c->arena, q->n_span_selector * sizeof *spans);
-    if (!spans) return oom(c);
-    for (size_t i = 0; i < q->n_span_selector; i++)
-        if (span_id_parse(q->span_selector[i], &spans[i]))
-            return fail(c, 400, "bad `spanSelector` entry: span ids are up to 16 hex digits, not all zero");
-    span_ids_sort(spans, q->n_span_selector);
-    merge_only_t only = {NULL, 0, spans, q->n_span_selector};
+    merge_only_t only = {0};
+    if (span_selector(c, q->span_selector, q->n_span_selector, &only)) return NULL;
     fg_query_t f = {q->profile_typeid, q->label_selector, q->start, q->end, q->max_nodes, q->format, NULL, &only};
     return merged_flamegraph(c, &f);
 }
@@ -806,7 +869,7 @@ void api_settings_get(app_t *a, http_req_t *req, http_resp_t *resp) {
     if (connect_codec(req, &codec, resp)) return;
     arena_t *ar = arena_new();
     if (!ar) return connect_error(resp, 500, "out of memory");
-    if (connect_read(req, codec, &settings__v1__get_settings_request__descriptor, a->cfg.max_body_bytes, ar, resp)) {
+    if (connect_read(req, codec, &settings__v1__get_settings_request__descriptor, a->cfg.max_body_bytes, 1, ar, resp)) {
         Settings__V1__GetSettingsResponse r;
         settings__v1__get_settings_response__init(&r);
         connect_reply(resp, codec, &r.base);
@@ -826,7 +889,7 @@ void api_querier(app_t *a, http_req_t *req, http_resp_t *resp) {
     int64_t t0 = time_now_ns();
     qctx_t c = {a, req, req->tenant, arena_new(), app_query_deadline(a, req), {&a->query_budget, 0}, {0}, 0};
     if (!c.arena) return connect_error(resp, 500, "out of memory");
-    const ProtobufCMessage *in = connect_read(req, codec, METHODS[i].in, a->cfg.max_body_bytes, c.arena, resp);
+    const ProtobufCMessage *in = connect_read(req, codec, METHODS[i].in, a->cfg.max_body_bytes, 1, c.arena, resp);
     if (in) {
         ProtobufCMessage *out = METHODS[i].fn(&c, in);
         if (out) connect_reply(resp, codec, out);

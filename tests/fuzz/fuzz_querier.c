@@ -20,7 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
         if (!ar) return 0;
         hr_err_t err = {0};
         ProtobufCAllocator al = arena_pb_allocator(ar);
-        const ProtobufCMessage *ms[2] = {pbjson_decode(DESCS[i], (const char *)data, n, ar, &err),
+        const ProtobufCMessage *ms[2] = {pbjson_decode(DESCS[i], (const char *)data, n, ar, 0, &err),
                                          protobuf_c_message_unpack(DESCS[i], &al, n, data)};
         for (int k = 0; k < 2; k++) {
             if (!ms[k]) continue;

@@ -141,13 +141,31 @@ def grafana_querier_connect_proto_and_json():
         jg = js["flamegraph"]
         assert jg["names"] == fb["names"] and int(jg["total"]) == 2 * cpu_total and int(jg["maxSelf"]) == fb["maxSelf"]
         assert [[int(v) for v in l["values"]] for l in jg["levels"]] == fb["levels"]
-        # A field Hearth does not know (99) is skipped, as proto requires; one it knows is read,
-        # never ignored: profile_id_selector (8) with a Pyroscope UUID is not a Hearth id, a 400.
-        extra = bytes.fromhex(QUERIER_BODIES["SelectMergeStacktraces"]) + pb_field(99, b"7c9e6679")
-        assert pb_decode(call("SelectMergeStacktraces", extra)[1][0])[3] == [2 * cpu_total]
-        st, b, _ = srv.request("POST", prefix + "SelectMergeStacktraces", extra + pb_field(8, b"7c9e6679"),
+        # A field Hearth does not know (99, as a newer Grafana might send) is refused with a 400
+        # naming it, in proto and in JSON, never skipped: a skipped field that narrows the
+        # selection would answer another question. One it knows is read, never ignored:
+        # profile_id_selector (8) with a Pyroscope UUID is not a Hearth id, a 400.
+        body = bytes.fromhex(QUERIER_BODIES["SelectMergeStacktraces"])
+        for extra, ctype in ((body + pb_field(99, b"7c9e6679"), "application/proto"),
+                             (json.dumps({**doc, "someNewSelector": ["x"]}).encode(), "application/json")):
+            st, b, _ = srv.request("POST", prefix + "SelectMergeStacktraces", extra, {"Content-Type": ctype})
+            assert st == 400 and (b"field 99 of querier.v1.SelectMergeStacktracesRequest" in b or
+                                  b"someNewSelector" in b), (ctype, st, b)
+        st, b, _ = srv.request("POST", prefix + "SelectMergeStacktraces", body + pb_field(8, b"7c9e6679"),
                                {"Content-Type": "application/proto"})
         assert st == 400 and b"profile_id_selector" in b, (st, b)
+        # Pyroscope 2.2's PROFILE_FORMAT_PPROF: the same merge as a profile.proto in field 5.
+        pb = call("SelectMergeStacktraces", body + pb_encode_field(6, 0, 4))
+        js = call("SelectMergeStacktraces", json.dumps({**doc, "format": "PROFILE_FORMAT_PPROF"}).encode(),
+                  "application/json")
+        path = os.path.join(ARGS.tmp, "querier-stacktraces.pb")
+        open(path, "wb").write(pb_decode(pb[5][0])[1][0])
+        assert pprof_raw(path)[1] == [2 * cpu_total], pprof_raw(path)
+        assert js["pprof"]["profile"]["sample"], list(js)
+        st, b, _ = srv.request("POST", prefix + "SelectMergeStacktraces",
+                               json.dumps({**doc, "format": "PROFILE_FORMAT_DOT"}).encode(),
+                               {"Content-Type": "application/json"})
+        assert st == 501 and b"PROFILE_FORMAT_DOT" in b, (st, b)
 
         # SelectSeries grouped by env: one series per env, each summing to the profile's total.
         pb, js = both("SelectSeries", {"profileTypeID": CPU, "labelSelector": sel, "groupBy": ["env"], "step": 60, **rng})

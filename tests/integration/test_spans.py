@@ -72,10 +72,11 @@ def flamegraph_self(fg):
     return out
 
 
-def span_merge(srv, spans):
-    st, ans = connect_json(srv, "SelectMergeSpanProfile",
-                           dict(profileTypeID=CPU, labelSelector=SEL, spanSelector=spans, **RANGE))
-    assert st == 200, (st, ans)
+def span_merge(srv, spans, method="SelectMergeSpanProfile"):
+    """The span merge through SelectMergeSpanProfile, or through SelectMergeStacktraces with its
+    span_selector (Pyroscope 2.2's shape, which Grafana moves to)."""
+    st, ans = connect_json(srv, method, dict(profileTypeID=CPU, labelSelector=SEL, spanSelector=spans, **RANGE))
+    assert st == 200, (method, st, ans)
     return ans.get("flamegraph", {})
 
 
@@ -85,6 +86,7 @@ def check_spans(srv, path, tags):
         fg = span_merge(srv, pick)
         assert int(fg.get("total", 0)) == sum(tags[s] for s in pick), (pick, fg.get("total"), tags)
         assert flamegraph_self(fg) == pprof_flat(path, pick), pick
+        assert span_merge(srv, pick, "SelectMergeStacktraces") == fg, pick
     # A span that ran nowhere selects nothing; the merge of everything is not narrowed.
     assert int(span_merge(srv, ["00000000deadbeef"]).get("total", 0)) == 0
     whole = query(srv, CPU + SEL)["total"]
@@ -127,6 +129,25 @@ def span_selector_and_profile_ids_refuse_bad_input():
             st, ans = connect_json(srv, "SelectMergeStacktraces",
                                    dict(profileTypeID=CPU, labelSelector=SEL, profileIdSelector=bad, **RANGE))
             assert st == 400 and "profile_id_selector" in ans["message"], (bad, st, ans)
+        # Pyroscope 2.2's selectors on SelectMergeStacktraces (and Diff's sides, SelectMergeProfile):
+        # a bad span id is a 400; a trace id is checked (32 hex digits), then refused with 501 since
+        # trace ids are not kept; both selectors at once are a 400, as upstream; async is refused.
+        base = dict(profileTypeID=CPU, labelSelector=SEL, **RANGE)
+        for method, extra, want in (
+                ("SelectMergeStacktraces", dict(spanSelector=["xyz"]), (400, "span")),
+                ("SelectMergeStacktraces", dict(traceIdSelector=["7c9e66797425440de944be07fc1f90ae"]),
+                 (501, "traceIdSelector")),
+                ("SelectMergeStacktraces", dict(traceIdSelector=["7c9e"]), (400, "32 hex")),
+                ("SelectMergeStacktraces", dict(traceIdSelector=["7c9e66797425440de944be07fc1f90ae"],
+                                                spanSelector=["9a517183f26a089d"]), (400, "cannot be combined")),
+                ("SelectMergeStacktraces", dict(async_={"requestId": "x"}), (501, "async")),
+                ("SelectMergeProfile", dict(traceIdSelector=["7c9e66797425440de944be07fc1f90ae"]),
+                 (501, "traceIdSelector")),
+                ("Diff", dict(left={**base, "spanSelector": ["1"]}, right={**base, "spanSelector": ["zz"]}),
+                 (400, "span"))):
+            doc = {**(base if method != "Diff" else {}), **{k.rstrip("_"): v for k, v in extra.items()}}
+            st, ans = connect_json(srv, method, doc)
+            assert (st, want[1] in ans.get("message", "")) == (want[0], True), (method, extra, st, ans)
 
 
 @test

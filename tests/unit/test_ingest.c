@@ -364,7 +364,7 @@ void test_pbjson(void) {
     const char *in = "{\"profileTypeID\":\"a:b:c:d:e\",\"label_selector\":\"{x=\\\"1\\\"}\",\"start\":\"5\",\"end\":7,"
                      "\"maxNodes\":\"9\",\"format\":\"PROFILE_FORMAT_TREE\",\"stackTraceSelector\":{\"x\":1}}";
     Querier__V1__SelectMergeStacktracesRequest *q =
-        (void *)pbjson_decode(&querier__v1__select_merge_stacktraces_request__descriptor, in, strlen(in), ar, &err);
+        (void *)pbjson_decode(&querier__v1__select_merge_stacktraces_request__descriptor, in, strlen(in), ar, 0, &err);
     CHECK(q != NULL);
     if (q) {
         CHECK_STR(q->profile_typeid, "a:b:c:d:e");
@@ -375,17 +375,33 @@ void test_pbjson(void) {
         CHECK_INT(q->format, QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_TREE);
     }
     const char *bad = "{\"start\":\"soon\"}";
-    CHECK(pbjson_decode(&querier__v1__select_merge_stacktraces_request__descriptor, bad, strlen(bad), ar, &err) ==
+    CHECK(pbjson_decode(&querier__v1__select_merge_stacktraces_request__descriptor, bad, strlen(bad), ar, 0, &err) ==
           NULL);
     CHECK(err.code == HR_EINVAL && strstr(err.msg, "start"));
     err = (hr_err_t){0};
-    CHECK(pbjson_decode(&querier__v1__select_merge_stacktraces_request__descriptor, "[1]", 3, ar, &err) == NULL);
+    CHECK(pbjson_decode(&querier__v1__select_merge_stacktraces_request__descriptor, "[1]", 3, ar, 0, &err) == NULL);
     static const char *range[] = {"{\"end\":1e300}", "{\"end\":\"99999999999999999999\"}", "{\"format\":4294967296}"};
     for (int i = 0; i < 3; i++) { /* out of range: refused, not wrapped (fuzzer find) */
         err = (hr_err_t){0};
         CHECK(pbjson_decode(&querier__v1__select_merge_stacktraces_request__descriptor, range[i], strlen(range[i]), ar,
-                            &err) == NULL);
+                            0, &err) == NULL);
     }
+    /* Strict: the unknown key nested in stackTraceSelector is named, not skipped. */
+    err = (hr_err_t){0};
+    CHECK(pbjson_decode(&querier__v1__select_merge_stacktraces_request__descriptor, in, strlen(in), ar, PBJSON_STRICT,
+                        &err) == NULL);
+    CHECK(err.code == HR_EINVAL && strstr(err.msg, "field `x` of querier.v1.StackTraceSelector"));
+    /* The proto side: field 7 (stack_trace_selector) holding an unknown field 50, and
+     * field 11 (span_selector), which the type lists. */
+    static const uint8_t wire[] = {0x3a, 0x03, 0x90, 0x03, 0x01, 0x5a, 0x01, 'a'};
+    ProtobufCAllocator al = arena_pb_allocator(ar);
+    ProtobufCMessage *m =
+        protobuf_c_message_unpack(&querier__v1__select_merge_stacktraces_request__descriptor, &al, sizeof wire, wire);
+    char which[200] = "";
+    CHECK(m && pb_unknown_field(m, which, sizeof which));
+    CHECK_STR(which, "field 50 of querier.v1.StackTraceSelector");
+    m = protobuf_c_message_unpack(&querier__v1__select_merge_stacktraces_request__descriptor, &al, 3, wire + 5);
+    CHECK(m && !pb_unknown_field(m, which, sizeof which));
 
     int64_t vals[] = {0, -3, 1LL << 40};
     Querier__V1__Level lv = QUERIER__V1__LEVEL__INIT, *lvp = &lv;
@@ -404,7 +420,7 @@ void test_pbjson(void) {
                               "\"1099511627776\"]}],\"total\":\"42\",\"maxSelf\":\"1\"},\"tree\":\"aGVsbG8=\"}");
     /* ...and back. */
     Querier__V1__SelectMergeStacktracesResponse *back = (void *)pbjson_decode(
-        &querier__v1__select_merge_stacktraces_response__descriptor, (char *)b.data, b.len - 1, ar, &err);
+        &querier__v1__select_merge_stacktraces_response__descriptor, (char *)b.data, b.len - 1, ar, 0, &err);
     CHECK(back && back->flamegraph && back->flamegraph->n_levels == 1 &&
           back->flamegraph->levels[0]->values[2] == 1LL << 40);
     CHECK(back && back->tree.len == 5 && !memcmp(back->tree.data, "hello", 5));
