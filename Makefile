@@ -151,9 +151,17 @@ build/loadgen: tests/bench/loadgen/main.go
 build/decode_floor: tests/bench/decode_floor.c $(REL_DIR)/wire/profile.pb-c.o
 	$(CC) $(CFLAGS_BASE) $(OPT) $(PKG_CFLAGS) $^ -o $@ $(PKG_LIBS)
 
-bench: test-deps build/loadgen build/decode_floor
+# The last build of block format version 1, the reference the cut benchmark compares with.
+V1_COMMIT = 1c7e6af^
+build/hearth-v1:
+	rm -rf build/v1src && mkdir -p build/v1src
+	git archive $(V1_COMMIT) | tar -x -C build/v1src
+	$(MAKE) -C build/v1src hearth
+	cp build/v1src/hearth $@
+
+bench: test-deps build/loadgen build/decode_floor build/hearth-v1
 	$(MAKE) hearth
-	python3 tests/bench/bench.py --binary ./hearth --testdata $(TESTDATA)
+	python3 tests/bench/bench.py --binary ./hearth --testdata $(TESTDATA) --reference-v1 build/hearth-v1
 	python3 tests/bench/symbolize.py --binary ./hearth --testdata $(TESTDATA)
 	python3 tests/bench/cluster.py --binary ./hearth
 

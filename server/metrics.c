@@ -195,6 +195,9 @@ static void render_storage(const metrics_t *m, const store_stats_t *s, buf_t *o)
            "Of those, partitions read as their function table alone (the top table over whole partitions).",
            s->funcs_loads);
     scalar(o, "hearth_head_cuts_total", "counter", "Heads cut into blocks.", s->cuts);
+    family(o, "hearth_head_cut_seconds_total", "counter",
+           "Time cuts took to write, verify and commit their blocks (ingest does not wait for it).");
+    buf_printf(o, "hearth_head_cut_seconds_total %.6f\n", (double)s->cut_ns / 1e9);
     scalar(o, "hearth_retention_deleted_blocks_total", "counter", "Blocks deleted by retention.", s->retention_deleted);
     scalar(o, "hearth_compactions_total", "counter", "Compaction runs done.", s->compactions);
     scalar(o, "hearth_compacted_blocks_total", "counter", "Blocks replaced by compaction.", s->compacted_blocks);

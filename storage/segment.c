@@ -164,8 +164,13 @@ static int cmp_row(const void *a, const void *b, void *ctx) {
 int segment_sorted_order(const segment_t *s, uint32_t **order) {
     uint32_t *o = malloc((s->nprofiles ? s->nprofiles : 1) * sizeof *o);
     if (!o) return -1;
-    for (size_t i = 0; i < s->nprofiles; i++) o[i] = (uint32_t)i;
-    qsort_r(o, s->nprofiles, sizeof *o, cmp_row, (void *)s);
+    int sorted = 1;
+    for (size_t i = 0; i < s->nprofiles; i++) {
+        o[i] = (uint32_t)i;
+        if (i) sorted &= cmp_row(&o[i - 1], &o[i], (void *)s) <= 0;
+    }
+    /* A block partition's rows arrive in order already (a cut copies them so): no sort. */
+    if (!sorted) qsort_r(o, s->nprofiles, sizeof *o, cmp_row, (void *)s);
     *order = o;
     return 0;
 }

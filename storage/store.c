@@ -473,8 +473,8 @@ static frozen_t *list_frozen(store_t *s, size_t *n) {
 }
 
 /* Replaces the frozen heads by the new blocks (fresh[0..n), footers read), or with
- * fresh NULL, drops them. */
-static void unfreeze(store_t *s, block_t *fresh, size_t n) {
+ * fresh NULL, drops them; cut_ns is what storing them took. */
+static void unfreeze(store_t *s, block_t *fresh, size_t n, int64_t cut_ns) {
     pthread_rwlock_wrlock(&s->data);
     pthread_rwlock_wrlock(&s->head_lock);
     pthread_mutex_lock(&s->cache_mu);
@@ -483,7 +483,7 @@ static void unfreeze(store_t *s, block_t *fresh, size_t n) {
         else s->blocks[s->nblocks++] = fresh[k];
     }
     for (size_t i = 0; i < s->nheads; i++) segment_free(s->heads[i].frozen), s->heads[i].frozen = NULL;
-    if (fresh) s->cuts++; /* under data, like every counter store_stats reads */
+    if (fresh) s->cuts++, s->cut_ns += (uint64_t)cut_ns; /* under data, like every counter store_stats reads */
     pthread_mutex_unlock(&s->cache_mu);
     pthread_rwlock_unlock(&s->head_lock);
     pthread_rwlock_unlock(&s->data);
@@ -492,6 +492,7 @@ static void unfreeze(store_t *s, block_t *fresh, size_t n) {
 
 /* Stores the frozen heads as blocks. `cutting` held. */
 static int store_frozen(store_t *s, hr_err_t *err) {
+    int64_t t0 = time_mono_ns();
     size_t n = 0, nf = 0;
     frozen_t *fz = list_frozen(s, &nf);
     block_meta_t *metas = calloc(nf ? nf : 1, sizeof *metas);
@@ -507,7 +508,7 @@ static int store_frozen(store_t *s, hr_err_t *err) {
     if (rc == 0) rc = index_commit_blocks(s->index, metas, n, s->frozen_closed, err);
     if (rc != 0) {
         for (size_t i = 0; i < n; i++) store_discard_block(s, &metas[i]);
-        if (!s->wal && fz) unfreeze(s, NULL, 0), store_cut_done(s, s->frozen_gen, 0, err); /* their 503s */
+        if (!s->wal && fz) unfreeze(s, NULL, 0, 0), store_cut_done(s, s->frozen_gen, 0, err); /* their 503s */
     } else {
         /* The new blocks' footers are read before the swap (I/O outside the data lock);
          * their partitions load on first use, and a footer that fails to load now loads
@@ -516,10 +517,11 @@ static int store_frozen(store_t *s, hr_err_t *err) {
             fresh[k].meta = metas[k];
             bcache_attach(s, &fresh[k], NULL);
         }
-        unfreeze(s, fresh, n);
+        int64_t took = time_mono_ns() - t0;
+        unfreeze(s, fresh, n, took);
         store_cut_done(s, s->frozen_gen, 1, NULL);
         if (s->wal) wal_remove_upto(s->wal, s->frozen_closed);
-        log_info("head.cut", "blocks=%zu wal_checkpoint=%u", n, s->frozen_closed);
+        log_info("head.cut", "blocks=%zu wal_checkpoint=%u duration_ms=%.1f", n, s->frozen_closed, (double)took / 1e6);
     }
     free(fz);
     free(metas);
@@ -821,6 +823,7 @@ void store_stats(store_t *s, store_stats_t *out) {
     out->funcs_loads = s->funcs_loads;
     pthread_mutex_unlock(&s->cache_mu);
     out->cuts = s->cuts;
+    out->cut_ns = s->cut_ns;
     out->retention_deleted = s->retention_deleted;
     out->compactions = s->compactions;
     out->compacted_blocks = s->compacted_blocks;

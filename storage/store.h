@@ -195,6 +195,7 @@ typedef struct {
     size_t series;
     uint64_t wal_bytes;
     uint64_t cuts, retention_deleted;
+    uint64_t cut_ns;                        /* time the cuts took to write, verify and commit their blocks */
     uint64_t compactions, compacted_blocks; /* runs done, blocks they replaced */
     /* cluster mode: object ranges read from the cache and from the store */
     uint64_t ocache_hits, ocache_misses, ocache_fetched_bytes, ocache_bytes;

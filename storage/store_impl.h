@@ -93,6 +93,7 @@ struct store {
     part_cache_t *lru_oldest, *lru_newest; /* the loaded partitions (cache_mu) */
     int decode_threads; /* partitions a scan decodes at once: the machine's cores, up to DECODE_MAX */
     uint64_t part_loads, funcs_loads, cuts, retention_deleted, compactions, compacted_blocks, compactions_lost;
+    uint64_t cut_ns; /* the cuts' time, summed (store_stats_t.cut_ns) */
     /* Cluster mode (cluster.c): NULL objects means one node with local files. */
     objstore_t *objects;
     objcache_t *ocache;

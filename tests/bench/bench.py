@@ -2,7 +2,9 @@
 """Hearth benchmarks (make bench). Prints a Markdown table of measured figures.
 
 1. Ingest throughput: 8 keep-alive clients POST real gzipped Go CPU profiles back to back.
-2. Disk per profile: 1,000 profiles of one service, flushed to blocks, vs their gzipped size.
+2. Disk per profile: 1,000 profiles of one service, flushed to blocks, vs their gzipped size;
+   and the time to cut a head of 3,000 profiles over 20 services, against the last build of
+   block format version 1 cutting the same head (--reference-v1; `make build/hearth-v1`).
 3. Merge latency: 1 h and 24 h of one service's 10 s CPU profiles into a flame graph, against
    `go tool pprof -proto` merging the same files (the baseline ratio).
 4. Group-by: group_by=pod over 15,000 series (one folded profile each), against the same query
@@ -183,6 +185,41 @@ def bench_disk(files, rows):
     rows.append(("disk, 1,000 distinct CPU profiles of one service",
                  f"{blocks / n:,.0f} B/profile in blocks (+ {index / 1024:.0f} KiB index.db) vs {gz / n:,.0f} B "
                  f"gzipped pprof: {100 * blocks / gz:.1f}% of the input"))
+
+
+def cut_once(binary, bodies, services, per):
+    """Pushes services x per profiles into a fresh server run from binary, then cuts its head
+    (POST /api/v1/admin/flush); the cut's wall time in ms."""
+    saved, harness.ARGS.binary = harness.ARGS.binary, binary
+    try:
+        srv = harness.Server(extra=["--wal-fsync", "none", "--compact-min-blocks", "0"]).start()
+    finally:
+        harness.ARGS.binary = saved
+    for k in range(services):
+        push_many(srv.port, bodies[k * per:(k + 1) * per], per, 4, f"cut-svc{k}", BASE, 10)
+    t = time.time()
+    st = srv.request("POST", "/api/v1/admin/flush")[0]
+    took = (time.time() - t) * 1000
+    srv.stop()
+    if st != 200:
+        raise RuntimeError(f"flush answered {st}")
+    return took
+
+
+def bench_cut(files, rows, reference, services=20, per=150, rounds=3):
+    """The same head (services x per distinct profiles) cut by this build and by the last build
+    of block format version 1 (reference), alternately, best of rounds each."""
+    bodies = varied_bodies(files, services * per, seed=5)
+    mine, ref = [], []
+    for _ in range(rounds):
+        mine.append(cut_once(harness.ARGS.binary, bodies, services, per))
+        if reference:
+            ref.append(cut_once(reference, bodies, services, per))
+    text = f"{min(mine):.0f} ms (best of {rounds}; {', '.join(f'{x:.0f}' for x in mine)})"
+    if ref:
+        text += (f"; block format version 1's last build (`make build/hearth-v1`) {min(ref):.0f} ms "
+                 f"({', '.join(f'{x:.0f}' for x in ref)}): {min(mine) / min(ref):.2f}x")
+    rows.append((f"cut of a head of {services * per:,} distinct CPU profiles over {services} services", text))
 
 
 def time_query(srv, frm, until, reps=5):
@@ -407,6 +444,7 @@ def main():
     ap.add_argument("--testdata", default="../shared/testdata")
     ap.add_argument("--skip-load", action="store_true")
     ap.add_argument("--only-load", action="store_true")
+    ap.add_argument("--reference-v1", default="", help="a build of block format version 1, for the cut row")
     a = ap.parse_args()
     harness.configure(binary=os.path.abspath(a.binary), testdata=a.testdata,
                       tmp=tempfile.mkdtemp(prefix="hearth-bench-"))
@@ -415,6 +453,7 @@ def main():
     if not a.only_load:
         bench_ingest(files, rows)
         bench_disk(files, rows)
+        bench_cut(files, rows, os.path.abspath(a.reference_v1) if a.reference_v1 else None)
         bench_merge(files, rows, harness.ARGS.tmp)
         bench_compaction(files, rows)
         bench_group_by(rows)

@@ -42,7 +42,7 @@ void test_workers_run_jobs_at_once_up_to_the_cap(void) {
         jobs[i] = (gated_job_t){.job.run = gated_run, .mu = &mu, .cv = &cv, .open = &open, .ran = &ran};
         CHECK_INT(workers_submit(w, &jobs[i].job), 0);
     }
-    for (int tries = 0; tries < 2000 && workers_stats(w).busy < 3; tries++) usleep(1000);
+    for (int tries = 0; tries < 10000 && workers_stats(w).busy < 3; tries++) usleep(1000); /* up to 10 s */
     st = workers_stats(w);
     CHECK_INT(st.threads, 3);
     CHECK_INT(st.busy, 3);
