@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,7 +39,14 @@ static const char TAIL_MAGIC[4] = {'H', 'R', 'T', '2'};
 #define TAIL_BYTES 16
 #define MAX_SECTION_RAW ((uint64_t)4 << 30)
 
-static int put_section(buf_t *out, uint32_t kind, const buf_t *raw, int level, hr_err_t *err) {
+/* How sections are compressed: the writer's own zstd context (reused for every
+ * section it writes, instead of one made and freed per section) and its level. */
+typedef struct {
+    ZSTD_CCtx *cctx;
+    int level;
+} zenc_t;
+
+static int put_section(buf_t *out, uint32_t kind, const buf_t *raw, const zenc_t *z, hr_err_t *err) {
     size_t bound = ZSTD_compressBound(raw->len);
     buf_put_u32le(out, kind);
     buf_put_u64le(out, raw->len);
@@ -46,7 +54,7 @@ static int put_section(buf_t *out, uint32_t kind, const buf_t *raw, int level, h
     buf_put_u64le(out, 0);
     buf_put_u32le(out, 0);
     if (buf_reserve(out, bound) != 0) return hr_fail(err, HR_ENOMEM, "out of memory");
-    size_t c = ZSTD_compress(out->data + out->len, bound, raw->data, raw->len, level);
+    size_t c = ZSTD_compressCCtx(z->cctx, out->data + out->len, bound, raw->data, raw->len, z->level);
     if (ZSTD_isError(c)) return hr_fail(err, HR_EINTERNAL, "zstd: %s", ZSTD_getErrorName(c));
     uint32_t crc = (uint32_t)crc32(0, out->data + out->len, (uInt)c);
     uint8_t *h = out->data + hdr;
@@ -150,11 +158,11 @@ static void encode_spans(const segment_t *s, const uint32_t *order, size_t n, bu
 
 /* Appends the given sections (raw bytes, kinds first, first + 1, ...) as zstd frames
  * and frees them. */
-static int put_sections(buf_t *out, uint32_t first_kind, buf_t *sec, int nsec, int level, hr_err_t *err) {
+static int put_sections(buf_t *out, uint32_t first_kind, buf_t *sec, int nsec, const zenc_t *z, hr_err_t *err) {
     int rc = 0;
     for (int i = 0; i < nsec && rc == 0; i++) {
         if (sec[i].oom) rc = hr_fail(err, HR_ENOMEM, "out of memory");
-        else rc = put_section(out, first_kind + (uint32_t)i, &sec[i], level, err);
+        else rc = put_section(out, first_kind + (uint32_t)i, &sec[i], z, err);
     }
     for (int i = 0; i < nsec; i++) buf_free(&sec[i]);
     return rc;
@@ -232,8 +240,8 @@ static segment_t *premerge(const segment_t *p, const uint32_t *order, hr_err_t *
  * row has span samples, then FUNCS when the partition has a function table (*ft, for
  * the caller to check it reads back; *funcs_len its section's bytes). *flags receives
  * the PART_* flags that apply. */
-static int encode_part(const segment_t *p, const uint32_t *order, int level, buf_t *out, int *flags, functab_t **ft,
-                       uint64_t *funcs_len, hr_err_t *err) {
+static int encode_part(const segment_t *p, const uint32_t *order, const zenc_t *z, buf_t *out, int *flags,
+                       functab_t **ft, uint64_t *funcs_len, hr_err_t *err) {
     uint32_t *morder = NULL;
     err->code = HR_OK;
     segment_t *m = premerge(p, order, err);
@@ -262,11 +270,11 @@ static int encode_part(const segment_t *p, const uint32_t *order, int level, buf
     free(unit);
     free(munit);
     premerged_free(m);
-    int rc = put_sections(out, SEC_SYMBOLS, sec, 3, level, err);
-    rc = rc ? rc : put_sections(out, SEC_MPROFILES, sec + 3, 2, level, err);
-    rc = rc ? rc : p->nspans ? put_sections(out, SEC_SPANS, sec + 5, 1, level, err) : 0;
+    int rc = put_sections(out, SEC_SYMBOLS, sec, 3, z, err);
+    rc = rc ? rc : put_sections(out, SEC_MPROFILES, sec + 3, 2, z, err);
+    rc = rc ? rc : p->nspans ? put_sections(out, SEC_SPANS, sec + 5, 1, z, err) : 0;
     size_t at = out->len;
-    rc = rc ? rc : *ft ? put_sections(out, SEC_FUNCS, sec + 6, 1, level, err) : 0;
+    rc = rc ? rc : *ft ? put_sections(out, SEC_FUNCS, sec + 6, 1, z, err) : 0;
     *funcs_len = out->len - at;
     for (int i = 3; i < 7; i++) buf_free(&sec[i]); /* what put_sections did not take */
     return rc;
@@ -407,7 +415,7 @@ static void footer_rows(buf_t *t, const segment_t *p, const uint32_t *order, int
 /* The footer section (at file offset foff, appended to out) and the tail that
  * points at it. */
 static int put_footer(buf_t *out, uint64_t foff, size_t nparts, const buf_t *parts, size_t nrows, const buf_t *rows,
-                      int level, hr_err_t *err) {
+                      const zenc_t *z, hr_err_t *err) {
     buf_t sec;
     buf_init(&sec);
     buf_put_uvarint(&sec, nparts);
@@ -415,13 +423,28 @@ static int put_footer(buf_t *out, uint64_t foff, size_t nparts, const buf_t *par
     buf_put_uvarint(&sec, nrows);
     buf_append(&sec, rows->data, rows->len);
     if (parts->oom || rows->oom) sec.oom = 1;
-    if (put_sections(out, SEC_FOOTER, &sec, 1, level, err)) return -1;
+    if (put_sections(out, SEC_FOOTER, &sec, 1, z, err)) return -1;
     size_t at = out->len;
     buf_put_u64le(out, foff);
     if (out->oom) return hr_fail(err, HR_ENOMEM, "out of memory");
     buf_put_u32le(out, (uint32_t)crc32(0, out->data + at, 8));
     buf_append(out, TAIL_MAGIC, 4);
     return out->oom ? hr_fail(err, HR_ENOMEM, "out of memory") : 0;
+}
+
+/* Each thread's zstd decompression context, made on its first section and freed when
+ * the thread exits: a cold query decodes thousands of sections on a few decode
+ * threads, and ZSTD_decompress would make and free a context (about 100 KiB) for each. */
+static pthread_key_t dctx_key;
+static pthread_once_t dctx_once = PTHREAD_ONCE_INIT;
+static void free_dctx(void *d) { ZSTD_freeDCtx(d); }
+static void make_dctx_key(void) { pthread_key_create(&dctx_key, free_dctx); }
+
+static ZSTD_DCtx *thread_dctx(void) {
+    pthread_once(&dctx_once, make_dctx_key);
+    ZSTD_DCtx *d = pthread_getspecific(dctx_key);
+    if (!d && (d = ZSTD_createDCtx()) && pthread_setspecific(dctx_key, d)) ZSTD_freeDCtx(d), d = NULL;
+    return d;
 }
 
 /* Reads one section, checks its CRC and decompresses it into *raw (caller frees). */
@@ -441,7 +464,9 @@ static int get_section(buf_reader_t *r, uint32_t want, uint8_t **raw, size_t *ra
         return hr_fail(err, HR_EUNPROC, "block: section %u length does not match its zstd frame", want);
     *raw = malloc(rl ? (size_t)rl : 1);
     if (!*raw) return hr_fail(err, HR_ENOMEM, "out of memory");
-    size_t d = ZSTD_decompress(*raw, (size_t)rl, p, (size_t)sl);
+    ZSTD_DCtx *dctx = thread_dctx(); /* NULL when out of memory: a context of its own */
+    size_t d = dctx ? ZSTD_decompressDCtx(dctx, *raw, (size_t)rl, p, (size_t)sl)
+                    : ZSTD_decompress(*raw, (size_t)rl, p, (size_t)sl);
     if (ZSTD_isError(d) || d != rl) {
         free(*raw);
         *raw = NULL;
@@ -948,7 +973,7 @@ static void rows_of(const segment_t *seg, const uint32_t *order, row_t *v, size_
 struct block_writer {
     int fd; /* -1: the image is kept in out */
     char path[4096], tmp[4100];
-    int level;
+    zenc_t z;
     buf_t out;            /* the image not yet written to fd (in memory: all of it) */
     uint64_t flushed;     /* bytes already written to fd */
     buf_t parts, totals;  /* the footer's partition entries and rows so far */
@@ -964,7 +989,11 @@ block_writer_t *block_writer_new(const char *path, int level, hr_err_t *err) {
     block_writer_t *w = calloc(1, sizeof *w);
     if (!w) return hr_fail(err, HR_ENOMEM, "out of memory"), NULL;
     w->fd = -1;
-    w->level = level;
+    w->z.level = level;
+    if (!(w->z.cctx = ZSTD_createCCtx())) {
+        free(w);
+        return hr_fail(err, HR_ENOMEM, "out of memory"), NULL;
+    }
     w->sum = (block_summary_t){.min_time = INT64_MAX, .max_time = INT64_MIN};
     buf_init(&w->out);
     buf_init(&w->parts);
@@ -985,6 +1014,7 @@ block_writer_t *block_writer_new(const char *path, int level, hr_err_t *err) {
 
 void block_writer_free(block_writer_t *w) {
     if (!w) return;
+    ZSTD_freeCCtx(w->z.cctx);
     if (w->fd >= 0) { /* never committed: no half-written block stays behind */
         close(w->fd);
         unlink(w->tmp);
@@ -1069,7 +1099,7 @@ int block_writer_add(block_writer_t *w, const char *key, const segment_t *p, hr_
     size_t at = w->out.len;
     int flags = 0;
     functab_t *ft = NULL;
-    if (rc == 0) rc = encode_part(p, order, w->level, &w->out, &flags, &ft, &bp.funcs_len, err);
+    if (rc == 0) rc = encode_part(p, order, &w->z, &w->out, &flags, &ft, &bp.funcs_len, err);
     if (rc == 0) {
         bp.off = w->flushed + at, bp.len = w->out.len - at;
         bp.merged = (flags & PART_MERGED) != 0, bp.spans = (flags & PART_SPANS) != 0;
@@ -1130,7 +1160,7 @@ static int footer_matches(block_writer_t *w, size_t at, uint64_t foff, hr_err_t 
 int block_writer_commit(block_writer_t *w, block_summary_t *sum, buf_t *image, hr_err_t *err) {
     size_t at = w->out.len;
     uint64_t foff = w->flushed + at;
-    if (put_footer(&w->out, foff, w->nparts, &w->parts, w->nrows, &w->totals, w->level, err)) return -1;
+    if (put_footer(&w->out, foff, w->nparts, &w->parts, w->nrows, &w->totals, &w->z, err)) return -1;
     hr_err_t why = {0};
     if (!footer_matches(w, at, foff, &why)) return refuse(err, &why);
     if (flush(w, err)) return -1;
