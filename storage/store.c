@@ -739,6 +739,54 @@ int store_plan_locked(store_t *s, const char *tenant, const store_filter_t *f, s
     return 0;
 }
 
+/* Adds the wanted partitions of tenant's blocks in f's range to a; `data` held. */
+static int analyze_blocks(store_t *s, const char *tenant, const store_filter_t *f, store_analysis_t *a, hr_err_t *err) {
+    attach_range(s, tenant, f);
+    for (size_t i = 0; i < s->nblocks; i++) {
+        const block_meta_t *m = &s->blocks[i].meta;
+        if (strcmp(m->tenant, tenant) || m->max_time < f->from || m->min_time > f->until) continue;
+        hr_err_t e = {0};
+        const block_index_t *ix = footer_of(s, i, &e);
+        if (!ix && e.code) return err ? (*err = e, -1) : -1;
+        uint64_t parts = 0;
+        for (size_t p = 0; ix && p < ix->nparts; p++) {
+            const block_part_t *bp = &ix->parts[p];
+            if (!store_part_wanted(bp, f)) continue;
+            parts++;
+            a->block_profiles += bp->nprofiles, a->block_samples += bp->nsamples, a->block_bytes += bp->len;
+        }
+        a->parts += parts, a->blocks += parts > 0;
+    }
+    return 0;
+}
+
+/* Adds the heads' rows of wanted series in f's range to a; `data` held. */
+static void analyze_heads(store_t *s, const char *tenant, const store_filter_t *f, store_analysis_t *a) {
+    pthread_rwlock_rdlock(&s->head_lock);
+    for (size_t i = 0; i < 2 * s->nheads; i++) {
+        const segment_t *seg = head_part(s, i);
+        if (!seg || strcmp(s->heads[i / 2].tenant, tenant)) continue;
+        for (size_t r = 0; r < seg->nprofiles; r++) {
+            const seg_profile_t *row = &seg->profiles[r];
+            int wanted = !f->series || (row->series < f->nseries && f->series[row->series]);
+            if (!wanted || row->time_ns < f->from || row->time_ns > f->until) continue;
+            a->head_profiles++, a->head_samples += row->nsamples;
+        }
+    }
+    pthread_rwlock_unlock(&s->head_lock);
+    a->head_bytes = a->head_profiles * sizeof(seg_profile_t) + a->head_samples * (sizeof(uint32_t) + sizeof(int64_t));
+}
+
+int store_analyze(store_t *s, const char *tenant, const store_filter_t *f, store_analysis_t *a, hr_err_t *err) {
+    memset(a, 0, sizeof *a);
+    if (store_sync(s, err)) return -1;
+    pthread_rwlock_rdlock(&s->data);
+    int rc = analyze_blocks(s, tenant, f, a, err);
+    if (rc == 0) analyze_heads(s, tenant, f, a);
+    pthread_rwlock_unlock(&s->data);
+    return rc;
+}
+
 int store_has_parts_locked(store_t *s, const store_part_ref_t *refs, size_t n) {
     for (size_t k = 0; k < n; k++) {
         size_t i = 0;

@@ -167,6 +167,17 @@ int store_scan_passes(store_t *s, const char *tenant, const store_filter_t *f, s
  * by block and part. 0, or -1 with err (a footer that does not load). */
 int store_plan_locked(store_t *s, const char *tenant, const store_filter_t *f, store_part_ref_t **refs,
                       uint64_t **bytes, size_t *n, hr_err_t *err);
+/* What a query with filter f would read, without reading it (Grafana's AnalyzeQuery):
+ * the block partitions holding a wanted series (their counts and compressed bytes
+ * come from the footers, and cover every series of those partitions, so they bound
+ * what the query decodes), and the heads' rows of wanted series in range (exact). */
+typedef struct {
+    uint64_t blocks, parts; /* blocks with at least one such partition */
+    uint64_t block_profiles, block_samples, block_bytes;
+    uint64_t head_profiles, head_samples, head_bytes; /* head_bytes: those rows and samples in memory */
+} store_analysis_t;
+int store_analyze(store_t *s, const char *tenant, const store_filter_t *f, store_analysis_t *a, hr_err_t *err);
+
 /* Sorts refs by block and part, as store_filter_t.only wants them. */
 void store_part_refs_sort(store_part_ref_t *refs, size_t n);
 /* 1 when every one of refs[0..n) names a partition of a block this node knows (after

@@ -10,7 +10,7 @@ import signal
 import struct
 
 from harness import (
-    ARGS, CPU, T0, Server, connect_json, connect_proto, cpu_files, multipart, push, query, test)
+    ARGS, CPU, T0, Server, connect_json, connect_proto, cpu_files, metric, multipart, push, query, test)
 from pprof_ref import pprof_raw, pprof_traces
 from heatmap_ref import expected_heatmap, heatmap_norm_json, heatmap_norm_proto, heatmap_request_proto
 from protowire import pb_decode, pb_encode_field, pb_field, pb_packed, pb_strs, pb_uvarint, push_request_proto
@@ -584,3 +584,43 @@ def connect_tree_format_is_pyroscopes_tree_bytes():
                                 pb_encode_field(4, 0, base["end"]) + pb_encode_field(6, 0, 2))
         assert st == 200 and pyroscope_tree(pb_decode(raw)[2][0]) == pyroscope_tree(
             base64.b64decode(connect_json(srv, "SelectMergeStacktraces", {**base, "format": "PROFILE_FORMAT_TREE"})[1]["tree"]))
+
+
+@test
+def analyze_query_reports_what_a_query_would_read():
+    """AnalyzeQuery (Profiles Drilldown's query-size estimate): the head as short term storage
+    and the blocks as long term storage, counted without decoding; every count checked against
+    what the server stores."""
+    files = cpu_files(4)
+    sel = '{service_name="ana"}'
+    rng = {"start": (T0 - 60) * 1000, "end": (T0 + 120) * 1000}
+    with Server() as srv:
+        for i, p in enumerate(files[:3]):
+            push(srv, p, "ana", T0 + 10 * i)
+        assert srv.request("POST", "/api/v1/admin/flush")[0] == 200
+        in_blocks = metric(srv, "hearth_ingested_profiles_total")
+        push(srv, files[3], "ana", T0 + 40)
+        in_head = metric(srv, "hearth_head_profiles")
+        assert in_head > 0 and in_blocks > 0, (in_head, in_blocks)
+        series = srv.get_json("/api/v1/series", query=sel)["series"]
+        st, ans = connect_json(srv, "AnalyzeQuery", {**rng, "query": sel})
+        assert st == 200, ans
+        short, long_ = ans["queryScopes"]
+        assert short["componentType"] == "Short term storage" and long_["componentType"] == "Long term storage"
+        assert int(short["profileCount"]) == in_head and int(short["blockCount"]) == 0, short
+        assert int(long_["blockCount"]) == 1 and int(long_["profileCount"]) == in_blocks, long_
+        assert int(long_["profileBytes"]) > 0 and int(short["sampleCount"]) > 0, ans
+        impact = ans["queryImpact"]
+        assert int(impact["totalQueriedSeries"]) == len(series), (impact, len(series))
+        assert int(impact["totalBytesInTimeRange"]) == int(short["profileBytes"]) + int(long_["profileBytes"])
+        # One profile type of it: fewer series, the same partition (it holds the service's types).
+        st, cpu = connect_json(srv, "AnalyzeQuery", {**rng, "query": CPU + sel})
+        assert st == 200 and 0 < int(cpu["queryImpact"]["totalQueriedSeries"]) < len(series), cpu
+        assert int(cpu["queryScopes"][0]["profileCount"]) < in_head, cpu
+        # A range before any data, or another service, reads nothing; a bad selector is a 400.
+        for doc in ({"start": (T0 - 7200) * 1000, "end": (T0 - 3600) * 1000, "query": sel},
+                    {**rng, "query": '{service_name="none"}'}):
+            st, empty = connect_json(srv, "AnalyzeQuery", doc)
+            assert st == 200 and empty["queryImpact"]["totalBytesInTimeRange"] == "0", (doc, empty)
+        st, bad = connect_json(srv, "AnalyzeQuery", {**rng, "query": "{service_name="})
+        assert st == 400, bad
