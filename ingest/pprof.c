@@ -313,6 +313,69 @@ static uint64_t sample_span(const ctx_t *c, const Perftools__Profiles__Sample *s
     return span;
 }
 
+/* 1 when samples a and b carry the same series labels (what sample_labels keeps: the
+ * string labels whose keys go on series), in the same order. */
+static int same_series_labels(const ctx_t *c, const Perftools__Profiles__Sample *a,
+                              const Perftools__Profiles__Sample *b) {
+    size_t i = 0, j = 0;
+    for (;;) {
+        while (i < a->n_label && (!a->label[i]->str || c->off_series[a->label[i]->key])) i++;
+        while (j < b->n_label && (!b->label[j]->str || c->off_series[b->label[j]->key])) j++;
+        if (i == a->n_label || j == b->n_label) return i == a->n_label && j == b->n_label;
+        if (a->label[i]->key != b->label[j]->key || a->label[i]->str != b->label[j]->str) return 0;
+        i++, j++;
+    }
+}
+
+/* The batch profile of each sample type for sample s, into idx (indices: the batch's
+ * array may move). 0 or -1 (c->err set). */
+static int sample_profiles(ctx_t *c, const pprof_opts_t *o, char (*ids)[512], int64_t t, int64_t d,
+                           const Perftools__Profiles__Sample *s, size_t *idx) {
+    labels_t own;
+    labels_init(&own);
+    const labels_t *labels = o->base;
+    int has_str = 0, rc = 0;
+    for (size_t i = 0; i < s->n_label; i++) has_str |= s->label[i]->str != 0;
+    if (has_str) {
+        if (labels_copy(&own, o->base) || sample_labels(c, s, &own)) rc = -1;
+        labels = &own;
+    }
+    for (size_t i = 0; i < c->p->n_sample_type && rc == 0; i++) {
+        batch_profile_t *bp = batch_profile(c->b, ids[i], labels, t, d);
+        if (!bp) rc = -1;
+        else idx[i] = (size_t)(bp - c->b->p);
+    }
+    labels_destroy(&own);
+    if (rc && c->err && c->err->code == HR_OK) hr_fail(c->err, HR_ENOMEM, "out of memory");
+    return rc;
+}
+
+/* The batch profiles found for the last few label sets, by a sample that carried each
+ * (what same_series_labels compares). */
+#define LABEL_CACHE 4
+typedef struct {
+    const Perftools__Profiles__Sample *by[LABEL_CACHE];
+    size_t idx[LABEL_CACHE][64];
+    unsigned next; /* the entry a miss replaces */
+} label_cache_t;
+
+/* The batch profiles (indices, one per sample type) of s's series, from the cache or
+ * found and cached. NULL (c->err set) on failure. */
+static const size_t *profiles_of(ctx_t *c, const pprof_opts_t *o, char (*ids)[512], int64_t t, int64_t d,
+                                 const Perftools__Profiles__Sample *s, label_cache_t *lc) {
+    for (unsigned k = 0; k < LABEL_CACHE; k++)
+        if (lc->by[k] && same_series_labels(c, lc->by[k], s)) return lc->idx[k];
+    unsigned k = lc->next++ % LABEL_CACHE;
+    lc->by[k] = NULL;
+    if (sample_profiles(c, o, ids, t, d, s, lc->idx[k])) return NULL;
+    lc->by[k] = s;
+    return lc->idx[k];
+}
+
+/* Each sample into its series' batch profile, one per sample type. A profile's samples
+ * carry few distinct label sets (often none), so the profiles found for one serve the
+ * next samples with the same labels (label_cache_t): a lookup compares every type id
+ * and label set in the batch, and building a sample's label set allocates. */
 static int add_samples(ctx_t *c, const pprof_opts_t *o, char (*ids)[512], int64_t t, int64_t d) {
     const pb_profile_t *p = c->p;
     size_t nt = p->n_sample_type;
@@ -321,6 +384,7 @@ static int add_samples(ctx_t *c, const pprof_opts_t *o, char (*ids)[512], int64_
             if (!batch_profile(c->b, ids[i], o->base, t, d)) return hr_fail(c->err, HR_ENOMEM, "out of memory");
         return 0;
     }
+    label_cache_t lc = {{0}, {{0}}, 0};
     for (size_t si = 0; si < p->n_sample; si++) {
         const Perftools__Profiles__Sample *s = p->sample[si];
         if (s->n_value != nt)
@@ -331,29 +395,14 @@ static int add_samples(ctx_t *c, const pprof_opts_t *o, char (*ids)[512], int64_
             if (c->err && c->err->code == HR_OK) hr_fail(c->err, HR_ENOMEM, "out of memory");
             return -1;
         }
-        labels_t own;
-        labels_init(&own);
-        const labels_t *labels = o->base;
-        int has_str = 0;
-        for (size_t i = 0; i < s->n_label; i++) has_str |= s->label[i]->str != 0;
-        if (has_str) {
-            if (labels_copy(&own, o->base) || sample_labels(c, s, &own)) {
-                labels_destroy(&own);
-                if (c->err && c->err->code == HR_OK) hr_fail(c->err, HR_ENOMEM, "out of memory");
-                return -1;
-            }
-            labels = &own;
-        }
+        const size_t *idx = profiles_of(c, o, ids, t, d, s, &lc);
+        if (!idx) return -1;
         uint64_t span = sample_span(c, s);
         for (size_t i = 0; i < nt; i++) {
-            batch_profile_t *bp = batch_profile(c->b, ids[i], labels, t, d);
-            if (!bp ||
-                (span ? batch_span_sample(bp, stack, s->value[i], span) : batch_sample(bp, stack, s->value[i]))) {
-                labels_destroy(&own);
+            batch_profile_t *bp = &c->b->p[idx[i]];
+            if (span ? batch_span_sample(bp, stack, s->value[i], span) : batch_sample(bp, stack, s->value[i]))
                 return hr_fail(c->err, HR_ENOMEM, "out of memory");
-            }
         }
-        labels_destroy(&own);
     }
     return 0;
 }
