@@ -861,7 +861,7 @@ static ProtobufCMessage *analyze_query(qctx_t *c, const ProtobufCMessage *in) {
     int64_t from, until;
     selector_t sel = {0};
     if (ms_range(c, q->start, q->end, HOUR_NS, &from, &until)) return NULL;
-    if (q->query && *q->query && selector_parse(q->query, &sel, &c->err)) return NULL;
+    if (q->query && *q->query && selector_parse(q->query, &sel, &c->err)) return selector_destroy(&sel), NULL;
     catalog_query_t cq = {c->tenant, q->query && *q->query ? &sel : NULL, 1, from, until, c->deadline_ns};
     uint32_t nbits = 0;
     uint8_t *bits = catalog_resolve_type(c->a->store, &cq, &sel, 0, &c->err)
