@@ -1,5 +1,6 @@
 /* fuzz_querier.c - libFuzzer harness: Connect querier request bodies, as proto3 JSON
- * (pbjson) and as binary (protobuf-c into an arena), then re-encoded both ways. */
+ * (pbjson, lenient and strict) and as binary (protobuf-c into an arena, then walked for
+ * unknown fields as the server does), then re-encoded both ways. */
 #include "common/arena.h"
 #include "common/pbjson.h"
 #include "wire/querier.pb-c.h"
@@ -10,6 +11,7 @@ static const ProtobufCMessageDescriptor *const DESCS[] = {
     &querier__v1__series_request__descriptor,
     &querier__v1__select_merge_stacktraces_request__descriptor,
     &querier__v1__select_series_request__descriptor,
+    &querier__v1__analyze_query_request__descriptor,
     &querier__v1__select_merge_stacktraces_response__descriptor, /* nested messages, bytes */
     &querier__v1__select_series_response__descriptor,            /* doubles */
 };
@@ -20,9 +22,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
         if (!ar) return 0;
         hr_err_t err = {0};
         ProtobufCAllocator al = arena_pb_allocator(ar);
-        const ProtobufCMessage *ms[2] = {pbjson_decode(DESCS[i], (const char *)data, n, ar, 0, &err),
-                                         protobuf_c_message_unpack(DESCS[i], &al, n, data)};
-        for (int k = 0; k < 2; k++) {
+        const ProtobufCMessage *ms[3] = {pbjson_decode(DESCS[i], (const char *)data, n, ar, 0, &err),
+                                         protobuf_c_message_unpack(DESCS[i], &al, n, data),
+                                         pbjson_decode(DESCS[i], (const char *)data, n, ar, PBJSON_STRICT, &err)};
+        char which[200];
+        if (ms[1]) pb_unknown_field(ms[1], which, sizeof which);
+        for (int k = 0; k < 3; k++) {
             if (!ms[k]) continue;
             buf_t b;
             buf_init(&b);
