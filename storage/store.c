@@ -714,10 +714,12 @@ static int scan_locked(store_t *s, const char *tenant, const store_filter_t *f, 
     return rc || f->no_heads ? rc : scan_heads(s, marks, nmarks, f, fn, ctx);
 }
 
-int store_plan_locked(store_t *s, const char *tenant, const store_filter_t *f, store_part_ref_t **refs,
-                      uint64_t **bytes, size_t *n, hr_err_t *err) {
-    size_t cap = 0, bcap = 0;
-    *refs = NULL, *bytes = NULL, *n = 0;
+/* Calls fn for each partition of tenant's blocks in f's range that holds a wanted
+ * series (store_part_wanted), loading footers as needed; `data` held. fn returning -1
+ * stops the walk. 0, or -1 with err (a footer that does not load, or fn's). */
+typedef int (*part_fn)(void *ctx, const block_meta_t *m, size_t p, const block_part_t *bp, hr_err_t *err);
+static int walk_wanted_parts(store_t *s, const char *tenant, const store_filter_t *f, part_fn fn, void *ctx,
+                             hr_err_t *err) {
     attach_range(s, tenant, f);
     for (size_t i = 0; i < s->nblocks; i++) {
         const block_meta_t *m = &s->blocks[i].meta;
@@ -725,38 +727,54 @@ int store_plan_locked(store_t *s, const char *tenant, const store_filter_t *f, s
         hr_err_t e = {0};
         const block_index_t *ix = footer_of(s, i, &e);
         if (!ix && e.code) return err ? (*err = e, -1) : -1;
-        for (size_t p = 0; ix && p < ix->nparts; p++) {
-            if (!store_part_wanted(&ix->parts[p], f) || !store_part_picked(f, m->id, p)) continue;
-            if (VEC_RESERVE(*refs, cap, *n + 1) || VEC_RESERVE(*bytes, bcap, *n + 1))
-                return hr_fail(err, HR_ENOMEM, "out of memory");
-            uint64_t off;
-            (*refs)[*n] = (store_part_ref_t){m->id, (uint32_t)p};
-            block_part_range(&ix->parts[p], store_part_view(&ix->parts[p], f), &off, &(*bytes)[*n]);
-            (*n)++;
-        }
+        for (size_t p = 0; ix && p < ix->nparts; p++)
+            if (store_part_wanted(&ix->parts[p], f) && fn(ctx, m, p, &ix->parts[p], err)) return -1;
     }
-    store_part_refs_sort(*refs, *n);
     return 0;
 }
 
-/* Adds the wanted partitions of tenant's blocks in f's range to a; `data` held. */
-static int analyze_blocks(store_t *s, const char *tenant, const store_filter_t *f, store_analysis_t *a, hr_err_t *err) {
-    attach_range(s, tenant, f);
-    for (size_t i = 0; i < s->nblocks; i++) {
-        const block_meta_t *m = &s->blocks[i].meta;
-        if (strcmp(m->tenant, tenant) || m->max_time < f->from || m->min_time > f->until) continue;
-        hr_err_t e = {0};
-        const block_index_t *ix = footer_of(s, i, &e);
-        if (!ix && e.code) return err ? (*err = e, -1) : -1;
-        uint64_t parts = 0;
-        for (size_t p = 0; ix && p < ix->nparts; p++) {
-            const block_part_t *bp = &ix->parts[p];
-            if (!store_part_wanted(bp, f)) continue;
-            parts++;
-            a->block_profiles += bp->nprofiles, a->block_samples += bp->nsamples, a->block_bytes += bp->len;
-        }
-        a->parts += parts, a->blocks += parts > 0;
-    }
+typedef struct {
+    const store_filter_t *f;
+    store_part_ref_t *refs;
+    uint64_t *bytes;
+    size_t n, cap, bcap;
+} plan_t;
+
+static int plan_part(void *ctx, const block_meta_t *m, size_t p, const block_part_t *bp, hr_err_t *err) {
+    plan_t *pl = ctx;
+    if (!store_part_picked(pl->f, m->id, p)) return 0;
+    if (VEC_RESERVE(pl->refs, pl->cap, pl->n + 1) || VEC_RESERVE(pl->bytes, pl->bcap, pl->n + 1))
+        return hr_fail(err, HR_ENOMEM, "out of memory");
+    uint64_t off;
+    pl->refs[pl->n] = (store_part_ref_t){m->id, (uint32_t)p};
+    block_part_range(bp, store_part_view(bp, pl->f), &off, &pl->bytes[pl->n]);
+    pl->n++;
+    return 0;
+}
+
+int store_plan_locked(store_t *s, const char *tenant, const store_filter_t *f, store_part_ref_t **refs,
+                      uint64_t **bytes, size_t *n, hr_err_t *err) {
+    plan_t pl = {.f = f};
+    int rc = walk_wanted_parts(s, tenant, f, plan_part, &pl, err);
+    store_part_refs_sort(pl.refs, pl.n);
+    *refs = pl.refs, *bytes = pl.bytes, *n = pl.n; /* the caller frees them, whatever rc */
+    return rc;
+}
+
+/* A wanted partition into the analysis; a->blocks counts each block once (the walk
+ * visits a block's partitions one after another). */
+typedef struct {
+    store_analysis_t *a;
+    int64_t last_block;
+} analysis_ctx_t;
+
+static int analyze_part(void *ctx, const block_meta_t *m, size_t p, const block_part_t *bp, hr_err_t *err) {
+    (void)p, (void)err;
+    analysis_ctx_t *c = ctx;
+    store_analysis_t *a = c->a;
+    a->blocks += m->id != c->last_block, c->last_block = m->id;
+    a->parts++;
+    a->block_profiles += bp->nprofiles, a->block_samples += bp->nsamples, a->block_bytes += bp->len;
     return 0;
 }
 
@@ -781,7 +799,8 @@ int store_analyze(store_t *s, const char *tenant, const store_filter_t *f, store
     memset(a, 0, sizeof *a);
     if (store_sync(s, err)) return -1;
     pthread_rwlock_rdlock(&s->data);
-    int rc = analyze_blocks(s, tenant, f, a, err);
+    analysis_ctx_t c = {a, -1};
+    int rc = walk_wanted_parts(s, tenant, f, analyze_part, &c, err);
     if (rc == 0) analyze_heads(s, tenant, f, a);
     pthread_rwlock_unlock(&s->data);
     return rc;

@@ -328,16 +328,20 @@ def bench_group_by(rows, series=15000):
                  f"{grouped / whole:.1f}x one merge of the selection"))
 
 
-def peak_rss_mib(pid):
+def proc_status(pid, key):
+    """One number of /proc/PID/status (kB figures stay in kB); 0 when absent."""
     for line in open(f"/proc/{pid}/status"):
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    return 0
 
 
-def pct(xs, p):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(p / 100 * len(xs)))] if xs else float("nan")
+def peak_rss_mib(pid):
+    return proc_status(pid, "VmHWM") / 1024
+
+
+def rss_mib(pid):
+    return proc_status(pid, "VmRSS") / 1024
 
 
 def bench_load(files, rows, agents=200, seconds=120, interval="1s", block_duration="20s"):
@@ -386,7 +390,7 @@ def bench_idle(rows, n=10000):
             c.getresponse().read()
             conns.append(c)
         rss1 = rss_mib(srv.proc.pid)
-        threads = next(int(x.split()[1]) for x in open(f"/proc/{srv.proc.pid}/status") if x.startswith("Threads:"))
+        threads = proc_status(srv.proc.pid, "Threads")
         st, _ = srv.get("/healthz")
     finally:
         for c in conns:
@@ -395,13 +399,6 @@ def bench_idle(rows, n=10000):
     rows.append((f"{n:,} idle keep-alive connections (one request each, then open)",
                  f"server RSS {rss0:.0f} -> {rss1:.0f} MiB (+{rss1 - rss0:.0f} MiB, "
                  f"{(rss1 - rss0) * 1024 / n:.1f} KiB per connection); {threads} threads; a new request answered {st}"))
-
-
-def rss_mib(pid):
-    for line in open(f"/proc/{pid}/status"):
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def metric_value(text, name):
