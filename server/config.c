@@ -25,7 +25,8 @@ typedef enum {
     T_LEVEL,
     T_LOGFMT,
     T_BOOL,
-    T_TARGET
+    T_TARGET,
+    T_TIERS
 } opt_type_t;
 
 typedef struct {
@@ -85,6 +86,10 @@ static const opt_t OPTS[] = {
      O(compact_min_blocks)},
     {"compact-max-bytes", "64MiB", "largest block compaction makes; blocks over half of it are left alone", T_SIZE,
      O(compact_max_bytes)},
+    {"compact-tiers", "7d,28d",
+     "longer spans compaction merges ended windows into (Monday-aligned, whole days, each a multiple of the one "
+     "before), so a month reads one partition per service per tier window; 0 = day blocks only",
+     T_TIERS, O(compact_tiers_ns)},
     {"block-cache-bytes", "1GiB", "decoded blocks kept in memory for queries", T_SIZE, O(block_cache_bytes)},
     {"zstd-level", "3", "zstd compression level of blocks (1-19)", T_INT, O(zstd_level)},
     {"max-connections", "10000", "concurrent HTTP connections (each costs a descriptor and a few KiB, no thread)",
@@ -181,6 +186,25 @@ static int parse_size(const char *s, size_t *out) {
     return 0;
 }
 
+/* "7d,28d": ascending whole days of at least 2, each a multiple of the one before;
+ * "0" or "" for none. */
+static int parse_tiers(config_t *c, const char *v) {
+    size_t n = 0;
+    const int64_t day = 86400LL * 1000000000;
+    char tmp[128];
+    if (!*v || !strcmp(v, "0")) return c->ncompact_tiers = 0, 0;
+    if (strlen(v) >= sizeof tmp) return -1;
+    memcpy(tmp, v, strlen(v) + 1);
+    for (char *save = NULL, *t = strtok_r(tmp, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        int64_t d;
+        if (n == CONFIG_MAX_TIERS || duration_parse(t, &d) || d < 2 * day || d % day) return -1;
+        if (n && (d <= c->compact_tiers_ns[n - 1] || d % c->compact_tiers_ns[n - 1])) return -1;
+        c->compact_tiers_ns[n++] = d;
+    }
+    c->ncompact_tiers = n;
+    return n ? 0 : -1;
+}
+
 static int set_opt(config_t *c, const opt_t *o, const char *v, FILE *err) {
     char *field = (char *)c + o->offset;
     size_t sz;
@@ -227,6 +251,9 @@ static int set_opt(config_t *c, const opt_t *o, const char *v, FILE *err) {
         for (int t = 0; t < TARGET_COUNT; t++)
             if (!strcmp(v, config_target_name((config_target_t)t))) return c->target = (config_target_t)t, 0;
         goto bad;
+    case T_TIERS:
+        if (parse_tiers(c, v)) goto bad;
+        return 0;
     case T_LOGFMT:
         if (!strcmp(v, "logfmt")) c->log_json = 0;
         else if (!strcmp(v, "json")) c->log_json = 1;

@@ -46,6 +46,9 @@ typedef struct {
     int64_t block_duration_ns;
     int64_t retention_ns;
     size_t compact_min_blocks, compact_max_bytes;
+#define CONFIG_MAX_TIERS 4
+    int64_t compact_tiers_ns[CONFIG_MAX_TIERS]; /* --compact-tiers, ascending */
+    size_t ncompact_tiers;
     size_t block_cache_bytes;
     int zstd_level;
     unsigned max_connections, max_connections_per_ip;

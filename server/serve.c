@@ -177,7 +177,9 @@ static int serve(app_t *a) {
                          .block_cache_bytes = a->cfg.block_cache_bytes,
                          .retention_ns = a->cfg.retention_ns,
                          .compact_min_blocks = a->cfg.compact_min_blocks,
-                         .compact_max_bytes = a->cfg.compact_max_bytes};
+                         .compact_max_bytes = a->cfg.compact_max_bytes,
+                         .tiers_ns = a->cfg.compact_tiers_ns,
+                         .ntiers = a->cfg.ncompact_tiers};
     char cache_dir[2100];
     if (clustered(a) && cluster_config(a, &sc, cache_dir, sizeof cache_dir)) return 1;
     a->decode_budget.cap = a->cfg.max_decode_memory;

@@ -31,9 +31,10 @@ enum {
     SEC_SPANS = 8,    /* version 2: span samples, when any */
     SEC_FUNCS = 9     /* version 2: the function table (storage/functab.h), when written */
 };
-enum { PART_MERGED = 1, PART_SPANS = 2, PART_UNITS = 4, PART_FUNCS = 8 }; /* footer partition flags */
-static const char MAGIC[8] = {'H', 'R', 'T', 'H', 'B', 'L', 'K', '1'};    /* version 1 */
-static const char MAGIC2[8] = {'H', 'R', 'T', 'H', 'B', 'L', 'K', '2'};   /* version 2 */
+/* footer partition flags */
+enum { PART_MERGED = 1, PART_SPANS = 2, PART_UNITS = 4, PART_FUNCS = 8, PART_SUMMARY = 16 };
+static const char MAGIC[8] = {'H', 'R', 'T', 'H', 'B', 'L', 'K', '1'};  /* version 1 */
+static const char MAGIC2[8] = {'H', 'R', 'T', 'H', 'B', 'L', 'K', '2'}; /* version 2 */
 static const char TAIL_MAGIC[4] = {'H', 'R', 'T', '2'};
 #define HEADER_BYTES 16
 #define TAIL_BYTES 16
@@ -240,7 +241,7 @@ static segment_t *premerge(const segment_t *p, const uint32_t *order, hr_err_t *
  * row has span samples, then FUNCS when the partition has a function table (*ft, for
  * the caller to check it reads back; *funcs_len its section's bytes). *flags receives
  * the PART_* flags that apply. */
-static int encode_part(const segment_t *p, const uint32_t *order, const zenc_t *z, buf_t *out, int *flags,
+static int encode_part(const segment_t *p, const uint32_t *order, int summary, const zenc_t *z, buf_t *out, int *flags,
                        functab_t **ft, uint64_t *funcs_len, hr_err_t *err) {
     uint32_t *morder = NULL;
     err->code = HR_OK;
@@ -258,21 +259,24 @@ static int encode_part(const segment_t *p, const uint32_t *order, const zenc_t *
     sec[0].oom = !unit || (m && !munit) || (m && !*ft && !none); /* put_sections reports it */
     if (!sec[0].oom) {
         symtab_encode(p->sym, &sec[0]);
-        encode_profiles(p, order, unit, p->nprofiles, &sec[1]);
-        encode_samples(p, order, unit, p->nprofiles, &sec[2]);
+        size_t rows = summary ? 0 : p->nprofiles; /* a summary keeps only the pre-merged rows */
+        encode_profiles(p, order, unit, rows, &sec[1]);
+        encode_samples(p, order, unit, rows, &sec[2]);
         if (m) encode_profiles(m, morder, munit, m->nprofiles, &sec[3]);
         if (m) encode_samples(m, morder, munit, m->nprofiles, &sec[4]);
     }
-    if (p->nspans) encode_spans(p, order, p->nprofiles, &sec[5]);
+    int spans = p->nspans && !summary;
+    if (spans) encode_spans(p, order, p->nprofiles, &sec[5]);
     if (*ft) functab_encode(*ft, &sec[6]);
-    *flags = (m ? PART_MERGED : 0) | (p->nspans ? PART_SPANS : 0) | PART_UNITS | (*ft ? PART_FUNCS : 0);
+    *flags = (m ? PART_MERGED : 0) | (spans ? PART_SPANS : 0) | PART_UNITS | (*ft ? PART_FUNCS : 0) |
+             (summary ? PART_SUMMARY : 0);
     free(morder);
     free(unit);
     free(munit);
     premerged_free(m);
     int rc = put_sections(out, SEC_SYMBOLS, sec, 3, z, err);
     rc = rc ? rc : put_sections(out, SEC_MPROFILES, sec + 3, 2, z, err);
-    rc = rc ? rc : p->nspans ? put_sections(out, SEC_SPANS, sec + 5, 1, z, err) : 0;
+    rc = rc ? rc : spans ? put_sections(out, SEC_SPANS, sec + 5, 1, z, err) : 0;
     size_t at = out->len;
     rc = rc ? rc : *ft ? put_sections(out, SEC_FUNCS, sec + 6, 1, z, err) : 0;
     *funcs_len = out->len - at;
@@ -307,86 +311,14 @@ static series_key_t *series_keys(const segment_t *s, const uint32_t *order, bloc
     return v;
 }
 
-/* Imports into p the stacks rows[0..n) of s use (samples and spans), in increasing
- * order of s's ids. A stack's ancestors have smaller ids than it, so the stacks used
- * get ids in the same order they had in s, and rows that were sorted by stack stay
- * sorted. 0, -1 (OOM) or -2 (an id out of range). */
-static int import_in_order(segment_t *p, symtab_remap_t *m, const segment_t *s, const uint32_t *rows, size_t n) {
-    uint8_t *used = calloc(s->sym->nstacks ? s->sym->nstacks : 1, 1);
-    if (!used) return -1;
-    int rc = 0;
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        const seg_profile_t *r = &s->profiles[rows[i]];
-        for (uint32_t j = 0; j < r->nsamples && rc == 0; j++) {
-            uint32_t id = s->stacks[r->first + j];
-            if (id >= s->sym->nstacks) rc = -2; /* a broken segment: never written */
-            else used[id] = 1;
-        }
-        for (uint32_t j = 0; j < r->nspans && rc == 0; j++) {
-            uint32_t id = s->spans[r->span_first + j].stack;
-            if (id >= s->sym->nstacks) rc = -2;
-            else used[id] = 1;
-        }
-    }
-    for (uint32_t id = 0; id < s->sym->nstacks && rc == 0; id++)
-        if (used[id] && symtab_import_stack(p->sym, m, id) == SYM_NONE) rc = -1;
-    free(used);
-    return rc;
-}
-
-/* Row r of s into p, its stacks mapped by m (all imported already): as it is when the
- * mapping kept its samples in order (import_in_order), else sorted again. */
-static int copy_row(segment_t *p, symtab_remap_t *m, const segment_t *s, const seg_profile_t *r, stack_value_t *sv,
-                    uint32_t *stacks) {
-    int sorted = 1;
-    for (uint32_t j = 0; j < r->nsamples; j++) {
-        stacks[j] = symtab_import_stack(p->sym, m, s->stacks[r->first + j]); /* a lookup: imported */
-        if (stacks[j] == SYM_NONE) return -1;
-        sv[j] = (stack_value_t){stacks[j], s->values[r->first + j]};
-        sorted &= (j == 0 || stacks[j] > stacks[j - 1]) && sv[j].value != 0;
-    }
-    if (sorted) return segment_add_folded(p, r->series, r->time_ns, r->duration_ns, sv, r->nsamples);
-    return segment_add(p, r->series, r->time_ns, r->duration_ns, stacks, s->values + r->first, r->nsamples);
-}
-
-/* Copies rows (one partition's, in series-then-time order) into a new segment with
- * only the symbols they use. */
-static segment_t *part_segment(const segment_t *s, const uint32_t *rows, size_t n, hr_err_t *err) {
-    segment_t *p = segment_new();
-    symtab_remap_t m;
-    if (!p || symtab_remap_init(&m, s->sym)) {
-        segment_free(p);
-        return hr_fail(err, HR_ENOMEM, "out of memory"), NULL;
-    }
-    uint32_t *stacks = NULL;
-    stack_value_t *sv = NULL;
-    size_t cap = 0, svcap = 0;
-    int rc = import_in_order(p, &m, s, rows, n);
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        const seg_profile_t *r = &s->profiles[rows[i]];
-        if (VEC_RESERVE(stacks, cap, (size_t)r->nsamples + 1) || VEC_RESERVE(sv, svcap, (size_t)r->nsamples + 1))
-            rc = -1;
-        if (rc == 0 && copy_row(p, &m, s, r, sv, stacks)) rc = -1;
-        if (rc == 0) rc = segment_import_spans(p, &m, s->spans + r->span_first, r->nspans);
-    }
-    free(stacks);
-    free(sv);
-    symtab_remap_destroy(&m);
-    if (rc) {
-        segment_free(p);
-        if (rc == -2) return hr_fail(err, HR_EINTERNAL, "refusing to write a block with a stack id out of range"), NULL;
-        return hr_fail(err, HR_ENOMEM, "out of memory"), NULL;
-    }
-    return p;
-}
-
 /* A footer's entry for one partition. */
 static void footer_part(buf_t *f, const block_part_t *bp) {
     buf_put_bytes(f, bp->key, strlen(bp->key));
     buf_put_uvarint(f, bp->off);
     buf_put_uvarint(f, bp->len);
     buf_put_uvarint(f, (uint64_t)((bp->merged ? PART_MERGED : 0) | (bp->spans ? PART_SPANS : 0) |
-                                  (bp->units ? PART_UNITS : 0) | (bp->funcs_len ? PART_FUNCS : 0)));
+                                  (bp->units ? PART_UNITS : 0) | (bp->funcs_len ? PART_FUNCS : 0) |
+                                  (bp->summary ? PART_SUMMARY : 0)));
     if (bp->funcs_len) buf_put_uvarint(f, bp->funcs_len);
     buf_put_uvarint(f, bp->nprofiles);
     buf_put_uvarint(f, bp->nsamples);
@@ -725,8 +657,9 @@ static segment_t *decode_part(const uint8_t *p, size_t n, const block_part_t *bp
         segment_free(s);
         return NULL;
     }
-    s->min_time = bp->nprofiles ? bp->min_time : INT64_MAX;
-    s->max_time = bp->nprofiles ? bp->max_time : INT64_MIN;
+    int some = bp->nprofiles || (merged && bp->summary);
+    s->min_time = some ? bp->min_time : INT64_MAX;
+    s->max_time = some ? bp->max_time : INT64_MIN;
     return s;
 }
 
@@ -735,6 +668,7 @@ void block_index_free(block_index_t *ix) {
     for (size_t i = 0; i < ix->nparts; i++) {
         free(ix->parts[i].key);
         free(ix->parts[i].series);
+        free(ix->parts[i].covers);
     }
     free(ix->parts);
     segment_free(ix->totals);
@@ -751,6 +685,7 @@ static int parse_part(buf_reader_t *r, block_part_t *p, uint64_t limit, hr_err_t
     p->merged = (flags & PART_MERGED) != 0;
     p->spans = (flags & PART_SPANS) != 0;
     p->units = (flags & PART_UNITS) != 0;
+    p->summary = (flags & PART_SUMMARY) != 0;
     p->funcs_len = flags & PART_FUNCS ? buf_get_uvarint(r) : 0;
     uint64_t np = buf_get_uvarint(r), ns = buf_get_uvarint(r);
     p->min_time = buf_get_svarint(r);
@@ -759,9 +694,10 @@ static int parse_part(buf_reader_t *r, block_part_t *p, uint64_t limit, hr_err_t
     /* Counts are not trusted to size anything here: decode_rows checks them against the
      * decompressed bytes, and each series id below takes at least one footer byte. */
     if (r->bad || !k || p->off < HEADER_BYTES || p->len > limit || p->off > limit - p->len ||
-        nser > buf_reader_left(r) || nser > np || np > SIZE_MAX || ns > SIZE_MAX || p->funcs_len >= p->len ||
-        ((flags & PART_FUNCS) && (!p->funcs_len || !p->merged)) ||
-        (flags & ~(uint64_t)(PART_MERGED | PART_SPANS | PART_UNITS | PART_FUNCS))) /* a later format's */
+        nser > buf_reader_left(r) || (nser > np && !p->summary) || np > SIZE_MAX || ns > SIZE_MAX ||
+        p->funcs_len >= p->len || ((flags & PART_FUNCS) && (!p->funcs_len || !p->merged)) ||
+        (p->summary && (np || ns || !p->merged || p->spans || !nser || p->min_time > p->max_time)) ||
+        (flags & ~(uint64_t)(PART_MERGED | PART_SPANS | PART_UNITS | PART_FUNCS | PART_SUMMARY))) /* a later format's */
         return hr_fail(err, HR_EUNPROC, "block: bad footer partition entry");
     p->nprofiles = (size_t)np, p->nsamples = (size_t)ns, p->nseries = (size_t)nser;
     if (!(p->key = malloc(kl + 1)) || !(p->series = malloc((nser ? nser : 1) * sizeof *p->series)))
@@ -826,6 +762,8 @@ static int rows_match_parts(const block_index_t *ix) {
 
 /* Parses a FOOTER section (at f, n bytes) of a file of size `size` whose footer
  * starts at foff. */
+static int link_summaries(block_index_t *ix, hr_err_t *err);
+
 static block_index_t *parse_footer(const uint8_t *f, size_t n, uint64_t foff, hr_err_t *err) {
     buf_reader_t r;
     buf_reader_init(&r, f, n);
@@ -844,6 +782,7 @@ static block_index_t *parse_footer(const uint8_t *f, size_t n, uint64_t foff, hr
     if (rc == 0 && !(ix->totals = parse_totals(&fr, buf_get_uvarint(&fr), err))) rc = -1;
     if (rc == 0 && !rows_match_parts(ix))
         rc = hr_fail(err, HR_EUNPROC, "block: footer rows do not match its partitions");
+    if (rc == 0) rc = link_summaries(ix, err);
     free(raw);
     if (rc) {
         block_index_free(ix);
@@ -882,14 +821,110 @@ int block_part_has(const block_part_t *p, uint32_t series) {
     return lo < p->nseries && p->series[lo] == series;
 }
 
+/* ---- summaries (FORMAT.md): a partition of pre-merged rows alone, standing for
+ * the other partitions of its key in the block that its time range holds ---- */
+
+/* 1 when summary partition s stands for partition q (s != q): same key, and s's range
+ * holds q's; of two summaries with one range the first stands for the second. */
+static int summary_covers(const block_index_t *ix, size_t si, size_t qi) {
+    const block_part_t *sp = &ix->parts[si], *q = &ix->parts[qi];
+    if (si == qi || !sp->summary || strcmp(sp->key, q->key)) return 0;
+    if (sp->min_time > q->min_time || q->max_time > sp->max_time) return 0;
+    return !q->summary || sp->min_time != q->min_time || sp->max_time != q->max_time || si < qi;
+}
+
+static int cmp_part_key(const void *a, const void *b, void *ctx) {
+    const block_part_t *parts = ctx;
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    int c = strcmp(parts[x].key, parts[y].key);
+    return c ? c : (x > y) - (x < y);
+}
+
+/* Fills every partition's `covers`: the summaries standing for it. A key's partitions
+ * are grouped by sorting, so a block of many services costs its size, not its square. */
+static int link_summaries(block_index_t *ix, hr_err_t *err) {
+    size_t n = ix->nparts, nsum = 0;
+    for (size_t i = 0; i < n; i++) nsum += (size_t)ix->parts[i].summary;
+    if (!nsum) return 0;
+    uint32_t *by = malloc(n * sizeof *by);
+    if (!by) return hr_fail(err, HR_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) by[i] = (uint32_t)i;
+    qsort_r(by, n, sizeof *by, cmp_part_key, ix->parts);
+    int rc = 0;
+    for (size_t a = 0, b; a < n && rc == 0; a = b) {
+        for (b = a; b < n && !strcmp(ix->parts[by[a]].key, ix->parts[by[b]].key); b++) {
+        }
+        for (size_t i = a; i < b && rc == 0; i++) {
+            block_part_t *q = &ix->parts[by[i]];
+            for (size_t j = a; j < b && rc == 0; j++) {
+                if (!summary_covers(ix, by[j], by[i])) continue;
+                uint32_t *c = realloc(q->covers, (q->ncovers + 1) * sizeof *c);
+                if (!c) rc = hr_fail(err, HR_ENOMEM, "out of memory");
+                else q->covers = c, q->covers[q->ncovers++] = by[j];
+            }
+        }
+    }
+    free(by);
+    return rc;
+}
+
+/* A summary's pre-merged totals per series (ascending), kept by the writer until the
+ * footer shows which rows the summary stands for. */
+typedef struct {
+    size_t part;
+    uint32_t *series;
+    int64_t *total;
+    size_t n;
+} sum_totals_t;
+
+/* m's rows (one per series) into t. 0 or -1 (OOM). */
+static int summary_totals(const segment_t *m, sum_totals_t *t) {
+    t->series = malloc((m->nprofiles ? m->nprofiles : 1) * sizeof *t->series);
+    t->total = malloc((m->nprofiles ? m->nprofiles : 1) * sizeof *t->total);
+    if (!t->series || !t->total) return -1;
+    for (size_t i = 0; i < m->nprofiles; i++) t->series[i] = m->profiles[i].series, t->total[i] = m->profiles[i].total;
+    t->n = m->nprofiles;
+    return 0;
+}
+
+static int is_covered_by(const block_part_t *q, size_t si) {
+    for (size_t k = 0; k < q->ncovers; k++)
+        if (q->covers[k] == si) return 1;
+    return 0;
+}
+
+/* 1 when summary t (partition t->part of ix) sums exactly the footer rows of the
+ * partitions it stands for, series by series; 0, or -1 on OOM. */
+static int summary_matches(const block_index_t *ix, const sum_totals_t *t) {
+    int64_t *acc = calloc(t->n ? t->n : 1, sizeof *acc);
+    uint8_t *seen = calloc(t->n ? t->n : 1, 1);
+    int ok = acc && seen ? 1 : -1;
+    size_t at = 0;
+    for (size_t q = 0; q < ix->nparts && ok == 1; at += ix->parts[q].nprofiles, q++) {
+        if (ix->parts[q].summary || !is_covered_by(&ix->parts[q], t->part)) continue;
+        for (size_t k = at; k < at + ix->parts[q].nprofiles && ok == 1; k++) {
+            const seg_profile_t *r = &ix->totals->profiles[k];
+            const uint32_t *hit = bsearch(&r->series, t->series, t->n, sizeof *t->series, cmp_u32);
+            if (!hit || __builtin_add_overflow(acc[hit - t->series], r->total, &acc[hit - t->series])) ok = 0;
+            else seen[hit - t->series] = 1;
+        }
+    }
+    for (size_t i = 0; i < t->n && ok == 1; i++) ok = seen[i] && acc[i] == t->total[i];
+    free(acc);
+    free(seen);
+    return ok;
+}
+
 /* 1 when m holds one row per series of p, whose total is the sum of that series'
- * totals in p (p's rows are in (series, time) order, as decoded). */
-static int merged_matches(const segment_t *p, const segment_t *m) {
+ * totals in p (p's rows in `order`, NULL: as they are, by series then time). */
+static int merged_matches(const segment_t *p, const uint32_t *order, const segment_t *m) {
     size_t k = 0;
+#define ROW(i) (&p->profiles[order ? order[i] : (i)])
     for (size_t i = 0; i < p->nprofiles;) {
-        uint32_t series = p->profiles[i].series;
+        uint32_t series = ROW(i)->series;
         int64_t sum = 0;
-        for (; i < p->nprofiles && p->profiles[i].series == series; i++) sum += p->profiles[i].total;
+        for (; i < p->nprofiles && ROW(i)->series == series; i++) sum += ROW(i)->total;
+#undef ROW
         if (k == m->nprofiles || m->profiles[k].series != series || m->profiles[k].total != sum) return 0;
         k++;
     }
@@ -925,9 +960,17 @@ static segment_t *decode_v2(const uint8_t *p, size_t n, hr_err_t *err) {
         if (!(parts[i] = decode_part(p + off, (size_t)len, bp, BLOCK_VIEW_ROWS, err))) rc = -1;
         /* The whole block (hearth check, compaction) is verified whole: pre-merged rows too. */
         segment_t *m = rc == 0 && bp->merged ? decode_part(p + off, (size_t)len, bp, BLOCK_VIEW_MERGED, err) : NULL;
-        if (rc == 0 && bp->merged && (!m || !merged_matches(parts[i], m)))
+        if (rc == 0 && bp->merged && (!m || (!bp->summary && !merged_matches(parts[i], NULL, m))))
             rc = m ? hr_fail(err, HR_EUNPROC, "block: pre-merged rows of partition `%s` do not match", bp->key) : -1;
         if (rc == 0 && bp->funcs_len && !funcs_match(p, bp, m, err)) rc = -1;
+        sum_totals_t st = {.part = i};
+        if (rc == 0 && bp->summary && summary_totals(m, &st)) rc = hr_fail(err, HR_ENOMEM, "out of memory");
+        int sm = rc == 0 && bp->summary ? summary_matches(ix, &st) : 1;
+        if (sm <= 0)
+            rc = sm < 0 ? hr_fail(err, HR_ENOMEM, "out of memory")
+                        : hr_fail(err, HR_EUNPROC, "block: summary partition `%s` does not sum its rows", bp->key);
+        free(st.series);
+        free(st.total);
         segment_free(m);
     }
     if (rc == 0) all = compact_segments((const segment_t *const *)parts, ix->nparts, err);
@@ -981,6 +1024,8 @@ struct block_writer {
     size_t nparts, parts_cap;
     row_t *rows; /* every row added, in the order written: the footer's rows must be these */
     size_t nrows, rows_cap;
+    sum_totals_t *sums; /* each summary's totals: the footer must show it sums its rows */
+    size_t nsums, sums_cap;
     int64_t prev_series, prev_t; /* the footer rows' deltas run across partitions */
     block_summary_t sum;
 };
@@ -1019,6 +1064,11 @@ void block_writer_free(block_writer_t *w) {
         close(w->fd);
         unlink(w->tmp);
     }
+    for (size_t i = 0; i < w->nsums; i++) {
+        free(w->sums[i].series);
+        free(w->sums[i].total);
+    }
+    free(w->sums);
     for (size_t i = 0; i < w->nparts; i++) {
         free(w->parted[i].key);
         free(w->parted[i].series);
@@ -1053,13 +1103,17 @@ static int same_row(const segment_t *a, size_t i, const segment_t *b, size_t j) 
  * written in `order` and a reader gets them back in the order written, so row k read
  * is row order[k] given: compared in place, without sorting either side. */
 static int part_matches(const segment_t *p, const uint32_t *order, const uint8_t *img, const block_part_t *bp,
-                        const functab_t *ft, hr_err_t *err) {
+                        const functab_t *ft, sum_totals_t *sums, hr_err_t *err) {
     size_t n = (size_t)(bp->len - bp->funcs_len);
     segment_t *d = decode_part(img, n, bp, BLOCK_VIEW_ROWS, err), *m = NULL, *f = NULL;
-    int ok = d && d->nprofiles == p->nprofiles;
+    int ok = d && d->nprofiles == (bp->summary ? 0 : p->nprofiles);
     for (size_t k = 0; ok && k < d->nprofiles; k++)
         ok = block_part_has(bp, d->profiles[k].series) && same_row(p, order[k], d, k);
-    if (ok && bp->merged) ok = (m = decode_part(img, n, bp, BLOCK_VIEW_MERGED, err)) && merged_matches(d, m);
+    /* A summary's pre-merged rows must sum the rows it was made of (the source). */
+    if (ok && bp->merged)
+        ok = (m = decode_part(img, n, bp, BLOCK_VIEW_MERGED, err)) &&
+             (bp->summary ? merged_matches(p, order, m) : merged_matches(d, NULL, m));
+    if (ok && bp->summary && sums) ok = summary_totals(m, sums) == 0;
     if (ok && ft)
         ok =
             (f = decode_part(img + n, (size_t)bp->funcs_len, bp, BLOCK_VIEW_FUNCS, err)) && functab_equal(ft, f->funcs);
@@ -1087,35 +1141,45 @@ static int part_series(const segment_t *p, const uint32_t *order, block_part_t *
     return 0;
 }
 
-int block_writer_add(block_writer_t *w, const char *key, const segment_t *p, hr_err_t *err) {
+/* Adds p as a partition of key, or (summary) its pre-merged rows alone. */
+static int add_part(block_writer_t *w, const char *key, const segment_t *p, int summary, hr_err_t *err) {
     if (!p->nprofiles) return 0;
     uint32_t *order = NULL;
     block_part_t bp = {.key = strdup(key)};
     int rc = 0;
     if (!bp.key || segment_sorted_order(p, &order) || part_series(p, order, &bp) ||
         VEC_RESERVE(w->parted, w->parts_cap, w->nparts + 1) ||
-        VEC_RESERVE(w->rows, w->rows_cap, w->nrows + p->nprofiles))
+        VEC_RESERVE(w->rows, w->rows_cap, w->nrows + p->nprofiles) || VEC_RESERVE(w->sums, w->sums_cap, w->nsums + 1))
         rc = hr_fail(err, HR_ENOMEM, "out of memory");
     size_t at = w->out.len;
     int flags = 0;
     functab_t *ft = NULL;
-    if (rc == 0) rc = encode_part(p, order, &w->z, &w->out, &flags, &ft, &bp.funcs_len, err);
+    sum_totals_t st = {.part = w->nparts};
+    if (rc == 0) rc = encode_part(p, order, summary, &w->z, &w->out, &flags, &ft, &bp.funcs_len, err);
+    if (rc == 0 && summary && !(flags & PART_MERGED)) { /* sums that could overflow: no summary */
+        w->out.len = at;
+        rc = 1;
+    }
     if (rc == 0) {
         bp.off = w->flushed + at, bp.len = w->out.len - at;
         bp.merged = (flags & PART_MERGED) != 0, bp.spans = (flags & PART_SPANS) != 0;
-        bp.units = (flags & PART_UNITS) != 0;
-        bp.nprofiles = p->nprofiles, bp.nsamples = p->nsamples;
+        bp.units = (flags & PART_UNITS) != 0, bp.summary = summary;
+        bp.nprofiles = summary ? 0 : p->nprofiles, bp.nsamples = summary ? 0 : p->nsamples;
         bp.min_time = p->min_time, bp.max_time = p->max_time;
         hr_err_t why = {0};
-        if (!part_matches(p, order, w->out.data + at, &bp, ft, &why)) rc = refuse(err, &why);
+        if (!part_matches(p, order, w->out.data + at, &bp, ft, summary ? &st : NULL, &why)) rc = refuse(err, &why);
     }
     functab_free(ft);
     if (rc == 0) {
         footer_part(&w->parts, &bp);
-        footer_rows(&w->totals, p, order, &w->prev_series, &w->prev_t);
-        rows_of(p, order, w->rows, &w->nrows);
+        if (!summary) {
+            footer_rows(&w->totals, p, order, &w->prev_series, &w->prev_t);
+            rows_of(p, order, w->rows, &w->nrows);
+            w->sum.profiles += p->nprofiles, w->sum.samples += p->nsamples;
+        } else {
+            w->sums[w->nsums++] = st, st.series = NULL, st.total = NULL;
+        }
         w->parted[w->nparts++] = bp;
-        w->sum.profiles += p->nprofiles, w->sum.samples += p->nsamples;
         if (p->min_time < w->sum.min_time) w->sum.min_time = p->min_time;
         if (p->max_time > w->sum.max_time) w->sum.max_time = p->max_time;
         rc = flush(w, err);
@@ -1123,8 +1187,18 @@ int block_writer_add(block_writer_t *w, const char *key, const segment_t *p, hr_
         free(bp.key);
         free(bp.series);
     }
+    free(st.series);
+    free(st.total);
     free(order);
-    return rc;
+    return rc == 1 ? 0 : rc;
+}
+
+int block_writer_add(block_writer_t *w, const char *key, const segment_t *p, hr_err_t *err) {
+    return add_part(w, key, p, 0, err);
+}
+
+int block_writer_add_summary(block_writer_t *w, const char *key, const segment_t *p, hr_err_t *err) {
+    return add_part(w, key, p, 1, err);
 }
 
 uint64_t block_writer_bytes(const block_writer_t *w) { return w->flushed + w->out.len; }
@@ -1134,7 +1208,7 @@ static int same_part(const block_part_t *a, const block_part_t *b) {
     return !strcmp(a->key, b->key) && a->off == b->off && a->len == b->len && a->merged == b->merged &&
            a->spans == b->spans && a->nprofiles == b->nprofiles && a->nsamples == b->nsamples &&
            a->min_time == b->min_time && a->max_time == b->max_time && a->nseries == b->nseries &&
-           a->funcs_len == b->funcs_len &&
+           a->funcs_len == b->funcs_len && a->summary == b->summary &&
            (!a->nseries || !memcmp(a->series, b->series, a->nseries * sizeof *a->series));
 }
 
@@ -1152,6 +1226,11 @@ static int footer_matches(block_writer_t *w, size_t at, uint64_t foff, hr_err_t 
     if (ok) rows_of(ix->totals, NULL, c, &nc);
     /* Written partition after partition, each in its sorted order, and read back so. */
     ok = ok && nc == w->nrows && (nc == 0 || !memcmp(w->rows, c, nc * sizeof *c));
+    int sm = 1;
+    for (size_t i = 0; ok && sm == 1 && i < w->nsums; i++) sm = summary_matches(ix, &w->sums[i]);
+    if (sm < 0) hr_fail(err, HR_ENOMEM, "out of memory");
+    if (sm == 0) hr_fail(err, HR_EUNPROC, "block: a summary does not sum the rows it stands for");
+    ok = ok && sm == 1;
     free(c);
     block_index_free(ix);
     return ok;
@@ -1204,7 +1283,7 @@ static int add_by_key(block_writer_t *w, const segment_t *s, block_key_fn key, v
             }
             if (lo < b - a && ids[lo] == sid) rows[n++] = order[i];
         }
-        segment_t *p = part_segment(s, rows, n, err);
+        segment_t *p = segment_select(s, rows, n, err);
         if (!p || block_writer_add(w, sk[a].key, p, err)) rc = -1;
         segment_free(p);
         a = b;

@@ -63,6 +63,12 @@ block_writer_t *block_writer_new(const char *path, int zstd_level, hr_err_t *err
  * guarantees it; each key is added once). An empty p adds nothing. 0, or -1 with
  * err; after a failure only block_writer_free may follow. */
 int block_writer_add(block_writer_t *w, const char *key, const segment_t *p, hr_err_t *err);
+/* Adds a summary partition of key (storage/FORMAT.md): the pre-merged rows and
+ * function table of p, without its rows. p's rows must be exactly those of key's
+ * partitions added to this block whose time ranges lie in p's (commit verifies it),
+ * so a merge covering p's range can read the summary in their place. Adds nothing
+ * when p is empty or a series' sum could overflow. 0 or -1. */
+int block_writer_add_summary(block_writer_t *w, const char *key, const segment_t *p, hr_err_t *err);
 /* Bytes of the block so far (its partitions). */
 uint64_t block_writer_bytes(const block_writer_t *w);
 /* Writes the footer and tail; a file writer then fsyncs and renames into place, an
@@ -79,6 +85,10 @@ typedef struct {
     int units;          /* rows carry value units (FORMAT.md); every block since they exist */
     uint64_t funcs_len; /* bytes of its FUNCS section (the function table, storage/functab.h),
                          * the last of its range; 0: it has none */
+    int summary;        /* pre-merged rows only, standing for the partitions in `covers` of
+                         * other partitions: nprofiles and nsamples are 0 */
+    uint32_t *covers;   /* the summaries (indices in the block's parts) standing for this */
+    size_t ncovers;     /* partition: a merge covering one's whole range reads it instead */
     size_t nprofiles, nsamples;
     int64_t min_time, max_time; /* INT64_MAX/INT64_MIN when empty */
     uint32_t *series;           /* ascending; NULL: every series (a version-1 block) */

@@ -162,7 +162,7 @@ static range_t *wanted_ranges(store_t *s, const char *tenant, const store_filter
             continue;
         for (size_t p = 0; p < b->ix->nparts; p++) {
             const block_part_t *bp = &b->ix->parts[p];
-            if (!store_part_wanted(bp, f) || !store_part_picked(f, b->meta.id, p)) continue;
+            if (!store_part_wanted(b->ix, p, f) || !store_part_picked(f, b->meta.id, p)) continue;
             int view = store_part_view(bp, f);
             uint64_t off, len;
             block_part_range(bp, view, &off, &len);

@@ -63,10 +63,13 @@ typedef struct {
      * a catalog sync may drop a block from s->blocks while the run reads it. */
     block_meta_t *metas;
     block_index_t **ix;
-    int legacy;        /* a version-1 input: merged whole, as it has no partitions */
-    block_meta_t *out; /* the blocks written, for the catalog */
+    int legacy;           /* a version-1 input: merged whole, as it has no partitions */
+    int64_t span, window; /* the run's window: blocks starting in [window * span, +span) (tiers from Monday) */
+    block_meta_t *out;    /* the blocks written, for the catalog */
     size_t nout, out_cap;
 } run_t;
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 static int cmp_block_time(const void *a, const void *b, void *ctx) {
     const block_t *bl = ctx;
@@ -77,36 +80,185 @@ static int cmp_block_time(const void *a, const void *b, void *ctx) {
 /* A run gathers blocks that start on one UTC day, so retention still frees space a
  * day at a time; a block that runs past midnight (a cluster's segment, a head cut
  * just after) joins the day it starts on rather than staying a block of its own. */
-static int same_day(const block_meta_t *a, const block_meta_t *b) {
-    const int64_t day = 86400LL * 1000000000;
-    return a->min_time / day == b->min_time / day;
-}
+static int same_day(const block_meta_t *a, const block_meta_t *b);
 
 #define SKIP_MAX 16
-/* Runs another cluster compactor holds, passed over by this plan: (tenant, day). */
+#define DAY_NS (86400LL * 1000000000)
+/* Runs another cluster compactor holds, passed over by this plan: (tenant, window). */
 typedef struct {
     struct {
         char tenant[128];
-        int64_t day;
+        int64_t span, window;
     } v[SKIP_MAX];
     size_t n;
 } skip_t;
 
-static int64_t day_of(int64_t t) { return t / (86400LL * 1000000000); }
+/* Tier windows start on Mondays (UTC): the epoch began on a Thursday. */
+#define TIER_ORIGIN_NS (4 * DAY_NS)
 
-static int skipped(const skip_t *sk, const char *tenant, int64_t min_time) {
+static int64_t window_of(int64_t t, int64_t span, int64_t origin) {
+    int64_t x = t - origin;
+    return x >= 0 ? x / span : -((-x + span - 1) / span);
+}
+
+static int same_day(const block_meta_t *a, const block_meta_t *b) {
+    return window_of(a->min_time, DAY_NS, 0) == window_of(b->min_time, DAY_NS, 0);
+}
+
+static int skipped(const skip_t *sk, const char *tenant, int64_t span, int64_t window) {
     for (size_t i = 0; i < sk->n; i++)
-        if (sk->v[i].day == day_of(min_time) && !strcmp(sk->v[i].tenant, tenant)) return 1;
+        if (sk->v[i].span == span && sk->v[i].window == window && !strcmp(sk->v[i].tenant, tenant)) return 1;
     return 0;
 }
 
-/* Picks the first due run (see store.h) that sk does not pass over. data held shared,
- * cache_mu (for the footers' versions) held. Returns 1 found, 0, -1 OOM. */
+/* Takes blocks order[start..end) as the run (moved to the front of order). */
+static void take_run(run_t *r, const char *tenant, size_t *order, size_t start, size_t end, int64_t bytes, int64_t span,
+                     int64_t window) {
+    snprintf(r->tenant, sizeof r->tenant, "%s", tenant);
+    r->n = end - start;
+    r->bytes = bytes;
+    r->span = span, r->window = window;
+    memmove(order, order + start, r->n * sizeof *order);
+}
+
+/* 1 when block b holds summaries: a tier run's output, which only a tier run merges
+ * again (the day rule would fold its days into one partition). */
+static int has_summaries(const block_t *b) {
+    for (size_t p = 0; b->ix && p < b->ix->nparts; p++)
+        if (b->ix->parts[p].summary) return 1;
+    return 0;
+}
+
+/* The day rule on one tenant's blocks (order, by time): the first run of
+ * compact_min_blocks or more small blocks starting on one UTC day. 1 found, 0. */
+static int plan_day(store_t *s, run_t *r, size_t *order, size_t n, const skip_t *sk) {
+    const char *tenant = s->blocks[order[0]].meta.tenant;
+    int64_t small = (int64_t)s->cfg.compact_max_bytes / 2;
+    size_t start = 0;
+    int64_t bytes = 0;
+    int legacy = 0;
+    for (size_t k = 0; k <= n; k++) {
+        const block_t *b = k < n ? &s->blocks[order[k]] : NULL;
+        int v1 = b && b->ix && b->ix->version == 1;
+        /* A run is written a service at a time into blocks of at most max bytes, so
+         * its input is not capped, unless it holds a version-1 block (merged whole). */
+        int fits = b && !b->bad && b->meta.bytes < small && !has_summaries(b) &&
+                   (!(legacy || v1) || bytes + b->meta.bytes <= (int64_t)s->cfg.compact_max_bytes) &&
+                   (k == start || same_day(&s->blocks[order[start]].meta, &b->meta));
+        if (fits) {
+            bytes += b->meta.bytes;
+            legacy |= v1;
+            continue;
+        }
+        int64_t day =
+            k - start >= s->cfg.compact_min_blocks ? window_of(s->blocks[order[start]].meta.min_time, DAY_NS, 0) : 0;
+        if (k - start >= s->cfg.compact_min_blocks && !skipped(sk, tenant, DAY_NS, day)) {
+            take_run(r, tenant, order, start, k, bytes, DAY_NS, day);
+            return 1;
+        }
+        /* this block ends the run; a small one that overflowed starts the next */
+        start = k, bytes = 0, legacy = 0;
+        if (b && !b->bad && b->meta.bytes < small && !has_summaries(b)) bytes = b->meta.bytes, legacy = v1;
+        else start = k + 1;
+    }
+    return 0;
+}
+
+typedef struct {
+    const char *key;
+    size_t block;
+} key_at_t;
+
+static int cmp_key_at(const void *a, const void *b) {
+    const key_at_t *x = a, *y = b;
+    int c = strcmp(x->key, y->key);
+    return c ? c : (x->block > y->block) - (x->block < y->block);
+}
+
+/* Marks (mark[k - a] = 1) the blocks order[a..b) that share a partition key with
+ * another of them (footers attached): a tier run of those leaves each service in one
+ * block of the window (its days and summaries), and a late block rewrites only the
+ * blocks holding its services, not the window's whole fleet. Returns how many are
+ * marked, or -1 on OOM. */
+static long keys_repeat(const store_t *s, const size_t *order, size_t a, size_t b, uint8_t *mark) {
+    size_t total = 0;
+    for (size_t k = a; k < b; k++) total += s->blocks[order[k]].ix->nparts;
+    key_at_t *v = malloc((total ? total : 1) * sizeof *v);
+    if (!v) return -1;
+    size_t m = 0;
+    for (size_t k = a; k < b; k++) {
+        const block_index_t *ix = s->blocks[order[k]].ix;
+        for (size_t p = 0; p < ix->nparts; p++) v[m++] = (key_at_t){ix->parts[p].key, k};
+    }
+    qsort(v, m, sizeof *v, cmp_key_at);
+    memset(mark, 0, b - a);
+    for (size_t i = 1; i < m; i++)
+        if (!strcmp(v[i - 1].key, v[i].key) && v[i - 1].block != v[i].block)
+            mark[v[i - 1].block - a] = mark[v[i].block - a] = 1;
+    free(v);
+    long n = 0;
+    for (size_t k = 0; k < b - a; k++) n += mark[k];
+    return n;
+}
+
+/* 1 when every block of order[a..b) can join a tier run: readable, footer attached,
+ * version 2 (a version-1 block is left to the day rule, which rewrites it). */
+static int tier_ready(const store_t *s, const size_t *order, size_t a, size_t b) {
+    for (size_t k = a; k < b; k++) {
+        const block_t *bl = &s->blocks[order[k]];
+        if (bl->bad || !bl->ix || bl->ix->version != 2) return 0;
+    }
+    return 1;
+}
+
+/* A tier of span L applies while retention keeps at least four of its windows: a
+ * longer block would hold data long past --retention (blocks are deleted whole). */
+static int tier_applies(const store_t *s, int64_t span) {
+    return s->cfg.retention_ns <= 0 || s->cfg.retention_ns >= 4 * span;
+}
+
+/* The tier rule on one tenant's blocks (order, by time), largest tier first: the
+ * blocks starting in one window of the tier, once the window has ended (and a grace
+ * for its last cuts has passed), when some service has a partition in more than one
+ * of them. 1 found, 0, -1 OOM. */
+static int plan_tier(store_t *s, run_t *r, size_t *order, size_t n, const skip_t *sk, int64_t now) {
+    const char *tenant = s->blocks[order[0]].meta.tenant;
+    uint8_t *mark = malloc(n ? n : 1);
+    if (!mark) return -1;
+    int found = 0;
+    int64_t grace = 2 * s->cfg.block_duration_ns;
+    if (grace < 3600LL * 1000000000) grace = 3600LL * 1000000000;
+    for (size_t t = s->cfg.ntiers; !found && t-- > 0;) {
+        int64_t span = s->cfg.tiers_ns[t];
+        if (!tier_applies(s, span)) continue;
+        for (size_t a = 0, b; a < n && !found; a = b) {
+            int64_t w = window_of(s->blocks[order[a]].meta.min_time, span, TIER_ORIGIN_NS);
+            for (b = a; b < n && window_of(s->blocks[order[b]].meta.min_time, span, TIER_ORIGIN_NS) == w; b++) {
+            }
+            int ended = TIER_ORIGIN_NS + (w + 1) * span + grace <= now;
+            if (b - a < 2 || !ended || skipped(sk, tenant, span, w) || !tier_ready(s, order, a, b)) continue;
+            long nm = keys_repeat(s, order, a, b, mark);
+            if (nm < 0) found = -1;
+            if (nm <= 0) continue;
+            size_t k = a; /* the marked blocks to order[a..a + nm) */
+            int64_t bytes = 0;
+            for (size_t i = a; i < b; i++)
+                if (mark[i - a]) bytes += s->blocks[order[i]].meta.bytes, order[k++] = order[i];
+            take_run(r, tenant, order, a, k, bytes, span, w);
+            found = 1;
+        }
+    }
+    free(mark);
+    return found;
+}
+
+/* Picks the first due run (see store.h) that sk does not pass over: a tier run, else
+ * a day run. data held shared, cache_mu (for the footers) held. 1 found, 0, -1 OOM. */
 static int plan_run(store_t *s, run_t *r, const skip_t *sk) {
     size_t *order = malloc((s->nblocks + 1) * sizeof *order);
     if (!order) return -1;
     int found = 0;
-    int64_t small = (int64_t)s->cfg.compact_max_bytes / 2;
+    int64_t now = store_now_ns();
     for (size_t t = 0; t < s->nblocks && !found; t++) {
         const char *tenant = s->blocks[t].meta.tenant;
         int first = 1; /* visit each tenant once: at its first block */
@@ -116,39 +268,12 @@ static int plan_run(store_t *s, run_t *r, const skip_t *sk) {
         for (size_t j = t; j < s->nblocks; j++)
             if (!strcmp(s->blocks[j].meta.tenant, tenant)) order[n++] = j;
         qsort_r(order, n, sizeof *order, cmp_block_time, s->blocks);
-        size_t start = 0;
-        int64_t bytes = 0;
-        int legacy = 0;
-        for (size_t k = 0; k <= n && !found; k++) {
-            const block_t *b = k < n ? &s->blocks[order[k]] : NULL;
-            int v1 = b && b->ix && b->ix->version == 1;
-            /* A run is written a service at a time into blocks of at most max bytes, so
-             * its input is not capped, unless it holds a version-1 block (merged whole). */
-            int fits = b && !b->bad && b->meta.bytes < small &&
-                       (!(legacy || v1) || bytes + b->meta.bytes <= (int64_t)s->cfg.compact_max_bytes) &&
-                       (k == start || same_day(&s->blocks[order[start]].meta, &b->meta));
-            if (fits) {
-                bytes += b->meta.bytes;
-                legacy |= v1;
-                continue;
-            }
-            if (k - start >= s->cfg.compact_min_blocks && !skipped(sk, tenant, s->blocks[order[start]].meta.min_time)) {
-                found = 1;
-                snprintf(r->tenant, sizeof r->tenant, "%s", tenant);
-                r->n = k - start;
-                r->bytes = bytes;
-                memmove(order, order + start, r->n * sizeof *order);
-                break;
-            }
-            /* this block ends the run; a small one that overflowed starts the next */
-            start = k, bytes = 0, legacy = 0;
-            if (b && !b->bad && b->meta.bytes < small) bytes = b->meta.bytes, legacy = v1;
-            else start = k + 1;
-        }
+        found = plan_tier(s, r, order, n, sk, now);
+        if (found == 0) found = plan_day(s, r, order, n, sk);
     }
-    if (!found) {
+    if (found != 1) {
         free(order);
-        return 0;
+        return found;
     }
     r->idx = order;
     return 1;
@@ -203,8 +328,6 @@ static int read_input(store_t *s, run_t *r, size_t i, size_t p, segment_t **seg,
     return 0;
 }
 
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
 /* The distinct partition keys of the run's blocks, sorted (borrowed from the footers). */
 static const char **run_keys(const run_t *r, size_t *n) {
     size_t total = 0;
@@ -222,9 +345,11 @@ static const char **run_keys(const run_t *r, size_t *n) {
     return v;
 }
 
-/* 1 when partition p of input block i is one of key's (NULL: every partition). */
+/* 1 when partition p of input block i is one of key's (NULL: every partition). A
+ * summary is never an input: it repeats rows the other partitions hold. */
 static int wanted(const run_t *r, size_t i, size_t p, const char *key) {
-    return !key || !strcmp(r->ix[i]->parts[p].key, key);
+    const block_part_t *bp = &r->ix[i]->parts[p];
+    return !bp->summary && (!key || !strcmp(bp->key, key));
 }
 
 /* Reads the run's partitions of key into in[0..*nin), which has room for all of them.
@@ -256,12 +381,68 @@ static int merge_inputs(store_t *s, run_t *r, const char *key, segment_t **out, 
     return rc;
 }
 
-/* Merges one key's partitions across the run's blocks (a key is one partition per
- * block) and adds the result to w: only that key's rows and symbols are in memory. */
+/* Adds rows order[0..n) of m for which in(m row, a, b) holds, as a partition of key
+ * (summary: its pre-merged rows alone). 0 or -1. */
+static int add_rows(block_writer_t *w, const char *key, const segment_t *m, const uint32_t *order, size_t n, int64_t a,
+                    int64_t b, int summary, hr_err_t *err) {
+    uint32_t *rows = malloc((n ? n : 1) * sizeof *rows);
+    if (!rows) return hr_fail(err, HR_ENOMEM, "out of memory");
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (m->profiles[order[i]].time_ns >= a && m->profiles[order[i]].time_ns < b) rows[k++] = order[i];
+    segment_t *p = k ? segment_select(m, rows, k, err) : NULL;
+    int rc = k && !p ? -1 : 0;
+    if (p && (summary ? block_writer_add_summary(w, key, p, err) : block_writer_add(w, key, p, err))) rc = -1;
+    segment_free(p);
+    free(rows);
+    return rc;
+}
+
+/* 1 when rows of m with times in [a, b) fall on two UTC days or more: a summary of
+ * them stands for more than one day partition. */
+static int spans_days(const segment_t *m, int64_t a, int64_t b) {
+    int64_t first = INT64_MIN;
+    for (size_t i = 0; i < m->nprofiles; i++) {
+        int64_t t = m->profiles[i].time_ns;
+        if (t < a || t >= b) continue;
+        int64_t d = window_of(t, DAY_NS, 0);
+        if (first == INT64_MIN) first = d;
+        else if (d != first) return 1;
+    }
+    return 0;
+}
+
+/* A tier run's key (m: its rows merged): one partition per UTC day, then for every
+ * tier up to the run's, a summary of each of its windows that holds two days or more,
+ * so a merge over any whole window reads one summary and a short range one day. */
+static int write_tiered(store_t *s, const run_t *r, const char *key, const segment_t *m, block_writer_t *w,
+                        hr_err_t *err) {
+    uint32_t *order = NULL;
+    if (segment_sorted_order(m, &order)) return hr_fail(err, HR_ENOMEM, "out of memory");
+    int rc = 0;
+    int64_t d0 = window_of(m->min_time, DAY_NS, 0), d1 = window_of(m->max_time, DAY_NS, 0);
+    for (int64_t d = d0; d <= d1 && rc == 0; d++)
+        rc = add_rows(w, key, m, order, m->nprofiles, d * DAY_NS, (d + 1) * DAY_NS, 0, err);
+    for (size_t t = 0; t < s->cfg.ntiers && rc == 0; t++) {
+        int64_t span = s->cfg.tiers_ns[t];
+        if (span > r->span || !tier_applies(s, span)) continue;
+        int64_t w0 = window_of(m->min_time, span, TIER_ORIGIN_NS), w1 = window_of(m->max_time, span, TIER_ORIGIN_NS);
+        for (int64_t x = w0; x <= w1 && rc == 0; x++) {
+            int64_t a = TIER_ORIGIN_NS + x * span, b = a + span;
+            if (spans_days(m, a, b)) rc = add_rows(w, key, m, order, m->nprofiles, a, b, 1, err);
+        }
+    }
+    free(order);
+    return rc;
+}
+
+/* Merges one key's partitions across the run's blocks and adds the result to w (a
+ * tier run: by day, with its summaries): only that key's rows and symbols are in
+ * memory. */
 static int merge_key(store_t *s, run_t *r, const char *key, block_writer_t *w, hr_err_t *err) {
     segment_t *m;
     int rc = merge_inputs(s, r, key, &m, err);
-    if (rc == 1 && block_writer_add(w, key, m, err)) rc = -1;
+    if (rc == 1 && (r->span == DAY_NS ? block_writer_add(w, key, m, err) : write_tiered(s, r, key, m, w, err))) rc = -1;
     segment_free(m);
     return rc;
 }
@@ -376,13 +557,14 @@ static int reserve_outputs(store_t *s, const run_t *r, hr_err_t *err) {
     return rc ? hr_fail(err, HR_ENOMEM, "out of memory") : 1;
 }
 
-/* A cluster's compactors claim a run's tenant and day in the catalog before merging
+/* A cluster's compactors claim a run's tenant and window (day, or tier) in the catalog before merging
  * it, so two never merge the same blocks; the catalog swap checks the inputs are all
  * still there in any case (index_replace_blocks). 1 claimed (or one node), 0 held by
  * another compactor, -1. */
 static int claim_run(store_t *s, const run_t *r, char *job, size_t cap, hr_err_t *err) {
     if (!index_shared(s->index)) return 1;
-    snprintf(job, cap, "compact/%s/%lld", r->tenant, (long long)day_of(r->metas[0].min_time));
+    if (r->span == DAY_NS) snprintf(job, cap, "compact/%s/%lld", r->tenant, (long long)r->window);
+    else snprintf(job, cap, "compact/%s/%lldd/%lld", r->tenant, (long long)(r->span / DAY_NS), (long long)r->window);
     /* The lease outlasts a run (minutes at most); a compactor that died frees it then. */
     return index_claim(s->index, job, s->cfg.node ? s->cfg.node : "", 15 * 60 * 1000, err);
 }
@@ -418,7 +600,8 @@ static int plan_claimed(store_t *s, run_t *r, char *job, size_t cap, hr_err_t *e
         if ((rc = claim_run(s, r, job, cap, err)) != 0) return rc;
         if (sk.n == SKIP_MAX) return 0;
         snprintf(sk.v[sk.n].tenant, sizeof sk.v[sk.n].tenant, "%s", r->tenant);
-        sk.v[sk.n++].day = day_of(r->metas[0].min_time);
+        sk.v[sk.n].span = r->span;
+        sk.v[sk.n++].window = r->window;
         run_free(r);
         memset(r, 0, sizeof *r);
         job[0] = 0;
@@ -477,9 +660,10 @@ int store_compact(store_t *s, hr_err_t *err) {
     }
     if (rc == 1) {
         log_info("compaction.done",
-                 "tenant=%s blocks_in=%zu bytes_in=%lld blocks_out=%zu bytes_out=%lld profiles=%lld duration_ms=%.1f",
-                 r.tenant, r.n, (long long)r.bytes, r.nout, (long long)bytes, (long long)profiles,
-                 (double)(store_now_ns() - t0) / 1e6);
+                 "tenant=%s window=%lldd/%lld blocks_in=%zu bytes_in=%lld blocks_out=%zu bytes_out=%lld profiles=%lld "
+                 "duration_ms=%.1f",
+                 r.tenant, (long long)(r.span / DAY_NS), (long long)r.window, r.n, (long long)r.bytes, r.nout,
+                 (long long)bytes, (long long)profiles, (double)(store_now_ns() - t0) / 1e6);
     }
     pthread_mutex_unlock(&s->compact);
     run_free(&r);

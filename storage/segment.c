@@ -189,3 +189,76 @@ int segment_row_valid(const segment_t *s, size_t i) {
     }
     return 1;
 }
+
+/* ---- segment_select ---- */
+
+/* Imports into p the stacks rows[0..n) of s use (samples and spans), in increasing
+ * order of s's ids. A stack's ancestors have smaller ids than it, so the stacks used
+ * get ids in the same order they had in s, and rows that were sorted by stack stay
+ * sorted. 0, -1 (OOM) or -2 (an id out of range). */
+static int import_in_order(segment_t *p, symtab_remap_t *m, const segment_t *s, const uint32_t *rows, size_t n) {
+    uint8_t *used = calloc(s->sym->nstacks ? s->sym->nstacks : 1, 1);
+    if (!used) return -1;
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        const seg_profile_t *r = &s->profiles[rows[i]];
+        for (uint32_t j = 0; j < r->nsamples && rc == 0; j++) {
+            uint32_t id = s->stacks[r->first + j];
+            if (id >= s->sym->nstacks) rc = -2; /* a broken segment: never written */
+            else used[id] = 1;
+        }
+        for (uint32_t j = 0; j < r->nspans && rc == 0; j++) {
+            uint32_t id = s->spans[r->span_first + j].stack;
+            if (id >= s->sym->nstacks) rc = -2;
+            else used[id] = 1;
+        }
+    }
+    for (uint32_t id = 0; id < s->sym->nstacks && rc == 0; id++)
+        if (used[id] && symtab_import_stack(p->sym, m, id) == SYM_NONE) rc = -1;
+    free(used);
+    return rc;
+}
+
+/* Row r of s into p, its stacks mapped by m (all imported already): as it is when the
+ * mapping kept its samples in order (import_in_order), else sorted again. */
+static int copy_row(segment_t *p, symtab_remap_t *m, const segment_t *s, const seg_profile_t *r, stack_value_t *sv,
+                    uint32_t *stacks) {
+    int sorted = 1;
+    for (uint32_t j = 0; j < r->nsamples; j++) {
+        stacks[j] = symtab_import_stack(p->sym, m, s->stacks[r->first + j]); /* a lookup: imported */
+        if (stacks[j] == SYM_NONE) return -1;
+        sv[j] = (stack_value_t){stacks[j], s->values[r->first + j]};
+        sorted &= (j == 0 || stacks[j] > stacks[j - 1]) && sv[j].value != 0;
+    }
+    if (sorted) return segment_add_folded(p, r->series, r->time_ns, r->duration_ns, sv, r->nsamples);
+    return segment_add(p, r->series, r->time_ns, r->duration_ns, stacks, s->values + r->first, r->nsamples);
+}
+
+segment_t *segment_select(const segment_t *s, const uint32_t *rows, size_t n, hr_err_t *err) {
+    segment_t *p = segment_new();
+    symtab_remap_t m;
+    if (!p || symtab_remap_init(&m, s->sym)) {
+        segment_free(p);
+        return hr_fail(err, HR_ENOMEM, "out of memory"), NULL;
+    }
+    uint32_t *stacks = NULL;
+    stack_value_t *sv = NULL;
+    size_t cap = 0, svcap = 0;
+    int rc = import_in_order(p, &m, s, rows, n);
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        const seg_profile_t *r = &s->profiles[rows[i]];
+        if (VEC_RESERVE(stacks, cap, (size_t)r->nsamples + 1) || VEC_RESERVE(sv, svcap, (size_t)r->nsamples + 1))
+            rc = -1;
+        if (rc == 0 && copy_row(p, &m, s, r, sv, stacks)) rc = -1;
+        if (rc == 0) rc = segment_import_spans(p, &m, s->spans + r->span_first, r->nspans);
+    }
+    free(stacks);
+    free(sv);
+    symtab_remap_destroy(&m);
+    if (rc) {
+        segment_free(p);
+        if (rc == -2) return hr_fail(err, HR_EINTERNAL, "refusing to write a block with a stack id out of range"), NULL;
+        return hr_fail(err, HR_ENOMEM, "out of memory"), NULL;
+    }
+    return p;
+}

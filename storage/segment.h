@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/err.h"
 #include "storage/symtab.h"
 
 typedef struct {
@@ -115,6 +116,11 @@ size_t segment_bytes(const segment_t *s);
 
 /* Sorts *order (nprofiles indices) by (series, time): the block row order. */
 int segment_sorted_order(const segment_t *s, uint32_t **order);
+/* A new segment holding rows[0..n) of s (in that order, which should be by series
+ * then time, as a block partition's) with only the symbols they use: a stack keeps
+ * its relative order, so rows sorted by stack stay sorted. NULL with err (HR_ENOMEM,
+ * or HR_EINTERNAL for a stack id out of range). */
+segment_t *segment_select(const segment_t *s, const uint32_t *rows, size_t n, hr_err_t *err);
 
 /* 1 when row i holds what segment_add and segment_add_spans leave and what block
  * encoding (stack deltas) and merges (stack ids as indexes) rely on: samples strictly

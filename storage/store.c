@@ -553,7 +553,18 @@ int store_maybe_cut(store_t *s, hr_err_t *err) {
 }
 
 /* 1 when partition p may hold rows the filter wants: time range and series. */
-int store_part_wanted(const block_part_t *p, const store_filter_t *f) {
+/* 1 when a scan with filter f reads summary partition p in place of the partitions it
+ * stands for: a merge of stacks whose range holds p's whole range. */
+static int summary_usable(const block_part_t *p, const store_filter_t *f) {
+    return p->summary && !f->totals_only && f->merged_ok && p->merged && p->min_time >= f->from &&
+           p->max_time <= f->until;
+}
+
+int store_part_wanted(const block_index_t *ix, size_t pi, const store_filter_t *f) {
+    const block_part_t *p = &ix->parts[pi];
+    if (p->summary && !summary_usable(p, f)) return 0;
+    for (size_t k = 0; k < p->ncovers; k++)
+        if (summary_usable(&ix->parts[p->covers[k]], f)) return 0;                /* that summary is read instead */
     if (p->series && (p->max_time < f->from || p->min_time > f->until)) return 0; /* version 1: the block's range */
     if (!f->series || !p->series) return 1;
     for (size_t k = 0; k < p->nseries; k++)
@@ -588,7 +599,7 @@ static int scan_totals(const block_index_t *ix, int64_t id, const store_filter_t
     size_t at = 0, run = 0; /* rows before partition p; the wanted run's first row */
     int rc = 0, in_run = 0;
     for (size_t p = 0; p <= ix->nparts && rc == 0; p++) {
-        int want = p < ix->nparts && store_part_wanted(&ix->parts[p], f) && store_part_picked(f, id, p);
+        int want = p < ix->nparts && store_part_wanted(ix, p, f) && store_part_picked(f, id, p);
         if (want && !in_run) run = at;
         if (!want && in_run && at > run) {
             segment_t view = *ix->totals;
@@ -628,7 +639,7 @@ static int scan_block(store_t *s, size_t i, const store_filter_t *f, want_t *bat
     int rc = 0;
     for (size_t p = 0; p < ix->nparts && rc == 0; p++) {
         const block_part_t *bp = &ix->parts[p];
-        if (!store_part_wanted(bp, f) || !store_part_picked(f, b->meta.id, p)) continue;
+        if (!store_part_wanted(ix, p, f) || !store_part_picked(f, b->meta.id, p)) continue;
         /* A range covering the whole partition takes its pre-merged rows (one per
          * series instead of every profile), or its function table. */
         batch[(*nb)++] = (want_t){s, i, p, store_part_view(bp, f), NULL, {0}};
@@ -728,7 +739,7 @@ static int walk_wanted_parts(store_t *s, const char *tenant, const store_filter_
         const block_index_t *ix = footer_of(s, i, &e);
         if (!ix && e.code) return err ? (*err = e, -1) : -1;
         for (size_t p = 0; ix && p < ix->nparts; p++)
-            if (store_part_wanted(&ix->parts[p], f) && fn(ctx, m, p, &ix->parts[p], err)) return -1;
+            if (store_part_wanted(ix, p, f) && fn(ctx, m, p, &ix->parts[p], err)) return -1;
     }
     return 0;
 }

@@ -48,6 +48,11 @@ typedef struct {
     int64_t retention_ns;      /* delete blocks whose newest profile is older; 0 = keep all */
     size_t compact_min_blocks; /* merge a run of at least this many small blocks; 0 = never */
     size_t compact_max_bytes;  /* ... into one block of at most this many bytes */
+    /* Compaction tiers (ascending, each a multiple of the one before, in whole days):
+     * once a tier's window (Monday-aligned) has ended, its blocks merge so each service
+     * has one partition per window. Borrowed. */
+    const int64_t *tiers_ns;
+    size_t ntiers;
     /* Cluster mode (storage/cluster.c, docs/cluster.md): with a catalog URL the store
      * keeps no WAL and no index.db; blocks are objects in `objects`, read by byte range
      * through a disk cache, and the catalog is shared in PostgreSQL. */
@@ -101,8 +106,11 @@ int store_maybe_cut(store_t *s, hr_err_t *err);
  * which store_open removes. Returns the number of blocks deleted, or -1. */
 int store_apply_retention(store_t *s, int64_t now_ns, hr_err_t *err);
 
-/* Compaction: finds the first run of compact_min_blocks or more time-adjacent blocks
- * of one tenant starting on one UTC day, each under compact_max_bytes / 2, merges them a
+/* Compaction: finds the first due run of one tenant's blocks: a tier run (the blocks
+ * starting in one ended window of a tier, largest tier first, when some service has a
+ * partition in more than one of them; a tier applies while --retention is 0 or at
+ * least four of its windows), else a day run (compact_min_blocks or more time-adjacent
+ * blocks starting on one UTC day, each under compact_max_bytes / 2). It merges the run a
  * partition key (service) at a time (compact.h) into blocks of about
  * compact_max_bytes each (a block is closed once it reaches that size; a run with a
  * version-1 block is capped at compact_max_bytes of input and written as one block),

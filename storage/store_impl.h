@@ -156,8 +156,10 @@ typedef struct prefetch prefetch_t;
 prefetch_t *store_prefetch_start(store_t *s, const char *tenant, const store_filter_t *f);
 /* Cancels the ranges not yet started, joins the threads and frees p (NULL: nothing). */
 void store_prefetch_end(prefetch_t *p);
-/* 1 when partition p may hold rows the filter wants: time range and series. */
-int store_part_wanted(const block_part_t *p, const store_filter_t *f);
+/* 1 when partition p of ix may hold rows the filter wants (time range and series) and
+ * no summary partition standing for it is read instead (a summary is wanted only by
+ * a merge covering its whole range). */
+int store_part_wanted(const block_index_t *ix, size_t p, const store_filter_t *f);
 /* The view (BLOCK_VIEW_*) of a wanted partition a scan with filter f reads. */
 int store_part_view(const block_part_t *p, const store_filter_t *f);
 /* 1 unless f restricts the scan to some partitions (f->only) and not partition p of

@@ -281,7 +281,7 @@ def compaction_merges_blocks_and_keeps_answers():
         assert metric(srv, "hearth_block_bytes") < bytes_before, (metric(srv, "hearth_block_bytes"), bytes_before)
         assert answers(srv) == before
         log = open(os.path.join(srv.log_dir, "server.log")).read()
-        assert re.search(r"msg=compaction.done tenant=anonymous blocks_in=8 bytes_in=\d+ blocks_out=1 bytes_out=\d+", log)
+        assert re.search(r"msg=compaction.done tenant=anonymous window=\d+d/\d+ blocks_in=8 bytes_in=\d+ blocks_out=1 bytes_out=\d+", log)
         assert srv.request("POST", "/api/v1/admin/compact", b"")[1] == b'{"compactions":0}'  # nothing left to do
     blks = [f for d, _, fs in os.walk(os.path.join(data_dir, "blocks")) for f in fs if f.endswith(".blk")]
     assert len(blks) == 1, blks  # the eight old files are gone

@@ -181,3 +181,76 @@ def compaction_writes_whole_services_into_blocks_of_the_size_cap():
         assert metric(srv, "hearth_blocks") == 2
     r = cli("check", data)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+@test
+def compaction_tiers_summarise_ended_weeks_and_keep_every_answer():
+    """Blocks of an ended week (and 28 days) merge into one block per service holding a
+    partition per day plus summary partitions (pre-merged rows of each window): a merge
+    over a whole window reads its summary, a short range its days, and every answer is
+    the same as before compaction, for sums, gauges, top tables, time series and pprof."""
+    cpu = [open(os.path.join(ARGS.testdata, "pprof", f"go-runtime-cpu-0{i}.pb.gz"), "rb").read() for i in range(6)]
+    heap = open(os.path.join(ARGS.testdata, "pprof", "go-runtime-heap.pb.gz"), "rb").read()
+    data = os.path.join(ARGS.tmp, "tier-store")
+    day = 86400
+    monday = T0 - (T0 - 4 * day) % (7 * day)  # T0's week starts on this Monday, 00:00 UTC
+    days = 17
+    with Server(data_dir=data, extra=["--compact-min-blocks", "0"]) as srv:  # a block per day, as cut
+        for d in range(days):
+            for k, svc in enumerate(("shop", "cart")):
+                for h in (1, 13):
+                    t = T0 + d * day + h * 3600
+                    assert srv.ingest(cpu[(d + k + h) % 6], name=svc, format="pprof", **{"from": t})[0] == 200
+            assert srv.ingest(heap, name="shop", format="pprof", **{"from": T0 + d * day + 600})[0] == 200
+            assert srv.request("POST", "/api/v1/admin/flush")[0] == 200
+        assert metric(srv, "hearth_blocks") == days
+        ranges = {"all": (T0 - 10, T0 + days * day), "week": (monday + 7 * day, monday + 14 * day),
+                  "hour": (T0 + 3 * day + 3000, T0 + 3 * day + 6600), "day": (T0 + 9 * day, T0 + 10 * day),
+                  "straddle": (monday + 6 * day, monday + 9 * day)}
+
+        def answers(srv):
+            out = {}
+            for name, (a, b) in ranges.items():
+                for sel in (CPU + "{}", CPU + '{service_name="cart"}', 'memory:inuse_space:bytes:space:bytes{}'):
+                    fg = query(srv, sel, fmt="flamegraph", frm=a, until=b)
+                    out[name, sel, "fg"] = (fg["flamebearer"], fg["metadata"])
+                    top = query(srv, sel, fmt="top", frm=a, until=b, limit=20)
+                    out[name, sel, "top"] = (top["total"], top["functions"])
+                    out[name, sel, "pprof"] = srv.get("/api/v1/query", query=sel, format="pprof",
+                                                      **{"from": a, "until": b})[1]
+                out[name, "ts"] = srv.get_json("/api/v1/timeseries", query=CPU + "{}", step="6h",
+                                               **{"from": a, "until": b})
+            return out
+
+        before = answers(srv)
+    assert before["all", CPU + "{}", "top"][0] > 0 and before["hour", CPU + "{}", "top"][0] > 0
+    with Server(data_dir=data, extra=["--compact-min-blocks", "2"]) as srv:
+        assert srv.request("POST", "/api/v1/admin/compact")[0] == 200
+        log = open(os.path.join(srv.log_dir, "server.log")).read()
+        assert "window=28d/" in log or "window=7d/" in log, log[-2000:]
+        assert metric(srv, "hearth_blocks") < days
+        assert answers(srv) == before
+    with Server(data_dir=data) as srv:  # a restart: the summaries read back from the footers
+        # The whole week decodes one summary partition, not its seven days.
+        a, b = ranges["week"]
+        assert query(srv, CPU + '{service_name="cart"}', fmt="flamegraph", frm=a, until=b)["flamebearer"] == \
+            before["week", CPU + '{service_name="cart"}', "fg"][0]
+        assert metric(srv, "hearth_block_partition_loads_total") == 1, "the week came from one summary"
+        a, b = ranges["hour"]
+        query(srv, CPU + '{service_name="cart"}', fmt="flamegraph", frm=a, until=b)
+        assert metric(srv, "hearth_block_partition_loads_total") == 2, "the hour came from its day"
+        assert answers(srv) == before
+        assert srv.request("POST", "/api/v1/admin/compact")[1] == b'{"compactions":0}'  # nothing left to do
+    # A late profile of an ended week: its block joins the window's block again.
+    with Server(data_dir=data, extra=["--compact-min-blocks", "2"]) as srv:
+        assert srv.ingest(cpu[0], name="cart", format="pprof", **{"from": monday + 8 * day + 60})[0] == 200
+        assert srv.request("POST", "/api/v1/admin/flush")[0] == 200
+        nblocks = metric(srv, "hearth_blocks")
+        assert srv.request("POST", "/api/v1/admin/compact")[0] == 200
+        assert metric(srv, "hearth_blocks") == nblocks - 1
+        for name in ("all", "week"):
+            a, b = ranges[name]
+            got = query(srv, CPU + '{service_name="cart"}', fmt="top", frm=a, until=b)["total"]
+            assert got == before[name, CPU + '{service_name="cart"}', "top"][0] + cpu_each(0), name
+    r = cli("check", data)
+    assert r.returncode == 0, r.stdout + r.stderr
