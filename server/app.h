@@ -51,6 +51,7 @@ typedef struct app {
     char **peers;             /* cluster mode: the other live query nodes' addresses (split_api.c) */
     size_t npeers;
     pthread_mutex_t peers_mu;
+    pthread_mutex_t settings_mu; /* one tenant settings write at a time (settings_api.c) */
 } app_t;
 
 /* The router (routes.c), as the HTTP layer's three callbacks (http.h): admit finds the
@@ -110,7 +111,9 @@ void api_timeseries(app_t *a, http_req_t *req, http_resp_t *resp);
 /* POST /querier.v1.QuerierService/<Method> (querier_api.c). */
 #define QUERIER_PREFIX "/querier.v1.QuerierService/"
 void api_querier(app_t *a, http_req_t *req, http_resp_t *resp);
-void api_settings_get(app_t *a, http_req_t *req, http_resp_t *resp);
+#define SETTINGS_PREFIX "/settings.v1.SettingsService/"
+/* settings.v1.SettingsService: Get, Set, Delete (settings_api.c). */
+void api_settings(app_t *a, http_req_t *req, http_resp_t *resp);
 void api_series(app_t *a, http_req_t *req, http_resp_t *resp);
 void api_profile_types(app_t *a, http_req_t *req, http_resp_t *resp);
 void api_labels(app_t *a, http_req_t *req, http_resp_t *resp, const char *name);

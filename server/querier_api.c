@@ -32,7 +32,6 @@
 #include "server/connect.h"
 #include "wire/profile.pb-c.h"
 #include "wire/querier.pb-c.h"
-#include "wire/settings.pb-c.h"
 
 #define HOUR_NS (3600LL * 1000000000)
 #define MS 1000000LL
@@ -914,22 +913,6 @@ static const struct {
     {"SelectHeatmap", &querier__v1__select_heatmap_request__descriptor, select_heatmap},
     {"AnalyzeQuery", &querier__v1__analyze_query_request__descriptor, analyze_query},
 };
-
-/* settings.v1.SettingsService/Get: Hearth keeps no per-tenant UI settings, so the
- * answer is an empty list, which is what Grafana's Profiles Drilldown needs to open. */
-void api_settings_get(app_t *a, http_req_t *req, http_resp_t *resp) {
-    connect_codec_t codec;
-    if (req->body_too_big) return connect_error(resp, 413, "request body exceeds --max-body-bytes");
-    if (connect_codec(req, &codec, resp)) return;
-    arena_t *ar = arena_new();
-    if (!ar) return connect_error(resp, 500, "out of memory");
-    if (connect_read(req, codec, &settings__v1__get_settings_request__descriptor, a->cfg.max_body_bytes, 1, ar, resp)) {
-        Settings__V1__GetSettingsResponse r;
-        settings__v1__get_settings_response__init(&r);
-        connect_reply(resp, codec, &r.base);
-    }
-    arena_free(ar);
-}
 
 void api_querier(app_t *a, http_req_t *req, http_resp_t *resp) {
     const char *method = req->url + strlen(QUERIER_PREFIX);

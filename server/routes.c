@@ -143,7 +143,8 @@ static const route_t ROUTES[] = {
     {"/otlp/v1development/profiles", 0, M_POST, NEED_WRITE, 0, LIM_INGEST, ERR_JSON, api_otlp_profiles},
     /* Merges. */
     {QUERIER_PREFIX, 1, M_POST, NEED_READ, 0, LIM_QUERY, ERR_CONNECT, api_querier},
-    {"/settings.v1.SettingsService/Get", 0, M_POST, NEED_READ, 0, LIM_NONE, ERR_CONNECT, api_settings_get},
+    /* UI settings: whoever may read a tenant's profiles keeps its Drilldown settings. */
+    {SETTINGS_PREFIX, 1, M_POST, NEED_READ, 0, LIM_NONE, ERR_CONNECT, api_settings},
     {"/api/v1/query", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_query},
     {"/api/v1/timeseries", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_timeseries},
     {"/api/v1/diff", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_diff},

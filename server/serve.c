@@ -190,6 +190,7 @@ static int serve(app_t *a) {
                                   &a->decode_budget, a->cfg.max_label_value_bytes};
     pthread_mutex_init(&a->buckets_mu, NULL);
     pthread_mutex_init(&a->peers_mu, NULL);
+    pthread_mutex_init(&a->settings_mu, NULL);
     hr_err_t err = {0};
     if (!(a->store = store_open(&sc, &err))) {
         fprintf(stderr, "hearth: cannot open data dir %s: %s\n", a->cfg.data_dir, err.msg);

@@ -461,6 +461,15 @@ def cluster_upload_to_one_node_is_read_at_once_through_another():
         assert st == 404 and "role" in json.loads(body)["error"], ("push to a query node", st, body[:300])
         st, body = a.get("/api/v1/query", query=CPU + '{service_name="fresh"}', **SPAN)
         assert st == 404 and "role" in json.loads(body)["error"], ("query to an ingest node", st, body[:300])
+        # Drilldown's settings live in the object store: set through one node, read through another.
+        q2 = c.node("d", "query")
+        ct = {"Content-Type": "application/json"}
+        doc = json.dumps({"setting": {"name": "pyroscope.ui.maxNodes", "value": "4096"}}).encode()
+        assert q.request("POST", "/settings.v1.SettingsService/Set", doc, ct)[0] == 200
+        st, body, _ = q2.request("POST", "/settings.v1.SettingsService/Get", b"{}", ct)
+        assert st == 200 and [(x["name"], x["value"]) for x in json.loads(body)["settings"]] == \
+            [("pyroscope.ui.maxNodes", "4096")], body
+        assert any(k.startswith("settings/") for k in c.objects()), c.objects()
 
 
 @test

@@ -380,6 +380,43 @@ def connect_diff_profile_stats_and_settings():
 
 
 @test
+def settings_are_kept_per_tenant_across_restarts():
+    """settings.v1 Set/Get/Delete as Profiles Drilldown calls them: per tenant, persisted, an
+    older write refused (409, upstream's AlreadyExists), bad input refused with 400."""
+    ct = {"Content-Type": "application/json"}
+    data = os.path.join(ARGS.tmp, "settings-store")
+
+    def call(srv, method, doc, tenant="a"):
+        st, body, _ = srv.request("POST", "/settings.v1.SettingsService/" + method, json.dumps(doc).encode(),
+                                  {**ct, "X-Scope-OrgID": tenant})
+        return st, json.loads(body) if body else None
+
+    with Server(data_dir=data, extra=["--multitenancy", "true"]) as srv:
+        st, js = call(srv, "Set", {"setting": {"name": "pyroscope.ui.maxNodes", "value": "8192"}})
+        assert st == 200 and js["setting"]["value"] == "8192" and int(js["setting"]["modifiedAt"]) > 0, js
+        at = int(js["setting"]["modifiedAt"])
+        assert call(srv, "Set", {"setting": {"name": "collapsed", "value": "true", "modifiedAt": 5}})[0] == 200
+        # An update older than the stored one is refused and changes nothing.
+        st, js = call(srv, "Set", {"setting": {"name": "pyroscope.ui.maxNodes", "value": "1", "modifiedAt": at - 1}})
+        assert st == 409, (st, js)
+        assert call(srv, "Get", {}, tenant="b") in ((200, {}), (200, {"settings": []})), "another tenant sees none"
+        for bad in ({}, {"setting": {"value": "x"}}, {"setting": {"name": "n" * 300, "value": "x"}}):
+            assert call(srv, "Set", bad)[0] == 400, bad
+        assert call(srv, "Set", {"setting": {"name": "x"}, "unknown": 1})[0] == 400
+        assert call(srv, "Delete", {})[0] == 400
+        assert call(srv, "Nope", {})[0] == 404
+    with Server(data_dir=data, extra=["--multitenancy", "true"]) as srv:
+        st, js = call(srv, "Get", {})
+        assert st == 200 and [(x["name"], x["value"]) for x in js["settings"]] == \
+            [("collapsed", "true"), ("pyroscope.ui.maxNodes", "8192")], js
+        assert call(srv, "Delete", {"name": "collapsed"}) == (200, {})
+        assert call(srv, "Delete", {"name": "never-set"}) == (200, {})
+        st, body, _ = srv.request("POST", "/settings.v1.SettingsService/Get", b"",
+                                  {"Content-Type": "application/proto", "X-Scope-OrgID": "a"})
+        assert st == 200 and b"pyroscope.ui.maxNodes" in body and b"collapsed" not in body, body
+
+
+@test
 def select_series_individual_exemplars_name_each_steps_largest_profile():
     """exemplarType INDIVIDUAL: each point carries the profile of its step with the largest total
     (as /api/v1/profiles lists it: id, time, total, series labels), per group with group_by, in
