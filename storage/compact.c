@@ -352,32 +352,30 @@ static int wanted(const run_t *r, size_t i, size_t p, const char *key) {
     return !bp->summary && (!key || !strcmp(bp->key, key));
 }
 
-/* Reads the run's partitions of key into in[0..*nin), which has room for all of them.
- * 1, 0 (an input is unreadable), -1 with err; the caller frees what was read. */
-static int read_inputs(store_t *s, run_t *r, const char *key, segment_t **in, size_t *nin, hr_err_t *err) {
+/* Merges the run's partitions of key (NULL: all) into one segment (*out), reading one
+ * input partition at a time and freeing it once copied: a tier run over a month of
+ * hourly blocks holds the merged rows and one hour, not 720 hours' symbol tables.
+ * 1, 0 (an input is unreadable), -1 with err. */
+static int merge_inputs(store_t *s, run_t *r, const char *key, segment_t **out, hr_err_t *err) {
+    *out = segment_new();
+    if (!*out) return hr_fail(err, HR_ENOMEM, "out of memory");
+    uint32_t *stacks = NULL;
+    size_t cap = 0;
     int rc = 1;
     for (size_t i = 0; i < r->n && rc == 1; i++)
         for (size_t p = 0; p < r->ix[i]->nparts && rc == 1; p++) {
+            segment_t *in = NULL;
             if (!wanted(r, i, p, key)) continue;
-            if (read_input(s, r, i, p, &in[*nin], err)) rc = -1;
-            else if (!in[*nin]) rc = 0;
-            else (*nin)++;
+            if (read_input(s, r, i, p, &in, err)) rc = -1;
+            else if (!in) rc = 0;
+            else if (copy_segment(*out, in, &stacks, &cap, err)) rc = -1;
+            segment_free(in);
         }
-    return rc;
-}
-
-/* Merges what read_inputs reads into one segment (*out). 1, 0, -1 as read_inputs. The
- * array is sized by counting, not by assuming one partition per key and block. */
-static int merge_inputs(store_t *s, run_t *r, const char *key, segment_t **out, hr_err_t *err) {
-    size_t room = 0, nin = 0;
-    for (size_t i = 0; i < r->n; i++)
-        for (size_t p = 0; p < r->ix[i]->nparts; p++) room += (size_t)wanted(r, i, p, key);
-    segment_t **in = calloc(room + 1, sizeof *in);
-    int rc = in ? read_inputs(s, r, key, in, &nin, err) : hr_fail(err, HR_ENOMEM, "out of memory");
-    *out = NULL;
-    if (rc == 1 && !(*out = compact_segments((const segment_t *const *)in, nin, err))) rc = -1;
-    for (size_t i = 0; i < nin; i++) segment_free(in[i]);
-    free(in);
+    free(stacks);
+    if (rc != 1) {
+        segment_free(*out);
+        *out = NULL;
+    }
     return rc;
 }
 
