@@ -440,22 +440,28 @@ static void unplan_attrs(ctx_t *c, const Otlp__Profile *p) {
             c->off_series[p->samples[i]->attribute_indices[k]] = 0;
 }
 
-/* The span a sample is linked to: its link's span id, else a span_id attribute (16
- * hex digits, as a pprof span_id label); 0 for none. */
-static uint64_t sample_span(const ctx_t *c, const Otlp__Sample *s) {
+/* The span a sample is linked to: its link's span id (and the link's trace id into
+ * trace[0..1]), else a span_id attribute (16 hex digits, as a pprof span_id label,
+ * with a trace_id attribute of 32); 0 for none. */
+static uint64_t sample_span(const ctx_t *c, const Otlp__Sample *s, uint64_t trace[2]) {
+    trace[0] = trace[1] = 0;
     if (s->link_index) {
         const Otlp__Link *l = c->d->link_table[s->link_index];
         uint64_t span = 0;
         for (size_t i = 0; l->span_id.len == 8 && i < 8; i++) span = span << 8 | l->span_id.data[i];
+        for (size_t i = 0; span && l->trace_id.len == 16 && i < 16; i++)
+            trace[i / 8] = trace[i / 8] << 8 | l->trace_id.data[i];
         if (span) return span;
     }
+    uint64_t span = 0;
     for (size_t i = 0; i < s->n_attribute_indices; i++) {
         const Otlp__KeyValueAndUnit *a = c->d->attribute_table[s->attribute_indices[i]];
-        const char *v = value_str(c, a->value);
-        uint64_t span;
-        if (v && !strcmp(dstr(c, a->key_strindex), "span_id") && span_id_parse(v, &span) == 0) return span;
+        const char *v = value_str(c, a->value), *k = dstr(c, a->key_strindex);
+        if (v && !strcmp(k, "span_id") && !span && span_id_parse(v, &span)) span = 0;
+        if (v && !strcmp(k, "trace_id") && trace_id_parse(v, &trace[0], &trace[1])) trace[0] = trace[1] = 0;
     }
-    return 0;
+    if (!span) trace[0] = trace[1] = 0;
+    return span;
 }
 
 /* The sample's own labels over base when it has series attributes (own is then
@@ -492,9 +498,10 @@ static int convert_profile(ctx_t *c, const Otlp__Profile *p, const labels_t *bas
         labels_t own;
         labels_init(&own);
         const labels_t *l = stack == SYM_NONE ? NULL : sample_labels(c, s, base, &own);
-        uint64_t span = sample_span(c, s);
+        uint64_t trace[2];
+        uint64_t span = sample_span(c, s, trace);
         batch_profile_t *bp = l ? batch_profile(c->b, type, l, t, d) : NULL;
-        if (!bp || (span ? batch_span_sample(bp, stack, v, span) : batch_sample(bp, stack, v)))
+        if (!bp || (span ? batch_span_sample(bp, stack, v, span, trace) : batch_sample(bp, stack, v)))
             rc = c->err->code ? -1 : hr_fail(c->err, HR_ENOMEM, "out of memory");
         labels_destroy(&own);
     }

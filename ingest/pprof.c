@@ -297,18 +297,25 @@ static int plan_label_keys(ctx_t *c) {
 }
 
 /* The span id a sample carries (`span_id`, or `profile_id` as Pyroscope renames it):
- * 16 hex digits, as OpenTelemetry writes them; 0 when absent or not a span id. */
-static uint64_t sample_span(const ctx_t *c, const Perftools__Profiles__Sample *s) {
+ * 16 hex digits, as OpenTelemetry writes them; 0 when absent or not a span id. Its
+ * `trace_id` label (32 hex digits) goes to trace[0..1] (zeros: none). */
+static uint64_t sample_span(const ctx_t *c, const Perftools__Profiles__Sample *s, uint64_t trace[2]) {
     uint64_t span = 0;
+    int named = 0; /* a span_id label seen: profile_id no longer counts */
+    trace[0] = trace[1] = 0;
     for (size_t i = 0; i < s->n_label; i++) {
         const Perftools__Profiles__Label *l = s->label[i];
         if (!str_ok(c, l->key) || !str_ok(c, l->str) || !l->str) continue;
         const char *k = c->p->string_table[l->key], *v = c->p->string_table[l->str];
-        int is_span = !strcmp(k, "span_id");
-        if (!is_span && (span || strcmp(k, "profile_id"))) continue;
         uint64_t x;
-        if (span_id_parse(v, &x) == 0) span = x;
-        if (is_span) break;
+        if (!strcmp(k, "trace_id")) {
+            if (trace_id_parse(v, &trace[0], &trace[1])) trace[0] = trace[1] = 0;
+        } else if (!strcmp(k, "span_id")) {
+            if (span_id_parse(v, &x) == 0) span = x;
+            named = 1;
+        } else if (!strcmp(k, "profile_id") && !named && !span && span_id_parse(v, &x) == 0) {
+            span = x;
+        }
     }
     return span;
 }
@@ -397,10 +404,11 @@ static int add_samples(ctx_t *c, const pprof_opts_t *o, char (*ids)[512], int64_
         }
         const size_t *idx = profiles_of(c, o, ids, t, d, s, &lc);
         if (!idx) return -1;
-        uint64_t span = sample_span(c, s);
+        uint64_t trace[2];
+        uint64_t span = sample_span(c, s, trace);
         for (size_t i = 0; i < nt; i++) {
             batch_profile_t *bp = &c->b->p[idx[i]];
-            if (span ? batch_span_sample(bp, stack, s->value[i], span) : batch_sample(bp, stack, s->value[i]))
+            if (span ? batch_span_sample(bp, stack, s->value[i], span, trace) : batch_sample(bp, stack, s->value[i]))
                 return hr_fail(c->err, HR_ENOMEM, "out of memory");
         }
     }

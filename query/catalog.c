@@ -151,9 +151,10 @@ typedef struct {
     size_t len, cap;
 } plist_t;
 
-static int list_entry(plist_t *l, const seg_profile_t *r, int64_t total, uint64_t span) {
+static int list_entry(plist_t *l, const seg_profile_t *r, int64_t total, const span_sample_t *sp) {
     if (VEC_RESERVE(l->v, l->cap, l->len + 1)) return -1;
-    l->v[l->len++] = (catalog_profile_t){r->series, r->time_ns, total, span};
+    l->v[l->len++] = sp ? (catalog_profile_t){r->series, r->time_ns, total, sp->span, sp->trace_hi, sp->trace_lo}
+                        : (catalog_profile_t){r->series, r->time_ns, total, 0, 0, 0};
     return 0;
 }
 
@@ -169,12 +170,16 @@ static int list_row_spans(plist_t *l, const segment_t *seg, const seg_profile_t 
     size_t start = l->len, w = start;
     for (uint32_t j = 0; j < r->nspans; j++) {
         const span_sample_t *sp = &seg->spans[r->span_first + j];
-        if (list_entry(l, r, sp->value, sp->span)) return -1;
+        if (list_entry(l, r, sp->value, sp)) return -1;
     }
     if (l->len - start > 1) qsort(l->v + start, l->len - start, sizeof *l->v, by_span);
     for (size_t i = start; i < l->len; i++)
-        if (w > start && l->v[w - 1].span == l->v[i].span) l->v[w - 1].total += l->v[i].total;
-        else l->v[w++] = l->v[i];
+        if (w > start && l->v[w - 1].span == l->v[i].span) {
+            l->v[w - 1].total += l->v[i].total;
+            catalog_keep_trace(&l->v[w - 1], &l->v[i]);
+        } else {
+            l->v[w++] = l->v[i];
+        }
     l->len = w;
     return 0;
 }
@@ -184,7 +189,7 @@ static int list_segment(void *ctx, const segment_t *seg) {
     for (size_t i = 0; i < seg->nprofiles; i++) {
         const seg_profile_t *r = &seg->profiles[i];
         if (r->series >= l->nbits || !l->bits[r->series] || r->time_ns < l->from || r->time_ns > l->until) continue;
-        if (!l->spans && list_entry(l, r, r->total, 0)) return -1;
+        if (!l->spans && list_entry(l, r, r->total, NULL)) return -1;
         if (l->spans && list_row_spans(l, seg, r)) return -1;
     }
     return 0;
@@ -218,9 +223,12 @@ static int list_profiles(store_t *st, const catalog_query_t *q, int spans, catal
     size_t w = 0; /* fold same series + instant (+ span): a profile split over segments, a span's stacks */
     for (size_t i = 0; i < l.len; i++) {
         catalog_profile_t *last = w ? &l.v[w - 1] : NULL;
-        if (last && last->series == l.v[i].series && last->time_ns == l.v[i].time_ns && last->span == l.v[i].span)
+        if (last && last->series == l.v[i].series && last->time_ns == l.v[i].time_ns && last->span == l.v[i].span) {
             last->total += l.v[i].total;
-        else l.v[w++] = l.v[i];
+            catalog_keep_trace(last, &l.v[i]);
+        } else {
+            l.v[w++] = l.v[i];
+        }
     }
     *out = l.v, *n = w;
     return 0;

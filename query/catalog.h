@@ -50,9 +50,15 @@ uint8_t *catalog_select(store_t *st, const catalog_query_t *q, uint32_t *n, hr_e
  * span's part of it. */
 typedef struct {
     uint32_t series;
-    int64_t time_ns, total; /* total: of the span's samples when span is set */
-    uint64_t span;          /* 0: the whole profile */
+    int64_t time_ns, total;      /* total: of the span's samples when span is set */
+    uint64_t span;               /* 0: the whole profile */
+    uint64_t trace_hi, trace_lo; /* the span's trace id when known (0, 0: not) */
 } catalog_profile_t;
+
+/* Keeps y's trace id in x when x has none (two listings of one span). */
+static inline void catalog_keep_trace(catalog_profile_t *x, const catalog_profile_t *y) {
+    if (!(x->trace_hi | x->trace_lo)) x->trace_hi = y->trace_hi, x->trace_lo = y->trace_lo;
+}
 
 /* Lists the profiles of the series selected by q->sel (which must name a profile
  * type) in [q->from, q->until], newest first. *out is malloc'd (caller frees), *n

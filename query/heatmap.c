@@ -61,6 +61,7 @@ static int fold_spans(points_t *ps) {
         if (!last->nalt++) last->alt = ps->nalt;
         ps->alt[ps->nalt++] = ps->v[i].p.series;
         last->p.total += ps->v[i].p.total;
+        catalog_keep_trace(&last->p, &ps->v[i].p);
     }
     ps->n = w;
     return 0;

@@ -156,6 +156,28 @@ void profile_ref_format(uint32_t series, int64_t time_ns, char *out) {
 void profile_refs_sort(profile_ref_t *v, size_t n) { qsort(v, n, sizeof *v, cmp_ref); }
 void span_ids_sort(uint64_t *v, size_t n) { qsort(v, n, sizeof *v, cmp_u64); }
 
+static int cmp_u128(const void *a, const void *b) {
+    const uint64_t *x = a, *y = b;
+    if (x[0] != y[0]) return x[0] < y[0] ? -1 : 1;
+    return (x[1] > y[1]) - (x[1] < y[1]);
+}
+
+void trace_ids_sort(uint64_t *v, size_t n) { qsort(v, n, 2 * sizeof *v, cmp_u128); }
+
+int trace_ids_has(const uint64_t *v, size_t n, uint64_t hi, uint64_t lo) {
+    const uint64_t key[2] = {hi, lo};
+    return bsearch(key, v, n, 2 * sizeof *v, cmp_u128) != NULL;
+}
+
+/* 1 when the query reads span samples (a span or trace selection), not samples. */
+static int span_mode(const merge_only_t *o) { return o && (o->nspans || o->ntraces); }
+
+/* 1 when span sample sp passes the query's span and trace selection. */
+static int span_kept(const merge_only_t *o, const span_sample_t *sp) {
+    if (o->nspans && !bsearch(&sp->span, o->spans, o->nspans, sizeof *o->spans, cmp_u64)) return 0;
+    return !o->ntraces || trace_ids_has(o->traces, o->ntraces, sp->trace_hi, sp->trace_lo);
+}
+
 static int row_selected(const scan_ctx_t *c, const seg_profile_t *p) {
     if (p->series >= c->nbits || !c->bits[p->series] || p->time_ns < c->q->from || p->time_ns > c->q->until) return 0;
     const merge_only_t *o = c->q->only;
@@ -165,7 +187,7 @@ static int row_selected(const scan_ctx_t *c, const seg_profile_t *p) {
 
 /* 1 when totals come from the samples: a call site or spans keep only some of them. */
 static int samples_filtered(const merge_query_t *q) {
-    return q->call_site || (q->only && q->only->nspans) || stackfilter_active(q->filter);
+    return q->call_site || span_mode(q->only) || stackfilter_active(q->filter);
 }
 
 static size_t bucket_of(const scan_ctx_t *c, int64_t t) { return (size_t)((t - c->r->tl_start) / c->r->tl_step); }
@@ -379,7 +401,7 @@ static void note_span(merge_result_t *r, const seg_profile_t *p) {
 static int64_t kept_samples(const scan_ctx_t *c, const segment_t *seg, const seg_profile_t *p, const uint8_t *keep,
                             double *acc, double w) {
     const merge_only_t *o = c->q->only;
-    int spans = o && o->nspans;
+    int spans = span_mode(o);
     uint32_t n = spans ? p->nspans : p->nsamples;
     int64_t sum = 0;
     for (uint32_t j = 0; j < n; j++) {
@@ -387,8 +409,7 @@ static int64_t kept_samples(const scan_ctx_t *c, const segment_t *seg, const seg
         uint32_t st = sp ? sp->stack : seg->stacks[p->first + j];
         int64_t v = sp ? sp->value : seg->values[p->first + j];
         assert(st < seg->sym->nstacks); /* acc and keep have one entry per stack */
-        if ((keep && !keep[st]) || (sp && !bsearch(&sp->span, o->spans, o->nspans, sizeof *o->spans, cmp_u64)))
-            continue;
+        if ((keep && !keep[st]) || (sp && !span_kept(o, sp))) continue;
         sum += v;
         if (acc) acc[st] += (double)v * w;
     }
@@ -702,7 +723,7 @@ static int merge_exec(store_t *st, const merge_query_t *q, merge_result_t *r, co
     /* See pass_t. Only the selected series' partitions are ever decoded; pre-merged
      * rows hold neither single profiles nor spans. One read lock over all passes, so
      * the counts, the totals and the stacks are of the same profiles. */
-    int filtered = samples_filtered(q), whole = !q->only || (!q->only->nprofiles && !q->only->nspans);
+    int filtered = samples_filtered(q), whole = !q->only || (!q->only->nprofiles && !span_mode(q->only));
     store_filter_t f[4];
     size_t n = 0;
     if (r->gauge)

@@ -44,6 +44,9 @@ typedef struct {
                                     * only span samples count (segment.h): the stacks, the
                                     * totals and the timeline are those of the spans */
     size_t nspans;
+    const uint64_t *traces; /* sorted trace ids, (hi, lo) pairs; ntraces 0 = any. With traces,
+                             * only span samples of spans of those traces count */
+    size_t ntraces;
 } merge_only_t;
 
 /* Parses a profile id as /api/v1/profiles writes it, SERIES-TIME_NS. 0 or -1. */
@@ -54,6 +57,10 @@ void profile_ref_format(uint32_t series, int64_t time_ns, char *out);
 /* Sort orders merge_only_t needs. */
 void profile_refs_sort(profile_ref_t *v, size_t n);
 void span_ids_sort(uint64_t *v, size_t n);
+/* Sorts n trace ids, (hi, lo) pairs in v[0..2n). */
+void trace_ids_sort(uint64_t *v, size_t n);
+/* 1 when trace (hi, lo) is one of the sorted ids v[0..2n). */
+int trace_ids_has(const uint64_t *v, size_t n, uint64_t hi, uint64_t lo);
 
 /* The other query nodes of a cluster, for a merge split across them (split.h). fetch
  * asks peer `peer` (0..npeers) to merge the block partitions refs[0..n) of the merge's

@@ -293,16 +293,20 @@ static int span_selector(qctx_t *c, char **ids, size_t n, merge_only_t *only) {
     return 0;
 }
 
-/* trace_id_selector: checked as upstream checks it (32 hex digits, not with
- * span_selector), then refused, since trace ids are not kept. 0 when empty, else -1. */
-static int trace_id_selector(qctx_t *c, char **ids, size_t n, size_t nspans) {
+/* trace_id_selector's trace ids (32 hex digits each, not with span_selector, as
+ * upstream checks them), parsed and sorted into only: the merge then reads the span
+ * samples whose span belongs to one of those traces. 0 or -1 (c->err set). */
+static int trace_id_selector(qctx_t *c, char **ids, size_t n, size_t nspans, merge_only_t *only) {
     if (!n) return 0;
     if (nspans) return fail(c, 400, "`spanSelector` and `traceIdSelector` cannot be combined"), -1;
+    uint64_t *v = arena_alloc(c->arena, 2 * n * sizeof *v);
+    if (!v) return oom(c), -1;
     for (size_t i = 0; i < n; i++)
-        if (!ids[i] || strlen(ids[i]) != 32 || strspn(ids[i], "0123456789abcdefABCDEF") != 32)
-            return fail(c, 400, "bad `traceIdSelector` entry: trace ids are 32 hex digits"), -1;
-    return fail(c, 501, "`traceIdSelector` is not supported: Hearth does not keep trace ids yet (spanSelector works)"),
-           -1;
+        if (trace_id_parse(ids[i], &v[2 * i], &v[2 * i + 1]))
+            return fail(c, 400, "bad `traceIdSelector` entry: trace ids are 32 hex digits, not all zero"), -1;
+    trace_ids_sort(v, n);
+    only->traces = v, only->ntraces = n;
+    return 0;
 }
 
 /* The selectors a merge request may carry besides its labels. */
@@ -320,7 +324,7 @@ typedef struct {
 static int merge_options(qctx_t *c, const request_selectors_t *r, merge_opts_t *o) {
     *o = (merge_opts_t){0};
     const Querier__V1__StackTraceSelector *st = r->stack;
-    if (trace_id_selector(c, r->traces, r->ntraces, r->nspans)) return -1;
+    if (trace_id_selector(c, r->traces, r->ntraces, r->nspans, &o->only)) return -1;
     if (r->nprofiles && profile_ids(c, r->profiles, r->nprofiles, &o->only)) return -1;
     if (r->nspans && span_selector(c, r->spans, r->nspans, &o->only)) return -1;
     if (!st) return 0;
@@ -549,6 +553,9 @@ static Querier__V1__Exemplar *exemplar_msg(qctx_t *c, const exemplar_t *e) {
     if (e->p.span) snprintf(id, sizeof id, "%016" PRIx64, e->p.span);
     if (!(e->p.span ? (x->span_id = arena_strdup(c->arena, id)) : (x->profile_id = arena_strdup(c->arena, id))))
         return NULL;
+    char trace[33];
+    snprintf(trace, sizeof trace, "%016" PRIx64 "%016" PRIx64, e->p.trace_hi, e->p.trace_lo);
+    if (e->p.span && (e->p.trace_hi | e->p.trace_lo) && !(x->trace_id = arena_strdup(c->arena, trace))) return NULL;
     for (size_t i = 0; i < e->labels.n; i++)
         if (!(x->labels[x->n_labels++] = label_pair(c, e->labels.v[i].name, e->labels.v[i].value))) return NULL;
     return x;

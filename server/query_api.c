@@ -281,7 +281,7 @@ void api_query(app_t *a, http_req_t *req, http_resp_t *resp) {
     selector_t sel;
     range_t r;
     profile_ref_t ref;
-    merge_only_t one = {&ref, 1, NULL, 0};
+    merge_only_t one = {&ref, 1, NULL, 0, NULL, 0};
     int pid = 1;
     const char *format = http_arg(req, "format");
     long long max_nodes = num_arg(req, "max_nodes", RENDER_DEFAULT_MAX_NODES);

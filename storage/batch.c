@@ -66,9 +66,9 @@ int batch_sample(batch_profile_t *p, uint32_t stack, int64_t value) {
     return 0;
 }
 
-int batch_span_sample(batch_profile_t *p, uint32_t stack, int64_t value, uint64_t span) {
+int batch_span_sample(batch_profile_t *p, uint32_t stack, int64_t value, uint64_t span, const uint64_t trace[2]) {
     if (VEC_RESERVE(p->spans, p->spans_cap, p->nspans + 1) || batch_sample(p, stack, value)) return -1;
-    p->spans[p->nspans++] = (span_sample_t){span, stack, value};
+    p->spans[p->nspans++] = (span_sample_t){span, stack, value, trace ? trace[0] : 0, trace ? trace[1] : 0};
     return 0;
 }
 

@@ -40,9 +40,10 @@ void batch_destroy(batch_t *b);
 batch_profile_t *batch_profile(batch_t *b, const char *profile_type, const labels_t *labels, int64_t time_ns,
                                int64_t duration_ns);
 int batch_sample(batch_profile_t *p, uint32_t stack, int64_t value);
-/* A sample that carried span id `span` (not 0): added as batch_sample adds it, and
- * kept as a span sample too (segment.h). 0 or -1 (OOM). */
-int batch_span_sample(batch_profile_t *p, uint32_t stack, int64_t value, uint64_t span);
+/* A sample that carried span id `span` (not 0), and trace id trace[0..1] (hi, lo; NULL
+ * or zeros: none): added as batch_sample adds it, and kept as a span sample too
+ * (segment.h). 0 or -1 (OOM). */
+int batch_span_sample(batch_profile_t *p, uint32_t stack, int64_t value, uint64_t span, const uint64_t trace[2]);
 /* Total number of samples over all profiles. */
 size_t batch_samples(const batch_t *b);
 

@@ -32,7 +32,7 @@ enum {
     SEC_FUNCS = 9     /* version 2: the function table (storage/functab.h), when written */
 };
 /* footer partition flags */
-enum { PART_MERGED = 1, PART_SPANS = 2, PART_UNITS = 4, PART_FUNCS = 8, PART_SUMMARY = 16 };
+enum { PART_MERGED = 1, PART_SPANS = 2, PART_UNITS = 4, PART_FUNCS = 8, PART_SUMMARY = 16, PART_TRACES = 32 };
 static const char MAGIC[8] = {'H', 'R', 'T', 'H', 'B', 'L', 'K', '1'};  /* version 1 */
 static const char MAGIC2[8] = {'H', 'R', 'T', 'H', 'B', 'L', 'K', '2'}; /* version 2 */
 static const char TAIL_MAGIC[4] = {'H', 'R', 'T', '2'};
@@ -137,7 +137,14 @@ static void encode_samples(const segment_t *s, const uint32_t *order, const int6
 /* The SPANS column block of rows order[0..n): per row its span sample count, then
  * stack deltas (reset per row; samples are sorted by stack, then span), span ids as
  * 8 little-endian bytes (random, so varints would only grow them), values. */
-static void encode_spans(const segment_t *s, const uint32_t *order, size_t n, buf_t *b) {
+/* 1 when some span sample of s carries a trace id (the SPANS section then has them). */
+static int has_traces(const segment_t *s) {
+    for (size_t i = 0; i < s->nspans; i++)
+        if (span_has_trace(&s->spans[i])) return 1;
+    return 0;
+}
+
+static void encode_spans(const segment_t *s, const uint32_t *order, size_t n, int traces, buf_t *b) {
     for (size_t i = 0; i < n; i++) buf_put_uvarint(b, s->profiles[order[i]].nspans);
     for (size_t i = 0; i < n; i++) {
         const seg_profile_t *p = &s->profiles[order[i]];
@@ -154,6 +161,13 @@ static void encode_spans(const segment_t *s, const uint32_t *order, size_t n, bu
     for (size_t i = 0; i < n; i++) {
         const seg_profile_t *p = &s->profiles[order[i]];
         for (uint32_t j = 0; j < p->nspans; j++) buf_put_svarint(b, s->spans[p->span_first + j].value);
+    }
+    for (size_t i = 0; traces && i < n; i++) {
+        const seg_profile_t *p = &s->profiles[order[i]];
+        for (uint32_t j = 0; j < p->nspans; j++) {
+            buf_put_u64le(b, s->spans[p->span_first + j].trace_hi);
+            buf_put_u64le(b, s->spans[p->span_first + j].trace_lo);
+        }
     }
 }
 
@@ -265,11 +279,11 @@ static int encode_part(const segment_t *p, const uint32_t *order, int summary, c
         if (m) encode_profiles(m, morder, munit, m->nprofiles, &sec[3]);
         if (m) encode_samples(m, morder, munit, m->nprofiles, &sec[4]);
     }
-    int spans = p->nspans && !summary;
-    if (spans) encode_spans(p, order, p->nprofiles, &sec[5]);
+    int spans = p->nspans && !summary, traces = spans && has_traces(p);
+    if (spans) encode_spans(p, order, p->nprofiles, traces, &sec[5]);
     if (*ft) functab_encode(*ft, &sec[6]);
     *flags = (m ? PART_MERGED : 0) | (spans ? PART_SPANS : 0) | PART_UNITS | (*ft ? PART_FUNCS : 0) |
-             (summary ? PART_SUMMARY : 0);
+             (summary ? PART_SUMMARY : 0) | (traces ? PART_TRACES : 0);
     free(morder);
     free(unit);
     free(munit);
@@ -318,7 +332,7 @@ static void footer_part(buf_t *f, const block_part_t *bp) {
     buf_put_uvarint(f, bp->len);
     buf_put_uvarint(f, (uint64_t)((bp->merged ? PART_MERGED : 0) | (bp->spans ? PART_SPANS : 0) |
                                   (bp->units ? PART_UNITS : 0) | (bp->funcs_len ? PART_FUNCS : 0) |
-                                  (bp->summary ? PART_SUMMARY : 0)));
+                                  (bp->summary ? PART_SUMMARY : 0) | (bp->traces ? PART_TRACES : 0)));
     if (bp->funcs_len) buf_put_uvarint(f, bp->funcs_len);
     buf_put_uvarint(f, bp->nprofiles);
     buf_put_uvarint(f, bp->nsamples);
@@ -492,7 +506,7 @@ static int decode_samples(segment_t *s, const uint8_t *p, size_t n, const int64_
 
 /* The SPANS section (encode_spans) of decoded rows: every stack id in range, samples
  * in (stack, span) order without repeats, no span 0. */
-static int decode_spans(segment_t *s, const uint8_t *p, size_t n, hr_err_t *err) {
+static int decode_spans(segment_t *s, const uint8_t *p, size_t n, int traces, hr_err_t *err) {
     buf_reader_t r;
     buf_reader_init(&r, p, n);
     uint64_t total = 0, most = n / 10; /* a span sample takes 10 bytes or more */
@@ -517,6 +531,10 @@ static int decode_spans(segment_t *s, const uint8_t *p, size_t n, hr_err_t *err)
     }
     for (size_t i = 0; i < s->nspans; i++) s->spans[i].span = buf_get_u64le(&r);
     for (size_t i = 0; i < s->nspans; i++) s->spans[i].value = buf_get_svarint(&r);
+    for (size_t i = 0; i < s->nspans; i++) {
+        s->spans[i].trace_hi = traces ? buf_get_u64le(&r) : 0;
+        s->spans[i].trace_lo = traces ? buf_get_u64le(&r) : 0;
+    }
     for (size_t i = 0; i < s->nprofiles; i++) {
         const span_sample_t *v = s->spans + s->profiles[i].span_first;
         for (uint32_t j = 0; j < s->profiles[i].nspans; j++)
@@ -646,7 +664,7 @@ static segment_t *decode_part(const uint8_t *p, size_t n, const block_part_t *bp
         rc = hr_fail(err, HR_EUNPROC, "block: sample count mismatch");
     if (rc == 0) rc = decode_samples(s, raw[k + 1], rawlen[k + 1], units, err);
     free(units);
-    if (rc == 0 && spans) rc = decode_spans(s, spans, spanlen, err);
+    if (rc == 0 && spans) rc = decode_spans(s, spans, spanlen, bp->traces, err);
     free(spans);
     /* Queries pick partitions and views by the footer's time range: it must hold. */
     for (size_t i = 0; rc == 0 && i < s->nprofiles; i++)
@@ -686,6 +704,7 @@ static int parse_part(buf_reader_t *r, block_part_t *p, uint64_t limit, hr_err_t
     p->spans = (flags & PART_SPANS) != 0;
     p->units = (flags & PART_UNITS) != 0;
     p->summary = (flags & PART_SUMMARY) != 0;
+    p->traces = (flags & PART_TRACES) != 0;
     p->funcs_len = flags & PART_FUNCS ? buf_get_uvarint(r) : 0;
     uint64_t np = buf_get_uvarint(r), ns = buf_get_uvarint(r);
     p->min_time = buf_get_svarint(r);
@@ -697,7 +716,8 @@ static int parse_part(buf_reader_t *r, block_part_t *p, uint64_t limit, hr_err_t
         nser > buf_reader_left(r) || (nser > np && !p->summary) || np > SIZE_MAX || ns > SIZE_MAX ||
         p->funcs_len >= p->len || ((flags & PART_FUNCS) && (!p->funcs_len || !p->merged)) ||
         (p->summary && (np || ns || !p->merged || p->spans || !nser || p->min_time > p->max_time)) ||
-        (flags & ~(uint64_t)(PART_MERGED | PART_SPANS | PART_UNITS | PART_FUNCS | PART_SUMMARY))) /* a later format's */
+        (p->traces && !p->spans) ||
+        (flags & ~(uint64_t)(PART_MERGED | PART_SPANS | PART_UNITS | PART_FUNCS | PART_SUMMARY | PART_TRACES)))
         return hr_fail(err, HR_EUNPROC, "block: bad footer partition entry");
     p->nprofiles = (size_t)np, p->nsamples = (size_t)ns, p->nseries = (size_t)nser;
     if (!(p->key = malloc(kl + 1)) || !(p->series = malloc((nser ? nser : 1) * sizeof *p->series)))
@@ -1163,7 +1183,7 @@ static int add_part(block_writer_t *w, const char *key, const segment_t *p, int 
     if (rc == 0) {
         bp.off = w->flushed + at, bp.len = w->out.len - at;
         bp.merged = (flags & PART_MERGED) != 0, bp.spans = (flags & PART_SPANS) != 0;
-        bp.units = (flags & PART_UNITS) != 0, bp.summary = summary;
+        bp.units = (flags & PART_UNITS) != 0, bp.summary = summary, bp.traces = (flags & PART_TRACES) != 0;
         bp.nprofiles = summary ? 0 : p->nprofiles, bp.nsamples = summary ? 0 : p->nsamples;
         bp.min_time = p->min_time, bp.max_time = p->max_time;
         hr_err_t why = {0};
@@ -1208,7 +1228,7 @@ static int same_part(const block_part_t *a, const block_part_t *b) {
     return !strcmp(a->key, b->key) && a->off == b->off && a->len == b->len && a->merged == b->merged &&
            a->spans == b->spans && a->nprofiles == b->nprofiles && a->nsamples == b->nsamples &&
            a->min_time == b->min_time && a->max_time == b->max_time && a->nseries == b->nseries &&
-           a->funcs_len == b->funcs_len && a->summary == b->summary &&
+           a->funcs_len == b->funcs_len && a->summary == b->summary && a->traces == b->traces &&
            (!a->nseries || !memcmp(a->series, b->series, a->nseries * sizeof *a->series));
 }
 

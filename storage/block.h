@@ -82,6 +82,7 @@ typedef struct {
     uint64_t off, len;  /* its sections' byte range in the file */
     int merged;         /* pre-merged rows present (BLOCK_VIEW_MERGED) */
     int spans;          /* span samples present (in the rows view; segment.h) */
+    int traces;         /* ... with their trace ids */
     int units;          /* rows carry value units (FORMAT.md); every block since they exist */
     uint64_t funcs_len; /* bytes of its FUNCS section (the function table, storage/functab.h),
                          * the last of its range; 0: it has none */

@@ -104,12 +104,28 @@ static int cmp_span_sample(const void *a, const void *b) {
     return (x->span > y->span) - (x->span < y->span);
 }
 
+int trace_id_parse(const char *s, uint64_t *hi, uint64_t *lo) {
+    if (!s || strlen(s) != 32 || strspn(s, "0123456789abcdefABCDEF") != 32) return -1;
+    uint64_t v[2] = {0, 0};
+    for (int i = 0; i < 32; i++) {
+        int c = s[i], d = c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10;
+        v[i / 16] = v[i / 16] << 4 | (uint64_t)d;
+    }
+    if (!(v[0] | v[1])) return -1;
+    *hi = v[0], *lo = v[1];
+    return 0;
+}
+
 size_t span_samples_fold(span_sample_t *p, size_t n) {
     if (n) qsort(p, n, sizeof *p, cmp_span_sample);
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
-        if (m && p[m - 1].stack == p[i].stack && p[m - 1].span == p[i].span) p[m - 1].value += p[i].value;
-        else p[m++] = p[i];
+        if (m && p[m - 1].stack == p[i].stack && p[m - 1].span == p[i].span) {
+            p[m - 1].value += p[i].value;
+            if (!span_has_trace(&p[m - 1])) p[m - 1].trace_hi = p[i].trace_hi, p[m - 1].trace_lo = p[i].trace_lo;
+        } else {
+            p[m++] = p[i];
+        }
     }
     size_t k = 0;
     for (size_t i = 0; i < m; i++)

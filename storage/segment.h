@@ -30,12 +30,19 @@ typedef struct {
     uint64_t span_first; /* index of its first span sample */
 } seg_profile_t;
 
-/* One span sample: a stack's value under one span id (never 0). */
+/* One span sample: a stack's value under one span id (never 0), and the 128-bit
+ * trace id of that span when the upload named it (trace_hi = trace_lo = 0: unknown). */
 typedef struct {
     uint64_t span;
     uint32_t stack;
     int64_t value;
+    uint64_t trace_hi, trace_lo;
 } span_sample_t;
+
+/* 1 when x carries a trace id. */
+static inline int span_has_trace(const span_sample_t *x) { return (x->trace_hi | x->trace_lo) != 0; }
+/* Parses 32 hex digits (a W3C / OpenTelemetry trace id, not all zero). 0 or -1. */
+int trace_id_parse(const char *s, uint64_t *hi, uint64_t *lo);
 
 struct symdict;
 

@@ -213,8 +213,8 @@ static int stage_profile(staged_t *st, size_t i, const batch_profile_t *p, symta
     st->at[i + 1] = st->at[i] + stack_values_fold(sv, p->n);
     span_sample_t *sp = st->spans + st->span_at[i];
     for (size_t j = 0; j < p->nspans; j++)
-        if ((sp[j] =
-                 (span_sample_t){p->spans[j].span, symtab_import_stack(sym, m, p->spans[j].stack), p->spans[j].value})
+        if ((sp[j] = (span_sample_t){p->spans[j].span, symtab_import_stack(sym, m, p->spans[j].stack),
+                                     p->spans[j].value, p->spans[j].trace_hi, p->spans[j].trace_lo})
                 .stack == SYM_NONE)
             return -1;
     st->span_at[i + 1] = st->span_at[i] + span_samples_fold(sp, p->nspans);

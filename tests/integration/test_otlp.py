@@ -496,6 +496,12 @@ def build_ids_links_and_ebpf_cpu_samples():
                 profileTypeID=cpu, labelSelector='{service_name="ebpf"}', spanSelector=spans,
                 start=str((T0 - 60) * 1000), end=str((T0 + 3600) * 1000)))
             assert st == 200 and int(ans.get("flamegraph", {}).get("total", 0)) == total, (spans, st, ans)
+        # ... of the link's trace, 000102...0f, which traceIdSelector selects
+        for traces, total in (([bytes(range(16)).hex()], 2 * 5 * period), (["0f" * 16], 0)):
+            st, ans = connect_json(srv, "SelectMergeStacktraces", dict(
+                profileTypeID=cpu, labelSelector='{service_name="ebpf"}', traceIdSelector=traces,
+                start=str((T0 - 60) * 1000), end=str((T0 + 3600) * 1000)))
+            assert st == 200 and int(ans.get("flamegraph", {}).get("total", 0)) == total, (traces, st, ans)
 
 
 @test

@@ -130,19 +130,18 @@ def span_selector_and_profile_ids_refuse_bad_input():
                                    dict(profileTypeID=CPU, labelSelector=SEL, profileIdSelector=bad, **RANGE))
             assert st == 400 and "profile_id_selector" in ans["message"], (bad, st, ans)
         # Pyroscope 2.2's selectors on SelectMergeStacktraces (and Diff's sides, SelectMergeProfile):
-        # a bad span id is a 400; a trace id is checked (32 hex digits), then refused with 501 since
-        # trace ids are not kept; both selectors at once are a 400, as upstream; async is refused.
+        # a bad span id or trace id (32 hex digits, not all zero) is a 400; both selectors at once
+        # are a 400, as upstream; async is refused.
         base = dict(profileTypeID=CPU, labelSelector=SEL, **RANGE)
         for method, extra, want in (
                 ("SelectMergeStacktraces", dict(spanSelector=["xyz"]), (400, "span")),
-                ("SelectMergeStacktraces", dict(traceIdSelector=["7c9e66797425440de944be07fc1f90ae"]),
-                 (501, "traceIdSelector")),
                 ("SelectMergeStacktraces", dict(traceIdSelector=["7c9e"]), (400, "32 hex")),
+                ("SelectMergeStacktraces", dict(traceIdSelector=["0" * 32]), (400, "32 hex")),
                 ("SelectMergeStacktraces", dict(traceIdSelector=["7c9e66797425440de944be07fc1f90ae"],
                                                 spanSelector=["9a517183f26a089d"]), (400, "cannot be combined")),
                 ("SelectMergeStacktraces", dict(async_={"requestId": "x"}), (501, "async")),
-                ("SelectMergeProfile", dict(traceIdSelector=["7c9e66797425440de944be07fc1f90ae"]),
-                 (501, "traceIdSelector")),
+                ("SelectMergeProfile", dict(traceIdSelector=["7c9e66797425440de944be07fc1f90a"]),
+                 (400, "traceIdSelector")),
                 ("Diff", dict(left={**base, "spanSelector": ["1"]}, right={**base, "spanSelector": ["zz"]}),
                  (400, "span"))):
             doc = {**(base if method != "Diff" else {}), **{k.rstrip("_"): v for k, v in extra.items()}}
@@ -261,3 +260,81 @@ def span_heatmap_counts_each_span_once_per_profile():
         assert st == 200 and {s["labels"][0]["value"]: {int(sl["timestamp"]): sl["counts"] for sl in s["slots"]}
                               for s in js["series"]} == \
             {env: {ts: c for ts, (c, _) in slots.items()} for env, slots in profiles.items()}, js
+
+
+def pprof_trace_tags(path):
+    """{trace id: nanoseconds} from `go tool pprof -tags`."""
+    out = subprocess.run(["go", "tool", "pprof", "-tags", "-unit=ns", path], capture_output=True, text=True,
+                         check=True).stdout
+    section = out.split("trace_id:")[1]
+    return {m.group(2): int(m.group(1)) for m in re.finditer(r"^\s*(\d+)(?:\.0)?ns \(.*\): ([0-9a-f]{32})$", section, re.M)}
+
+
+def trace_flat(path, traces):
+    """{function: flat ns} of the samples of the given traces (`go tool pprof -tagfocus trace_id=...`)."""
+    out = subprocess.run(["go", "tool", "pprof", "-top", "-nodecount=100000", "-nodefraction=0", "-edgefraction=0",
+                          "-unit=ns", "-tagfocus=trace_id=^(%s)$" % "|".join(traces), path], capture_output=True,
+                         text=True, check=True).stdout
+    row = re.compile(r"^\s*(\d+)ns\s+\S+%\s+\S+%\s+\d+ns\s+\S+%\s+(.+)$")
+    return {re.sub(r" \((partial-)?inline\)$", "", m.group(2).strip()): int(m.group(1))
+            for m in map(row.match, out.splitlines()) if m and int(m.group(1))}
+
+
+def trace_merge(srv, traces):
+    st, ans = connect_json(srv, "SelectMergeStacktraces", dict(profileTypeID=CPU, labelSelector=SEL,
+                                                               traceIdSelector=traces, **RANGE))
+    assert st == 200, (st, ans)
+    return ans.get("flamegraph", {})
+
+
+def check_traces(srv, path, tags):
+    ids = sorted(tags)
+    for pick in ([ids[0]], ids[1:]):
+        fg = trace_merge(srv, pick)
+        assert int(fg.get("total", 0)) == sum(tags[t] for t in pick), (pick, fg.get("total"), tags)
+        assert flamegraph_self(fg) == trace_flat(path, pick), pick
+    assert int(trace_merge(srv, ["0123456789abcdef0123456789abcdef"]).get("total", 0)) == 0
+
+
+@test
+def trace_id_selector_merges_the_spans_of_its_traces_in_head_blocks_and_after_compaction():
+    """Pyroscope 2.2's traceIdSelector: the samples whose pprof `trace_id` label names one of
+    the traces, exactly what `go tool pprof -tagfocus trace_id=...` keeps, through the head, a
+    block, compaction and a restart; span heatmap exemplars carry their span's traceId."""
+    path = span_profile()
+    tags = pprof_trace_tags(path)
+    assert len(tags) == 3, tags
+    spans = pprof_span_tags(path)
+    body = open(path, "rb").read()
+    with Server(extra=["--compact-min-blocks", "2"]) as srv:
+        assert srv.ingest(body, name="traced-go", format="pprof", **{"from": T0})[0] == 200
+        series = srv.get_json("/api/v1/series", query=CPU + SEL)["series"]
+        assert len(series) == 1 and "trace_id" not in series[0]["labels"], series
+        check_traces(srv, path, tags)  # the head
+        assert srv.request("POST", "/api/v1/admin/flush")[0] == 200
+        check_traces(srv, path, tags)  # one block
+        assert srv.ingest(open(os.path.join(ARGS.testdata, "pprof", "go-runtime-cpu-00.pb.gz"), "rb").read(),
+                          name="other", format="pprof", **{"from": T0 + 5})[0] == 200
+        assert srv.request("POST", "/api/v1/admin/flush")[0] == 200
+        assert srv.request("POST", "/api/v1/admin/compact")[0] == 200
+        check_traces(srv, path, tags)  # compacted
+        # Both selectors, or a malformed id: 400, as upstream answers InvalidArgument.
+        for bad in (dict(traceIdSelector=[sorted(tags)[0]], spanSelector=[sorted(spans)[0]]),
+                    dict(traceIdSelector=["4bf92f35"]), dict(traceIdSelector=["0" * 32])):
+            st, _ = connect_json(srv, "SelectMergeStacktraces", dict(profileTypeID=CPU, labelSelector=SEL, **RANGE,
+                                                                     **bad))
+            assert st == 400, bad
+        # Span exemplars name the trace of their span (span i ran in trace i % 3).
+        doc = {"profileTypeID": CPU, "labelSelector": SEL, "start": T0 * 1000, "end": (T0 + 60) * 1000, "step": 60,
+               "queryType": "HEATMAP_QUERY_TYPE_SPAN", "exemplarType": "EXEMPLAR_TYPE_SPAN"}
+        st, js = connect_json(srv, "SelectHeatmap", doc)
+        exs = [e for s in js["series"] for sl in s["slots"] for e in sl.get("exemplars", [])]
+        assert st == 200 and exs, js
+        for e in exs:
+            i = (int(e["spanId"], 16) - 0x00000c0ffee00000) // 0x1111
+            assert e["traceId"] == "4bf92f3577b34da6a3ce929d0e0e47%02x" % (i % 3), e
+        data = srv.data_dir
+    with Server(data_dir=data) as srv:  # read back cold
+        check_traces(srv, path, tags)
+    r = cli("check", data)
+    assert r.returncode == 0, r.stdout + r.stderr

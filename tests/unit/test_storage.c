@@ -362,7 +362,12 @@ void test_block_span_samples(void) {
     uint32_t st[] = {sa, sb, sa};
     int64_t v[] = {5, 3, 4};
     segment_add(s, 1, 1000, 10, st, v, 3);
-    span_sample_t sp[] = {{0xbeef, sa, 5}, {0xcafe, sb, 3}, {0xbeef, sa, 4}, {0, sa, 1}, {0xd00d, sb, 0}};
+    /* span beef's trace is known from its second sample only: the folded sample keeps it */
+    span_sample_t sp[] = {{0xbeef, sa, 5, 0, 0},
+                          {0xcafe, sb, 3, 0, 0},
+                          {0xbeef, sa, 4, 0x4bf9, 0x4736},
+                          {0, sa, 1, 0, 0},
+                          {0xd00d, sb, 0, 0, 0}};
     CHECK(segment_add_spans(s, sp, 5) == 0);
     CHECK_INT(s->profiles[0].nspans, 2);   /* (sa, beef) summed to 9; span 0 and the zero sum dropped */
     segment_add(s, 2, 1100, 10, st, v, 1); /* a row without spans */
@@ -370,6 +375,14 @@ void test_block_span_samples(void) {
     CHECK(span_id_parse("00000c0ffee00000", &span) == 0 && span == 0xc0ffee00000ULL);
     CHECK(span_id_parse("0000000000000000", &span) != 0 && span_id_parse("1ffffffffffffffff", &span) != 0);
     CHECK(span_id_parse("12 ", &span) != 0 && span_id_parse("", &span) != 0 && span_id_parse("-1", &span) != 0);
+    uint64_t hi, lo;
+    CHECK(trace_id_parse("4bf92f3577b34da6A3CE929D0E0E4736", &hi, &lo) == 0 && hi == 0x4bf92f3577b34da6ULL &&
+          lo == 0xa3ce929d0e0e4736ULL);
+    CHECK(trace_id_parse("0000000000000000"
+                         "0000000000000000",
+                         &hi, &lo) != 0);
+    CHECK(trace_id_parse("4bf92f3577b34da6a3ce929d0e0e473", &hi, &lo) != 0 && trace_id_parse(NULL, &hi, &lo) != 0);
+    CHECK(trace_id_parse("4bf92f3577b34da6a3ce929d0e0e473g", &hi, &lo) != 0);
     segment_t *d = roundtrip(s);
     if (d) {
         CHECK_INT(d->nspans, 2);
@@ -377,6 +390,7 @@ void test_block_span_samples(void) {
         CHECK_INT(d->profiles[1].nspans, 0);
         const span_sample_t *x = &d->spans[d->profiles[0].span_first];
         CHECK(x[0].span == 0xbeef && x[0].value == 9 && x[1].span == 0xcafe && x[1].value == 3);
+        CHECK(x[0].trace_hi == 0x4bf9 && x[0].trace_lo == 0x4736 && !span_has_trace(&x[1]));
         const segment_t *both[] = {s, d};
         hr_err_t err = {0};
         segment_t *c = compact_segments(both, 2, &err);
@@ -395,7 +409,7 @@ void test_block_span_samples(void) {
     close(fd);
     CHECK((ix = block_index_read(path, &err)) != NULL);
     if (ix) {
-        CHECK(ix->parts[0].spans && ix->parts[0].merged);
+        CHECK(ix->parts[0].spans && ix->parts[0].traces && ix->parts[0].merged);
         segment_t *m = block_read_part(path, ix, 0, BLOCK_VIEW_MERGED, &err);
         CHECK(m && m->nspans == 0 && m->nprofiles == 2);
         segment_free(m);

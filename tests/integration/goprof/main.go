@@ -196,7 +196,10 @@ func spans(path string, split bool) {
 	go hashLoop(bg)
 	for i := 0; i < 8; i++ {
 		id := fmt.Sprintf("%016x", uint64(0x00000c0ffee00000)+uint64(i)*0x1111)
-		labels := pprof.Labels("span_id", id, "span_name", "GET /work")
+		// Eight spans of three traces (span i in trace i % 3), as an app that labels its
+		// samples with the trace id too (otel-profiling-go sets span_id and span_name).
+		trace := fmt.Sprintf("4bf92f3577b34da6a3ce929d0e0e47%02x", i%3)
+		labels := pprof.Labels("span_id", id, "span_name", "GET /work", "trace_id", trace)
 		pprof.Do(context.Background(), labels, func(ctx context.Context) {
 			if !split {
 				work(250 * time.Millisecond)
