@@ -114,6 +114,9 @@ void api_querier(app_t *a, http_req_t *req, http_resp_t *resp);
 #define SETTINGS_PREFIX "/settings.v1.SettingsService/"
 /* settings.v1.SettingsService: Get, Set, Delete (settings_api.c). */
 void api_settings(app_t *a, http_req_t *req, http_resp_t *resp);
+#define ADHOC_PREFIX "/adhocprofiles.v1.AdHocProfileService/"
+/* adhocprofiles.v1.AdHocProfileService: Upload, Get, List, Diff (adhoc_api.c). */
+void api_adhoc(app_t *a, http_req_t *req, http_resp_t *resp);
 void api_series(app_t *a, http_req_t *req, http_resp_t *resp);
 void api_profile_types(app_t *a, http_req_t *req, http_resp_t *resp);
 void api_labels(app_t *a, http_req_t *req, http_resp_t *resp, const char *name);

@@ -2,6 +2,7 @@
 #include "server/connect.h"
 
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -96,4 +97,16 @@ void connect_reply(http_resp_t *resp, connect_codec_t codec, const ProtobufCMess
         return connect_error(resp, 500, "out of memory encoding the response");
     }
     http_reply(resp, 200, codec == CONNECT_JSON ? "application/json" : "application/proto", &b);
+}
+
+long connect_method(const http_req_t *req, const char *prefix, const char *service, const void *table, size_t n,
+                    size_t stride, connect_codec_t *codec, http_resp_t *resp) {
+    const char *method = req->url + strlen(prefix);
+    size_t i = 0;
+    while (i < n && strcmp(*(const char *const *)(const void *)((const char *)table + i * stride), method)) i++;
+    char msg[160];
+    snprintf(msg, sizeof msg, "no such method in %s", service);
+    if (i == n) return connect_error(resp, 404, msg), -1;
+    if (req->body_too_big) return connect_error(resp, 413, "request body exceeds --max-body-bytes"), -1;
+    return connect_codec(req, codec, resp) ? -1 : (long)i;
 }

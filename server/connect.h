@@ -19,6 +19,14 @@ typedef enum { CONNECT_PROTO, CONNECT_JSON } connect_codec_t;
 /* The codec Content-Type names; -1 (and a 415 in resp) for anything else. */
 int connect_codec(const http_req_t *req, connect_codec_t *codec, http_resp_t *resp);
 
+/* The checks every unary call of a service makes, in order: the method named after
+ * prefix in req's URL must be a row of table (n rows of stride bytes, each starting
+ * with its `const char *` name; else 404 naming service), the body within its limit
+ * (else 413) and of a Connect codec (into *codec; else 415). The row's index, or -1
+ * with the refusal in resp. */
+long connect_method(const http_req_t *req, const char *prefix, const char *service, const void *table, size_t n,
+                    size_t stride, connect_codec_t *codec, http_resp_t *resp);
+
 /* An error reply; the Connect code follows from the HTTP status. */
 void connect_error(http_resp_t *resp, int status, const char *msg);
 

@@ -922,14 +922,10 @@ static const struct {
 };
 
 void api_querier(app_t *a, http_req_t *req, http_resp_t *resp) {
-    const char *method = req->url + strlen(QUERIER_PREFIX);
-    size_t i = 0, n = sizeof METHODS / sizeof *METHODS;
-    while (i < n && strcmp(METHODS[i].name, method)) i++;
-    if (i == n) return connect_error(resp, 404, "no such method in querier.v1.QuerierService");
-    if (strcmp(req->method, "POST")) return connect_error(resp, 405, "use POST (Connect unary)");
-    if (req->body_too_big) return connect_error(resp, 413, "request body exceeds --max-body-bytes");
     connect_codec_t codec;
-    if (connect_codec(req, &codec, resp)) return;
+    long i = connect_method(req, QUERIER_PREFIX, "querier.v1.QuerierService", METHODS, sizeof METHODS / sizeof *METHODS,
+                            sizeof *METHODS, &codec, resp);
+    if (i < 0) return;
     int64_t t0 = time_now_ns();
     qctx_t c = {a, req, req->tenant, arena_new(), app_query_deadline(a, req), {&a->query_budget, 0}, {0}, 0};
     if (!c.arena) return connect_error(resp, 500, "out of memory");

@@ -145,6 +145,8 @@ static const route_t ROUTES[] = {
     {QUERIER_PREFIX, 1, M_POST, NEED_READ, 0, LIM_QUERY, ERR_CONNECT, api_querier},
     /* UI settings: whoever may read a tenant's profiles keeps its Drilldown settings. */
     {SETTINGS_PREFIX, 1, M_POST, NEED_READ, 0, LIM_NONE, ERR_CONNECT, api_settings},
+    /* Ad-hoc profiles: uploads kept apart from the tenant's services, for whoever reads it. */
+    {ADHOC_PREFIX, 1, M_POST, NEED_READ, 0, LIM_QUERY, ERR_CONNECT, api_adhoc},
     {"/api/v1/query", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_query},
     {"/api/v1/timeseries", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_timeseries},
     {"/api/v1/diff", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_diff},

@@ -2,10 +2,8 @@
  * settings that Grafana's Profiles Drilldown reads when it opens and writes when a
  * user changes one.
  *
- * A tenant's settings are one small JSON document, as Pyroscope keeps them: on one
- * node the file settings/<tenant>.json in the data dir (written atomically), in a
- * cluster the object settings/<tenant>.json in the object store, so every node reads
- * the same. Writes on one node are serialized (settings_mu); between nodes the last
+ * A tenant's settings are one small JSON document (tenant_doc.h), as Pyroscope keeps
+ * them: {"name": {"value": ..., "modifiedAt": ...}}. Writes on one node are serialized (settings_mu); between nodes the last
  * write wins. A write older than the stored one (its modifiedAt) is refused with 409,
  * as upstream answers AlreadyExists. */
 #include <jansson.h>
@@ -16,9 +14,8 @@
 
 #include "server/app.h"
 #include "server/connect.h"
+#include "server/tenant_doc.h"
 #include "wire/settings.pb-c.h"
-#include "storage/fsutil.h"
-#include "storage/objstore.h"
 
 #define SETTINGS_MAX 256             /* settings per tenant */
 #define SETTING_NAME_MAX 256         /* bytes */
@@ -31,61 +28,6 @@ static int64_t now_ms(void) {
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void doc_path(const app_t *a, const char *tenant, char *out, size_t cap) {
-    if (a->objects) snprintf(out, cap, "settings/%s.json", tenant);
-    else snprintf(out, cap, "%s/settings/%s.json", a->cfg.data_dir, tenant);
-}
-
-/* The tenant's settings, {"name": {"value": ..., "modifiedAt": ...}} (a new empty
- * object when it has none), or NULL with err. */
-static json_t *load(app_t *a, const char *tenant, hr_err_t *err) {
-    char path[2300];
-    doc_path(a, tenant, path, sizeof path);
-    buf_t b;
-    buf_init(&b);
-    int rc;
-    if (a->objects) {
-        rc = objstore_get(a->objects, path, SETTINGS_DOC_MAX, &b, err);
-    } else {
-        uint8_t *data = NULL;
-        size_t n = 0;
-        rc = fs_read_file(path, SETTINGS_DOC_MAX, &data, &n, err);
-        if (rc == 0) buf_append(&b, data, n);
-        free(data);
-    }
-    if (rc && err->code == HR_ENOTFOUND) {
-        buf_free(&b);
-        *err = (hr_err_t){0};
-        json_t *o = json_object();
-        if (!o) hr_fail(err, HR_ENOMEM, "out of memory");
-        return o;
-    }
-    json_t *doc = rc ? NULL : json_loadb((const char *)b.data, b.len, 0, NULL);
-    buf_free(&b);
-    if (!rc && !json_is_object(doc)) {
-        json_decref(doc);
-        return hr_fail(err, HR_EIO, "settings of tenant %s: %s does not parse", tenant, path), NULL;
-    }
-    return doc;
-}
-
-static int save(app_t *a, const char *tenant, const json_t *doc, hr_err_t *err) {
-    char path[2300];
-    doc_path(a, tenant, path, sizeof path);
-    char *text = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
-    if (!text) return hr_fail(err, HR_ENOMEM, "out of memory");
-    int rc;
-    if (a->objects) {
-        rc = objstore_put(a->objects, path, text, strlen(text), 0, err);
-    } else {
-        char dir[2300];
-        snprintf(dir, sizeof dir, "%s/settings", a->cfg.data_dir);
-        rc = fs_mkdirs(dir, err) ? -1 : fs_write_atomic(path, text, strlen(text), err);
-    }
-    free(text);
-    return rc;
-}
-
 static int64_t modified_of(const json_t *entry) { return json_integer_value(json_object_get(entry, "modifiedAt")); }
 
 static int cmp_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -93,7 +35,7 @@ static int cmp_name(const void *a, const void *b) { return strcmp(*(char *const 
 /* Get: every setting, by name (json_object_foreach visits keys in no set order). */
 static int get_settings(app_t *a, const char *tenant, Settings__V1__GetSettingsResponse *r, arena_t *ar,
                         hr_err_t *err) {
-    json_t *doc = load(a, tenant, err);
+    json_t *doc = tenant_doc_load(a, "settings", tenant, SETTINGS_DOC_MAX, err);
     if (!doc) return -1;
     size_t n = json_object_size(doc), k = 0;
     r->settings = arena_alloc(ar, (n ? n : 1) * sizeof *r->settings);
@@ -127,7 +69,8 @@ static int get_settings(app_t *a, const char *tenant, Settings__V1__GetSettingsR
 static int put_setting(app_t *a, const char *tenant, const char *name, const char *value, int64_t modified,
                        hr_err_t *err) {
     pthread_mutex_lock(&a->settings_mu);
-    json_t *doc = load(a, tenant, err), *old = doc ? json_object_get(doc, name) : NULL;
+    json_t *doc = tenant_doc_load(a, "settings", tenant, SETTINGS_DOC_MAX, err),
+           *old = doc ? json_object_get(doc, name) : NULL;
     int rc = doc ? 0 : -1;
     if (rc == 0 && old && modified_of(old) > modified) rc = 1;
     if (rc == 0 && value && !old && json_object_size(doc) >= SETTINGS_MAX)
@@ -137,7 +80,7 @@ static int put_setting(app_t *a, const char *tenant, const char *name, const cha
         if (!e || json_object_set_new(doc, name, e)) rc = hr_fail(err, HR_ENOMEM, "out of memory");
     }
     if (rc == 0 && !value && old) json_object_del(doc, name);
-    if (rc == 0 && (value || old)) rc = save(a, tenant, doc, err);
+    if (rc == 0 && (value || old)) rc = tenant_doc_save(a, "settings", tenant, doc, err);
     json_decref(doc);
     pthread_mutex_unlock(&a->settings_mu);
     return rc;
@@ -213,13 +156,10 @@ static const struct {
 };
 
 void api_settings(app_t *a, http_req_t *req, http_resp_t *resp) {
-    const char *method = req->url + strlen(SETTINGS_PREFIX);
-    size_t i = 0, n = sizeof SETTINGS_METHODS / sizeof *SETTINGS_METHODS;
-    while (i < n && strcmp(SETTINGS_METHODS[i].name, method)) i++;
-    if (i == n) return connect_error(resp, 404, "no such method in settings.v1.SettingsService");
-    if (req->body_too_big) return connect_error(resp, 413, "request body exceeds --max-body-bytes");
     connect_codec_t codec;
-    if (connect_codec(req, &codec, resp)) return;
+    long i = connect_method(req, SETTINGS_PREFIX, "settings.v1.SettingsService", SETTINGS_METHODS,
+                            sizeof SETTINGS_METHODS / sizeof *SETTINGS_METHODS, sizeof *SETTINGS_METHODS, &codec, resp);
+    if (i < 0) return;
     arena_t *ar = arena_new();
     if (!ar) return connect_error(resp, 503, "out of memory");
     const ProtobufCMessage *in = connect_read(req, codec, SETTINGS_METHODS[i].in, a->cfg.max_body_bytes, 1, ar, resp);

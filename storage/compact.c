@@ -29,7 +29,7 @@ static int copy_segment(segment_t *out, const segment_t *in, uint32_t **stacks, 
         }
         if (rc == 0 &&
             (segment_add(out, p->series, p->time_ns, p->duration_ns, *stacks, in->values + p->first, p->nsamples) ||
-             segment_import_spans(out, &m, in->spans + p->span_first, p->nspans)))
+             segment_import_spans(out, &m, p->nspans ? in->spans + p->span_first : NULL, p->nspans)))
             rc = hr_fail(err, HR_ENOMEM, "out of memory");
     }
     symtab_remap_destroy(&m);

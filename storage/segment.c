@@ -266,7 +266,7 @@ segment_t *segment_select(const segment_t *s, const uint32_t *rows, size_t n, hr
         if (VEC_RESERVE(stacks, cap, (size_t)r->nsamples + 1) || VEC_RESERVE(sv, svcap, (size_t)r->nsamples + 1))
             rc = -1;
         if (rc == 0 && copy_row(p, &m, s, r, sv, stacks)) rc = -1;
-        if (rc == 0) rc = segment_import_spans(p, &m, s->spans + r->span_first, r->nspans);
+        if (rc == 0) rc = segment_import_spans(p, &m, r->nspans ? s->spans + r->span_first : NULL, r->nspans);
     }
     free(stacks);
     free(sv);

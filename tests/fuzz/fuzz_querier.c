@@ -3,7 +3,9 @@
  * unknown fields as the server does), then re-encoded both ways. */
 #include "common/arena.h"
 #include "common/pbjson.h"
+#include "wire/adhocprofiles.pb-c.h"
 #include "wire/querier.pb-c.h"
+#include "wire/settings.pb-c.h"
 
 static const ProtobufCMessageDescriptor *const DESCS[] = {
     &querier__v1__profile_types_request__descriptor,
@@ -14,6 +16,9 @@ static const ProtobufCMessageDescriptor *const DESCS[] = {
     &querier__v1__analyze_query_request__descriptor,
     &querier__v1__select_merge_stacktraces_response__descriptor, /* nested messages, bytes */
     &querier__v1__select_series_response__descriptor,            /* doubles */
+    &settings__v1__set_settings_request__descriptor,
+    &adhocprofiles__v1__ad_hoc_profiles_upload_request__descriptor,
+    &adhocprofiles__v1__ad_hoc_profiles_diff_request__descriptor,
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {

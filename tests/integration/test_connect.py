@@ -417,6 +417,56 @@ def settings_are_kept_per_tenant_across_restarts():
 
 
 @test
+def adhoc_profiles_upload_get_list_and_diff():
+    """adhocprofiles.v1 as Profiles Drilldown calls it: an uploaded pprof or collapsed file
+    answers its flame graph (totals as go tool pprof reads the file), is listed newest first,
+    survives a restart, diffs against another upload, and never shows among the services."""
+    import base64
+    data = os.path.join(ARGS.tmp, "adhoc-store")
+    path = os.path.join(ARGS.testdata, "pprof", "go-runtime-cpu-00.pb.gz")
+    types, totals = pprof_raw(path)
+    want = {t[0]: v for t, v in zip(types, totals)}  # sample type name -> total
+
+    def call(srv, method, doc):
+        st, body, _ = srv.request("POST", "/adhocprofiles.v1.AdHocProfileService/" + method, json.dumps(doc).encode(),
+                                  {"Content-Type": "application/json"})
+        return st, json.loads(body) if body else None
+
+    with Server(data_dir=data) as srv:
+        st, up = call(srv, "Upload", {"name": "cpu profile.pb.gz", "profile": base64.b64encode(open(path, "rb").read()).decode()})
+        assert st == 200, (st, up)
+        assert up["id"].endswith("-cpu_profile.pb.gz") and up["name"] == "cpu_profile.pb.gz", up
+        assert sorted(up["profileTypes"]) == sorted(want) and up["profileType"] == up["profileTypes"][0], up
+        fb = json.loads(up["flamebearerProfile"])
+        assert fb["flamebearer"]["numTicks"] == want[up["profileType"]], (fb["flamebearer"]["numTicks"], want)
+        st, got = call(srv, "Get", {"id": up["id"], "profileType": "samples"})
+        assert st == 200 and json.loads(got["flamebearerProfile"])["flamebearer"]["numTicks"] == want["samples"], got
+        folded = b"main;parse;json 30\nmain;serve 12\n"
+        st, up2 = call(srv, "Upload", {"name": "stacks.txt", "profile": base64.b64encode(folded).decode()})
+        assert st == 200 and json.loads(up2["flamebearerProfile"])["flamebearer"]["numTicks"] == 42, (st, up2)
+        st, ls = call(srv, "List", {})
+        assert st == 200 and [p["id"] for p in ls["profiles"]] == [up2["id"], up["id"]], ls
+        st, d = call(srv, "Diff", {"leftId": up["id"], "rightId": up["id"], "profileType": "cpu"})
+        assert st == 200 and sorted(d["profileTypes"]) == sorted(want), (st, d["profileTypes"])
+        dfb = json.loads(d["flamebearerProfile"])
+        assert dfb["flamebearer"]["numTicks"] == 2 * want["cpu"], dfb["flamebearer"]["numTicks"]
+        assert dfb["metadata"]["format"] == "double", dfb["metadata"]
+        # The tenant's own services do not include the uploads.
+        assert "adhoc" not in json.dumps(srv.get_json("/api/v1/series", query="{}")), "an upload leaked into the series"
+        for method, doc, code in (("Upload", {"name": "x", "profile": "%%%"}, 400),
+                                  ("Upload", {"name": "x", "profile": base64.b64encode(b'{"version":1}').decode()}, 400),
+                                  ("Upload", {"name": "x", "profile": base64.b64encode(b"\x1f\x8bnot gzip").decode()}, 400),
+                                  ("Get", {"id": "0" * 20 + "-missing"}, 404), ("Get", {"id": "../etc"}, 400),
+                                  ("Get", {"id": up["id"], "profileType": "nope"}, 400),
+                                  ("Diff", {"leftId": up["id"], "rightId": "0" * 20 + "-missing"}, 404)):
+            st, ans = call(srv, method, doc)
+            assert st == code, (method, doc, st, ans)
+    with Server(data_dir=data) as srv:  # uploads survive a restart
+        st, got = call(srv, "Get", {"id": up["id"]})
+        assert st == 200 and json.loads(got["flamebearerProfile"])["flamebearer"]["numTicks"] == want[up["profileType"]]
+
+
+@test
 def select_series_individual_exemplars_name_each_steps_largest_profile():
     """exemplarType INDIVIDUAL: each point carries the profile of its step with the largest total
     (as /api/v1/profiles lists it: id, time, total, series labels), per group with group_by, in

@@ -84,6 +84,7 @@ def example_url(method, prefix, path):
     if not prefix:
         return path
     return path + {"/querier.v1.QuerierService/": "LabelNames", "/api/v1/labels/": "service_name/values",
+                   "/settings.v1.SettingsService/": "Get", "/adhocprofiles.v1.AdHocProfileService/": "List",
                    "/js/": "app.js", "/api/v1/debuginfo/": "abcd" * 10,
                    "/debuginfo.v1alpha1.DebuginfoService/Upload/": "abcd" * 10}[path]
 
@@ -98,7 +99,7 @@ def refusal_only(url, b):
 def http_attacks_every_route_needs_its_role_and_tenant():
     rows = routes()
     # Every path the server answers is a row; the walk below covers each one.
-    assert len(rows) == 43, len(rows)
+    assert len(rows) == 44, len(rows)
     paths = {r[2] for r in rows}
     for p in ("/render-diff", "/pyroscope/render-diff", "/api/v1/labels", "/labels", "/label-values", "/js/",
               "/v1development/profiles", "/otlp/v1development/profiles"):

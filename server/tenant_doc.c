@@ -1,0 +1,64 @@
+/* tenant_doc.c - see tenant_doc.h. */
+#include "server/tenant_doc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/buf.h"
+#include "storage/fsutil.h"
+#include "storage/objstore.h"
+
+static void doc_path(const app_t *a, const char *kind, const char *tenant, char *out, size_t cap) {
+    if (a->objects) snprintf(out, cap, "%s/%s.json", kind, tenant);
+    else snprintf(out, cap, "%s/%s/%s.json", a->cfg.data_dir, kind, tenant);
+}
+
+json_t *tenant_doc_load(app_t *a, const char *kind, const char *tenant, size_t max, hr_err_t *err) {
+    char path[2400];
+    doc_path(a, kind, tenant, path, sizeof path);
+    buf_t b;
+    buf_init(&b);
+    int rc;
+    if (a->objects) {
+        rc = objstore_get(a->objects, path, max, &b, err);
+    } else {
+        uint8_t *data = NULL;
+        size_t n = 0;
+        rc = fs_read_file(path, max, &data, &n, err);
+        if (rc == 0) buf_append(&b, data, n);
+        free(data);
+    }
+    if (rc && err->code == HR_ENOTFOUND) {
+        buf_free(&b);
+        *err = (hr_err_t){0};
+        json_t *o = json_object();
+        if (!o) hr_fail(err, HR_ENOMEM, "out of memory");
+        return o;
+    }
+    if (rc == 0 && b.oom) rc = hr_fail(err, HR_ENOMEM, "out of memory");
+    json_t *doc = rc ? NULL : json_loadb((const char *)b.data, b.len, 0, NULL);
+    buf_free(&b);
+    if (rc == 0 && !json_is_object(doc)) {
+        json_decref(doc);
+        return hr_fail(err, HR_EIO, "%s of tenant %s: %s does not parse", kind, tenant, path), NULL;
+    }
+    return doc;
+}
+
+int tenant_doc_save(app_t *a, const char *kind, const char *tenant, const json_t *doc, hr_err_t *err) {
+    char path[2400];
+    doc_path(a, kind, tenant, path, sizeof path);
+    char *text = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
+    if (!text) return hr_fail(err, HR_ENOMEM, "out of memory");
+    int rc;
+    if (a->objects) {
+        rc = objstore_put(a->objects, path, text, strlen(text), 0, err);
+    } else {
+        char dir[2400];
+        snprintf(dir, sizeof dir, "%s/%s", a->cfg.data_dir, kind);
+        rc = fs_mkdirs(dir, err) ? -1 : fs_write_atomic(path, text, strlen(text), err);
+    }
+    free(text);
+    return rc;
+}
