@@ -2,7 +2,7 @@
 CC       ?= cc
 # $(CXX) (make's default: g++) builds common/regex.cc, the shim over RE2, which has no
 # C API, and links the binaries, so libstdc++ comes along.
-PKGS      = libmicrohttpd sqlite3 libzstd libprotobuf-c jansson zlib libcurl libcrypto re2 libdw libelf libdebuginfod libpq
+PKGS      = libmicrohttpd sqlite3 libzstd libprotobuf-c jansson zlib libcurl libcrypto re2 libdw libelf libdebuginfod libpq snappy
 CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -I. -Ibuild/gen
 CXXFLAGS_BASE = -std=c++17 -Wall -Wextra -Werror -I.
 # The release build compiles assert() out (-DNDEBUG); the asan, tsan, fuzz and oom
@@ -11,7 +11,7 @@ OPT      ?= -O2 -g -DNDEBUG
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
 
-PROTOS   = wire/profile.proto wire/push.proto wire/querier.proto wire/settings.proto wire/otlp_profiles.proto wire/debuginfo.proto wire/adhocprofiles.proto
+PROTOS   = wire/profile.proto wire/push.proto wire/querier.proto wire/settings.proto wire/otlp_profiles.proto wire/debuginfo.proto wire/adhocprofiles.proto wire/prompb.proto wire/recording_rules.proto
 GEN_C    = $(patsubst %.proto,build/gen/%.pb-c.c,$(PROTOS))
 GEN_H    = $(GEN_C:.c=.h)
 

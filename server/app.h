@@ -52,6 +52,7 @@ typedef struct app {
     size_t npeers;
     pthread_mutex_t peers_mu;
     pthread_mutex_t settings_mu; /* one tenant settings write at a time (settings_api.c) */
+    struct rules *rules;         /* recording rules and their sender (rules.h) */
 } app_t;
 
 /* The router (routes.c), as the HTTP layer's three callbacks (http.h): admit finds the

@@ -90,6 +90,14 @@ static const opt_t OPTS[] = {
      "longer spans compaction merges ended windows into (Monday-aligned, whole days, each a multiple of the one "
      "before), so a month reads one partition per service per tier window; 0 = day blocks only",
      T_TIERS, O(compact_tiers_ns)},
+    {"recording-rules", "", "JSON file of provisioned recording rules (metrics from profiles; see README)", T_STR,
+     O(recording_rules)},
+    {"remote-write-url", "",
+     "Prometheus remote write URL the recording rules' samples are sent to, e.g. http://prom:9090/api/v1/write; "
+     "empty: rules are kept but not evaluated",
+     T_STR, O(remote_write_url)},
+    {"recording-rules-interval", "15s", "recording rules are evaluated per interval of this length", T_DURATION,
+     O(recording_rules_interval_ns)},
     {"block-cache-bytes", "1GiB", "decoded blocks kept in memory for queries", T_SIZE, O(block_cache_bytes)},
     {"zstd-level", "3", "zstd compression level of blocks (1-19)", T_INT, O(zstd_level)},
     {"max-connections", "10000", "concurrent HTTP connections (each costs a descriptor and a few KiB, no thread)",

@@ -17,6 +17,7 @@
 
 #include "server/app.h"
 #include "server/connect.h"
+#include "server/rules.h"
 
 static void health(app_t *a, http_req_t *req, http_resp_t *resp, int readiness) {
     (void)req;
@@ -88,6 +89,7 @@ static void metrics(app_t *a, http_req_t *req, http_resp_t *resp) {
     metrics_render(&a->metrics, a->store, http ? &hs : NULL, &b);
     scraper_t *sc = atomic_load(&a->scraper);
     if (sc) scraper_metrics(sc, &b);
+    rules_metrics(a, &b);
     http_reply(resp, 200, "text/plain; version=0.0.4", &b);
 }
 
@@ -147,6 +149,7 @@ static const route_t ROUTES[] = {
     {SETTINGS_PREFIX, 1, M_POST, NEED_READ, 0, LIM_NONE, ERR_CONNECT, api_settings},
     /* Ad-hoc profiles: uploads kept apart from the tenant's services, for whoever reads it. */
     {ADHOC_PREFIX, 1, M_POST, NEED_READ, 0, LIM_QUERY, ERR_CONNECT, api_adhoc},
+    {RULES_PREFIX, 1, M_POST, NEED_READ, 0, LIM_NONE, ERR_CONNECT, api_rules},
     {"/api/v1/query", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_query},
     {"/api/v1/timeseries", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_timeseries},
     {"/api/v1/diff", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_diff},

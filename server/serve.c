@@ -1,6 +1,7 @@
 /* serve.c - see serve.h. The process lifecycle: configure, open the store, replay the
  * WAL, serve, cut blocks in the background, and shut down cleanly on SIGINT/SIGTERM
  * (stop accepting, finish in-flight requests, flush the head into a block). */
+#include "server/rules.h"
 #include "server/serve.h"
 
 #include <errno.h>
@@ -209,6 +210,13 @@ static int serve(app_t *a) {
         return 1;
     }
     if (a->auth) log_info("auth.loaded", "credentials=%zu", auth_count(a->auth));
+    if (rules_load(a, a->cfg.recording_rules, &err)) { /* before any request can read them */
+        fprintf(stderr, "hearth: %s\n", err.msg);
+        rules_stop(a);
+        store_close(a->store);
+        return 1;
+    }
+
     sigset_t sigs;
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGINT);
@@ -232,6 +240,7 @@ static int serve(app_t *a) {
     http_server_t *http = http_start(&hc, &router, &err);
     if (!http) {
         fprintf(stderr, "hearth: %s\n", err.msg);
+        rules_stop(a);
         store_close(a->store);
         return 1;
     }
@@ -243,6 +252,7 @@ static int serve(app_t *a) {
     if (ingest_replay_wal(a->store, &a->limits, &ws, &err)) {
         fprintf(stderr, "hearth: WAL replay failed: %s\n", err.msg);
         http_stop(http);
+        rules_stop(a);
         store_close(a->store);
         return 1;
     }
@@ -261,10 +271,19 @@ static int serve(app_t *a) {
         if (!sc) {
             fprintf(stderr, "hearth: %s\n", err.msg);
             http_stop(http);
+            rules_stop(a);
             store_close(a->store);
             return 1;
         }
         atomic_store(&a->scraper, sc);
+    }
+    if (rules_start(a, &err)) {
+        fprintf(stderr, "hearth: %s\n", err.msg);
+        http_stop(http);
+        scraper_stop(atomic_exchange(&a->scraper, NULL));
+        rules_stop(a);
+        store_close(a->store);
+        return 1;
     }
     atomic_store(&a->ready, 1);
     log_info("server.ready", "url=%s://%s/ data_dir=%s", a->cfg.tls_cert[0] ? "https" : "http", a->cfg.listen,
@@ -289,6 +308,7 @@ static int serve(app_t *a) {
     if (flushing) pthread_join(flt, NULL);
     http_stop(http); /* waits for in-flight requests, which may read a->scraper (/metrics) */
     scraper_stop(atomic_exchange(&a->scraper, NULL));
+    rules_stop(a); /* after http: the API reads the provisioned rules */
     int rc = 0;
     if (store_cut(a->store, &err)) {
         log_error("head.flush_failed", "err=\"%s\" (the WAL still holds the data)", err.msg);

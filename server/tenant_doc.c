@@ -1,6 +1,7 @@
 /* tenant_doc.c - see tenant_doc.h. */
 #include "server/tenant_doc.h"
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,5 +61,40 @@ int tenant_doc_save(app_t *a, const char *kind, const char *tenant, const json_t
         rc = fs_mkdirs(dir, err) ? -1 : fs_write_atomic(path, text, strlen(text), err);
     }
     free(text);
+    return rc;
+}
+
+/* A listed name "K/T.json" (or "T.json"): fn(T). */
+typedef struct {
+    tenant_doc_fn fn;
+    void *ctx;
+    const char *kind;
+} lister_t;
+
+static int listed(void *ctx, const char *key, uint64_t size) {
+    (void)size;
+    const lister_t *l = ctx;
+    const char *base = strrchr(key, '/') ? strrchr(key, '/') + 1 : key;
+    size_t n = strlen(base);
+    if (n <= 5 || strcmp(base + n - 5, ".json") || n - 5 >= 160) return 0;
+    char tenant[160];
+    memcpy(tenant, base, n - 5);
+    tenant[n - 5] = 0;
+    return l->fn(l->ctx, tenant);
+}
+
+int tenant_doc_list(app_t *a, const char *kind, tenant_doc_fn fn, void *ctx, hr_err_t *err) {
+    lister_t l = {fn, ctx, kind};
+    char path[2400];
+    if (a->objects) {
+        snprintf(path, sizeof path, "%s/", kind);
+        return objstore_list(a->objects, path, listed, &l, err);
+    }
+    snprintf(path, sizeof path, "%s/%s", a->cfg.data_dir, kind);
+    DIR *d = opendir(path);
+    if (!d) return 0; /* none yet */
+    int rc = 0;
+    for (struct dirent *e; rc == 0 && (e = readdir(d));) rc = listed(&l, e->d_name, 0);
+    closedir(d);
     return rc;
 }

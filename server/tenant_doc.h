@@ -18,6 +18,9 @@
  * when it does not parse as an object or cannot be read, HR_ENOMEM. At most max
  * bytes are read. The caller owns the reference. */
 json_t *tenant_doc_load(app_t *a, const char *kind, const char *tenant, size_t max, hr_err_t *err);
+/* Calls fn with each tenant that has a document of kind. 0 or -1 with err. */
+typedef int (*tenant_doc_fn)(void *ctx, const char *tenant);
+int tenant_doc_list(app_t *a, const char *kind, tenant_doc_fn fn, void *ctx, hr_err_t *err);
 /* Replaces the document. 0 or -1 with err. */
 int tenant_doc_save(app_t *a, const char *kind, const char *tenant, const json_t *doc, hr_err_t *err);
 

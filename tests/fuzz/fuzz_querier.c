@@ -5,6 +5,7 @@
 #include "common/pbjson.h"
 #include "wire/adhocprofiles.pb-c.h"
 #include "wire/querier.pb-c.h"
+#include "wire/recording_rules.pb-c.h"
 #include "wire/settings.pb-c.h"
 
 static const ProtobufCMessageDescriptor *const DESCS[] = {
@@ -19,6 +20,7 @@ static const ProtobufCMessageDescriptor *const DESCS[] = {
     &settings__v1__set_settings_request__descriptor,
     &adhocprofiles__v1__ad_hoc_profiles_upload_request__descriptor,
     &adhocprofiles__v1__ad_hoc_profiles_diff_request__descriptor,
+    &settings__v1__upsert_recording_rule_request__descriptor,
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {

@@ -85,6 +85,7 @@ def example_url(method, prefix, path):
         return path
     return path + {"/querier.v1.QuerierService/": "LabelNames", "/api/v1/labels/": "service_name/values",
                    "/settings.v1.SettingsService/": "Get", "/adhocprofiles.v1.AdHocProfileService/": "List",
+                   "/settings.v1.RecordingRulesService/": "ListRecordingRules",
                    "/js/": "app.js", "/api/v1/debuginfo/": "abcd" * 10,
                    "/debuginfo.v1alpha1.DebuginfoService/Upload/": "abcd" * 10}[path]
 
@@ -99,7 +100,7 @@ def refusal_only(url, b):
 def http_attacks_every_route_needs_its_role_and_tenant():
     rows = routes()
     # Every path the server answers is a row; the walk below covers each one.
-    assert len(rows) == 44, len(rows)
+    assert len(rows) == 45, len(rows)
     paths = {r[2] for r in rows}
     for p in ("/render-diff", "/pyroscope/render-diff", "/api/v1/labels", "/labels", "/label-values", "/js/",
               "/v1development/profiles", "/otlp/v1development/profiles"):
