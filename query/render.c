@@ -41,6 +41,11 @@ static int svg(const render_input_t *in, buf_t *out, hr_err_t *err) {
 
 static int pprof(const render_input_t *in, buf_t *out, hr_err_t *err) { return render_pprof(in->args->m, out, err); }
 
+static int dot(const render_input_t *in, buf_t *out, hr_err_t *err) {
+    (void)err;
+    return render_dot(in->tree, in->args->m, in->args->max_nodes, out);
+}
+
 static int diff(const render_input_t *in, buf_t *out, hr_err_t *err) {
     (void)err;
     return render_diff(in->tree, in->args->m, in->right_tree, in->args->max_nodes, out);
@@ -79,6 +84,7 @@ static const renderer_t RENDERERS[] = {
     {"pprof", NULL, RENDER_MERGE, RENDER_STACKS, "application/octet-stream", "attachment; filename=\"profile.pb.gz\"",
      pprof},
     {"svg", NULL, RENDER_MERGE, RENDER_STACKS | RENDER_TREE, "image/svg+xml", NULL, svg},
+    {"dot", NULL, RENDER_MERGE, RENDER_STACKS | RENDER_TREE, "text/vnd.graphviz; charset=utf-8", NULL, dot},
     {"lines", NULL, RENDER_MERGE, RENDER_STACKS, JSON, NULL, lines},
     {"sandwich", NULL, RENDER_MERGE, RENDER_STACKS, JSON, NULL, sandwich},
     {"diff", NULL, RENDER_DIFF, RENDER_STACKS | RENDER_TREE, JSON, NULL, diff},

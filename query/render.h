@@ -152,6 +152,11 @@ int render_pyroscope_tree(const tree_t *t, size_t max_nodes, buf_t *out);
 /* The flame graph as one SVG document (icicle, frames under half a pixel left out).
  * 0 or -1 (OOM). */
 int render_svg(const tree_t *t, const merge_result_t *r, buf_t *out);
+/* The call graph as Graphviz DOT, as go tool pprof -dot draws it (dot.c): the
+ * max_nodes functions with the largest cum (0: all), flat and cum per node, edges
+ * weighted once per sample. 0 or -1 (OOM). */
+int render_dot(const tree_t *t, const merge_result_t *r, size_t max_nodes, buf_t *out);
+#define RENDER_DOT_MAX_NODES 100 /* upstream's default for DOT */
 /* The same profile.proto, not gzipped (Connect's SelectMergeProfile reply). */
 int render_pprof_raw(const merge_result_t *r, buf_t *out, hr_err_t *err);
 /* {"profileType",...,"points","total","profiles"}, plus "groups" and "other" when

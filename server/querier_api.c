@@ -444,6 +444,23 @@ static Querier__V1__SelectMergeStacktracesResponse *tree_msg(qctx_t *c, const tr
     return r;
 }
 
+/* PROFILE_FORMAT_DOT: the merge's call graph as Graphviz DOT (render_dot), as
+ * upstream answers it (100 nodes unless maxNodes says otherwise). */
+static Querier__V1__SelectMergeStacktracesResponse *dot_msg(qctx_t *c, const tree_t *t, const merge_result_t *m,
+                                                            size_t max) {
+    buf_t b;
+    buf_init(&b);
+    Querier__V1__SelectMergeStacktracesResponse *r = NULL;
+    int rc = render_dot(t, m, max, &b);
+    buf_putc(&b, 0);
+    if (rc == 0 && !b.oom && (r = arena_alloc(c->arena, sizeof *r))) {
+        querier__v1__select_merge_stacktraces_response__init(r);
+        if (!(r->dot = arena_strdup(c->arena, (const char *)b.data))) r = NULL;
+    }
+    buf_free(&b);
+    return r;
+}
+
 /* 1 when maxNodes n is one a call may ask for, else 0 with the failure in c. */
 static int max_nodes_ok(qctx_t *c, int64_t n) {
     size_t limit = c->a->cfg.max_nodes_limit;
@@ -455,12 +472,11 @@ static int max_nodes_ok(qctx_t *c, int64_t n) {
 
 static ProtobufCMessage *merged_flamegraph(qctx_t *c, const fg_query_t *q) {
     if (!max_nodes_ok(c, q->max_nodes)) return NULL;
-    if (q->format == QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_DOT)
-        return fail(c, 501, "`format` PROFILE_FORMAT_DOT is not supported: FLAMEGRAPH, TREE or PPROF");
+    int dot = q->format == QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_DOT;
     if (q->format != QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_UNSPECIFIED &&
         q->format != QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_FLAMEGRAPH &&
-        q->format != QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_TREE)
-        return fail(c, 400, "unknown `format`: PROFILE_FORMAT_FLAMEGRAPH, TREE or PPROF");
+        q->format != QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_TREE && !dot)
+        return fail(c, 400, "unknown `format`: PROFILE_FORMAT_FLAMEGRAPH, TREE, DOT or PPROF");
     merge_result_t m;
     int64_t from, until;
     tree_t t = {0};
@@ -468,8 +484,9 @@ static ProtobufCMessage *merged_flamegraph(qctx_t *c, const fg_query_t *q) {
     Querier__V1__SelectMergeStacktracesResponse *r = NULL;
     if (run_merge(c, q->type, q->labels, q->start, q->end, 0, WANT_TREE, q->cs, q->only, &m, &from, &until) == 0 &&
         tree_build(&t, &m, &c->err) == 0) {
-        size_t max = q->max_nodes ? (size_t)q->max_nodes : RENDER_DEFAULT_MAX_NODES;
+        size_t max = q->max_nodes ? (size_t)q->max_nodes : dot ? RENDER_DOT_MAX_NODES : RENDER_DEFAULT_MAX_NODES;
         if (q->format == QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_TREE) r = tree_msg(c, &t, max);
+        else if (dot) r = dot_msg(c, &t, &m, max);
         else if (flamebearer_build(&t, max, &fb) == 0 && (r = arena_alloc(c->arena, sizeof *r))) {
             querier__v1__select_merge_stacktraces_response__init(r);
             if (!(r->flamegraph = flamegraph_msg(c, &fb))) r = NULL;

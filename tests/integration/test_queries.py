@@ -9,6 +9,7 @@ import gzip
 import json
 import os
 import random
+import re
 import subprocess
 import threading
 import urllib.parse
@@ -822,3 +823,48 @@ def svg_export_draws_the_flame_graph():
         want = {(d, n, t, round(x * scale, 1)) for d, n, t, x in flamebearer_nodes(fb) if t * scale >= 0.5}
         assert got == want, (len(got), len(want), sorted(got ^ want)[:5])
         assert (0, "total", total, 0.0) in got
+
+
+def dot_graph(text, unit="ns"):
+    """({function: cum}, {(caller, callee): weight}) from a DOT call graph's tooltips, pprof's or Hearth's."""
+    nodes, edges = {}, {}
+    for line in text.splitlines():
+        m = re.match(r'^N\d+ \[label=.* tooltip="([^"]+) \((-?\d+)%s\)"' % unit, line)
+        if m:
+            nodes[m.group(1)] = int(m.group(2))
+        m = re.match(r'^N\d+ -> N\d+ \[.* tooltip="([^"]+) -> ([^"]+) \((-?\d+)%s\)" labeltooltip' % unit, line)
+        if m:
+            edges[(m.group(1), m.group(2))] = edges.get((m.group(1), m.group(2)), 0) + int(m.group(3))
+    return nodes, edges
+
+
+@test
+def dot_call_graph_matches_go_tool_pprof_dot():
+    """format=dot (REST) and PROFILE_FORMAT_DOT (Connect): every function's cum and every
+    caller -> callee weight as `go tool pprof -dot` draws the same files unpruned; maxNodes keeps
+    the functions with the largest cum, 100 by default on Connect as upstream."""
+    files = [os.path.join(ARGS.testdata, "pprof", f"go-runtime-cpu-0{i}.pb.gz") for i in range(3)]
+    out = subprocess.run(["go", "tool", "pprof", "-dot", "-nodecount=1000000", "-nodefraction=0", "-edgefraction=0",
+                          "-unit=ns"] + files, capture_output=True, text=True, check=True).stdout
+    want_nodes, want_edges = dot_graph(out)
+    assert len(want_nodes) > 100 and want_edges, (len(want_nodes), len(want_edges))
+    with Server() as srv:
+        for i, f in enumerate(files):
+            assert srv.ingest(open(f, "rb").read(), name="dotted", format="pprof", **{"from": T0 + i})[0] == 200
+        sel = CPU + '{service_name="dotted"}'
+        st, body = srv.get("/api/v1/query", query=sel, format="dot", max_nodes=0, **{"from": T0 - 10, "until": T0 + 60})
+        assert st == 200 and body.startswith(b"digraph "), (st, body[:200])
+        nodes, edges = dot_graph(body.decode())
+        assert nodes == want_nodes, sorted(set(nodes.items()) ^ set(want_nodes.items()))[:10]
+        assert edges == want_edges, sorted(set(edges.items()) ^ set(want_edges.items()))[:10]
+        st, js = connect_json(srv, "SelectMergeStacktraces", dict(profileTypeID=CPU, labelSelector='{service_name="dotted"}',
+                                                                   start=(T0 - 10) * 1000, end=(T0 + 60) * 1000,
+                                                                   format="PROFILE_FORMAT_DOT"))
+        assert st == 200 and "flamegraph" not in js, (st, list(js))
+        top, _ = dot_graph(js["dot"])
+        biggest = sorted(want_nodes.items(), key=lambda kv: (-kv[1], kv[0]))[:100]
+        assert sorted(top.items()) == sorted(biggest), (len(top), len(biggest))
+        st, js = connect_json(srv, "SelectMergeStacktraces", dict(profileTypeID=CPU, labelSelector='{service_name="dotted"}',
+                                                                   start=(T0 - 10) * 1000, end=(T0 + 60) * 1000,
+                                                                   format="PROFILE_FORMAT_DOT", maxNodes=7))
+        assert st == 200 and len(dot_graph(js["dot"])[0]) == 7, js["dot"][:500]
