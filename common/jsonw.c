@@ -3,11 +3,11 @@
 
 #include <string.h>
 
-void jsonw_str(buf_t *b, const char *s) {
+void jsonw_strn(buf_t *b, const char *s, size_t n) {
     static const char hex[] = "0123456789abcdef";
     buf_putc(b, '"');
-    const char *run = s;
-    for (; *s; s++) {
+    const char *run = s, *end = s + n;
+    for (; s < end; s++) {
         unsigned char c = (unsigned char)*s;
         if (c >= 0x20 && c != '"' && c != '\\') continue;
         buf_append(b, run, (size_t)(s - run));
@@ -24,3 +24,5 @@ void jsonw_str(buf_t *b, const char *s) {
     buf_append(b, run, (size_t)(s - run));
     buf_putc(b, '"');
 }
+
+void jsonw_str(buf_t *b, const char *s) { jsonw_strn(b, s, strlen(s)); }

@@ -10,5 +10,7 @@
 
 /* Appends s as a quoted, escaped JSON string. */
 void jsonw_str(buf_t *b, const char *s);
+/* The same for s[0..n) (a NUL inside is written as \u0000). */
+void jsonw_strn(buf_t *b, const char *s, size_t n);
 
 #endif

@@ -69,6 +69,11 @@ static int sandwich(const render_input_t *in, buf_t *out, hr_err_t *err) {
     return f ? render_sandwich(in->args->m, f, in->args->max_nodes, out, err) : -1;
 }
 
+static int source(const render_input_t *in, buf_t *out, hr_err_t *err) {
+    const char *f = function_arg(in, "source", err);
+    return f ? render_source(in->args->m, f, in->args->source, out) : -1;
+}
+
 static int timeseries(const render_input_t *in, buf_t *out, hr_err_t *err) {
     (void)err;
     render_timeseries(in->args->m, in->args->groups, out);
@@ -87,6 +92,7 @@ static const renderer_t RENDERERS[] = {
     {"dot", NULL, RENDER_MERGE, RENDER_STACKS | RENDER_TREE, "text/vnd.graphviz; charset=utf-8", NULL, dot},
     {"lines", NULL, RENDER_MERGE, RENDER_STACKS, JSON, NULL, lines},
     {"sandwich", NULL, RENDER_MERGE, RENDER_STACKS, JSON, NULL, sandwich},
+    {"source", NULL, RENDER_MERGE, RENDER_STACKS, JSON, NULL, source},
     {"diff", NULL, RENDER_DIFF, RENDER_STACKS | RENDER_TREE, JSON, NULL, diff},
     {"timeseries", NULL, RENDER_TOTALS, RENDER_TIMELINE, JSON, NULL, timeseries},
 };

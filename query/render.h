@@ -47,14 +47,23 @@ typedef enum {
 #define RENDER_TREE 4u      /* the call tree of each merge, which query_render builds */
 #define RENDER_FUNCTIONS 8u /* per-function sums suffice: merge_query_t.functions */
 
+/* Where a source view gets a file's text: fetch fills out with source file path of
+ * binary build_id ("" when unknown) and returns where it came from ("source-dir",
+ * "debuginfod"), or NULL with why[cap] saying why there is none. */
+typedef struct {
+    const char *(*fetch)(void *ctx, const char *build_id, const char *path, buf_t *out, char *why, size_t cap);
+    void *ctx;
+} source_fetch_t;
+
 /* The caller's side of a render: its merges and options. */
 typedef struct {
-    merge_result_t *m;       /* the merge; for RENDER_DIFF the left side */
-    merge_result_t *right;   /* RENDER_DIFF only: the right side */
-    size_t max_nodes;        /* flame graphs: 0 = no trimming */
-    size_t limit;            /* top: rows, 0 = all */
-    const char *function;    /* lines, sandwich: the function (a frame name); NULL for the others */
-    const grouped_t *groups; /* flamegraph, timeseries: per-group timelines to add; NULL: none */
+    merge_result_t *m;            /* the merge; for RENDER_DIFF the left side */
+    merge_result_t *right;        /* RENDER_DIFF only: the right side */
+    size_t max_nodes;             /* flame graphs: 0 = no trimming */
+    size_t limit;                 /* top: rows, 0 = all */
+    const char *function;         /* lines, sandwich: the function (a frame name); NULL for the others */
+    const grouped_t *groups;      /* flamegraph, timeseries: per-group timelines to add; NULL: none */
+    const source_fetch_t *source; /* source: where files come from; NULL: nowhere */
 } render_args_t;
 
 /* What a renderer reads: the caller's arguments and, when its row needs
@@ -146,6 +155,12 @@ int render_lines(const merge_result_t *r, const char *function, buf_t *out);
  * (rooted at it, inverted) and callees, each sample counted once per side. r's
  * symtab gains the names it lacked. 0 or -1 (err set, or OOM). */
 int render_sandwich(merge_result_t *r, const char *function, size_t max_nodes, buf_t *out, hr_err_t *err);
+/* The source view of a function (pprof's weblist, Parca's source view): the file its
+ * lines mostly lie in, every line of it with its text and self and total, as
+ * {"function","file","buildId","origin","lines":[{"line","text","self","total"}],
+ * "self","total","unit"}; without the text ("origin": null, "error": why) only the
+ * lines that have values, text null. 0 or -1 (OOM). */
+int render_source(const merge_result_t *r, const char *function, const source_fetch_t *src, buf_t *out);
 /* Pyroscope's tree bytes (PROFILE_FORMAT_TREE; pyrotree.c), truncated to max_nodes as
  * Pyroscope does (0 = every node). An empty tree writes nothing. 0 or -1 (OOM). */
 int render_pyroscope_tree(const tree_t *t, size_t max_nodes, buf_t *out);

@@ -90,6 +90,10 @@ static const opt_t OPTS[] = {
      "longer spans compaction merges ended windows into (Monday-aligned, whole days, each a multiple of the one "
      "before), so a month reads one partition per service per tier window; 0 = day blocks only",
      T_TIERS, O(compact_tiers_ns)},
+    {"source-dir", "",
+     "folder of source files the source view (format=source) reads, by the path the debug info names (else its "
+     "file name); before asking debuginfod",
+     T_STR, O(source_dir)},
     {"recording-rules", "", "JSON file of provisioned recording rules (metrics from profiles; see README)", T_STR,
      O(recording_rules)},
     {"remote-write-url", "",

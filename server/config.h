@@ -49,6 +49,7 @@ typedef struct {
 #define CONFIG_MAX_TIERS 4
     int64_t compact_tiers_ns[CONFIG_MAX_TIERS]; /* --compact-tiers, ascending */
     size_t ncompact_tiers;
+    char source_dir[2048];       /* --source-dir: source files for the source view */
     char recording_rules[2048];  /* --recording-rules FILE: provisioned rules (rules.h) */
     char remote_write_url[2048]; /* where rule samples go; "" = rules are not evaluated */
     int64_t recording_rules_interval_ns;

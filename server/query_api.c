@@ -6,6 +6,8 @@
  * query/render.h). Times default to the last hour for merges and to "all time" for
  * discovery endpoints. */
 #include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +17,8 @@
 #include "query/merge.h"
 #include "query/render.h"
 #include "server/app.h"
+#include "storage/fsutil.h"
+#include "symbolize/debuginfo.h"
 
 #define HOUR_NS (3600LL * 1000000000)
 
@@ -206,6 +210,49 @@ static void run_fleet(app_t *a, http_req_t *req, http_resp_t *resp, const render
 }
 
 /* Merges the selection and renders it in the format named `format` into resp. */
+#define SOURCE_MAX (4u << 20) /* bytes of a source file the source view shows */
+
+typedef struct {
+    app_t *a;
+    int64_t deadline_ns;
+} source_ctx_t;
+
+/* dir/path (path's leading '/' kept as a folder), else dir/basename(path), read when
+ * it resolves inside dir (no `..`, no symlink out of it). 0 or -1. */
+static int read_under(const char *dir, const char *path, buf_t *out) {
+    char root[PATH_MAX], full[PATH_MAX * 2], real[PATH_MAX];
+    if (!realpath(dir, root) || strstr(path, "..")) return -1;
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    const char *tries[2] = {path, base};
+    for (int i = 0; i < 2; i++) {
+        snprintf(full, sizeof full, "%s/%s", root, tries[i][0] == '/' ? tries[i] + 1 : tries[i]);
+        size_t n = strlen(root);
+        if (!realpath(full, real) || strncmp(real, root, n) || (real[n] && real[n] != '/')) continue;
+        uint8_t *data = NULL;
+        size_t len = 0;
+        hr_err_t err = {0};
+        if (fs_read_file(real, SOURCE_MAX, &data, &len, &err)) continue;
+        buf_append(out, data, len);
+        free(data);
+        return out->oom ? -1 : 0;
+    }
+    return -1;
+}
+
+/* A source file for format=source: --source-dir first, then the debuginfod servers. */
+static const char *fetch_source(void *ctx, const char *build_id, const char *path, buf_t *out, char *why, size_t cap) {
+    const source_ctx_t *c = ctx;
+    if (c->a->cfg.source_dir[0] && read_under(c->a->cfg.source_dir, path, out) == 0) return "source-dir";
+    out->len = 0;
+    if (c->a->debuginfo && *build_id &&
+        debuginfo_find_source(c->a->debuginfo, build_id, path, SOURCE_MAX, c->deadline_ns, out) == 0)
+        return "debuginfod";
+    out->len = 0;
+    snprintf(why, cap, "%s not found in --source-dir or on a debuginfod server (build ID %s)", path,
+             *build_id ? build_id : "unknown");
+    return NULL;
+}
+
 static void run_merge(app_t *a, http_req_t *req, http_resp_t *resp, selector_t *sel, const range_t *r,
                       const char *format, long long max_nodes, const merge_only_t *only) {
     if (check_max_nodes(a, max_nodes, resp)) return;
@@ -240,10 +287,13 @@ static void run_merge(app_t *a, http_req_t *req, http_resp_t *resp, selector_t *
     budget_hold_t hold = {&a->query_budget, 0}; /* released once the answer is written */
     merge_query_t q = merge_for(rd, a, req, sel, r, auto_step(r), only, &fa, &hold);
     merge_result_t m;
+    source_ctx_t sctx = {a, app_query_deadline(a, req)};
+    source_fetch_t source = {fetch_source, &sctx};
     render_args_t args = {.m = &m,
                           .max_nodes = (size_t)max_nodes,
                           .limit = limit > 0 ? (size_t)limit : 0,
-                          .function = http_arg(req, "function")};
+                          .function = http_arg(req, "function"),
+                          .source = &source};
     hr_err_t err = {0};
     buf_t out;
     buf_init(&out);

@@ -227,6 +227,30 @@ static debuginfo_found_t fetch(const debuginfo_t *d, const char *id, int64_t dea
     return DEBUGINFO_MISSING;
 }
 
+int debuginfo_find_source(debuginfo_t *d, const char *id, const char *path, size_t max, int64_t deadline_ns,
+                          buf_t *out) {
+    if (!d->debuginfod || !build_id_valid(id) || !path || path[0] != '/') return -1; /* debuginfod wants absolute */
+    debuginfod_client *c = debuginfod_begin();
+    if (!c) return -1;
+    transfer_t t = {deadline_ns ? deadline_ns : time_now_ns() + NO_DEADLINE_WAIT_NS, max, 0};
+    debuginfod_set_user_data(c, &t);
+    debuginfod_set_progressfn(c, on_progress);
+    char *got = NULL;
+    int fd = debuginfod_find_source(c, (const unsigned char *)id, 0, path, &got);
+    debuginfod_end(c);
+    free(got);
+    if (fd < 0) return -1;
+    int rc = lseek(fd, 0, SEEK_SET) == 0 ? 0 : -1; /* a fresh download's descriptor is at its end */
+    char chunk[65536];
+    for (ssize_t n; rc == 0 && (n = read(fd, chunk, sizeof chunk)) != 0;) {
+        if (n < 0 || out->len + (size_t)n > max) rc = -1;
+        else buf_append(out, chunk, (size_t)n);
+    }
+    close(fd);
+    log_event(LOG_INFO, "symbolize.debuginfod_source", "build_id=%s path=%s found=%d", id, path, rc == 0);
+    return rc == 0 && !out->oom ? 0 : -1;
+}
+
 /* The remembered-missing entry of id, or NULL; d->mu held. */
 static missing_t *missing_of(debuginfo_t *d, const char *id) {
     for (size_t i = 0; i < d->nmissing; i++)

@@ -54,6 +54,12 @@ debuginfo_found_t debuginfo_find(debuginfo_t *d, const char *id, int64_t deadlin
 /* The same without the network: uploads and --debuginfo-dir only. */
 debuginfo_found_t debuginfo_find_local(debuginfo_t *d, const char *id, char *path, size_t cap);
 
+/* Source file `path` (as the debug info names it) of binary id from the debuginfod
+ * servers (/buildid/ID/source/PATH), at most max bytes, into out. 0, or -1 when no
+ * server has it, it is larger, or the deadline (wall clock ns) passed. */
+int debuginfo_find_source(debuginfo_t *d, const char *id, const char *path, size_t max, int64_t deadline_ns,
+                          buf_t *out);
+
 /* 1 when debuginfod servers are configured (debuginfo_find may then wait on the network). */
 int debuginfo_remote(const debuginfo_t *d);
 

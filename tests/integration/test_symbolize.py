@@ -794,3 +794,55 @@ def symbolize_filters_match_the_resolved_names():
         ts = srv.get_json("/api/v1/timeseries", query=sel, focus="^main\\.iterate$", step="60s",
                           **{"from": T0 - 10, "until": T0 + 3600})
         assert sum(p["value"] for p in ts["points"]) == it
+
+
+def source_view(srv, function, **kw):
+    st, body = srv.get("/api/v1/query", query=CPU_NS + '{service_name="cprog"}', format="source", function=function,
+                       **{"from": T0 - 10, "until": T0 + 60}, **kw)
+    assert st == 200, (st, body[:300])
+    return json.loads(body)
+
+
+@test
+def source_view_from_debuginfod_and_source_dir_matches_lines():
+    """format=source: the function's source file, every line with its text and its self and
+    total (the same numbers as format=lines), fetched from a real debuginfod
+    (/buildid/ID/source/PATH of a C program built with -g) or from --source-dir."""
+    binary, build_id, vaddrs, ref = build_c_program()
+    src = os.path.join(os.path.dirname(binary), "prog.c")
+    text = open(src).read().split("\n")
+    if text[-1] == "":
+        text.pop()
+    folder = tmpdir("debuginfod-src-")
+    shutil.copy(binary, os.path.join(folder, "prog"))
+    proc, url = start_debuginfod(folder, build_id)
+    try:
+        with Server(extra=["--debuginfod-urls", url]) as srv:
+            assert srv.ingest(c_profile(build_id, vaddrs), name="cprog", format="pprof", **{"from": T0})[0] == 200
+            lines = {(r["line"]): (r["self"], r["total"]) for r in
+                     srv.get_json("/api/v1/query", query=CPU_NS + '{service_name="cprog"}', format="lines",
+                                  function="churn", **{"from": T0 - 10, "until": T0 + 60})["lines"] if r["file"] == src}
+            assert lines, "churn has lines in prog.c"
+            view = source_view(srv, "churn")
+            assert view["origin"] == "debuginfod" and view["file"] == src and view["buildId"] == build_id, view
+            assert [r["text"] for r in view["lines"]] == text, view["lines"][:3]
+            assert {r["line"]: (r["self"], r["total"]) for r in view["lines"] if r["self"] or r["total"]} == lines
+            none = source_view(srv, "no_such_function")
+            assert none["origin"] is None and none["lines"] == [] and none["error"], none
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    sources = tmpdir("sources-")
+    shutil.copy(src, os.path.join(sources, "prog.c"))  # found by file name under --source-dir
+    with Server(extra=["--source-dir", sources]) as srv:
+        assert srv.ingest(c_profile(build_id, vaddrs), name="cprog", format="pprof", **{"from": T0})[0] == 200
+        assert srv.request("PUT", "/api/v1/debuginfo/" + build_id, open(binary, "rb").read())[0] == 200
+        view = source_view(srv, "churn")
+        assert view["origin"] == "source-dir" and [r["text"] for r in view["lines"]] == text, view.get("error")
+    os.rename(src, src + ".moved")  # nowhere to read it from
+    with Server() as srv:
+        assert srv.ingest(c_profile(build_id, vaddrs), name="cprog", format="pprof", **{"from": T0})[0] == 200
+        assert srv.request("PUT", "/api/v1/debuginfo/" + build_id, open(binary, "rb").read())[0] == 200
+        view = source_view(srv, "churn")
+        assert view["origin"] is None and "not found" in view["error"], view
+        assert view["lines"] and all(r["text"] is None for r in view["lines"]), view

@@ -412,12 +412,14 @@ void test_pbjson(void) {
     Querier__V1__SelectMergeStacktracesResponse r = QUERIER__V1__SELECT_MERGE_STACKTRACES_RESPONSE__INIT;
     r.flamegraph = &g;
     r.tree = (ProtobufCBinaryData){5, (uint8_t *)"hello"};
+    r.dot = "digraph \"x\" {\n}";
     buf_t b;
     buf_init(&b);
     CHECK(pbjson_encode(&r.base, &b) == 0);
     buf_putc(&b, 0);
     CHECK_STR((char *)b.data, "{\"flamegraph\":{\"names\":[\"total\",\"a\\\"b\"],\"levels\":[{\"values\":[\"0\",\"-3\","
-                              "\"1099511627776\"]}],\"total\":\"42\",\"maxSelf\":\"1\"},\"tree\":\"aGVsbG8=\"}");
+                              "\"1099511627776\"]}],\"total\":\"42\",\"maxSelf\":\"1\"},\"tree\":\"aGVsbG8=\","
+                              "\"dot\":\"digraph \\\"x\\\" {\\n}\"}");
     /* ...and back. */
     Querier__V1__SelectMergeStacktracesResponse *back = (void *)pbjson_decode(
         &querier__v1__select_merge_stacktraces_response__descriptor, (char *)b.data, b.len - 1, ar, 0, &err);
