@@ -183,6 +183,12 @@ async function servicesAndFunctions(page) {
     document.querySelectorAll('#fn-callees tbody tr').length === e.callees &&
     document.querySelectorAll('#fn-lines tbody tr').length === e.lines, E.fn, { timeout: 20000 });
   check(new URL(page.url()).searchParams.get('fn') === E.fn.name, 'the function is in the URL');
+  await page.waitForFunction((e) => document.querySelectorAll('#fn-source tbody tr').length === e.rows, E.source,
+    { timeout: 20000 });
+  const src = await page.$$eval('#fn-source tbody tr', (trs) => ({
+    hot: trs.filter((t) => t.classList.contains('hot')).length, first: trs[0] ? trs[0].cells[3].textContent : null }));
+  check(src.hot === E.source.hot && src.first === E.source.first,
+    `the source pane shows the file with its hot lines: ${JSON.stringify(src)}`);
   const sandwich = await page.$$eval('.flame-canvas-fn', (cs) => cs.map((c) => Number(c.dataset.total)));
   check(sandwich.length === 2 && sandwich.every((t) => t === E.fn.total), `sandwich graphs total the function: ${sandwich}`);
   await page.screenshot({ path: path.join(OUT, 'function.png'), fullPage: true });

@@ -56,7 +56,7 @@ export class Api {
   timeseries(query, from, until, filters) { return this.get('/api/v1/timeseries', { query, from, until, ...filters }); }
   profiles(query, from, until, limit) { return this.get('/api/v1/profiles', { query, from, until, limit }); }
   diff(p) { return this.get('/api/v1/diff', p); }
-  // format: 'sandwich' or 'lines', for one function.
+  // format: 'sandwich', 'lines' or 'source', for one function.
   functionView(format, query, from, until, fn, filters) {
     return this.get('/api/v1/query', { query, from, until, format, function: fn, ...filters });
   }

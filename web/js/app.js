@@ -424,8 +424,9 @@ class App {
     const s = this.state, pane = $('function-pane');
     pane.hidden = !s.fn || !!s.profile;
     if (pane.hidden) return;
-    const [sw, lines] = await Promise.all([this.api.functionView('sandwich', s.query, s.from, s.until, s.fn, this.filters()),
-      this.api.functionView('lines', s.query, s.from, s.until, s.fn, this.filters())]);
+    const [sw, lines, src] = await Promise.all([this.api.functionView('sandwich', s.query, s.from, s.until, s.fn, this.filters()),
+      this.api.functionView('lines', s.query, s.from, s.until, s.fn, this.filters()),
+      this.api.functionView('source', s.query, s.from, s.until, s.fn, this.filters())]);
     if (seq !== this.loadSeq) return;
     const fnTotal = lines.total;
     $('fn-name').textContent = s.fn;
@@ -446,6 +447,26 @@ class App {
     this.fnCallees.setData(sw.callees, unit);
     rows('fn-lines', lines.lines.map((l) => [`${l.file.split('/').pop()}:${l.line}`, formatValue(l.self, unit),
       formatValue(l.total, unit)]));
+    this.showSource(src, unit);
+  }
+
+  // The function's source file with each line's self and total (format=source): read from
+  // --source-dir or debuginfod; without the text, the lines that have values and why.
+  showSource(src, unit) {
+    $('fn-source-file').textContent = src.origin ? `${src.file} (${src.origin})` : (src.error || '');
+    $('fn-source').tBodies[0].replaceChildren(...src.lines.map((l) => {
+      const tr = document.createElement('tr');
+      if (l.total) tr.className = 'hot';
+      for (const c of [String(l.line), l.self ? formatValue(l.self, unit) : '', l.total ? formatValue(l.total, unit) : '',
+        l.text ?? '']) {
+        const td = document.createElement('td');
+        td.textContent = c;
+        tr.append(td);
+      }
+      return tr;
+    }));
+    const box = $('fn-source').parentElement, hot = $('fn-source').querySelector('tr.hot');
+    box.scrollTop = hot ? Math.max(0, hot.offsetTop - 3 * hot.offsetHeight) : 0; // the first line with values
   }
 
   // A diff nobody chose ranges for compares the two halves of the data the selected
