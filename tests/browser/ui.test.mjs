@@ -283,6 +283,16 @@ async function diffView(page) {
   await waitGraph(page, 'double');
   check((await page.$eval('.flame-canvas', (c) => Number(c.dataset.total))) === E.diff.left + E.diff.right, 'same diff');
 
+  // Side by side: each side's own flame graph below the diff, totals as each side's merge.
+  await page.selectOption('#layout', 'side');
+  await page.waitForFunction(() => document.querySelectorAll('.flame-canvas-side').length === 2 &&
+    [...document.querySelectorAll('.flame-canvas-side')].every((c) => Number(c.dataset.total) > 0), null, { timeout: 20000 });
+  const sides = await page.$$eval('.flame-canvas-side', (cs) => cs.map((c) => Number(c.dataset.total)));
+  check(sides[0] === E.diff.left && sides[1] === E.diff.right, `side by side shows each side's total: ${sides}`);
+  check(new URL(page.url()).searchParams.get('layout') === 'side', 'the layout is in the URL');
+  await page.screenshot({ path: path.join(OUT, 'side-by-side.png'), fullPage: true });
+  await page.selectOption('#layout', 'diff');
+  await page.waitForSelector('#side-pane', { state: 'hidden' });
   // No ranges chosen: the diff compares the two halves of the data in the range.
   await page.goto(`${BASE}/?${q({ query: E.query, view: 'diff' })}`);
   await waitGraph(page, 'double');

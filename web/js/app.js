@@ -19,12 +19,12 @@ const PRESETS = [['5m', 'Last 5 minutes'], ['15m', 'Last 15 minutes'], ['1h', 'L
 const URL_KEYS = { query: 'query', from: 'from', until: 'until', view: 'view', show: 'show', mode: 'mode',
   search: 'search', profile: 'profile', tenant: 'tenant', theme: 'theme', rightQuery: 'right_query',
   leftFrom: 'left_from', leftUntil: 'left_until', rightFrom: 'right_from', rightUntil: 'right_until', cmp: 'cmp',
-  focus: 'focus', ignore: 'ignore', hide: 'hide', fn: 'fn', groupBy: 'group_by' };
+  focus: 'focus', ignore: 'ignore', hide: 'hide', fn: 'fn', groupBy: 'group_by', layout: 'layout' };
 const GROUP_COLORS = ['#d9480f', '#1971c2', '#2f9e44', '#ae3ec9', '#f08c00', '#0c8599', '#e64980', '#5c940d', '#868e96'];
 const FILTERS = ['focus', 'ignore', 'hide']; // pprof's stack filters, sent with every merge
 // Values equal to these are left out of the URL, to keep links short.
 const DEFAULTS = { from: 'now-1h', until: 'now', view: EMBED ? 'flamegraph' : 'single', show: 'both', mode: 'icicle',
-  leftFrom: 'now-2h', leftUntil: 'now-1h', rightFrom: 'now-1h', rightUntil: 'now', cmp: 'relative' };
+  leftFrom: 'now-2h', leftUntil: 'now-1h', rightFrom: 'now-1h', rightUntil: 'now', cmp: 'relative', layout: 'diff' };
 
 function readState() {
   const p = new URLSearchParams(location.search);
@@ -83,6 +83,9 @@ class App {
     if (!EMBED) { // the function pane's sandwich: its callers (inverted) and callees as flame graphs
       this.fnCallers = new FlameGraph($('fn-callers-graph'), { className: 'flame-canvas-fn' });
       this.fnCallees = new FlameGraph($('fn-callees-graph'), { className: 'flame-canvas-fn' });
+      // the diff's side-by-side layout: each side's own flame graph
+      this.sideLeft = new FlameGraph($('side-left-graph'), { className: 'flame-canvas-side' });
+      this.sideRight = new FlameGraph($('side-right-graph'), { className: 'flame-canvas-side' });
     }
     this.chart = new TimeSeries($('chart'), { onSelect: (a, b) => this.onChartSelect(a, b) });
     this.bindControls();
@@ -151,6 +154,7 @@ class App {
     $('reset-zoom').addEventListener('click', () => this.fg.resetZoom());
     $('show').addEventListener('change', () => this.set({ show: $('show').value }, { reload: false }));
     $('cmp').addEventListener('change', () => this.set({ cmp: $('cmp').value }, { reload: this.state.view === 'diff' }));
+    $('layout').addEventListener('change', () => this.set({ layout: $('layout').value }, { reload: this.state.view === 'diff' }));
     $('theme-toggle').addEventListener('click', () => {
       const t = document.documentElement.dataset.theme === 'dark' ? 'light' : 'dark';
       localStorage.setItem('hearth.theme', t);
@@ -229,6 +233,7 @@ class App {
     $('mode').textContent = s.mode === 'icicle' ? 'Icicle ▾' : 'Flame ▴';
     $('show').value = s.show;
     $('cmp').value = s.cmp;
+    $('layout').value = s.layout;
     $('search').value = s.search;
     $('left-from').value = timeText(s.leftFrom); $('left-until').value = timeText(s.leftUntil);
     $('right-from').value = timeText(s.rightFrom); $('right-until').value = timeText(s.rightUntil);
@@ -469,6 +474,22 @@ class App {
     box.scrollTop = hot ? Math.max(0, hot.offsetTop - 3 * hot.offsetHeight) : 0; // the first line with values
   }
 
+  // The side-by-side layout: the left and right merges as two flame graphs beside the
+  // diff table (the diff flame graph hidden), each with its own total.
+  async loadSides(seq, rq, unit) {
+    const s = this.state, side = s.layout === 'side';
+    document.body.classList.toggle('layout-side', side);
+    $('side-pane').hidden = !side;
+    if (!side) return;
+    const [l, r] = await Promise.all([this.api.flamegraph(s.query, s.leftFrom, s.leftUntil, '', this.filters()),
+      this.api.flamegraph(rq, s.rightFrom, s.rightUntil, '', this.filters())]);
+    if (seq !== this.loadSeq) return;
+    this.sideLeft.setData(l, unit);
+    this.sideRight.setData(r, unit);
+    $('side-left-title').textContent = `Left (baseline): ${formatValue(l.flamebearer.numTicks, unit)}`;
+    $('side-right-title').textContent = `Right (comparison): ${formatValue(r.flamebearer.numTicks, unit)}`;
+  }
+
   // A diff nobody chose ranges for compares the two halves of the data the selected
   // range holds, so a new install's first diff shows something.
   async defaultDiffRanges() {
@@ -500,6 +521,7 @@ class App {
     drawChart();
     this.diffTable.setData(ltop, rtop, unit, s.cmp !== 'absolute');
     this.fg.setData(doc, unit);
+    await this.loadSides(seq, rq, unit);
     this.fg.setSearch(s.search);
     this.renderMatch();
     const l = doc.leftTicks, r = doc.rightTicks;
