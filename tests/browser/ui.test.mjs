@@ -322,6 +322,28 @@ async function profilesView(page) {
   process.stdout.write(`download ${file}\n`);
 }
 
+// The heatmap: every profile a point in its time step and value bucket; a cell opens its
+// largest profile in the single view.
+async function heatmapView(page) {
+  await page.goto(`${BASE}/?${q({ query: E.query, view: 'heatmap' })}`);
+  await page.waitForFunction(() => Number(document.querySelector('.heatmap-canvas')?.dataset.points) > 0, null,
+    { timeout: 20000 });
+  const points = await page.$eval('.heatmap-canvas', (c) => Number(c.dataset.points));
+  check(points === E.profiles.count, `heatmap points: ${points} == ${E.profiles.count} profiles`);
+  await page.screenshot({ path: path.join(OUT, 'heatmap.png') });
+  const target = await page.evaluate(() => { // the centre of the first cell with an exemplar, and its value
+    const h = window.__hearth.heatmap, c = h.cells.find((x) => x.exemplar), g = h.geometry();
+    const r = h.canvas.getBoundingClientRect();
+    return { x: r.left + ((c.ts - h.start) / h.step + 0.5) * g.cw, y: r.top + g.H - (c.row + 0.5) * g.rh,
+             value: Number(c.exemplar.value) };
+  });
+  await page.mouse.click(target.x, target.y);
+  await page.waitForFunction(() => new URL(location.href).searchParams.get('profile'));
+  await waitGraph(page);
+  const total = await page.$eval('.flame-canvas', (c) => Number(c.dataset.total));
+  check(total === target.value, `a heatmap cell opens its largest profile: ${total} == ${target.value}`);
+}
+
 // The fleet view: the top functions of every service, each opening the groups that spend it.
 async function fleetView(page) {
   await page.goto(`${BASE}/?${q({ query: E.fleet.query, view: 'fleet', group_by: 'env' })}`);
@@ -382,7 +404,7 @@ try {
   const page = await ctx.newPage();
   page.on('pageerror', (e) => errors.push(e.message));
   page.on('console', (m) => { if (m.type() === 'error' && !m.text().includes('status of 4')) errors.push(m.text()); });
-  for (const step of [singleView, chartAxes, groupBy, stackFilters, servicesAndFunctions, autocomplete, chartDrag, diffView, profilesView, fleetView, embed, states]) {
+  for (const step of [singleView, chartAxes, groupBy, stackFilters, servicesAndFunctions, autocomplete, chartDrag, diffView, profilesView, heatmapView, fleetView, embed, states]) {
     await step(page);
     check(errors.length === 0, `${step.name}: no page errors (${errors.join('; ')})`);
   }

@@ -41,6 +41,20 @@ export class Api {
     return body;
   }
 
+  // A Connect unary call in JSON (Grafana's API): method is "service/Method".
+  async connect(method, body) {
+    let resp;
+    try {
+      resp = await fetch('/' + method, { method: 'POST', body: JSON.stringify(body),
+                                         headers: { ...this.headers(), 'Content-Type': 'application/json' } });
+    } catch (e) {
+      throw new ApiError(`cannot reach the server (${e.message})`, 0);
+    }
+    const doc = await resp.json().catch(() => null);
+    if (!resp.ok) throw new ApiError((doc && (doc.error || doc.message)) || `HTTP ${resp.status}`, resp.status);
+    return doc || {};
+  }
+
   profileTypes() { return this.get('/api/v1/profile-types'); }
   labelNames(query, from, until) { return this.get('/api/v1/labels', { query, from, until }); }
   labelValues(name, query, from, until) {

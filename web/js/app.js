@@ -7,6 +7,7 @@ import { Api, ApiError } from './api.js';
 import { FlameGraph } from './flamegraph.js';
 import { TimeSeries } from './timeseries.js';
 import { DiffTable, FleetTable, TopTable } from './table.js';
+import { Heatmap } from './heatmap.js';
 import { formatTime, formatValue, percent, sampleUnit, typeName } from './format.js';
 
 const $ = (id) => document.getElementById(id);
@@ -19,7 +20,7 @@ const PRESETS = [['5m', 'Last 5 minutes'], ['15m', 'Last 15 minutes'], ['1h', 'L
 const URL_KEYS = { query: 'query', from: 'from', until: 'until', view: 'view', show: 'show', mode: 'mode',
   search: 'search', profile: 'profile', tenant: 'tenant', theme: 'theme', rightQuery: 'right_query',
   leftFrom: 'left_from', leftUntil: 'left_until', rightFrom: 'right_from', rightUntil: 'right_until', cmp: 'cmp',
-  focus: 'focus', ignore: 'ignore', hide: 'hide', fn: 'fn', groupBy: 'group_by', layout: 'layout' };
+  focus: 'focus', ignore: 'ignore', hide: 'hide', fn: 'fn', groupBy: 'group_by', layout: 'layout', points: 'points' };
 const GROUP_COLORS = ['#d9480f', '#1971c2', '#2f9e44', '#ae3ec9', '#f08c00', '#0c8599', '#e64980', '#5c940d', '#868e96'];
 const FILTERS = ['focus', 'ignore', 'hide']; // pprof's stack filters, sent with every merge
 // Values equal to these are left out of the URL, to keep links short.
@@ -86,6 +87,7 @@ class App {
       // the diff's side-by-side layout: each side's own flame graph
       this.sideLeft = new FlameGraph($('side-left-graph'), { className: 'flame-canvas-side' });
       this.sideRight = new FlameGraph($('side-right-graph'), { className: 'flame-canvas-side' });
+      this.heatmap = new Heatmap($('heatmap-graph'), { onPick: (ex) => this.openExemplar(ex) });
     }
     this.chart = new TimeSeries($('chart'), { onSelect: (a, b) => this.onChartSelect(a, b) });
     this.bindControls();
@@ -155,6 +157,7 @@ class App {
     $('show').addEventListener('change', () => this.set({ show: $('show').value }, { reload: false }));
     $('cmp').addEventListener('change', () => this.set({ cmp: $('cmp').value }, { reload: this.state.view === 'diff' }));
     $('layout').addEventListener('change', () => this.set({ layout: $('layout').value }, { reload: this.state.view === 'diff' }));
+    $('points').addEventListener('change', () => this.set({ points: $('points').value }));
     $('theme-toggle').addEventListener('click', () => {
       const t = document.documentElement.dataset.theme === 'dark' ? 'light' : 'dark';
       localStorage.setItem('hearth.theme', t);
@@ -234,6 +237,7 @@ class App {
     $('show').value = s.show;
     $('cmp').value = s.cmp;
     $('layout').value = s.layout;
+    $('points').value = s.points || 'profiles';
     $('search').value = s.search;
     $('left-from').value = timeText(s.leftFrom); $('left-until').value = timeText(s.leftUntil);
     $('right-from').value = timeText(s.rightFrom); $('right-until').value = timeText(s.rightUntil);
@@ -354,6 +358,7 @@ class App {
       if (s.view === 'diff') await this.loadDiff(seq);
       else if (s.view === 'profiles') await this.loadProfiles(seq);
       else if (s.view === 'fleet') await this.loadFleet(seq);
+      else if (s.view === 'heatmap') await this.loadHeatmap(seq);
       else await this.loadSingle(seq);
     } catch (e) {
       if (seq === this.loadSeq) this.showStatus('error', errorText(e));
@@ -580,6 +585,34 @@ class App {
     setEmpty(!doc.total);
     if (!doc.total) this.showStatus('empty', `No data: nothing matches ${s.query} in this time range.`);
     else this.showStatus('', '');
+  }
+
+  // The heatmap view: the selection's profiles (or spans, points=spans) by time and value
+  // (Connect's SelectHeatmap, 60 columns over the range); a cell opens its largest profile.
+  async loadHeatmap(seq) {
+    const s = this.state, { type, sel } = splitQuery(s.query), unit = sampleUnit(type), { from, until } = this.range();
+    const step = Math.max(1, Math.ceil((until - from) / 60000)), spans = s.points === 'spans';
+    const [doc, drawChart] = await Promise.all([
+      this.api.connect('querier.v1.QuerierService/SelectHeatmap', {
+        profileTypeID: type, labelSelector: sel || '{}', start: from, end: until, step,
+        queryType: spans ? 'HEATMAP_QUERY_TYPE_SPAN' : 'HEATMAP_QUERY_TYPE_INDIVIDUAL',
+        exemplarType: spans ? 'EXEMPLAR_TYPE_SPAN' : 'EXEMPLAR_TYPE_INDIVIDUAL' }),
+      this.loadChart(s.query, s.from, s.until)]);
+    if (seq !== this.loadSeq) return;
+    drawChart();
+    this.heatmap.setData(doc, from, until, step, (v) => formatValue(v, unit));
+    const n = Number(this.heatmap.canvas.dataset.points);
+    $('heatmap-note').textContent = `${n} ${spans ? 'spans' : 'profiles'} by time and value (darker: more); ` +
+      'click a cell to open its largest profile.';
+    if (!n) this.showStatus('empty', `No ${spans ? 'spans' : 'profiles'} of ${s.query} in this time range.`);
+    else this.showStatus('', '');
+  }
+
+  // A heatmap cell's exemplar: a profile opens in the single view; a span names its trace.
+  openExemplar(ex) {
+    if (ex.profileId) return this.set({ view: 'single', profile: ex.profileId });
+    $('heatmap-note').textContent = `Span ${ex.spanId}` + (ex.traceId ? ` of trace ${ex.traceId}` : '') +
+      `: ${ex.value} in its largest profile.`;
   }
 
   // A fleet table group's Open: the single view narrowed to the group, on the function (a label
