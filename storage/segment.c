@@ -208,30 +208,39 @@ int segment_row_valid(const segment_t *s, size_t i) {
 
 /* ---- segment_select ---- */
 
+static int cmp_stack_id(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
 /* Imports into p the stacks rows[0..n) of s use (samples and spans), in increasing
  * order of s's ids. A stack's ancestors have smaller ids than it, so the stacks used
  * get ids in the same order they had in s, and rows that were sorted by stack stay
- * sorted. 0, -1 (OOM) or -2 (an id out of range). */
+ * sorted. Only the distinct ids used are listed and sorted (a mark per stack of s
+ * tells them apart, and calloc's pages of a large head cost nothing until touched), so
+ * a partition of a large head costs its own samples, not a pass over every stack of
+ * the head (a cut writes a partition per service). 0, -1 (OOM) or -2 (an id out of
+ * range). */
 static int import_in_order(segment_t *p, symtab_remap_t *m, const segment_t *s, const uint32_t *rows, size_t n) {
-    uint8_t *used = calloc(s->sym->nstacks ? s->sym->nstacks : 1, 1);
-    if (!used) return -1;
-    int rc = 0;
+    size_t ns = s->sym->nstacks;
+    uint8_t *seen = calloc(ns ? ns : 1, 1);
+    uint32_t *ids = NULL;
+    size_t k = 0, cap = 0;
+    int rc = seen ? 0 : -1;
     for (size_t i = 0; i < n && rc == 0; i++) {
         const seg_profile_t *r = &s->profiles[rows[i]];
-        for (uint32_t j = 0; j < r->nsamples && rc == 0; j++) {
-            uint32_t id = s->stacks[r->first + j];
-            if (id >= s->sym->nstacks) rc = -2; /* a broken segment: never written */
-            else used[id] = 1;
-        }
-        for (uint32_t j = 0; j < r->nspans && rc == 0; j++) {
-            uint32_t id = s->spans[r->span_first + j].stack;
-            if (id >= s->sym->nstacks) rc = -2;
-            else used[id] = 1;
+        for (uint32_t j = 0; j < r->nsamples + r->nspans && rc == 0; j++) {
+            uint32_t id = j < r->nsamples ? s->stacks[r->first + j] : s->spans[r->span_first + j - r->nsamples].stack;
+            if (id >= ns) rc = -2; /* a broken segment: never written */
+            else if (!seen[id] && VEC_RESERVE(ids, cap, k + 1)) rc = -1;
+            else if (!seen[id]) seen[id] = 1, ids[k++] = id;
         }
     }
-    for (uint32_t id = 0; id < s->sym->nstacks && rc == 0; id++)
-        if (used[id] && symtab_import_stack(p->sym, m, id) == SYM_NONE) rc = -1;
-    free(used);
+    if (rc == 0 && k) qsort(ids, k, sizeof *ids, cmp_stack_id);
+    for (size_t i = 0; i < k && rc == 0; i++)
+        if (symtab_import_stack(p->sym, m, ids[i]) == SYM_NONE) rc = -1;
+    free(seen);
+    free(ids);
     return rc;
 }
 
