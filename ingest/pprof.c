@@ -303,12 +303,14 @@ static uint64_t sample_span(const ctx_t *c, const Perftools__Profiles__Sample *s
     uint64_t span = 0;
     int named = 0; /* a span_id label seen: profile_id no longer counts */
     trace[0] = trace[1] = 0;
-    for (size_t i = 0; i < s->n_label; i++) {
+    int traced = 0; /* a trace_id label seen */
+    for (size_t i = 0; i < s->n_label && !(named && traced); i++) {
         const Perftools__Profiles__Label *l = s->label[i];
         if (!str_ok(c, l->key) || !str_ok(c, l->str) || !l->str) continue;
         const char *k = c->p->string_table[l->key], *v = c->p->string_table[l->str];
         uint64_t x;
         if (!strcmp(k, "trace_id")) {
+            traced = 1;
             if (trace_id_parse(v, &trace[0], &trace[1])) trace[0] = trace[1] = 0;
         } else if (!strcmp(k, "span_id")) {
             if (span_id_parse(v, &x) == 0) span = x;
