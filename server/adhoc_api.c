@@ -197,8 +197,24 @@ static void new_id(int64_t ms, const char *name, char *out, size_t cap) {
     snprintf(out, cap, "%012" PRIx64 "%08" PRIx32 "-%s", (uint64_t)ms, rnd, clean);
 }
 
-/* Stores the upload and adds it to the list (under settings_mu, shared with the
- * settings documents: both are small, rare writes). */
+/* The tenant's list of ad-hoc profiles, loaded under settings_mu (shared with the
+ * settings documents: both are small, rare writes); with add non-NULL the entry is added
+ * and the list saved. 0, or -1 with err (HR_EINVAL when the list is full). */
+static int adhoc_list_update(actx_t *c, const char *id, json_t *add, hr_err_t *err) {
+    pthread_mutex_lock(&c->a->settings_mu);
+    json_t *doc = tenant_doc_load(c->a, "adhoc", c->req->tenant, ADHOC_DOC_MAX, err);
+    int rc = doc ? 0 : -1;
+    if (rc == 0 && json_object_size(doc) >= ADHOC_MAX)
+        rc = hr_fail(err, HR_EINVAL, "this tenant has %d ad-hoc profiles, the most Hearth keeps", ADHOC_MAX);
+    if (rc == 0 && add && json_object_set(doc, id, add)) rc = hr_fail(err, HR_ENOMEM, "out of memory");
+    if (rc == 0 && add) rc = tenant_doc_save(c->a, "adhoc", c->req->tenant, doc, err);
+    json_decref(doc);
+    pthread_mutex_unlock(&c->a->settings_mu);
+    return rc;
+}
+
+/* Stores the upload and adds it to the list. The ingest runs outside settings_mu (it
+ * may wait on the WAL's fsync), so concurrent uploads may pass ADHOC_MAX by a few. */
 static int store_upload(actx_t *c, const char *id, const char *name, int fmt, const uint8_t *p, size_t n, int64_t ms,
                         hr_err_t *err) {
     char series[256];
@@ -211,17 +227,10 @@ static int store_upload(actx_t *c, const char *id, const char *name, int fmt, co
                           .received_ns = ms * MS,
                           .body = p,
                           .body_len = n};
-    pthread_mutex_lock(&c->a->settings_mu);
-    json_t *doc = tenant_doc_load(c->a, "adhoc", c->req->tenant, ADHOC_DOC_MAX, err);
-    int rc = doc ? 0 : -1;
-    if (rc == 0 && json_object_size(doc) >= ADHOC_MAX)
-        rc = hr_fail(err, HR_EINVAL, "this tenant has %d ad-hoc profiles, the most Hearth keeps", ADHOC_MAX);
-    if (rc == 0) rc = app_submit(c->a, &r, n, err);
-    json_t *e = rc == 0 ? json_pack("{s:s, s:I}", "name", name, "uploadedAt", (json_int_t)ms) : NULL;
-    if (rc == 0 && (!e || json_object_set_new(doc, id, e))) rc = hr_fail(err, HR_ENOMEM, "out of memory");
-    if (rc == 0) rc = tenant_doc_save(c->a, "adhoc", c->req->tenant, doc, err);
-    json_decref(doc);
-    pthread_mutex_unlock(&c->a->settings_mu);
+    if (adhoc_list_update(c, id, NULL, err) || app_submit(c->a, &r, n, err)) return -1;
+    json_t *e = json_pack("{s:s, s:I}", "name", name, "uploadedAt", (json_int_t)ms);
+    int rc = e ? adhoc_list_update(c, id, e, err) : hr_fail(err, HR_ENOMEM, "out of memory");
+    json_decref(e);
     return rc;
 }
 

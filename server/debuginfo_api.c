@@ -1,5 +1,5 @@
-/* debuginfo_api.c - debug file uploads: PUT, DELETE /api/v1/debuginfo/BUILD_ID and
- * GET /api/v1/debuginfo.
+/* debuginfo_api.c - debug file uploads: PUT, DELETE /api/v1/debuginfo/BUILD_ID (and
+ * BUILD_ID/sources, the source archive of the source view) and GET /api/v1/debuginfo.
  *
  * An upload is the raw ELF file as the body (`curl -T app.debug`), kept under
  * DATA/debuginfo/BUILD_ID (symbolize/debuginfo.h) and applied by the next query:
@@ -15,49 +15,60 @@
 
 #define PREFIX "/api/v1/debuginfo/"
 
-/* The build ID of the URL, checked; NULL with resp set. */
-static const char *url_build_id(const http_req_t *req, http_resp_t *resp) {
-    const char *id = req->url + strlen(PREFIX);
-    if (!build_id_valid(id)) {
+/* The build ID of the URL (BUILD_ID, or BUILD_ID/sources for its sources archive),
+ * checked, into id[cap]; -1 with resp set. */
+static int url_build_id(const http_req_t *req, http_resp_t *resp, char *id, size_t cap, debuginfo_kind_t *kind) {
+    const char *s = req->url + strlen(PREFIX), *slash = strchr(s, '/');
+    size_t n = slash ? (size_t)(slash - s) : strlen(s);
+    *kind = slash && !strcmp(slash, "/sources") ? DEBUGINFO_SOURCES : DEBUGINFO_BINARY;
+    snprintf(id, cap, "%.*s", (int)(n < cap ? n : cap - 1), s);
+    if ((slash && *kind != DEBUGINFO_SOURCES) || n >= cap || !build_id_valid(id)) {
         http_error(resp, 400,
-                   "bad build ID `%.80s`: use the hex string the profile's mapping carries (2-256 hex digits)", id);
-        return NULL;
+                   "bad URL `%.120s`: use /api/v1/debuginfo/BUILD_ID (the debug file) or /api/v1/debuginfo/"
+                   "BUILD_ID/sources (a source archive), with the hex string the profile's mapping carries "
+                   "(2-256 hex digits)",
+                   req->url);
+        return -1;
     }
-    return id;
+    return 0;
 }
 
-static void put(app_t *a, http_req_t *req, http_resp_t *resp, const char *id) {
+static void put(app_t *a, http_req_t *req, http_resp_t *resp, const char *id, debuginfo_kind_t kind) {
     if (req->body_too_big)
-        return http_error(resp, 413, "debug file exceeds --max-debuginfo-bytes %zu", a->cfg.max_debuginfo_bytes);
-    if (req->spool_error) return http_error(resp, 507, "the debug file could not be written to disk");
+        return http_error(resp, 413, "upload exceeds --max-debuginfo-bytes %zu", a->cfg.max_debuginfo_bytes);
+    if (req->spool_error) return http_error(resp, 507, "the upload could not be written to disk");
     hr_err_t err = {0};
     if (debuginfo_room(a->debuginfo, req->received, req->spool_path[0] != 0, &err))
         return http_error(resp, 507, "%s", err.msg); /* the spooled body is removed with the request */
-    int rc = req->spool_path[0] ? debuginfo_store_file(a->debuginfo, id, req->tenant, req->spool_path, &err)
-                                : debuginfo_store(a->debuginfo, id, req->tenant, req->body.data, req->body.len, &err);
+    int rc = req->spool_path[0]
+                 ? debuginfo_store_file(a->debuginfo, id, kind, req->tenant, req->spool_path, &err)
+                 : debuginfo_store(a->debuginfo, id, kind, req->tenant, req->body.data, req->body.len, &err);
     if (rc) return http_error_from(resp, &err);
     req->spool_path[0] = 0; /* renamed into place */
-    if (a->symbolizer) symbolizer_invalidate(a->symbolizer, id);
-    log_info("debuginfo.uploaded", "build_id=%s bytes=%zu", id, req->received);
+    if (a->symbolizer && kind == DEBUGINFO_BINARY) symbolizer_invalidate(a->symbolizer, id);
+    log_info("debuginfo.uploaded", "build_id=%s kind=%s bytes=%zu", id, kind == DEBUGINFO_SOURCES ? "sources" : "debug",
+             req->received);
     buf_t b;
     buf_init(&b);
-    buf_printf(&b, "{\"build_id\":\"%s\",\"size\":%zu}", id, req->received);
+    buf_printf(&b, "{\"build_id\":\"%s\",\"%s\":%zu}", id, kind == DEBUGINFO_SOURCES ? "sources_size" : "size",
+               req->received);
     http_reply(resp, 200, "application/json", &b);
 }
 
-static void del(app_t *a, http_req_t *req, http_resp_t *resp, const char *id) {
+static void del(app_t *a, http_req_t *req, http_resp_t *resp, const char *id, debuginfo_kind_t kind) {
     hr_err_t err = {0};
-    if (debuginfo_delete(a->debuginfo, id, req->tenant, &err)) return http_error_from(resp, &err);
-    if (a->symbolizer) symbolizer_invalidate(a->symbolizer, id);
-    log_info("debuginfo.deleted", "build_id=%s", id);
+    if (debuginfo_delete(a->debuginfo, id, kind, req->tenant, &err)) return http_error_from(resp, &err);
+    if (a->symbolizer && kind == DEBUGINFO_BINARY) symbolizer_invalidate(a->symbolizer, id);
+    log_info("debuginfo.deleted", "build_id=%s kind=%s", id, kind == DEBUGINFO_SOURCES ? "sources" : "debug");
     http_reply_text(resp, 200, "application/json", "{\"status\":\"deleted\"}");
 }
 
 void api_debuginfo(app_t *a, http_req_t *req, http_resp_t *resp) {
-    const char *id = url_build_id(req, resp);
-    if (!id) return;
-    if (!strcmp(req->method, "PUT")) put(a, req, resp, id);
-    else del(a, req, resp, id);
+    char id[300];
+    debuginfo_kind_t kind;
+    if (url_build_id(req, resp, id, sizeof id, &kind)) return;
+    if (!strcmp(req->method, "PUT")) put(a, req, resp, id, kind);
+    else del(a, req, resp, id, kind);
 }
 
 void api_debuginfo_list(app_t *a, http_req_t *req, http_resp_t *resp) {
@@ -141,5 +152,5 @@ void api_debuginfo_upload_finished(app_t *a, http_req_t *req, http_resp_t *resp)
 void api_debuginfo_upload(app_t *a, http_req_t *req, http_resp_t *resp) {
     const char *id = req->url + strlen(DEBUGINFO_SERVICE "Upload/");
     if (!build_id_valid(id)) return http_error(resp, 400, "bad build ID `%.80s`: use hex", id);
-    put(a, req, resp, id);
+    put(a, req, resp, id, DEBUGINFO_BINARY);
 }

@@ -239,16 +239,22 @@ static int read_under(const char *dir, const char *path, buf_t *out) {
     return -1;
 }
 
-/* A source file for format=source: --source-dir first, then the debuginfod servers. */
+/* A source file for format=source: the sources archive uploaded for the build ID (the
+ * very sources it was built from), --source-dir, then the debuginfod servers. */
 static const char *fetch_source(void *ctx, const char *build_id, const char *path, buf_t *out, char *why, size_t cap) {
     const source_ctx_t *c = ctx;
+    if (c->a->debuginfo && *build_id &&
+        debuginfo_find_uploaded_source(c->a->debuginfo, build_id, path, SOURCE_MAX, c->deadline_ns, out) == 0)
+        return "upload";
+    out->len = 0;
     if (c->a->cfg.source_dir[0] && read_under(c->a->cfg.source_dir, path, out) == 0) return "source-dir";
     out->len = 0;
     if (c->a->debuginfo && *build_id &&
         debuginfo_find_source(c->a->debuginfo, build_id, path, SOURCE_MAX, c->deadline_ns, out) == 0)
         return "debuginfod";
     out->len = 0;
-    snprintf(why, cap, "%s not found in --source-dir or on a debuginfod server (build ID %s)", path,
+    snprintf(why, cap,
+             "%s not found in an uploaded sources archive, --source-dir or on a debuginfod server (build ID %s)", path,
              *build_id ? build_id : "unknown");
     return NULL;
 }

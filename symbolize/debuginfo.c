@@ -20,7 +20,10 @@
 #include "storage/fsutil.h"
 #include "symbolize/buildid.h"
 #include "symbolize/elf.h"
+#include "symbolize/source_archive.h"
 
+/* A path under one of the folders: the folder (4096) and a file name (upload_name). */
+#define PATH_CAP 4500
 #define NO_DEADLINE_WAIT_NS (30 * 1000000000LL) /* a download without a query deadline */
 
 /* A download that ran past its query's deadline is remembered this long (or the
@@ -62,7 +65,7 @@ static void remove_spooled(const char *dir) {
     if (!dp) return;
     for (struct dirent *e; (e = readdir(dp));) {
         if (strncmp(e->d_name, ".upload-", 8)) continue;
-        char path[4400];
+        char path[PATH_CAP];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         unlink(path);
     }
@@ -144,7 +147,7 @@ static int on_progress(debuginfod_client *c, long got, long total) {
 /* libdebuginfod records any failed download, an aborted one too, as an empty file it
  * answers "missing" from for cache_miss_s (10 minutes); a partial file must not stay. */
 static void drop_download(const char *downloads, const char *id) {
-    char miss[4400];
+    char miss[PATH_CAP];
     struct stat st;
     snprintf(miss, sizeof miss, "%s/%s/debuginfo", downloads, id);
     if (stat(miss, &st) == 0 && st.st_size == 0) unlink(miss);
@@ -156,7 +159,7 @@ static uint64_t dir_bytes(const char *dir, int depth) {
     uint64_t n = 0;
     for (struct dirent *e; dp && (e = readdir(dp));) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        char path[4400];
+        char path[PATH_CAP];
         struct stat st;
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         if (lstat(path, &st)) continue;
@@ -251,6 +254,14 @@ int debuginfo_find_source(debuginfo_t *d, const char *id, const char *path, size
     return rc == 0 && !out->oom ? 0 : -1;
 }
 
+int debuginfo_find_uploaded_source(debuginfo_t *d, const char *id, const char *path, size_t max, int64_t deadline_ns,
+                                   buf_t *out) {
+    char archive[PATH_CAP];
+    snprintf(archive, sizeof archive, "%s/%s.sources", d->uploads, id);
+    if (!build_id_valid(id) || !is_file(archive)) return 1;
+    return source_archive_find(archive, path, max, d->max_bytes ? d->max_bytes : UINT64_MAX, deadline_ns, out);
+}
+
 /* The remembered-missing entry of id, or NULL; d->mu held. */
 static missing_t *missing_of(debuginfo_t *d, const char *id) {
     for (size_t i = 0; i < d->nmissing; i++)
@@ -301,16 +312,23 @@ debuginfo_found_t debuginfo_find(debuginfo_t *d, const char *id, int64_t deadlin
     return f;
 }
 
-/* Who uploaded id: DATA/debuginfo/ID.owner holds the tenant. A file with no owner
- * record (stored before owners were kept) belongs to nobody in particular. */
-static void owner_path(const debuginfo_t *d, const char *id, char *out, size_t cap) {
-    snprintf(out, cap, "%s/%s.owner", d->uploads, id);
+/* What an upload of a kind is kept as under DATA/debuginfo: the debug file as ID, the
+ * sources archive as ID.sources. */
+static void upload_name(const char *id, debuginfo_kind_t kind, char *out, size_t cap) {
+    snprintf(out, cap, "%s%s", id, kind == DEBUGINFO_SOURCES ? ".sources" : "");
 }
 
-/* 1 when id's upload belongs to tenant, or to nobody (no owner record). */
-static int owned_by(const debuginfo_t *d, const char *id, const char *tenant) {
-    char path[4400], owner[130] = "";
-    owner_path(d, id, path, sizeof path);
+/* Who uploaded a file (name: upload_name's): DATA/debuginfo/NAME.owner holds the
+ * tenant. A file with no owner record (stored before owners were kept) belongs to
+ * nobody in particular. */
+static void owner_path(const debuginfo_t *d, const char *name, char *out, size_t cap) {
+    snprintf(out, cap, "%s/%s.owner", d->uploads, name);
+}
+
+/* 1 when the upload name belongs to tenant, or to nobody (no owner record). */
+static int owned_by(const debuginfo_t *d, const char *name, const char *tenant) {
+    char path[PATH_CAP], owner[130] = "";
+    owner_path(d, name, path, sizeof path);
     FILE *f = fopen(path, "re");
     size_t n = f ? fread(owner, 1, sizeof owner - 1, f) : 0;
     if (f) fclose(f);
@@ -318,26 +336,26 @@ static int owned_by(const debuginfo_t *d, const char *id, const char *tenant) {
     return !n || !strcmp(owner, tenant);
 }
 
-/* 0 when tenant may replace or delete id's upload: there is none, or it is its own. */
-static int may_touch(const debuginfo_t *d, const char *id, const char *tenant, hr_err_t *err) {
-    char path[4400];
-    snprintf(path, sizeof path, "%s/%s", d->uploads, id);
-    if (!is_file(path) || owned_by(d, id, tenant)) return 0;
+/* 0 when tenant may replace or delete the upload name: there is none, or it is its own. */
+static int may_touch(const debuginfo_t *d, const char *name, const char *tenant, hr_err_t *err) {
+    char path[PATH_CAP];
+    snprintf(path, sizeof path, "%s/%s", d->uploads, name);
+    if (!is_file(path) || owned_by(d, name, tenant)) return 0;
     return hr_fail(err, HR_EDENIED,
-                   "build ID %s was uploaded by another tenant: only it may replace or delete the file (which "
-                   "symbolizes your profiles too)",
-                   id);
+                   "%s was uploaded by another tenant: only it may replace or delete the file (which symbolizes "
+                   "your profiles too)",
+                   name);
 }
 
-/* Puts the checked file at path in place as id's upload, owned by tenant. d->mu held.
- * The owner is recorded first, so no file is ever in place without its owner; if the
- * file then cannot be put in place, a new owner record goes again. */
-static int put_in_place(debuginfo_t *d, const char *id, const char *path, const char *tenant, hr_err_t *err) {
-    char dst[4400], own[4400];
-    snprintf(dst, sizeof dst, "%s/%s", d->uploads, id);
-    owner_path(d, id, own, sizeof own);
+/* Puts the checked file at path in place as the upload name, owned by tenant. d->mu
+ * held. The owner is recorded first, so no file is ever in place without its owner; if
+ * the file then cannot be put in place, a new owner record goes again. */
+static int put_in_place(debuginfo_t *d, const char *name, const char *path, const char *tenant, hr_err_t *err) {
+    char dst[PATH_CAP], own[PATH_CAP];
+    snprintf(dst, sizeof dst, "%s/%s", d->uploads, name);
+    owner_path(d, name, own, sizeof own);
     int existed = is_file(dst);
-    if (may_touch(d, id, tenant, err) || fs_write_atomic(own, tenant, strlen(tenant), err)) {
+    if (may_touch(d, name, tenant, err) || fs_write_atomic(own, tenant, strlen(tenant), err)) {
         if (!existed) unlink(own); /* a half-written record, if any */
         return -1;
     }
@@ -350,41 +368,55 @@ static int put_in_place(debuginfo_t *d, const char *id, const char *path, const 
     return fs_sync_parent(dst, err);
 }
 
-int debuginfo_store(debuginfo_t *d, const char *id, const char *tenant, const void *p, size_t n, hr_err_t *err) {
-    char tmp[4400]; /* spooled as http.c spools a body, then stored as it is */
+int debuginfo_store(debuginfo_t *d, const char *id, debuginfo_kind_t kind, const char *tenant, const void *p, size_t n,
+                    hr_err_t *err) {
+    char tmp[PATH_CAP]; /* spooled as http.c spools a body, then stored as it is */
     snprintf(tmp, sizeof tmp, "%s/.upload-XXXXXX", d->uploads);
     int fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0) return hr_fail(err, HR_EIO, "cannot store the upload: %s", strerror(errno));
     int rc = fs_write_all(fd, p, n, tmp, err);
     close(fd);
-    if (rc == 0) rc = debuginfo_store_file(d, id, tenant, tmp, err);
+    if (rc == 0) rc = debuginfo_store_file(d, id, kind, tenant, tmp, err);
     if (rc) unlink(tmp);
     return rc;
 }
 
 const char *debuginfo_spool_dir(const debuginfo_t *d) { return d->uploads; }
 
-int debuginfo_store_file(debuginfo_t *d, const char *id, const char *tenant, const char *path, hr_err_t *err) {
-    if (buildid_check_file(path, id, err)) return -1;
+/* An upload's contents are what its kind says: a debug file proves its build ID, an
+ * archive reads through within the limits. */
+static int check_upload(const debuginfo_t *d, const char *id, debuginfo_kind_t kind, const char *path, hr_err_t *err) {
+    if (kind == DEBUGINFO_BINARY) return buildid_check_file(path, id, err);
+    size_t files = 0;
+    return source_archive_check(path, d->max_bytes ? d->max_bytes : UINT64_MAX, &files, err);
+}
+
+int debuginfo_store_file(debuginfo_t *d, const char *id, debuginfo_kind_t kind, const char *tenant, const char *path,
+                         hr_err_t *err) {
+    if (check_upload(d, id, kind, path, err)) return -1;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     int rc = fd < 0 || fsync(fd) ? hr_fail(err, HR_EIO, "cannot sync the upload: %s", strerror(errno)) : 0;
     if (fd >= 0) close(fd);
+    char name[300];
+    upload_name(id, kind, name, sizeof name);
     pthread_mutex_lock(&d->mu);
-    if (rc == 0) rc = put_in_place(d, id, path, tenant, err);
+    if (rc == 0) rc = put_in_place(d, name, path, tenant, err);
     pthread_mutex_unlock(&d->mu);
     return rc;
 }
 
-int debuginfo_delete(debuginfo_t *d, const char *id, const char *tenant, hr_err_t *err) {
-    char path[4400];
-    snprintf(path, sizeof path, "%s/%s", d->uploads, id);
+int debuginfo_delete(debuginfo_t *d, const char *id, debuginfo_kind_t kind, const char *tenant, hr_err_t *err) {
+    char name[300], path[PATH_CAP];
+    upload_name(id, kind, name, sizeof name);
+    snprintf(path, sizeof path, "%s/%s", d->uploads, name);
     pthread_mutex_lock(&d->mu);
-    int rc = may_touch(d, id, tenant, err);
+    int rc = may_touch(d, name, tenant, err);
     if (rc == 0 && unlink(path))
-        rc = errno == ENOENT ? hr_fail(err, HR_ENOTFOUND, "no debug info uploaded for build ID %s", id)
+        rc = errno == ENOENT ? hr_fail(err, HR_ENOTFOUND, "no %s uploaded for build ID %s",
+                                       kind == DEBUGINFO_SOURCES ? "sources" : "debug info", id)
                              : hr_fail(err, HR_EIO, "cannot delete %s: %s", path, strerror(errno));
     if (rc == 0) {
-        owner_path(d, id, path, sizeof path);
+        owner_path(d, name, path, sizeof path);
         unlink(path);
         atomic_fetch_add(&d->generation, 1);
     }
@@ -414,15 +446,21 @@ int debuginfo_list_json(debuginfo_t *d, const char *tenant, buf_t *out, hr_err_t
     if (rc == 0 && n) qsort(names, n, sizeof *names, cmp_str); /* qsort(NULL, 0) is undefined */
     buf_putc(out, '[');
     for (size_t i = 0; rc == 0 && i < n; i++) {
-        char path[4200], when[64] = "";
+        char path[PATH_CAP], when[64] = "";
         struct stat st;
         snprintf(path, sizeof path, "%s/%s", d->uploads, names[i]);
         if (stat(path, &st)) continue;
         struct tm tm;
         gmtime_r(&st.st_mtime, &tm);
         strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-        buf_printf(out, "%s{\"build_id\":\"%s\",\"size\":%lld,\"uploaded\":\"%s\"}",
+        buf_printf(out, "%s{\"build_id\":\"%s\",\"size\":%lld,\"uploaded\":\"%s\"",
                    out->data[out->len - 1] == '[' ? "" : ",", names[i], (long long)st.st_size, when);
+        char sources[300];
+        upload_name(names[i], DEBUGINFO_SOURCES, sources, sizeof sources);
+        snprintf(path, sizeof path, "%s/%s", d->uploads, sources);
+        if (stat(path, &st) == 0 && owned_by(d, sources, tenant))
+            buf_printf(out, ",\"sources_size\":%lld", (long long)st.st_size);
+        buf_putc(out, '}');
     }
     buf_putc(out, ']');
     for (size_t i = 0; i < n; i++) free(names[i]);

@@ -1,7 +1,8 @@
 /* debuginfo.h - where the debug file of a build ID comes from.
  *
  * Three sources, tried in this order:
- *   1. uploads, kept under DATA/debuginfo/BUILD_ID (PUT /api/v1/debuginfo/BUILD_ID);
+ *   1. uploads, kept under DATA/debuginfo/BUILD_ID (PUT /api/v1/debuginfo/BUILD_ID), and
+ *      the sources a build was made from as BUILD_ID.sources (PUT .../BUILD_ID/sources);
  *   2. the local folder --debuginfo-dir: DIR/BUILD_ID, DIR/BUILD_ID.debuginfo or
  *      DIR/BUILD_ID/debuginfo (PPROF_BINARY_PATH's and debuginfod's layouts);
  *   3. debuginfod servers (--debuginfod-urls) through libdebuginfod, downloading into
@@ -60,25 +61,38 @@ debuginfo_found_t debuginfo_find_local(debuginfo_t *d, const char *id, char *pat
 int debuginfo_find_source(debuginfo_t *d, const char *id, const char *path, size_t max, int64_t deadline_ns,
                           buf_t *out);
 
+/* Source file `path` of binary id from the sources archive uploaded for it
+ * (source_archive.h), at most max bytes, replacing out: 0, 1 when there is no archive
+ * or it has no such file, -1 when it cannot be read or the deadline passed. */
+int debuginfo_find_uploaded_source(debuginfo_t *d, const char *id, const char *path, size_t max, int64_t deadline_ns,
+                                   buf_t *out);
+
 /* 1 when debuginfod servers are configured (debuginfo_find may then wait on the network). */
 int debuginfo_remote(const debuginfo_t *d);
 
-/* Stores an upload of tenant as id's file: checked to prove build ID id (buildid.h),
+/* What an upload is: the debug file of a build ID (kept as ID), or the sources it was
+ * built from as one archive (ID.sources, source_archive.h). */
+typedef enum { DEBUGINFO_BINARY, DEBUGINFO_SOURCES } debuginfo_kind_t;
+
+/* Stores an upload of tenant as id's file of kind: checked (a debug file proves build
+ * ID id, buildid.h; an archive reads through within --max-debuginfo-bytes unpacked),
  * written to a temporary file, fsynced, renamed over any previous one. HR_EINVAL when
- * the bytes are not ELF or are another binary's, HR_EDENIED when another tenant
- * uploaded id, HR_EIO on a write error. Files serve every tenant's queries; the
+ * the bytes are not what the kind says or are another binary's, HR_EDENIED when another
+ * tenant uploaded it, HR_EIO on a write error. Files serve every tenant's queries; the
  * uploading tenant alone may replace or delete one. */
-int debuginfo_store(debuginfo_t *d, const char *id, const char *tenant, const void *p, size_t n, hr_err_t *err);
+int debuginfo_store(debuginfo_t *d, const char *id, debuginfo_kind_t kind, const char *tenant, const void *p, size_t n,
+                    hr_err_t *err);
 /* The folder an upload's body is spooled to while it arrives (http.h spool_dir): the
  * uploads folder itself, so storing it is a rename. Leftovers of a crash (".upload-*")
  * are removed when the store opens. */
 const char *debuginfo_spool_dir(const debuginfo_t *d);
 /* Stores the spooled upload at path as debuginfo_store stores bytes (path is gone on
  * success). 0, or -1 with debuginfo_store's errors. */
-int debuginfo_store_file(debuginfo_t *d, const char *id, const char *tenant, const char *path, hr_err_t *err);
-/* Deletes id's upload: HR_ENOTFOUND when there is none, HR_EDENIED when another tenant
- * uploaded it. */
-int debuginfo_delete(debuginfo_t *d, const char *id, const char *tenant, hr_err_t *err);
+int debuginfo_store_file(debuginfo_t *d, const char *id, debuginfo_kind_t kind, const char *tenant, const char *path,
+                         hr_err_t *err);
+/* Deletes id's upload of kind: HR_ENOTFOUND when there is none, HR_EDENIED when another
+ * tenant uploaded it. */
+int debuginfo_delete(debuginfo_t *d, const char *id, debuginfo_kind_t kind, const char *tenant, hr_err_t *err);
 /* Whether incoming more bytes of debug files fit: the stored files (uploads and
  * downloads) plus incoming within the quota, and the data disk left with keep_free
  * bytes free after them. spooled: the incoming bytes are on the disk already (a
@@ -87,7 +101,7 @@ int debuginfo_delete(debuginfo_t *d, const char *id, const char *tenant, hr_err_
 int debuginfo_room(const debuginfo_t *d, uint64_t incoming, int spooled, hr_err_t *err);
 
 /* The uploads tenant made (and those with no owner) as a JSON array of
- * {"build_id","size","uploaded"(RFC 3339)}, sorted by build ID: which binaries another
+ * {"build_id","size","uploaded"(RFC 3339)[,"sources_size"]}, sorted by build ID: which binaries another
  * tenant runs is not told. */
 int debuginfo_list_json(debuginfo_t *d, const char *tenant, buf_t *out, hr_err_t *err);
 

@@ -7,12 +7,14 @@ frame by frame, over the profile Hearth exports (format=pprof), so the flame gra
 and go tool pprof all read the same frames.
 """
 import gzip
+import io
 import json
 import os
 import re
 import shutil
 import signal
 import subprocess
+import tarfile
 import tempfile
 import threading
 import time
@@ -846,3 +848,59 @@ def source_view_from_debuginfod_and_source_dir_matches_lines():
         view = source_view(srv, "churn")
         assert view["origin"] is None and "not found" in view["error"], view
         assert view["lines"] and all(r["text"] is None for r in view["lines"]), view
+
+
+def tar_bytes(files, mode="w:gz"):
+    """A tar archive (gzip by default) of {name: bytes}, in insertion order."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode=mode) as t:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+@test
+def source_view_from_an_uploaded_sources_archive():
+    """PUT /api/v1/debuginfo/ID/sources keeps a tar of the sources a build was made from; the
+    source view reads the file the debug info names from it, the entry agreeing on the most
+    path components from the end (`dir/prog.c` over a bare `prog.c`). Archives that are not
+    one, unpack past --max-debuginfo-bytes, or belong to another tenant are refused, and
+    the stored archive survives every refusal."""
+    binary, build_id, vaddrs, _ = build_c_program()
+    src = os.path.join(os.path.dirname(binary), "prog.c")
+    text = open(src).read().rstrip("\n").split("\n")
+    parent = os.path.basename(os.path.dirname(src))
+    a, b = {"X-Scope-OrgID": "team-a"}, {"X-Scope-OrgID": "team-b"}
+    with Server(extra=["--max-debuginfo-bytes", "1MiB"]) as srv:
+        assert srv.ingest(c_profile(build_id, vaddrs), name="cprog", format="pprof", **{"from": T0})[0] == 200
+        assert srv.request("PUT", "/api/v1/debuginfo/" + build_id, open(binary, "rb").read())[0] == 200
+        archive = tar_bytes({"./prog.c": b"int decoy;\n", "other/x/prog.c": b"int other;\n",
+                             "checkout/" + parent + "/prog.c": open(src, "rb").read(), "README": b"hi\n"})
+        st, body, _ = srv.request("PUT", "/api/v1/debuginfo/%s/sources" % build_id, archive)
+        assert st == 200 and json.loads(body)["sources_size"] == len(archive), (st, body)
+        listed = srv.get_json("/api/v1/debuginfo")["debuginfo"]
+        assert [(x["build_id"], x.get("sources_size")) for x in listed] == [(build_id, len(archive))], listed
+        view = source_view(srv, "churn")
+        assert view["origin"] == "upload" and view["file"] == src, view
+        assert [r["text"] for r in view["lines"]] == text, view["lines"][:3]
+        bomb = tar_bytes({"zeros.c": bytes(4 << 20)})  # 4 MiB unpacked, a few KiB sent
+        for bad, why in ((b"not an archive at all", "archive"), (bomb, "unpacks to more than"),
+                         (archive[:len(archive) // 2], "archive")):
+            st, body, _ = srv.request("PUT", "/api/v1/debuginfo/%s/sources" % build_id, bad)
+            assert st == 400 and why in json.loads(body)["error"], (why, st, body)
+        for method, url in (("PUT", "/api/v1/debuginfo/%s/source" % build_id),
+                            ("PUT", "/api/v1/debuginfo/%s/sources/x" % build_id)):
+            st, body, _ = srv.request(method, url, archive)
+            assert st == 400 and "sources" in json.loads(body)["error"], (url, st, body)
+        assert source_view(srv, "churn")["origin"] == "upload"  # untouched by the refusals
+        st, body, _ = srv.request("DELETE", "/api/v1/debuginfo/%s/sources" % build_id)
+        assert st == 200, body
+        assert source_view(srv, "churn")["origin"] is None
+    with Server(extra=["--multitenancy"]) as srv:  # A's archive is A's to replace or delete
+        assert srv.request("PUT", "/api/v1/debuginfo/%s/sources" % build_id, archive, a)[0] == 200
+        for method in ("PUT", "DELETE"):
+            st, body, _ = srv.request(method, "/api/v1/debuginfo/%s/sources" % build_id,
+                                      tar_bytes({"prog.c": b"evil\n"}) if method == "PUT" else None, b)
+            assert st == 403 and "another tenant" in json.loads(body)["error"], (method, st, body)

@@ -470,7 +470,7 @@ static void build_debuginfo(subject_t *x) {
 }
 
 static int op_debug_upload(subject_t *x, hr_err_t *err) {
-    return debuginfo_store(x->di, DEBUG_ID, "anonymous", DEBUG_FILE, DEBUG_LEN, err);
+    return debuginfo_store(x->di, DEBUG_ID, DEBUGINFO_BINARY, "anonymous", DEBUG_FILE, DEBUG_LEN, err);
 }
 
 typedef struct {
