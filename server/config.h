@@ -29,6 +29,7 @@ typedef struct {
     char scrape_config[2048];
     char auth_file[2048];
     char tls_cert[2048], tls_key[2048];
+    char grpc_listen[256]; /* --grpc-listen: "" for no gRPC server */
     wal_fsync_t wal_fsync;
     size_t max_body_bytes;
     size_t max_inflight_body_bytes;

@@ -83,11 +83,14 @@ typedef struct {
 } req_ctx_t;
 
 const char *http_arg(const http_req_t *r, const char *name) {
-    return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
+    return r->conn ? MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name) : NULL;
 }
 
 const char *http_header(const http_req_t *r, const char *name) {
-    return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+    if (r->conn) return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+    for (size_t i = 0; i + 1 < r->nheaders * 2; i += 2)
+        if (!strcasecmp(r->headers[i], name)) return r->headers[i + 1];
+    return NULL;
 }
 
 const http_field_t *http_field(const http_req_t *r, const char *name) {
@@ -545,6 +548,13 @@ static int parse_listen(const char *listen, listen_addr_t *la, hr_err_t *err) {
     else if (inet_pton(AF_INET, host, &sa->sin_addr) != 1)
         return hr_fail(err, HR_EINVAL, "--listen `%s`: host must be an IPv4 address, or IPv6 in brackets ([::1]:4040)",
                        listen);
+    return 0;
+}
+
+int http_listen_addr(const char *listen, struct sockaddr_storage *sa, hr_err_t *err) {
+    listen_addr_t la;
+    if (parse_listen(listen, &la, err)) return -1;
+    *sa = la.sa;
     return 0;
 }
 

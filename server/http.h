@@ -47,7 +47,11 @@ typedef struct {
 } http_field_t;
 
 typedef struct http_req {
-    void *conn; /* struct MHD_Connection * */
+    void *conn; /* struct MHD_Connection *; NULL for a request of another front end (grpc.h) */
+    /* Without conn: the request's headers as name, value pairs (names lowercase), which
+     * http_header reads; such a request has no query parameters. */
+    const char *const *headers;
+    size_t nheaders;
     const char *method, *url;
     buf_t body;        /* the raw body; empty for multipart (see fields) */
     size_t received;   /* body bytes received, for limits and metrics */
@@ -128,6 +132,11 @@ typedef struct {
     unsigned handlers_queued; /* complete requests waiting for a thread */
 } http_stats_t;
 http_stats_t http_stats(http_server_t *s);
+
+/* The address a listen string (HOST:PORT, [IPv6]:PORT, as --listen) names. 0, or -1
+ * with err. */
+struct sockaddr_storage;
+int http_listen_addr(const char *listen, struct sockaddr_storage *sa, hr_err_t *err);
 
 /* Query parameter or header (case-insensitive); NULL when absent. Borrowed. */
 const char *http_arg(const http_req_t *r, const char *name);

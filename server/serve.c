@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "common/timeparse.h"
 #include "server/app.h"
+#include "server/grpc.h"
 #include "server/version.h"
 
 typedef struct {
@@ -169,6 +170,20 @@ static int cluster_config(app_t *a, store_config_t *sc, char *cache_dir, size_t 
     return 0;
 }
 
+/* The gRPC front end when --grpc-listen names an address: 0 (*out NULL without one), or
+ * -1 with err. */
+static int start_grpc(app_t *a, const http_router_t *router, grpc_server_t **out, hr_err_t *err) {
+    *out = NULL;
+    if (!a->cfg.grpc_listen[0]) return 0;
+    grpc_config_t gc = {.listen = a->cfg.grpc_listen,
+                        .max_conns = a->cfg.max_connections,
+                        .max_message = a->cfg.max_body_bytes,
+                        .max_inflight = a->cfg.max_inflight_body_bytes};
+    if (!(*out = grpc_start(&gc, router, err))) return -1;
+    log_info("grpc.listening", "addr=%s", a->cfg.grpc_listen);
+    return 0;
+}
+
 static int serve(app_t *a) {
     store_config_t sc = {.data_dir = a->cfg.data_dir,
                          .fsync = a->cfg.wal_fsync,
@@ -277,7 +292,8 @@ static int serve(app_t *a) {
         }
         atomic_store(&a->scraper, sc);
     }
-    if (rules_start(a, &err)) {
+    grpc_server_t *grpc = NULL;
+    if (rules_start(a, &err) || start_grpc(a, &router, &grpc, &err)) {
         fprintf(stderr, "hearth: %s\n", err.msg);
         http_stop(http);
         scraper_stop(atomic_exchange(&a->scraper, NULL));
@@ -306,6 +322,7 @@ static int serve(app_t *a) {
     }
     pthread_join(th, NULL);
     if (flushing) pthread_join(flt, NULL);
+    grpc_stop(grpc);
     http_stop(http); /* waits for in-flight requests, which may read a->scraper (/metrics) */
     scraper_stop(atomic_exchange(&a->scraper, NULL));
     rules_stop(a); /* after http: the API reads the provisioned rules */

@@ -1,0 +1,47 @@
+/* grpc.h - the gRPC front end: unary gRPC calls over HTTP/2 (libnghttp2), --grpc-listen.
+ *
+ * eBPF profilers and the OpenTelemetry Collector send profiles by gRPC only, so Hearth
+ * takes them straight in: HTTP/2 without TLS ("h2c" with prior knowledge, as gRPC's
+ * insecure channels speak it). A call's path names the route it stands for (SERVICES in
+ * grpc.c): the message becomes the body of that route's HTTP request and goes through
+ * the same router as HTTP (http.h): admission with the call's metadata as headers
+ * (authorization, x-scope-orgid) before a message byte is buffered, the same limits,
+ * the handler on a worker pool. Its answer goes back as one gRPC message with
+ * grpc-status 0, or, for an error, as a trailers-only response whose grpc-status is
+ * the HTTP status's gRPC code (400 INVALID_ARGUMENT, 401 UNAUTHENTICATED, 403
+ * PERMISSION_DENIED, 413 and 429 RESOURCE_EXHAUSTED, 503 UNAVAILABLE, ...) and whose
+ * grpc-message is the error's text.
+ *
+ * Calls carry exactly one message (unary), of at most max_message bytes as sent; a
+ * message compressed with grpc-encoding gzip is inflated by the handler within the
+ * decompression limits, as an HTTP upload's Content-Encoding is. One thread runs every
+ * connection (epoll); handlers run on the pool. Not served: TLS (ALPN h2), streaming
+ * calls, grpc-timeout as a deadline. */
+#ifndef HEARTH_GRPC_H
+#define HEARTH_GRPC_H
+
+#include <stddef.h>
+
+#include "common/err.h"
+#include "server/http.h"
+
+typedef struct {
+    const char *listen;  /* "host:port", as --listen */
+    unsigned max_conns;  /* connections past it are closed at once */
+    size_t max_message;  /* largest request message (--max-body-bytes): RESOURCE_EXHAUSTED past it */
+    size_t max_inflight; /* bytes of all messages being received at once; 0 = no limit */
+} grpc_config_t;
+
+typedef struct grpc_server grpc_server_t;
+
+/* Listens on cfg->listen and serves calls through router (whose app must outlive the
+ * server). NULL with err when the address is bad or taken. */
+grpc_server_t *grpc_start(const grpc_config_t *cfg, const http_router_t *router, hr_err_t *err);
+/* Stops accepting, lets running handlers finish, closes every connection, frees s.
+ * NULL is a no-op. */
+void grpc_stop(grpc_server_t *s);
+
+/* The gRPC status code for an HTTP status (2xx: 0, OK). */
+int grpc_code_of_http(int status);
+
+#endif

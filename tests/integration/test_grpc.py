@@ -1,0 +1,109 @@
+"""The gRPC front end (--grpc-listen), called by a real gRPC client: Debian's python3-grpcio
+over an insecure channel (HTTP/2 with prior knowledge), as the OpenTelemetry Collector and
+Alloy call it. Messages are sent as raw bytes (no generated stubs), built from the same
+field numbers as the HTTP tests' requests, and every answer is compared with the same
+request sent over HTTP."""
+import json
+import os
+import sys
+
+from harness import ARGS, Server, free_port, read_testdata, test
+from protowire import push_request_proto
+from test_otlp import PB, Otlp, answers, pprof_parse, span_of
+
+try:
+    import grpc
+except ImportError:  # Debian's python3-grpcio (make test-deps), under another python3 of the same version
+    sys.path.append("/usr/lib/python3/dist-packages")
+    try:
+        import grpc
+    except ImportError:
+        grpc = None
+
+EXPORT = "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export"
+PUSH = "/push.v1.PusherService/Push"
+CPU_FILE = "pprof/go-runtime-cpu-00.pb.gz"
+
+
+def grpc_server(extra=()):
+    port = free_port()
+    return Server(extra=["--grpc-listen", "127.0.0.1:%d" % port, *extra]), port
+
+
+def call(port, method, body, metadata=(), compression=None):
+    """One unary call with raw bytes; (status code name, details, response bytes)."""
+    with grpc.insecure_channel("127.0.0.1:%d" % port) as ch:
+        fn = ch.unary_unary(method)
+        try:
+            resp = fn(body, metadata=list(metadata), timeout=30, compression=compression)
+            return "OK", "", resp
+        except grpc.RpcError as e:
+            return e.code().name, e.details(), None
+
+
+def otlp_body(service):
+    p = pprof_parse(read_testdata(CPU_FILE))
+    o = Otlp()
+    o.add_pprof(p, [("service.name", service), ("host.name", "box-1")])
+    return p, o.to_protobuf()
+
+
+@test
+def grpc_otlp_export_and_push_land_like_their_http_twins():
+    """OTLP Export and Pyroscope's Push over gRPC (plain and gzip-compressed messages) store
+    what the same bodies over HTTP store: every answer (top table, folded stacks, flame
+    graph) is equal, and the replies are the HTTP replies' protobuf messages."""
+    assert grpc, "python3-grpcio is missing (make test-deps)"
+    p, otlp = otlp_body("via-grpc")
+    _, otlp_http = otlp_body("via-http")
+    cpu = read_testdata(CPU_FILE)
+    srv, port = grpc_server()
+    with srv:
+        for comp in (None, grpc.Compression.Gzip):
+            code, detail, resp = call(port, EXPORT, otlp, compression=comp)
+            assert code == "OK" and resp == b"", (code, detail, resp)
+        st, body, _ = srv.request("POST", "/v1development/profiles", otlp_http, dict(PB))
+        assert st == 200, body
+        span = span_of(p)
+        via_grpc, via_http = answers(srv, "via-grpc", span), answers(srv, "via-http", span)
+        assert via_http and all(v[0] for v in via_http.values()), via_http.keys()
+        # the gRPC service got the same request twice: every total is twice the HTTP one
+        assert {k: v[0] for k, v in via_grpc.items()} == {k: 2 * v[0] for k, v in via_http.items()}
+        push = push_request_proto([({"__name__": "process_cpu", "service_name": "push-grpc"}, [cpu])])
+        code, detail, resp = call(port, PUSH, push)
+        assert code == "OK" and resp == b"", (code, detail, resp)
+        twin = push_request_proto([({"__name__": "process_cpu", "service_name": "push-http"}, [cpu])])
+        st, body, _ = srv.request("POST", PUSH, twin, {"Content-Type": "application/proto"})
+        assert st == 200, body
+        span = {"from": 0, "until": "now"}
+        assert answers(srv, "push-grpc", span) == answers(srv, "push-http", span) != {}
+
+
+@test
+def grpc_errors_carry_the_http_refusals_as_status_codes():
+    """Each refusal the HTTP routes make arrives as its gRPC status with the same text: an
+    unknown method UNIMPLEMENTED, a body that does not parse INVALID_ARGUMENT, no credential
+    UNAUTHENTICATED, a read-only token PERMISSION_DENIED, a message past --max-body-bytes
+    RESOURCE_EXHAUSTED (before it is buffered); nothing refused is stored, and the
+    connection serves the next call."""
+    assert grpc, "python3-grpcio is missing (make test-deps)"
+    auth = os.path.join(ARGS.tmp, "grpc-auth.json")
+    with open(auth, "w") as f:
+        f.write("bearer w-token team-a write\nbearer r-token team-a read\n")
+    _, otlp = otlp_body("svc")
+    srv, port = grpc_server(["--auth-file", auth, "--max-body-bytes", "64KiB"])
+    with srv:
+        w = [("authorization", "Bearer w-token")]
+        cases = [(EXPORT.replace("Export", "Nope"), otlp, w, "UNIMPLEMENTED", "no such method"),
+                 (EXPORT, b"\xff\xff\xff", w, "INVALID_ARGUMENT", "protobuf"),
+                 (EXPORT, otlp, [], "UNAUTHENTICATED", ""),
+                 (EXPORT, otlp, [("authorization", "Bearer r-token")], "PERMISSION_DENIED", ""),
+                 (EXPORT, os.urandom(100 << 10), w, "RESOURCE_EXHAUSTED", "--max-body-bytes")]
+        for method, body, md, want, text in cases:
+            code, detail, _ = call(port, method, body, md)
+            assert code == want and text in detail, (method, want, code, detail)
+        code, detail, resp = call(port, EXPORT, otlp, w)
+        assert code == "OK", (code, detail)
+        st, body, _ = srv.request("GET", "/api/v1/series?query=%7B%7D", None, {"Authorization": "Bearer r-token"})
+        names = {s["labels"].get("service_name") for s in json.loads(body)["series"]}
+        assert st == 200 and names == {"svc"}, (st, body[:300])
