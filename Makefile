@@ -2,7 +2,7 @@
 CC       ?= cc
 # $(CXX) (make's default: g++) builds common/regex.cc, the shim over RE2, which has no
 # C API, and links the binaries, so libstdc++ comes along.
-PKGS      = libmicrohttpd sqlite3 libzstd libprotobuf-c jansson zlib libcurl libcrypto re2 libdw libelf libdebuginfod libpq snappy libarchive libnghttp2
+PKGS      = libmicrohttpd sqlite3 libzstd libprotobuf-c jansson zlib libcurl libcrypto re2 libdw libelf libdebuginfod libpq snappy libarchive libnghttp2 libssl
 CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -I. -Ibuild/gen
 CXXFLAGS_BASE = -std=c++17 -Wall -Wextra -Werror -I.
 # The release build compiles assert() out (-DNDEBUG); the asan, tsan, fuzz and oom

@@ -5,6 +5,8 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <nghttp2/nghttp2.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -19,6 +21,7 @@
 #include "common/log.h"
 #include "common/timeparse.h"
 #include "server/workers.h"
+#include "wire/gzip.h"
 
 #define GRPC_MAX_STREAMS 100 /* concurrent calls per connection (SETTINGS_MAX_CONCURRENT_STREAMS) */
 #define GRPC_MAX_HEADERS 32  /* metadata entries a call may send */
@@ -88,7 +91,8 @@ typedef struct stream {
     http_resp_t resp;
     size_t reserved; /* bytes of the server's in-flight budget this call holds */
     int admitted, released, running, answered;
-    buf_t out; /* the response message, framed */
+    int compressed; /* the message is gzip (grpc-encoding), inflated on the pool */
+    buf_t out;      /* the response message, framed */
     size_t out_off;
 } stream_t;
 
@@ -97,8 +101,11 @@ struct conn {
     int fd;
     nghttp2_session *h2;
     stream_t *streams;
-    unsigned running; /* streams whose handler runs */
-    int closed;       /* the socket is gone; freed once running is 0 */
+    unsigned running;  /* streams whose handler runs */
+    int closed;        /* the socket is gone; freed once running is 0 */
+    int64_t last_ns;   /* monotonic time of the last bytes read */
+    SSL *ssl;          /* with TLS: the connection's, over fd */
+    int write_blocked; /* TLS: the last write waits for the peer's bytes, not for room */
     conn_t *next;
 };
 
@@ -106,6 +113,7 @@ struct grpc_server {
     grpc_config_t cfg;
     char listen[256];
     http_router_t router;
+    SSL_CTX *tls; /* NULL: h2c */
     int lfd, ep, wake;
     pthread_t loop;
     atomic_int stop;
@@ -257,10 +265,27 @@ static void start_call(stream_t *st) {
     st->admitted = 1;
 }
 
+/* A compressed message inflated in place of itself, within max_inflated bytes; 0, or
+ * -1 with the refusal in the response. Every route reads the inflated message, whatever
+ * Content-Encoding it takes over HTTP. */
+static int inflate_message(stream_t *st) {
+    uint8_t *out = NULL;
+    size_t n = 0;
+    hr_err_t err = {0};
+    if (gz_inflate(st->req.body.data, st->req.body.len, st->c->s->cfg.max_inflated, &out, &n, &err)) {
+        http_error(&st->resp, err.code == HR_ETOOBIG ? 413 : 400, "the gzip message %s",
+                   err.code == HR_ETOOBIG ? "inflates past --max-decompressed-bytes" : "does not inflate");
+        return -1;
+    }
+    buf_free(&st->req.body);
+    st->req.body = (buf_t){.data = out, .len = n, .cap = n};
+    return 0;
+}
+
 static void run_handler(workers_job_t *job) {
     stream_t *st = (stream_t *)((char *)job - offsetof(stream_t, job));
     grpc_server_t *s = st->c->s;
-    s->router.handle(s->router.app, &st->req, &st->resp);
+    if (!st->compressed || inflate_message(st) == 0) s->router.handle(s->router.app, &st->req, &st->resp);
     pthread_mutex_lock(&s->mu);
     st->next_done = s->done;
     s->done = st;
@@ -278,14 +303,9 @@ static void complete_call(stream_t *st) {
     size_t n = (size_t)b->data[1] << 24 | (size_t)b->data[2] << 16 | (size_t)b->data[3] << 8 | b->data[4];
     if (b->len != GRPC_PREFIX + n)
         return answer_error(st, G_INVALID_ARGUMENT, "a unary call carries exactly one whole message");
-    if (b->data[0]) {
-        if (strcasecmp(st->grpc_encoding, "gzip"))
-            return answer_error(st, G_UNIMPLEMENTED, "compressed message: only grpc-encoding gzip is accepted");
-        if (add_header(st, "content-encoding", 16, "gzip", 4))
-            return answer_error(st, G_RESOURCE_EXHAUSTED, "too much metadata");
-        st->req.headers = (const char *const *)st->hdrs;
-        st->req.nheaders = st->nhdrs / 2;
-    }
+    if (b->data[0] && strcasecmp(st->grpc_encoding, "gzip"))
+        return answer_error(st, G_UNIMPLEMENTED, "compressed message: only grpc-encoding gzip is accepted");
+    st->compressed = b->data[0];
     memmove(b->data, b->data + GRPC_PREFIX, n);
     b->len = n;
     st->req.received = n;
@@ -376,9 +396,35 @@ static int on_close(nghttp2_session *h2, int32_t id, uint32_t code, void *user) 
     return 0;
 }
 
+/* Reads into buf: bytes, 0 at the end of the stream, -1 on an error, -2 when nothing
+ * more is there for now. */
+static ssize_t io_recv(conn_t *c, uint8_t *buf, size_t cap) {
+    if (!c->ssl) {
+        ssize_t n = recv(c->fd, buf, cap, 0);
+        return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? -2 : n;
+    }
+    int n = SSL_read(c->ssl, buf, (int)(cap > INT32_MAX ? INT32_MAX : cap));
+    if (n > 0) {
+        c->write_blocked = 0;
+        return n;
+    }
+    int e = SSL_get_error(c->ssl, n);
+    ERR_clear_error();
+    return e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE ? -2 : e == SSL_ERROR_ZERO_RETURN ? 0 : -1;
+}
+
 static ssize_t on_send(nghttp2_session *h2, const uint8_t *data, size_t len, int flags, void *user) {
     (void)h2, (void)flags;
     conn_t *c = user;
+    if (c->ssl) {
+        int n = SSL_write(c->ssl, data, (int)(len > INT32_MAX ? INT32_MAX : len));
+        if (n > 0) return n;
+        int e = SSL_get_error(c->ssl, n);
+        ERR_clear_error();
+        c->write_blocked = e == SSL_ERROR_WANT_READ; /* mid-handshake: poll for input, not room */
+        return e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE ? NGHTTP2_ERR_WOULDBLOCK
+                                                                     : NGHTTP2_ERR_CALLBACK_FAILURE;
+    }
     ssize_t n = send(c->fd, data, len, MSG_NOSIGNAL);
     if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK ? NGHTTP2_ERR_WOULDBLOCK : NGHTTP2_ERR_CALLBACK_FAILURE;
     return n;
@@ -390,6 +436,8 @@ static void conn_close(conn_t *c) {
     if (c->closed) return;
     c->closed = 1;
     epoll_ctl(c->s->ep, EPOLL_CTL_DEL, c->fd, NULL);
+    SSL_free(c->ssl); /* no close_notify: the peer sees the socket close */
+    c->ssl = NULL;
     close(c->fd);
     c->fd = -1;
     for (stream_t *st = c->streams, *next; st; st = next) {
@@ -421,16 +469,18 @@ static void conn_flush(conn_t *c) {
     if (c->closed) return;
     if (nghttp2_session_send(c->h2)) return conn_close(c);
     if (!nghttp2_session_want_read(c->h2) && !nghttp2_session_want_write(c->h2)) return conn_close(c);
-    struct epoll_event ev = {.events = EPOLLIN | (nghttp2_session_want_write(c->h2) ? EPOLLOUT : 0), .data.ptr = c};
+    int out = nghttp2_session_want_write(c->h2) && !c->write_blocked;
+    struct epoll_event ev = {.events = EPOLLIN | (out ? EPOLLOUT : 0), .data.ptr = c};
     epoll_ctl(c->s->ep, EPOLL_CTL_MOD, c->fd, &ev);
 }
 
 static void conn_read(conn_t *c) {
     uint8_t buf[65536];
     for (;;) {
-        ssize_t n = recv(c->fd, buf, sizeof buf, 0);
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+        ssize_t n = io_recv(c, buf, sizeof buf);
+        if (n == -2) break;
         if (n <= 0 || nghttp2_session_mem_recv(c->h2, buf, (size_t)n) < 0) return conn_close(c);
+        c->last_ns = time_mono_ns();
     }
     conn_flush(c);
 }
@@ -454,6 +504,15 @@ static void conn_accept(grpc_server_t *s) {
         nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_close);
         c->s = s;
         c->fd = fd;
+        c->last_ns = time_mono_ns();
+        if (s->tls && (!(c->ssl = SSL_new(s->tls)) || !SSL_set_fd(c->ssl, fd))) {
+            SSL_free(c->ssl);
+            nghttp2_session_callbacks_del(cb);
+            free(c);
+            close(fd);
+            continue;
+        }
+        if (c->ssl) SSL_set_accept_state(c->ssl);
         int rc = nghttp2_session_server_new(&c->h2, cb, c);
         nghttp2_session_callbacks_del(cb);
         /* Windows of 1 MiB per call and 16 MiB per connection: a profile of a few MB
@@ -466,6 +525,7 @@ static void conn_accept(grpc_server_t *s) {
             nghttp2_session_set_local_window_size(c->h2, NGHTTP2_FLAG_NONE, 0, 16 << 20) ||
             epoll_ctl(s->ep, EPOLL_CTL_ADD, fd, &ev)) {
             if (c->h2) nghttp2_session_del(c->h2);
+            SSL_free(c->ssl);
             free(c);
             close(fd);
             continue;
@@ -508,17 +568,34 @@ static void answer_done(grpc_server_t *s) {
     }
 }
 
+/* Connections that sent nothing for idle_timeout_ns, with no handler running, get a
+ * GOAWAY and are closed: an idle agent, or one that began a call and went silent, costs
+ * its socket and session only until then, as over HTTP. */
+static void close_idle(grpc_server_t *s) {
+    int64_t now = time_mono_ns();
+    for (conn_t *c = s->conns; c && s->cfg.idle_timeout_ns > 0; c = c->next) {
+        if (c->closed || c->running || now - c->last_ns < s->cfg.idle_timeout_ns) continue;
+        nghttp2_session_terminate_session(c->h2, NGHTTP2_NO_ERROR);
+        nghttp2_session_send(c->h2); /* the GOAWAY, if the socket takes it; then closed anyway */
+        conn_close(c);
+    }
+}
+
 static void *loop_main(void *arg) {
     grpc_server_t *s = arg;
     struct epoll_event evs[64];
+    int64_t scanned = time_mono_ns();
     while (!atomic_load(&s->stop)) {
         int n = epoll_wait(s->ep, evs, 64, 1000);
         for (int i = 0; i < n; i++) {
             void *p = evs[i].data.ptr;
             if (p == &LISTENER) conn_accept(s);
             else if (p == &WAKER) answer_done(s);
-            else if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) conn_read(p);
-            else conn_flush(p);
+            else conn_read(p); /* with TLS a write may wait for input and a read for room */
+        }
+        if (time_mono_ns() - scanned >= 1000000000LL) {
+            close_idle(s);
+            scanned = time_mono_ns();
         }
         conns_reap(s);
     }
@@ -526,6 +603,35 @@ static void *loop_main(void *arg) {
 }
 
 /* ---- start and stop */
+
+/* gRPC runs on HTTP/2 only: a client that does not offer h2 is refused in the handshake. */
+static int select_h2(SSL *ssl, const unsigned char **out, unsigned char *outlen, const unsigned char *in,
+                     unsigned inlen, void *arg) {
+    (void)ssl, (void)arg;
+    static const unsigned char H2[] = "\x02h2";
+    unsigned char *sel = NULL;
+    if (SSL_select_next_proto(&sel, outlen, H2, sizeof H2 - 1, in, inlen) != OPENSSL_NPN_NEGOTIATED)
+        return SSL_TLSEXT_ERR_ALERT_FATAL;
+    *out = sel;
+    return SSL_TLSEXT_ERR_OK;
+}
+
+/* The server's TLS context from PEM files (TLS 1.2 and later, ALPN h2); NULL with err. */
+static SSL_CTX *tls_context(const char *cert, const char *key, hr_err_t *err) {
+    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+    if (!ctx || !SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) ||
+        SSL_CTX_use_certificate_chain_file(ctx, cert) != 1 ||
+        SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1 || SSL_CTX_check_private_key(ctx) != 1) {
+        char why[256] = "";
+        ERR_error_string_n(ERR_get_error(), why, sizeof why);
+        ERR_clear_error();
+        SSL_CTX_free(ctx);
+        hr_fail(err, HR_EINVAL, "gRPC TLS: cannot use --tls-cert %s with --tls-key %s: %s", cert, key, why);
+        return NULL;
+    }
+    SSL_CTX_set_alpn_select_cb(ctx, select_h2, NULL);
+    return ctx;
+}
 
 static int listen_on(const char *addr, hr_err_t *err) {
     struct sockaddr_storage sa;
@@ -555,7 +661,8 @@ grpc_server_t *grpc_start(const grpc_config_t *cfg, const http_router_t *router,
     s->lfd = s->ep = s->wake = -1;
     pthread_mutex_init(&s->mu, NULL);
     struct epoll_event lev = {.events = EPOLLIN, .data.ptr = &LISTENER}, wev = {.events = EPOLLIN, .data.ptr = &WAKER};
-    if ((s->lfd = listen_on(cfg->listen, err)) < 0 || !(s->workers = workers_start(GRPC_MAX_HANDLERS, err)) ||
+    if ((cfg->tls_cert && !(s->tls = tls_context(cfg->tls_cert, cfg->tls_key, err))) ||
+        (s->lfd = listen_on(cfg->listen, err)) < 0 || !(s->workers = workers_start(GRPC_MAX_HANDLERS, err)) ||
         (s->ep = epoll_create1(EPOLL_CLOEXEC)) < 0 || (s->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0 ||
         epoll_ctl(s->ep, EPOLL_CTL_ADD, s->lfd, &lev) || epoll_ctl(s->ep, EPOLL_CTL_ADD, s->wake, &wev) ||
         pthread_create(&s->loop, NULL, loop_main, s)) {
@@ -564,6 +671,7 @@ grpc_server_t *grpc_start(const grpc_config_t *cfg, const http_router_t *router,
         if (s->lfd >= 0) close(s->lfd);
         if (s->ep >= 0) close(s->ep);
         if (s->wake >= 0) close(s->wake);
+        SSL_CTX_free(s->tls);
         pthread_mutex_destroy(&s->mu);
         free(s);
         return NULL;
@@ -589,6 +697,7 @@ void grpc_stop(grpc_server_t *s) {
     workers_stop(s->workers);
     close(s->ep);
     close(s->wake);
+    SSL_CTX_free(s->tls);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }

@@ -1,8 +1,8 @@
 /* grpc.h - the gRPC front end: unary gRPC calls over HTTP/2 (libnghttp2), --grpc-listen.
  *
  * eBPF profilers and the OpenTelemetry Collector send profiles by gRPC only, so Hearth
- * takes them straight in: HTTP/2 without TLS ("h2c" with prior knowledge, as gRPC's
- * insecure channels speak it). A call's path names the route it stands for (SERVICES in
+ * takes them straight in: HTTP/2 over TLS (ALPN h2, OpenSSL) with --tls-cert/--tls-key,
+ * else without TLS ("h2c" with prior knowledge, as gRPC's insecure channels speak it). A call's path names the route it stands for (SERVICES in
  * grpc.c): the message becomes the body of that route's HTTP request and goes through
  * the same router as HTTP (http.h): admission with the call's metadata as headers
  * (authorization, x-scope-orgid) before a message byte is buffered, the same limits,
@@ -13,10 +13,11 @@
  * grpc-message is the error's text.
  *
  * Calls carry exactly one message (unary), of at most max_message bytes as sent; a
- * message compressed with grpc-encoding gzip is inflated by the handler within the
- * decompression limits, as an HTTP upload's Content-Encoding is. One thread runs every
- * connection (epoll); handlers run on the pool. Not served: TLS (ALPN h2), streaming
- * calls, grpc-timeout as a deadline. */
+ * message compressed with grpc-encoding gzip is inflated, within max_inflated, on the
+ * worker pool before its route's handler reads it. One thread runs every
+ * connection (epoll); handlers run on the pool; a connection that sends nothing for
+ * idle_timeout_ns while no handler of its runs gets a GOAWAY and is closed. Not served:
+ * streaming calls, grpc-timeout as a deadline. */
 #ifndef HEARTH_GRPC_H
 #define HEARTH_GRPC_H
 
@@ -26,10 +27,13 @@
 #include "server/http.h"
 
 typedef struct {
-    const char *listen;  /* "host:port", as --listen */
-    unsigned max_conns;  /* connections past it are closed at once */
-    size_t max_message;  /* largest request message (--max-body-bytes): RESOURCE_EXHAUSTED past it */
-    size_t max_inflight; /* bytes of all messages being received at once; 0 = no limit */
+    const char *listen;             /* "host:port", as --listen */
+    const char *tls_cert, *tls_key; /* PEM files: serve TLS with ALPN h2; NULL for h2c */
+    unsigned max_conns;             /* connections past it are closed at once */
+    size_t max_message;             /* largest request message (--max-body-bytes): RESOURCE_EXHAUSTED past it */
+    size_t max_inflight;            /* bytes of all messages being received at once; 0 = no limit */
+    size_t max_inflated;            /* largest gzip-compressed message inflated (--max-decompressed-bytes) */
+    int64_t idle_timeout_ns;        /* a connection silent this long is closed (--idle-timeout); 0 = never */
 } grpc_config_t;
 
 typedef struct grpc_server grpc_server_t;

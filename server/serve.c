@@ -176,9 +176,13 @@ static int start_grpc(app_t *a, const http_router_t *router, grpc_server_t **out
     *out = NULL;
     if (!a->cfg.grpc_listen[0]) return 0;
     grpc_config_t gc = {.listen = a->cfg.grpc_listen,
+                        .tls_cert = a->cfg.tls_cert[0] ? a->cfg.tls_cert : NULL,
+                        .tls_key = a->cfg.tls_key[0] ? a->cfg.tls_key : NULL,
                         .max_conns = a->cfg.max_connections,
                         .max_message = a->cfg.max_body_bytes,
-                        .max_inflight = a->cfg.max_inflight_body_bytes};
+                        .max_inflight = a->cfg.max_inflight_body_bytes,
+                        .max_inflated = a->cfg.max_decompressed_bytes,
+                        .idle_timeout_ns = a->cfg.idle_timeout_ns};
     if (!(*out = grpc_start(&gc, router, err))) return -1;
     log_info("grpc.listening", "addr=%s", a->cfg.grpc_listen);
     return 0;

@@ -70,13 +70,16 @@ def grpc_otlp_export_and_push_land_like_their_http_twins():
         # the gRPC service got the same request twice: every total is twice the HTTP one
         assert {k: v[0] for k, v in via_grpc.items()} == {k: 2 * v[0] for k, v in via_http.items()}
         push = push_request_proto([({"__name__": "process_cpu", "service_name": "push-grpc"}, [cpu])])
-        code, detail, resp = call(port, PUSH, push)
-        assert code == "OK" and resp == b"", (code, detail, resp)
+        for comp in (None, grpc.Compression.Gzip):
+            code, detail, resp = call(port, PUSH, push, compression=comp)
+            assert code == "OK" and resp == b"", (code, detail, resp)
         twin = push_request_proto([({"__name__": "process_cpu", "service_name": "push-http"}, [cpu])])
         st, body, _ = srv.request("POST", PUSH, twin, {"Content-Type": "application/proto"})
         assert st == 200, body
         span = {"from": 0, "until": "now"}
-        assert answers(srv, "push-grpc", span) == answers(srv, "push-http", span) != {}
+        twice = {k: (2 * v[0],) + v[1:] for k, v in answers(srv, "push-http", span).items()}
+        got = answers(srv, "push-grpc", span)
+        assert {k: v[0] for k, v in got.items()} == {k: v[0] for k, v in twice.items()} != {}, (got.keys(), twice.keys())
 
 
 @test
@@ -91,19 +94,97 @@ def grpc_errors_carry_the_http_refusals_as_status_codes():
     with open(auth, "w") as f:
         f.write("bearer w-token team-a write\nbearer r-token team-a read\n")
     _, otlp = otlp_body("svc")
-    srv, port = grpc_server(["--auth-file", auth, "--max-body-bytes", "64KiB"])
+    srv, port = grpc_server(["--auth-file", auth, "--max-body-bytes", "64KiB", "--max-decompressed-bytes", "1MiB"])
     with srv:
         w = [("authorization", "Bearer w-token")]
         cases = [(EXPORT.replace("Export", "Nope"), otlp, w, "UNIMPLEMENTED", "no such method"),
                  (EXPORT, b"\xff\xff\xff", w, "INVALID_ARGUMENT", "protobuf"),
                  (EXPORT, otlp, [], "UNAUTHENTICATED", ""),
                  (EXPORT, otlp, [("authorization", "Bearer r-token")], "PERMISSION_DENIED", ""),
-                 (EXPORT, os.urandom(100 << 10), w, "RESOURCE_EXHAUSTED", "--max-body-bytes")]
+                 (EXPORT, os.urandom(100 << 10), w, "RESOURCE_EXHAUSTED", "--max-body-bytes"),
+                 (PUSH, bytes(2 << 20), w, "RESOURCE_EXHAUSTED", "--max-decompressed-bytes")]  # a gzip bomb
         for method, body, md, want, text in cases:
-            code, detail, _ = call(port, method, body, md)
+            comp = grpc.Compression.Gzip if len(body) == 2 << 20 else None
+            code, detail, _ = call(port, method, body, md, compression=comp)
             assert code == want and text in detail, (method, want, code, detail)
         code, detail, resp = call(port, EXPORT, otlp, w)
         assert code == "OK", (code, detail)
         st, body, _ = srv.request("GET", "/api/v1/series?query=%7B%7D", None, {"Authorization": "Bearer r-token"})
         names = {s["labels"].get("service_name") for s in json.loads(body)["series"]}
         assert st == 200 and names == {"svc"}, (st, body[:300])
+
+
+@test
+def grpc_idle_and_silent_connections_are_closed():
+    """A connection that sends nothing for --idle-timeout after the HTTP/2 preface is sent a
+    GOAWAY and closed; a client then reconnects and is served."""
+    import socket
+    import time
+    srv, port = grpc_server(["--idle-timeout", "1s"])
+    with srv:
+        preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"  # empty SETTINGS
+        socks = []
+        for _ in range(3):
+            s = socket.create_connection(("127.0.0.1", port), timeout=10)
+            s.sendall(preface)
+            socks.append(s)
+        t = time.time()
+        for s in socks:
+            got = b""
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                got += chunk
+            # the server's SETTINGS, its ACK of ours, then a GOAWAY (type 7) before the close
+            assert b"\x07\x00\x00\x00\x00\x00" in got, got
+            s.close()
+        assert time.time() - t < 8, time.time() - t
+        # a channel used again after its connection was closed reconnects and is served
+        code, detail, _ = call(port, PUSH, push_request_proto([({"__name__": "process_cpu", "service_name": "x"},
+                                                                 [read_testdata(CPU_FILE)])]))
+        assert code == "OK", (code, detail)
+
+
+@test
+def grpc_over_tls_with_the_http_certificate():
+    """With --tls-cert/--tls-key the gRPC port speaks TLS with ALPN h2, the certificate the
+    HTTPS port uses: a secure channel trusting it is served; an insecure one is not."""
+    import ssl
+    import subprocess
+    import time
+    import urllib.request
+    assert grpc, "python3-grpcio is missing (make test-deps)"
+    cert, key = os.path.join(ARGS.tmp, "grpc-cert.pem"), os.path.join(ARGS.tmp, "grpc-key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
+                    "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True)
+    http_port, port = free_port(), free_port()
+    data = os.path.join(ARGS.tmp, "grpc-tls-data")
+    log = open(os.path.join(ARGS.tmp, "grpc-tls.log"), "ab")
+    proc = subprocess.Popen([ARGS.binary, "--listen", "127.0.0.1:%d" % http_port, "--data-dir", data,
+                             "--tls-cert", cert, "--tls-key", key, "--grpc-listen", "127.0.0.1:%d" % port],
+                            stdout=log, stderr=log)
+    ctx = ssl.create_default_context(cafile=cert)
+    try:
+        deadline = time.time() + 30
+        while True:
+            try:
+                urllib.request.urlopen("https://127.0.0.1:%d/ready" % http_port, context=ctx, timeout=5).read()
+                break
+            except OSError:
+                assert time.time() < deadline and proc.poll() is None, "TLS server did not start"
+                time.sleep(0.1)
+        push = push_request_proto([({"__name__": "process_cpu", "service_name": "tls"}, [read_testdata(CPU_FILE)])])
+        creds = grpc.ssl_channel_credentials(root_certificates=open(cert, "rb").read())
+        with grpc.secure_channel("127.0.0.1:%d" % port, creds) as ch:
+            assert ch.unary_unary(PUSH)(push, timeout=30) == b""
+        code, _, _ = call(port, PUSH, push)  # h2c on a TLS port
+        assert code == "UNAVAILABLE", code
+        q = "https://127.0.0.1:%d/api/v1/series?query=%%7B%%7D" % http_port
+        names = {s["labels"].get("service_name") for s in json.loads(urllib.request.urlopen(q, context=ctx).read())["series"]}
+        assert names == {"tls"}, names
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=60) == 0
+        log.close()
