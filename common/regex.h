@@ -40,6 +40,16 @@ typedef struct hr_regex hr_regex_t;
  * says which, for the client. */
 hr_regex_t *hr_regex_compile(const char *pattern, hr_err_t *err);
 
+/* The same, keeping its groups for hr_regex_expand (relabeling's `regex`). */
+hr_regex_t *hr_regex_compile_groups(const char *pattern, hr_err_t *err);
+
+/* When the n bytes at s match the whole pattern (compiled with
+ * hr_regex_compile_groups), tmpl with its group references expanded as Go's
+ * regexp.Expand does ($1, ${1}, $name, ${name}; $$ for a `$`; a group that does not
+ * exist or did not match expands to nothing), as a malloc'd string; NULL when s does
+ * not match or memory ran out. */
+char *hr_regex_expand(const hr_regex_t *re, const char *s, size_t n, const char *tmpl);
+
 /* 1 when the n bytes at s match the whole pattern, else 0. s need not be
  * NUL-terminated. Safe to call from several threads on one regex. */
 int hr_regex_match(const hr_regex_t *re, const char *s, size_t n);

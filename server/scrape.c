@@ -21,7 +21,9 @@
 #include "common/log.h"
 #include "common/timeparse.h"
 #include "ingest/pprof_edit.h"
+#include "common/vec.h"
 #include "server/app.h"
+#include "server/scrape_sd.h"
 #include "wire/client.h"
 
 #define SCRAPE_MAX_JOBS 1024    /* (target, profile) pairs, one thread each */
@@ -77,13 +79,23 @@ typedef struct target {
     job_t *jobs;
     size_t njobs;
     struct scraper *owner;
+    atomic_int stop; /* the target is going (or the scraper is): also its fetches' cancel flag */
+    char *spec;      /* its config object as sorted JSON text: what discovery compares */
+    int sd;          /* the discovery job (scraper.sd) it came from; -1 for "targets" */
 } target_t;
 
 struct scraper {
     app_t *app;
-    target_t *targets;
-    size_t ntargets;
-    atomic_int stop; /* also the cancel flag of every fetch in flight */
+    target_t **targets; /* added and removed by discovery under mu */
+    size_t ntargets, cap;
+    size_t njobs; /* (target, profile) pairs running: at most SCRAPE_MAX_JOBS */
+    int cpu_seconds;
+    int64_t interval_ns;
+    sd_job_t **sd; /* the config's "jobs" */
+    size_t nsd;
+    pthread_t sd_thread;
+    int sd_started;
+    atomic_int stop; /* the scraper is stopping: discovery's cancel flag */
     pthread_mutex_t mu;
     pthread_cond_t cv;
 };
@@ -135,8 +147,8 @@ static int parse_labels(json_t *t, target_t *out, hr_err_t *err) {
                            k);
         labels_set(&out->labels, k, json_string_value(v));
     }
-    labels_set(&out->labels, "job", out->job);
-    labels_set(&out->labels, "instance", out->instance);
+    if (!labels_get(&out->labels, "job")) labels_set(&out->labels, "job", out->job);
+    if (!labels_get(&out->labels, "instance")) labels_set(&out->labels, "instance", out->instance);
     if (!labels_get(&out->labels, "service_name")) labels_set(&out->labels, "service_name", out->job);
     return 0;
 }
@@ -248,11 +260,11 @@ static void scrape_one(job_t *j) {
     client_resp_t r;
     hr_err_t err = {0};
     char why[512] = "";
-    if (client_get_bounded(url, t->timeout_s, s->app->cfg.max_body_bytes, &s->stop, &r))
+    if (client_get_bounded(url, t->timeout_s, s->app->cfg.max_body_bytes, &t->stop, &r))
         snprintf(why, sizeof why, "%s", r.error);
     else if (store_kept(j, &r.body, &err)) snprintf(why, sizeof why, "storing: %s", err.msg);
     buf_free(&r.body);
-    if (atomic_load(&s->stop)) return; /* a cancelled fetch says nothing about the target */
+    if (atomic_load(&t->stop)) return; /* a cancelled fetch says nothing about the target */
     pthread_mutex_lock(&s->mu);
     /* Log changes, not states: a target down for a day logs once, then its recovery. */
     int was_up = j->up || j->scrapes == 0, changed = was_up != !why[0] || (j->scrapes == 0 && why[0]);
@@ -267,86 +279,219 @@ static void scrape_one(job_t *j) {
     else if (changed) log_info("scrape.recovered", "job=%s profile=%s url=%s", t->job, j->name, url);
 }
 
-/* Sleeps until the wall-clock time at_ns or a stop; returns 1 on a stop. */
-static int wait_until(scraper_t *s, int64_t at_ns) {
+/* Sleeps until the wall-clock time at_ns or until *stop is set (and the scraper's cv
+ * broadcast); returns 1 on a stop. */
+static int wait_until(scraper_t *s, const atomic_int *stop, int64_t at_ns) {
     struct timespec ts = {(time_t)(at_ns / 1000000000), (long)(at_ns % 1000000000)};
     pthread_mutex_lock(&s->mu);
-    while (!atomic_load(&s->stop) && pthread_cond_timedwait(&s->cv, &s->mu, &ts) == 0) {
+    while (!atomic_load(stop) && pthread_cond_timedwait(&s->cv, &s->mu, &ts) == 0) {
     }
     pthread_mutex_unlock(&s->mu);
-    return atomic_load(&s->stop);
+    return atomic_load(stop);
 }
 
 /* One (target, profile): fetch, then wait out the rest of the period; a fetch longer
  * than the period is followed at once by the next. */
 static void *job_main(void *arg) {
     job_t *j = arg;
-    scraper_t *s = j->target->owner;
-    while (!atomic_load(&s->stop)) {
+    target_t *t = j->target;
+    while (!atomic_load(&t->stop)) {
         int64_t start = time_now_ns();
         scrape_one(j);
-        if (wait_until(s, start + j->period_ns)) break;
+        if (wait_until(t->owner, &t->stop, start + j->period_ns)) break;
     }
     return NULL;
 }
 
-static void free_targets(scraper_t *s) {
-    for (size_t i = 0; i < s->ntargets; i++) {
-        labels_destroy(&s->targets[i].labels);
-        for (size_t k = 0; k < s->targets[i].njobs; k++) buf_free(&s->targets[i].jobs[k].labels);
-        free(s->targets[i].jobs);
-    }
-    free(s->targets);
+static void target_free(target_t *t) {
+    if (!t) return;
+    labels_destroy(&t->labels);
+    for (size_t k = 0; k < t->njobs; k++) buf_free(&t->jobs[k].labels);
+    free(t->jobs);
+    free(t->spec);
+    free(t);
 }
 
-static int parse_config(json_t *doc, scraper_t *s, hr_err_t *err) {
-    json_t *targets = json_object_get(doc, "targets");
-    json_t *cs = json_object_get(doc, "cpu_seconds");
-    int cpu_seconds = cs ? (int)json_integer_value(cs) : 10;
-    int64_t interval;
-    if (!json_is_array(targets) || !json_array_size(targets))
-        return hr_fail(err, HR_EINVAL, "scrape config: needs a non-empty \"targets\" array");
-    if (cpu_seconds < 1 || cpu_seconds > 3600)
-        return hr_fail(err, HR_EINVAL, "scrape config: cpu_seconds must be an integer from 1 to 3600");
-    if (parse_duration(json_object_get(doc, "interval"), 15000000000LL, &interval, "interval", err)) return -1;
-    if (!(s->targets = calloc(json_array_size(targets), sizeof *s->targets)))
-        return hr_fail(err, HR_ENOMEM, "out of memory");
-    size_t jobs = 0;
-    for (size_t i = 0; i < json_array_size(targets); i++) {
-        s->targets[i].owner = s;
-        s->ntargets++;
-        if (parse_target(json_array_get(targets, i), interval, cpu_seconds, &s->targets[i], err)) return -1;
-        if ((jobs += s->targets[i].njobs) > SCRAPE_MAX_JOBS)
-            return hr_fail(err, HR_EINVAL, "scrape config: over %d (target, profile) pairs", SCRAPE_MAX_JOBS);
-        warn_long_profiles(&s->targets[i], cpu_seconds);
+/* A target from its config object (a "targets" entry, or one discovery made); NULL
+ * with err on a bad one. */
+static target_t *target_new(scraper_t *s, json_t *spec, int sd, hr_err_t *err) {
+    target_t *t = calloc(1, sizeof *t);
+    if (!t) return hr_fail(err, HR_ENOMEM, "out of memory"), NULL;
+    t->owner = s;
+    t->sd = sd;
+    labels_init(&t->labels);
+    if (parse_target(spec, s->interval_ns, s->cpu_seconds, t, err) ||
+        !(t->spec = json_dumps(spec, JSON_SORT_KEYS | JSON_COMPACT))) {
+        if (!err->code) hr_fail(err, HR_ENOMEM, "out of memory");
+        target_free(t);
+        return NULL;
     }
-    return 0;
+    return t;
 }
 
-static int start_jobs(scraper_t *s, hr_err_t *err) {
+/* Starts t's job threads and lists it; -1 with err when the job cap is reached or a
+ * thread cannot start (t is then stopped and not listed: the caller frees it). */
+static int target_start(scraper_t *s, target_t *t, hr_err_t *err) {
+    pthread_mutex_lock(&s->mu);
+    int full = s->njobs + t->njobs > SCRAPE_MAX_JOBS,
+        room = !full && (s->ntargets < s->cap || (VEC_RESERVE(s->targets, s->cap, s->ntargets + 1) == 0));
+    if (room) s->njobs += t->njobs;
+    pthread_mutex_unlock(&s->mu);
+    if (full) return hr_fail(err, HR_EINVAL, "scrape config: over %d (target, profile) pairs", SCRAPE_MAX_JOBS);
+    if (!room) return hr_fail(err, HR_ENOMEM, "out of memory");
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, SCRAPE_STACK);
     int rc = 0;
-    for (size_t i = 0; i < s->ntargets && rc == 0; i++)
-        for (size_t k = 0; k < s->targets[i].njobs && rc == 0; k++) {
-            job_t *j = &s->targets[i].jobs[k];
-            if (pthread_create(&j->thread, &attr, job_main, j))
-                rc = hr_fail(err, HR_ENOMEM, "cannot start a scrape thread");
-            else j->started = 1;
-        }
+    for (size_t k = 0; k < t->njobs && rc == 0; k++) {
+        if (pthread_create(&t->jobs[k].thread, &attr, job_main, &t->jobs[k]))
+            rc = hr_fail(err, HR_ENOMEM, "cannot start a scrape thread");
+        else t->jobs[k].started = 1;
+    }
     pthread_attr_destroy(&attr);
+    pthread_mutex_lock(&s->mu);
+    if (rc == 0) s->targets[s->ntargets++] = t;
+    else s->njobs -= t->njobs;
+    pthread_mutex_unlock(&s->mu);
+    if (rc) {
+        atomic_store(&t->stop, 1);
+        for (size_t k = 0; k < t->njobs; k++)
+            if (t->jobs[k].started) pthread_join(t->jobs[k].thread, NULL);
+    }
     return rc;
 }
 
-static void join_jobs(scraper_t *s) {
+/* Stops t's threads (a fetch in flight is cancelled) and unlists and frees it. */
+static void target_stop(scraper_t *s, target_t *t) {
+    pthread_mutex_lock(&s->mu);
+    atomic_store(&t->stop, 1);
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    for (size_t k = 0; k < t->njobs; k++)
+        if (t->jobs[k].started) pthread_join(t->jobs[k].thread, NULL);
+    pthread_mutex_lock(&s->mu);
+    for (size_t i = 0; i < s->ntargets; i++)
+        if (s->targets[i] == t) {
+            s->targets[i] = s->targets[--s->ntargets];
+            break;
+        }
+    s->njobs -= t->njobs;
+    pthread_mutex_unlock(&s->mu);
+    target_free(t);
+}
+
+/* Makes discovery job sd's running targets those of list: stops the ones no longer
+ * listed, starts the new ones, leaves the rest running. */
+static void sync_targets(scraper_t *s, int sd, json_t *list) {
+    size_t n = json_array_size(list), added = 0, removed = 0;
+    char **want = calloc(n + 1, sizeof *want);
+    for (size_t i = 0; want && i < n; i++) want[i] = json_dumps(json_array_get(list, i), JSON_SORT_KEYS | JSON_COMPACT);
+    if (!want) return;
+    for (;;) { /* one removal at a time: target_stop changes the list */
+        target_t *gone = NULL;
+        pthread_mutex_lock(&s->mu);
+        for (size_t i = 0; i < s->ntargets && !gone; i++) {
+            target_t *t = s->targets[i];
+            int listed = 0;
+            for (size_t k = 0; k < n && !listed; k++) listed = want[k] && !strcmp(want[k], t->spec);
+            if (t->sd == sd && !listed) gone = t;
+        }
+        pthread_mutex_unlock(&s->mu);
+        if (!gone) break;
+        target_stop(s, gone);
+        removed++;
+    }
+    for (size_t k = 0; k < n; k++) {
+        int running = 0;
+        pthread_mutex_lock(&s->mu);
+        for (size_t i = 0; i < s->ntargets && !running; i++)
+            running = s->targets[i]->sd == sd && want[k] && !strcmp(want[k], s->targets[i]->spec);
+        pthread_mutex_unlock(&s->mu);
+        hr_err_t err = {0};
+        target_t *t = running ? NULL : target_new(s, json_array_get(list, k), sd, &err);
+        if (t && target_start(s, t, &err)) target_free(t), t = NULL;
+        if (t) added++;
+        else if (err.code) log_warn("scrape.target_refused", "job=%s err=\"%s\"", sd_job_name(s->sd[sd]), err.msg);
+    }
+    for (size_t k = 0; k < n; k++) free(want[k]);
+    free(want);
+    if (added || removed)
+        log_info("scrape.discovered", "job=%s targets=%zu added=%zu removed=%zu", sd_job_name(s->sd[sd]), n, added,
+                 removed);
+}
+
+/* Reads each discovery job's files and endpoints again every refresh interval. */
+static void *sd_main(void *arg) {
+    scraper_t *s = arg;
+    int64_t *next = calloc(s->nsd + 1, sizeof *next);
+    while (next && !atomic_load(&s->stop)) {
+        int64_t now = time_now_ns(), soonest = now + 3600 * 1000000000LL;
+        for (size_t i = 0; i < s->nsd && !atomic_load(&s->stop); i++) {
+            int64_t every = sd_job_refresh_ns(s->sd[i]);
+            if (!every) continue;
+            if (!next[i]) next[i] = now + every; /* the first discovery ran at start */
+            if (next[i] <= now) {
+                json_t *list = sd_job_discover(s->sd[i], &s->stop);
+                if (list) sync_targets(s, (int)i, list);
+                json_decref(list);
+                next[i] = time_now_ns() + every;
+            }
+            if (next[i] < soonest) soonest = next[i];
+        }
+        wait_until(s, &s->stop, soonest);
+    }
+    free(next);
+    return NULL;
+}
+
+static void stop_all(scraper_t *s) {
     pthread_mutex_lock(&s->mu);
     atomic_store(&s->stop, 1);
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
-    for (size_t i = 0; i < s->ntargets; i++)
-        for (size_t k = 0; k < s->targets[i].njobs; k++)
-            if (s->targets[i].jobs[k].started) pthread_join(s->targets[i].jobs[k].thread, NULL);
+    if (s->sd_started) pthread_join(s->sd_thread, NULL);
+    while (s->ntargets) target_stop(s, s->targets[s->ntargets - 1]);
+    free(s->targets);
+    for (size_t i = 0; i < s->nsd; i++) sd_job_free(s->sd[i]);
+    free(s->sd);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s);
+}
+
+/* The "targets" list, then each of "jobs" discovered once; their threads start. */
+static int parse_config(json_t *doc, scraper_t *s, hr_err_t *err) {
+    json_t *targets = json_object_get(doc, "targets"), *jobs = json_object_get(doc, "jobs");
+    json_t *cs = json_object_get(doc, "cpu_seconds");
+    s->cpu_seconds = cs ? (int)json_integer_value(cs) : 10;
+    if ((targets && !json_is_array(targets)) || (jobs && !json_is_array(jobs)) ||
+        !(json_array_size(targets) + json_array_size(jobs)))
+        return hr_fail(err, HR_EINVAL, "scrape config: needs a non-empty \"targets\" or \"jobs\" array");
+    if (s->cpu_seconds < 1 || s->cpu_seconds > 3600)
+        return hr_fail(err, HR_EINVAL, "scrape config: cpu_seconds must be an integer from 1 to 3600");
+    if (parse_duration(json_object_get(doc, "interval"), 15000000000LL, &s->interval_ns, "interval", err)) return -1;
+    for (size_t i = 0; i < json_array_size(targets); i++) {
+        target_t *t = target_new(s, json_array_get(targets, i), -1, err);
+        if (!t || target_start(s, t, err)) return target_free(t), -1;
+        warn_long_profiles(t, s->cpu_seconds);
+    }
+    if (jobs && !(s->sd = calloc(json_array_size(jobs), sizeof *s->sd)))
+        return hr_fail(err, HR_ENOMEM, "out of memory");
+    for (size_t i = 0; i < json_array_size(jobs); i++) {
+        if (!(s->sd[i] = sd_job_new(json_array_get(jobs, i), err))) return -1;
+        s->nsd++;
+        json_t *list = sd_job_discover(s->sd[i], &s->stop);
+        if (!list) return hr_fail(err, HR_ENOMEM, "out of memory");
+        for (size_t k = 0; k < json_array_size(list); k++) { /* a bad static target stops start-up */
+            target_t *t = target_new(s, json_array_get(list, k), (int)i, err);
+            if (!t || target_start(s, t, err)) {
+                json_decref(list);
+                return target_free(t), -1;
+            }
+        }
+        json_decref(list);
+    }
+    return 0;
 }
 
 scraper_t *scraper_start(const char *path, app_t *app, hr_err_t *err) {
@@ -368,28 +513,20 @@ scraper_t *scraper_start(const char *path, app_t *app, hr_err_t *err) {
     pthread_cond_init(&s->cv, NULL);
     int rc = parse_config(doc, s, err);
     json_decref(doc);
-    if (rc == 0 && start_jobs(s, err)) {
-        join_jobs(s);
-        rc = -1;
+    if (rc == 0 && s->nsd) {
+        if (pthread_create(&s->sd_thread, NULL, sd_main, s)) rc = hr_fail(err, HR_ENOMEM, "cannot start discovery");
+        else s->sd_started = 1;
     }
     if (rc) {
-        free_targets(s);
-        pthread_mutex_destroy(&s->mu);
-        pthread_cond_destroy(&s->cv);
-        free(s);
+        stop_all(s);
         return NULL;
     }
-    log_info("scrape.started", "targets=%zu config=%s", s->ntargets, path);
+    log_info("scrape.started", "targets=%zu jobs=%zu config=%s", s->ntargets, s->nsd, path);
     return s;
 }
 
 void scraper_stop(scraper_t *s) {
-    if (!s) return;
-    join_jobs(s);
-    free_targets(s);
-    pthread_mutex_destroy(&s->mu);
-    pthread_cond_destroy(&s->cv);
-    free(s);
+    if (s) stop_all(s);
 }
 
 void scraper_targets_json(scraper_t *s, buf_t *out) {
@@ -397,7 +534,7 @@ void scraper_targets_json(scraper_t *s, buf_t *out) {
     pthread_mutex_lock(&s->mu);
     int first = 1;
     for (size_t i = 0; i < s->ntargets; i++) {
-        const target_t *t = &s->targets[i];
+        const target_t *t = s->targets[i];
         for (size_t k = 0; k < t->njobs; k++, first = 0) {
             const job_t *j = &t->jobs[k];
             buf_printf(out, "%s{\"job\":", first ? "" : ",");
@@ -452,8 +589,8 @@ void scraper_metrics(scraper_t *s, buf_t *o) {
         buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", SCRAPE_FAMILIES[f].name, SCRAPE_FAMILIES[f].help,
                    SCRAPE_FAMILIES[f].name, SCRAPE_FAMILIES[f].type);
         for (size_t i = 0; i < s->ntargets; i++)
-            for (size_t k = 0; k < s->targets[i].njobs; k++) {
-                const target_t *t = &s->targets[i];
+            for (size_t k = 0; k < s->targets[i]->njobs; k++) {
+                const target_t *t = s->targets[i];
                 /* Not job/instance: Prometheus would rename those to exported_* when it
                  * scrapes Hearth, since it sets its own. */
                 buf_printf(o, "%s{scrape_job=\"%s\",scrape_instance=\"%s\",profile=\"%s\"} ", SCRAPE_FAMILIES[f].name,

@@ -32,7 +32,12 @@
  *
  * Scraped profiles are labelled service_name=job, job, instance (host:port) and
  * the target's labels, and are stored through the same write path as uploads
- * (ingest/pipeline.h): each is a pprof request carrying those labels. */
+ * (ingest/pipeline.h): each is a pprof request carrying those labels.
+ *
+ * Besides "targets", a "jobs" array discovers targets as Prometheus does: static
+ * lists, files and HTTP endpoints of target groups, relabeled (scrape_sd.h). A
+ * discovery thread reads them again every refresh interval and starts and stops
+ * targets as they come and go; a target whose config is unchanged keeps running. */
 #ifndef HEARTH_SCRAPE_H
 #define HEARTH_SCRAPE_H
 

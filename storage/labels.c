@@ -53,6 +53,15 @@ int labels_set(labels_t *l, const char *name, const char *value) {
     return 0;
 }
 
+void labels_del(labels_t *l, const char *name) {
+    long i = find(l, name);
+    if (i < 0) return;
+    free(l->v[i].name);
+    free(l->v[i].value);
+    memmove(l->v + i, l->v + i + 1, (l->n - (size_t)i - 1) * sizeof *l->v);
+    l->n--;
+}
+
 const char *labels_get(const labels_t *l, const char *name) {
     long i = find(l, name);
     return i >= 0 ? l->v[i].value : NULL;

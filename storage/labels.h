@@ -25,6 +25,8 @@ void labels_destroy(labels_t *l);
 int labels_set(labels_t *l, const char *name, const char *value);
 /* Borrowed value of name, or NULL. */
 const char *labels_get(const labels_t *l, const char *name);
+/* Removes name's label, if there is one. */
+void labels_del(labels_t *l, const char *name);
 int labels_copy(labels_t *dst, const labels_t *src);
 /* Keeps in a only the labels b holds with the same value (what both sets share). */
 void labels_intersect(labels_t *a, const labels_t *b);

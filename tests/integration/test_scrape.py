@@ -238,3 +238,95 @@ def scrape_cpu_seconds_over_the_interval_warns_and_runs_back_to_back():
     goroutine = sorted(s for _, p, s, _ in log if p.endswith("/goroutine"))
     assert len(goroutine) >= 3 and all(abs(b - a - 2) < 0.5 for a, b in zip(goroutine, goroutine[1:])), goroutine
     assert stop_s < 3, stop_s
+
+
+def shard_of(address, modulus):
+    """Prometheus's hashmod: md5 of the value, its last 8 bytes big-endian, modulo."""
+    import hashlib
+    return int.from_bytes(hashlib.md5(address.encode()).digest()[8:], "big") % modulus
+
+
+@test
+def scrape_targets_from_files_and_http_discovery_relabeled():
+    """Targets discovered from files (file_sd, a glob) and an HTTP endpoint (http_sd), in
+    Prometheus's target-group format, relabeled with its rules: a file's targets come and go
+    as files are written and removed, `drop` and `keep` filter, `replace` with a capture group,
+    `labelmap` and `labeldrop` rename labels, `hashmod` shards (the same shard Prometheus
+    computes); a file that does not parse keeps the last good targets; scraped profiles carry
+    the relabeled labels."""
+    import http.server
+    import threading
+    sd_dir = tempfile.mkdtemp(prefix="sd-", dir=ARGS.tmp)
+    with Target() as a, Target() as b:
+        addr_a, addr_b = f"127.0.0.1:{a.port}", f"127.0.0.1:{b.port}"
+        json.dump([{"targets": [addr_a], "labels": {"k8s_pod": "p1", "role": "main"}},
+                   {"targets": [addr_b], "labels": {"role": "canary"}}], open(os.path.join(sd_dir, "sd-a.json"), "w"))
+        groups = json.dumps([{"targets": [addr_a, addr_b], "labels": {"zone": "z1"}}]).encode()
+
+        class SD(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(groups)
+
+            def log_message(self, *args):
+                pass
+
+        sd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), SD)
+        threading.Thread(target=sd.serve_forever, daemon=True).start()
+        shard = shard_of(addr_a, 2)
+        cfg = scrape_config("sd", {"interval": "2s", "cpu_seconds": 1, "jobs": [
+            {"job": "files", "profiles": ["heap"],
+             "file_sd_configs": [{"files": [os.path.join(sd_dir, "sd-*.json")], "refresh_interval": "1s"}],
+             "relabel_configs": [
+                 {"source_labels": ["__meta_filepath"], "regex": ".*/sd-(.*)\\.json", "target_label": "team"},
+                 {"source_labels": ["role"], "regex": "canary", "action": "drop"},
+                 {"action": "labelmap", "regex": "k8s_(.*)", "replacement": "$1"},
+                 {"action": "labeldrop", "regex": "k8s_.*"}]},
+            {"job": "web", "profiles": ["goroutine"],
+             "http_sd_configs": [{"url": "http://127.0.0.1:%d/sd" % sd.server_address[1], "refresh_interval": "1s"}],
+             "relabel_configs": [
+                 {"source_labels": ["__address__"], "action": "hashmod", "modulus": 2, "target_label": "__tmp_shard"},
+                 {"source_labels": ["__tmp_shard"], "regex": str(shard), "action": "keep"}]}]})
+
+        def targets(srv):
+            return sorted((t["job"], t["labels"]["instance"], tuple(sorted(t["labels"].items())))
+                          for t in srv.get_json("/api/v1/targets")["targets"])
+
+        def wait_for(srv, want, timeout=20):
+            deadline = time.time() + timeout
+            while time.time() < deadline:
+                got = [(j, i) for j, i, _ in targets(srv)]
+                if got == sorted(want):
+                    return
+                time.sleep(0.2)
+            raise AssertionError((got, sorted(want)))
+
+        try:
+            with Server(extra=["--scrape-config", cfg]) as srv:
+                web = [("web", x) for x in (addr_a, addr_b) if shard_of(x, 2) == shard]
+                wait_for(srv, [("files", addr_a)] + web)
+                labels = dict(next(l for j, i, l in targets(srv) if j == "files"))
+                assert labels == {"instance": addr_a, "job": "files", "pod": "p1", "role": "main", "team": "a",
+                                  "service_name": "files"}, labels
+                for _, _, l in targets(srv):
+                    assert not any(k.startswith("__") for k, _ in l), l
+                json.dump([{"targets": [addr_b], "labels": {"role": "main"}}], open(os.path.join(sd_dir, "sd-b.json"), "w"))
+                wait_for(srv, [("files", addr_a), ("files", addr_b)] + web)
+                os.remove(os.path.join(sd_dir, "sd-a.json"))
+                wait_for(srv, [("files", addr_b)] + web)
+                open(os.path.join(sd_dir, "sd-b.json"), "w").write("not json")  # the last good targets stay
+                time.sleep(2.5)
+                wait_for(srv, [("files", addr_b)] + web)
+                wait_scraped(srv, 1, 30)
+                sel = '{service_name="files",team="b",role="main"}'
+                assert "memory:inuse_space:bytes:space:bytes" in type_ids(srv, sel), type_ids(srv, sel)
+                log = open(os.path.join(srv.log_dir, "server.log")).read()
+                assert "msg=scrape.discovery_failed" in log, log[-2000:]
+        finally:
+            sd.shutdown()
+    bad = scrape_config("sd-bad", {"jobs": [{"job": "x", "relabel_configs": [{"action": "explode"}]}]})
+    r = cli("--data-dir", os.path.join(ARGS.tmp, "badsd"), "--listen", f"127.0.0.1:{free_port()}",
+            "--scrape-config", bad)
+    assert r.returncode == 1 and "unknown action `explode`" in r.stderr, r.stderr

@@ -5,7 +5,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
 #include "server/linger.h"
+#include "server/relabel.h"
 #include "server/workers.h"
 #include "tests/unit/unit.h"
 
@@ -96,4 +101,77 @@ void test_linger_drains_and_closes(void) {
     linger_stop(l);
     CHECK(peer_closed(sv[1]));
     close(sv[1]);
+}
+
+/* Applies rules (JSON) to labels given as "k=v,k=v"; returns relabel_apply's answer and
+ * the labels after it as "k=v,..." in out. */
+static int relabel_run(const char *rules, const char *in, char *out, size_t cap) {
+    relabel_t r;
+    hr_err_t err = {0};
+    json_t *doc = json_loads(rules, 0, NULL);
+    CHECK(doc != NULL);
+    if (relabel_parse(doc, &r, &err)) {
+        fprintf(stderr, "relabel: %s\n", err.msg);
+        json_decref(doc);
+        return -2;
+    }
+    json_decref(doc);
+    labels_t l;
+    labels_init(&l);
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", in);
+    for (char *save = NULL, *kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(kv, '=');
+        *eq = 0;
+        labels_set(&l, kv, eq + 1);
+    }
+    int rc = relabel_apply(&r, &l);
+    size_t o = 0;
+    out[0] = 0;
+    for (size_t i = 0; i < l.n; i++)
+        o += (size_t)snprintf(out + o, cap - o, "%s%s=%s", i ? "," : "", l.v[i].name, l.v[i].value);
+    labels_destroy(&l);
+    relabel_free(&r);
+    return rc;
+}
+
+void test_relabel_rules_as_prometheus_applies_them(void) {
+    char out[512];
+    /* replace with a named group; the default regex and replacement copy a value */
+    CHECK_INT(relabel_run("[{\"source_labels\":[\"a\",\"b\"],\"regex\":\"(?P<x>.*);(.*)\",\"target_label\":\"c\","
+                          "\"replacement\":\"${x}-$2\"},{\"source_labels\":[\"a\"],\"target_label\":\"d\"}]",
+                          "a=1,b=2", out, sizeof out),
+              1);
+    CHECK_STR(out, "a=1,b=2,c=1-2,d=1");
+    /* an empty result removes the target; no match leaves it */
+    CHECK_INT(relabel_run("[{\"source_labels\":[\"z\"],\"target_label\":\"a\"},{\"source_labels\":[\"b\"],"
+                          "\"regex\":\"9\",\"target_label\":\"b\",\"replacement\":\"x\"}]",
+                          "a=1,b=2", out, sizeof out),
+              1);
+    CHECK_STR(out, "b=2");
+    CHECK_INT(relabel_run("[{\"source_labels\":[\"a\"],\"regex\":\"1\",\"action\":\"drop\"}]", "a=1", out, sizeof out),
+              0);
+    CHECK_INT(relabel_run("[{\"source_labels\":[\"a\"],\"regex\":\"1\",\"action\":\"keep\"}]", "a=12", out, sizeof out),
+              0);
+    CHECK_INT(relabel_run("[{\"source_labels\":[\"a\"],\"target_label\":\"b\",\"action\":\"keepequal\"}]", "a=1,b=1",
+                          out, sizeof out),
+              1);
+    CHECK_INT(relabel_run("[{\"source_labels\":[\"a\"],\"target_label\":\"b\",\"action\":\"dropequal\"}]", "a=1,b=1",
+                          out, sizeof out),
+              0);
+    CHECK_INT(
+        relabel_run("[{\"action\":\"labelkeep\",\"regex\":\"a|c\"},{\"source_labels\":[\"c\"],\"action\":\"uppercase\","
+                    "\"target_label\":\"c\"}]",
+                    "a=1,b=2,c=x", out, sizeof out),
+        1);
+    CHECK_STR(out, "a=1,c=X");
+    /* Prometheus's formula (md5, its last 8 bytes big-endian, modulo) worked in Python gives 318 */
+    CHECK_INT(relabel_run("[{\"source_labels\":[\"__address__\"],\"action\":\"hashmod\",\"modulus\":1000,"
+                          "\"target_label\":\"s\"}]",
+                          "__address__=127.0.0.1:9090", out, sizeof out),
+              1);
+    CHECK_STR(strchr(out, ',') + 1, "s=318");
+    CHECK_INT(relabel_run("[{\"action\":\"explode\"}]", "a=1", out, sizeof out), -2);
+    CHECK_INT(relabel_run("[{\"action\":\"replace\",\"regex\":\"(\",\"target_label\":\"a\"}]", "a=1", out, sizeof out),
+              -2);
 }
