@@ -66,6 +66,28 @@ static const struct {
     {504, G_DEADLINE_EXCEEDED},  {507, G_RESOURCE_EXHAUSTED},
 };
 
+int grpc_timeout_parse(const char *s, int64_t *ns) {
+    static const struct {
+        char unit;
+        int64_t ns;
+    } UNITS[] = {{'H', 3600000000000LL}, {'M', 60000000000LL}, {'S', 1000000000LL},
+                 {'m', 1000000LL},       {'u', 1000LL},        {'n', 1}};
+    size_t n = strlen(s);
+    if (n < 2 || n > 9) return -1; /* at most 8 digits, then the unit */
+    int64_t v = 0;
+    for (size_t i = 0; i + 1 < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    for (size_t i = 0; i < sizeof UNITS / sizeof *UNITS; i++)
+        if (UNITS[i].unit == s[n - 1]) {
+            /* 99999999 hours overflows int64 ns: such a deadline is no deadline */
+            *ns = v > INT64_MAX / UNITS[i].ns ? INT64_MAX / 2 : v * UNITS[i].ns;
+            return 0;
+        }
+    return -1;
+}
+
 int grpc_code_of_http(int status) {
     if (status >= 200 && status < 300) return G_OK;
     for (size_t i = 0; i < sizeof CODES / sizeof *CODES; i++)
@@ -91,8 +113,9 @@ typedef struct stream {
     http_resp_t resp;
     size_t reserved; /* bytes of the server's in-flight budget this call holds */
     int admitted, released, running, answered;
-    int compressed; /* the message is gzip (grpc-encoding), inflated on the pool */
-    buf_t out;      /* the response message, framed */
+    int compressed;      /* the message is gzip (grpc-encoding), inflated on the pool */
+    int64_t deadline_ns; /* grpc-timeout as a monotonic time; 0: none */
+    buf_t out;           /* the response message, framed */
     size_t out_off;
 } stream_t;
 
@@ -285,7 +308,11 @@ static int inflate_message(stream_t *st) {
 static void run_handler(workers_job_t *job) {
     stream_t *st = (stream_t *)((char *)job - offsetof(stream_t, job));
     grpc_server_t *s = st->c->s;
-    if (!st->compressed || inflate_message(st) == 0) s->router.handle(s->router.app, &st->req, &st->resp);
+    /* A call whose client gave up while it waited for a thread is not run: the client
+     * retries it, and an upload run now would then be stored twice. */
+    if (st->deadline_ns && time_mono_ns() > st->deadline_ns)
+        http_error(&st->resp, 504, "the call's deadline (grpc-timeout) passed before it could run");
+    else if (!st->compressed || inflate_message(st) == 0) s->router.handle(s->router.app, &st->req, &st->resp);
     pthread_mutex_lock(&s->mu);
     st->next_done = s->done;
     s->done = st;
@@ -347,7 +374,12 @@ static int on_header(nghttp2_session *h2, const nghttp2_frame *f, const uint8_t 
     if (nlen == 5 && !memcmp(n, ":path", 5)) snprintf(st->path, sizeof st->path, "%.*s", (int)vlen, v);
     else if (nlen == 13 && !memcmp(n, "grpc-encoding", 13))
         snprintf(st->grpc_encoding, sizeof st->grpc_encoding, "%.*s", (int)vlen, v);
-    else if (n[0] != ':' && !(nlen == 12 && !memcmp(n, "content-type", 12))) {
+    else if (nlen == 12 && !memcmp(n, "grpc-timeout", 12)) {
+        char t[32];
+        int64_t ns;
+        snprintf(t, sizeof t, "%.*s", (int)vlen, v);
+        if (grpc_timeout_parse(t, &ns) == 0) st->deadline_ns = time_mono_ns() + ns;
+    } else if (n[0] != ':' && !(nlen == 12 && !memcmp(n, "content-type", 12))) {
         st->hdr_bytes += nlen + vlen;
         if (st->hdr_bytes > GRPC_MAX_HEADER_BYTES || add_header(st, n, nlen, v, vlen)) st->too_many_headers = 1;
     }

@@ -16,12 +16,15 @@
  * message compressed with grpc-encoding gzip is inflated, within max_inflated, on the
  * worker pool before its route's handler reads it. One thread runs every
  * connection (epoll); handlers run on the pool; a connection that sends nothing for
- * idle_timeout_ns while no handler of its runs gets a GOAWAY and is closed. Not served:
- * streaming calls, grpc-timeout as a deadline. */
+ * idle_timeout_ns while no handler of its runs gets a GOAWAY and is closed. A call
+ * whose grpc-timeout passes before a thread runs it answers DEADLINE_EXCEEDED unrun:
+ * its client retries, and the upload must not be stored twice. Not served: streaming
+ * calls. */
 #ifndef HEARTH_GRPC_H
 #define HEARTH_GRPC_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common/err.h"
 #include "server/http.h"
@@ -44,6 +47,10 @@ grpc_server_t *grpc_start(const grpc_config_t *cfg, const http_router_t *router,
 /* Stops accepting, lets running handlers finish, closes every connection, frees s.
  * NULL is a no-op. */
 void grpc_stop(grpc_server_t *s);
+
+/* A grpc-timeout value (1-8 digits and a unit: H M S m u n) in ns: 0, or -1 when
+ * malformed (the call then has no deadline). */
+int grpc_timeout_parse(const char *s, int64_t *ns);
 
 /* The gRPC status code for an HTTP status (2xx: 0, OK). */
 int grpc_code_of_http(int status);

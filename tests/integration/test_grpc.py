@@ -188,3 +188,28 @@ def grpc_over_tls_with_the_http_certificate():
         proc.terminate()
         assert proc.wait(timeout=60) == 0
         log.close()
+
+
+@test
+def grpc_many_concurrent_calls_on_one_connection():
+    """48 calls in flight at once on one channel (one HTTP/2 connection, many streams; under
+    the default --max-concurrent-ingests of 64), each a distinct upload: every one is answered
+    OK, and the stored total is exactly 48 uploads'."""
+    assert grpc, "python3-grpcio is missing (make test-deps)"
+    cpu = read_testdata(CPU_FILE)
+    srv, port = grpc_server()
+    with srv:
+        with grpc.insecure_channel("127.0.0.1:%d" % port) as ch:
+            fn = ch.unary_unary(PUSH)
+            futures = [fn.future(push_request_proto([({"__name__": "process_cpu", "service_name": "many",
+                                                        "call": str(i)}, [cpu])]), timeout=60) for i in range(48)]
+            assert all(f.result() == b"" for f in futures)
+        st, body, _ = srv.request("POST", PUSH, push_request_proto([({"__name__": "process_cpu",
+                                                                       "service_name": "one"}, [cpu])]),
+                                  {"Content-Type": "application/proto"})
+        assert st == 200, body
+        span = {"from": 0, "until": "now"}
+        many, one = answers(srv, "many", span), answers(srv, "one", span)
+        assert {k: v[0] for k, v in many.items()} == {k: 48 * v[0] for k, v in one.items()} != {}, (many.keys(), one.keys())
+        series = srv.get_json("/api/v1/series", query='{service_name="many"}')["series"]
+        assert len({s["labels"]["call"] for s in series}) == 48

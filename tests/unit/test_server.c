@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "server/grpc.h"
 #include "server/linger.h"
 #include "server/relabel.h"
 #include "server/workers.h"
@@ -174,4 +175,19 @@ void test_relabel_rules_as_prometheus_applies_them(void) {
     CHECK_INT(relabel_run("[{\"action\":\"explode\"}]", "a=1", out, sizeof out), -2);
     CHECK_INT(relabel_run("[{\"action\":\"replace\",\"regex\":\"(\",\"target_label\":\"a\"}]", "a=1", out, sizeof out),
               -2);
+}
+
+void test_grpc_timeouts_and_status_codes(void) {
+    int64_t ns = 0;
+    CHECK_INT(grpc_timeout_parse("100m", &ns), 0);
+    CHECK_INT(ns, 100000000LL);
+    CHECK_INT(grpc_timeout_parse("2H", &ns), 0);
+    CHECK_INT(ns, 7200000000000LL);
+    CHECK_INT(grpc_timeout_parse("99999999H", &ns), 0); /* no overflow: effectively none */
+    CHECK(ns > 0);
+    static const char *const BAD[] = {"", "m", "5", "123456789S", "5x", "-5S", "5 S"};
+    for (size_t i = 0; i < sizeof BAD / sizeof *BAD; i++) CHECK_INT(grpc_timeout_parse(BAD[i], &ns), -1);
+    static const int MAP[][2] = {{200, 0}, {400, 3},  {401, 16}, {403, 7},  {413, 8},
+                                 {429, 8}, {503, 14}, {504, 4},  {501, 12}, {599, 13}};
+    for (size_t i = 0; i < sizeof MAP / sizeof *MAP; i++) CHECK_INT(grpc_code_of_http(MAP[i][0]), MAP[i][1]);
 }

@@ -128,6 +128,7 @@ int unit_finish(const char *suite, int ok, int bad);
     X(test_workers_run_jobs_at_once_up_to_the_cap)                                                                     \
     X(test_linger_drains_and_closes)                                                                                   \
     X(test_relabel_rules_as_prometheus_applies_them)                                                                   \
+    X(test_grpc_timeouts_and_status_codes)                                                                             \
     X(test_arena_zeroed_aligned_and_large)
 // clang-format on
 
