@@ -66,6 +66,8 @@ static void memo_destroy(table_memo_t *m) {
     free(m->id);
 }
 
+/* What an old sender's request is told: v1.10 renumbered Sample. */
+#define OLD_LAYOUT "opentelemetry-proto v1.9 or older (Sample values = 2, attribute_indices = 3): upgrade the sender"
 /* ---- reading the dictionary: every index checked before use ---- */
 
 /* String i of the table, or NULL when i is out of range. An empty table still has
@@ -221,6 +223,9 @@ static int check_profile(ctx_t *c, const Otlp__Profile *p, int scope_has_cpu_ns,
     for (size_t i = 0; i < p->n_samples; i++) {
         const Otlp__Sample *s = p->samples[i];
         int64_t v;
+        /* the layout first: an older sender's values read as attribute indices */
+        if (!s->n_values && !s->n_timestamps_unix_nano && s->n_attribute_indices)
+            return fault(c, "a sample has attributes but neither values nor timestamps, as from " OLD_LAYOUT);
         if (!check_stack(c, s->stack_index) || !check_attrs(c, s->attribute_indices, s->n_attribute_indices) ||
             !sample_value(c, s, *mult, &v))
             return 0;
@@ -664,6 +669,19 @@ static int delimited_cost(const ProtobufCFieldDescriptor *f, const uint8_t *p, s
     return 0;
 }
 
+/* A field that came length-delimited where the schema has one scalar: protobuf-c
+ * refuses the body. In a Sample that is a sender of an older layout (v1.9's
+ * attribute_indices = 3, where v1.10 has link_index), which the message names. */
+static int wire_mismatch(const ProtobufCMessageDescriptor *d, const ProtobufCFieldDescriptor *f, hr_err_t *err) {
+    if (d == &otlp__sample__descriptor)
+        return hr_fail(err, HR_EINVAL, "OTLP Sample field %u (%s) arrived as a list, as from " OLD_LAYOUT, f->id,
+                       f->name);
+    return hr_fail(err, HR_EINVAL,
+                   "not an OTLP ExportProfilesServiceRequest: %s field %u (%s) arrived length-delimited, where the "
+                   "schema (opentelemetry-proto v1.10) has one scalar",
+                   d->short_name, f->id, f->name);
+}
+
 int otlp_unpack_cost(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t n, size_t *cost, hr_err_t *err) {
     size_t off = 0;
     while (off < n) {
@@ -685,6 +703,9 @@ int otlp_unpack_cost(const ProtobufCMessageDescriptor *d, const uint8_t *p, size
             continue;
         }
         case 2:
+            if (f && f->label != PROTOBUF_C_LABEL_REPEATED && f->type != PROTOBUF_C_TYPE_MESSAGE &&
+                f->type != PROTOBUF_C_TYPE_STRING && f->type != PROTOBUF_C_TYPE_BYTES)
+                return wire_mismatch(d, f, err);
             if (read_varint(p, n, &off, &v) || v > n - off) goto bad;
             if (delimited_cost(f, p + off, (size_t)v, cost, err)) return -1;
             off += (size_t)v;

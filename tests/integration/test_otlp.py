@@ -142,8 +142,12 @@ class Otlp:
         vt = lambda tu: pb_encode_field(1, 0, tu[0]) + pb_encode_field(2, 0, tu[1])
         out = pb_field(1, vt(p["type"]))  # Profile.sample_type = 1
         for s in p["samples"]:  # Sample{stack_index=1, attribute_indices=2, link_index=3, values=4, timestamps=5}
-            body = pb_encode_field(1, 0, s["stack"]) + self.packed(s["attrs"], 2)
-            body += pb_encode_field(3, 0, s.get("link", 0)) + self.packed(s.get("values", []), 4)
+            if getattr(self, "v19", False):  # v1.9's Sample{values=2, attribute_indices=3, link_index=4}
+                body = pb_encode_field(1, 0, s["stack"]) + self.packed(s.get("values", []), 2)
+                body += self.packed(s["attrs"], 3) + (pb_encode_field(4, 0, s["link"]) if s.get("link") else b"")
+            else:
+                body = pb_encode_field(1, 0, s["stack"]) + self.packed(s["attrs"], 2)
+                body += pb_encode_field(3, 0, s.get("link", 0)) + self.packed(s.get("values", []), 4)
             if s.get("timestamps"):
                 body += pb_field(5, b"".join(t.to_bytes(8, "little") for t in s["timestamps"]))
             out += pb_field(2, body)
@@ -516,3 +520,22 @@ def otlp_routes_take_the_write_role_and_tenant():
         assert st == 200 and {s["labels"]["service_name"] for s in json.loads(b)["series"]} == {"tenanted"}
         st, b, _ = srv.request("GET", "/api/v1/series?query=%7B%7D", headers={"X-Scope-OrgID": "team-b"})
         assert st == 200 and json.loads(b)["series"] == []
+
+
+@test
+def an_older_otlp_layout_is_named_in_the_error():
+    """A request whose samples are in opentelemetry-proto v1.9's layout (values = 2,
+    attribute_indices = 3) is refused with a message naming the layout and the fix, whether
+    the mismatch breaks the protobuf (attributes in field 3) or not (values alone in field
+    2, which v1.10 reads as attribute indices); nothing is stored."""
+    with Server() as srv:
+        for attrs in (True, False):
+            p, o = otlp_of("pprof/go-runtime-cpu-00.pb.gz", "old-layout")
+            o.v19 = True
+            for prof in o.resources[0][2]:
+                for smp in prof["samples"]:
+                    smp["attrs"] = smp["attrs"] if attrs else []
+            st, body, _ = post(srv, OTLP_PATHS[0], o.to_protobuf(), PB)
+            err = json.loads(body)["error"]  # no profile could be read: the whole request is refused
+            assert st == 400 and "v1.9" in err and "upgrade the sender" in err, (attrs, st, err)
+        assert series_of(srv, "old-layout") == {}
