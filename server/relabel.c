@@ -123,13 +123,15 @@ int relabel_parse(json_t *rules, relabel_t *r, hr_err_t *err) {
     if (!json_is_array(rules)) return hr_fail(err, HR_EINVAL, "relabel_configs must be an array of rules");
     if (!(r->rules = calloc(json_array_size(rules) + 1, sizeof *r->rules)))
         return hr_fail(err, HR_ENOMEM, "out of memory");
-    for (size_t i = 0; i < json_array_size(rules); i++) {
+    int rc = 0;
+    for (size_t i = 0; i < json_array_size(rules) && rc == 0; i++) {
         json_t *o = json_array_get(rules, i);
         r->n++; /* counted first: relabel_free frees what a failed parse left */
-        if (!json_is_object(o)) return hr_fail(err, HR_EINVAL, "relabel rule %zu is not an object", i);
-        if (parse_rule(o, i, &r->rules[i], err)) return -1;
+        if (!json_is_object(o)) rc = hr_fail(err, HR_EINVAL, "relabel rule %zu is not an object", i);
+        else rc = parse_rule(o, i, &r->rules[i], err);
     }
-    return 0;
+    if (rc) relabel_free(r);
+    return rc;
 }
 
 /* The source labels' values joined by the separator (a missing label is ""). */

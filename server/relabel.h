@@ -26,7 +26,8 @@ typedef struct {
 } relabel_t;
 
 /* Parses a JSON array of rules (NULL: none) into r. 0, or -1 with err naming the rule
- * and field at fault (an unknown action or field, a bad regex, a missing target_label). */
+ * and field at fault (an unknown action or field, a bad regex, a missing target_label);
+ * r then holds nothing to free. */
 int relabel_parse(json_t *rules, relabel_t *r, hr_err_t *err);
 void relabel_free(relabel_t *r);
 

@@ -32,7 +32,23 @@ enum {
     SEC_FUNCS = 9     /* version 2: the function table (storage/functab.h), when written */
 };
 /* footer partition flags */
-enum { PART_MERGED = 1, PART_SPANS = 2, PART_UNITS = 4, PART_FUNCS = 8, PART_SUMMARY = 16, PART_TRACES = 32 };
+enum {
+    PART_MERGED = 1,
+    PART_SPANS = 2,
+    PART_UNITS = 4,
+    PART_FUNCS = 8,
+    PART_SUMMARY = 16,
+    PART_TRACES = 32,
+    PART_CHUNKS = 64
+};
+#define PART_KNOWN (PART_MERGED | PART_SPANS | PART_UNITS | PART_FUNCS | PART_SUMMARY | PART_TRACES | PART_CHUNKS)
+/* Row chunks (FORMAT.md): a partition whose rows span CHUNK_SPAN_NS or more is cut
+ * into chunks of at least CHUNK_MIN_SAMPLES samples, each ending where a series or a
+ * clock hour ends, so a range of an hour inside a day decodes about an hour of it. */
+#define HOUR_NS 3600000000000LL
+#define CHUNK_SPAN_NS (2 * HOUR_NS)
+#define CHUNK_MIN_SAMPLES 16384
+#define SECTION_HEADER 24                                               /* kind, raw length, stored length, CRC */
 static const char MAGIC[8] = {'H', 'R', 'T', 'H', 'B', 'L', 'K', '1'};  /* version 1 */
 static const char MAGIC2[8] = {'H', 'R', 'T', 'H', 'B', 'L', 'K', '2'}; /* version 2 */
 static const char TAIL_MAGIC[4] = {'H', 'R', 'T', '2'};
@@ -132,6 +148,33 @@ static void encode_samples(const segment_t *s, const uint32_t *order, const int6
         const seg_profile_t *p = &s->profiles[order[i]];
         for (uint32_t j = 0; j < p->nsamples; j++) buf_put_svarint(b, s->values[p->first + j] / unit[i]);
     }
+}
+
+/* The hour of a time, rounded down (times may be negative). */
+static int64_t hour_of(int64_t t) { return t / HOUR_NS - (t % HOUR_NS < 0); }
+
+/* The chunks of rows order[0..n) (see CHUNK_SPAN_NS): their row counts, malloc'd, and
+ * their number in *nchunks; NULL when the rows make one chunk (or memory ran out:
+ * one chunk is as correct). */
+static uint32_t *plan_chunks(const segment_t *p, const uint32_t *order, size_t n, uint32_t *nchunks) {
+    *nchunks = 0;
+    if (n < 2 || p->max_time - p->min_time < CHUNK_SPAN_NS) return NULL;
+    uint32_t *rows = malloc(n * sizeof *rows);
+    size_t start = 0, samples = 0;
+    for (size_t i = 0; rows && i < n; i++) {
+        const seg_profile_t *r = &p->profiles[order[i]];
+        samples += r->nsamples;
+        const seg_profile_t *next = i + 1 < n ? &p->profiles[order[i + 1]] : NULL;
+        int ends =
+            !next ||
+            (samples >= CHUNK_MIN_SAMPLES &&
+             (next->series != r->series || hour_of(next->time_ns) != hour_of(p->profiles[order[start]].time_ns)));
+        if (ends) rows[(*nchunks)++] = (uint32_t)(i + 1 - start), start = i + 1, samples = 0;
+    }
+    if (rows && *nchunks > 1) return rows;
+    free(rows);
+    *nchunks = 0;
+    return NULL;
 }
 
 /* The SPANS column block of rows order[0..n): per row its span sample count, then
@@ -250,13 +293,33 @@ static segment_t *premerge(const segment_t *p, const uint32_t *order, hr_err_t *
     return m;
 }
 
+/* The SAMPLES sections of bp's chunks (plan_chunks) of rows order[...], each recorded
+ * in bp->chunk_bytes. 0 or -1. */
+static int put_chunks(const segment_t *p, const uint32_t *order, const int64_t *unit, const zenc_t *z, buf_t *out,
+                      block_part_t *bp, hr_err_t *err) {
+    if (!(bp->chunk_bytes = calloc(bp->nchunks, sizeof *bp->chunk_bytes)))
+        return hr_fail(err, HR_ENOMEM, "out of memory");
+    size_t r0 = 0;
+    int rc = 0;
+    for (uint32_t k = 0; k < bp->nchunks && rc == 0; k++) {
+        buf_t b;
+        buf_init(&b);
+        encode_samples(p, order + r0, unit + r0, bp->chunk_rows[k], &b);
+        size_t at = out->len;
+        rc = put_sections(out, SEC_SAMPLES, &b, 1, z, err);
+        bp->chunk_bytes[k] = out->len - at;
+        r0 += bp->chunk_rows[k];
+    }
+    return rc;
+}
+
 /* One partition's sections: SYMBOLS, PROFILES, SAMPLES (p's rows, sorted), then the
  * pre-merged MPROFILES and MSAMPLES (empty when not pre-merged), then SPANS when any
  * row has span samples, then FUNCS when the partition has a function table (*ft, for
  * the caller to check it reads back; *funcs_len its section's bytes). *flags receives
  * the PART_* flags that apply. */
 static int encode_part(const segment_t *p, const uint32_t *order, int summary, const zenc_t *z, buf_t *out, int *flags,
-                       functab_t **ft, uint64_t *funcs_len, hr_err_t *err) {
+                       functab_t **ft, uint64_t *funcs_len, block_part_t *bp, hr_err_t *err) {
     uint32_t *morder = NULL;
     err->code = HR_OK;
     segment_t *m = premerge(p, order, err);
@@ -275,7 +338,8 @@ static int encode_part(const segment_t *p, const uint32_t *order, int summary, c
         symtab_encode(p->sym, &sec[0]);
         size_t rows = summary ? 0 : p->nprofiles; /* a summary keeps only the pre-merged rows */
         encode_profiles(p, order, unit, rows, &sec[1]);
-        encode_samples(p, order, unit, rows, &sec[2]);
+        if (!(bp->chunk_rows = plan_chunks(p, order, rows, &bp->nchunks)))
+            encode_samples(p, order, unit, rows, &sec[2]);
         if (m) encode_profiles(m, morder, munit, m->nprofiles, &sec[3]);
         if (m) encode_samples(m, morder, munit, m->nprofiles, &sec[4]);
     }
@@ -283,12 +347,16 @@ static int encode_part(const segment_t *p, const uint32_t *order, int summary, c
     if (spans) encode_spans(p, order, p->nprofiles, traces, &sec[5]);
     if (*ft) functab_encode(*ft, &sec[6]);
     *flags = (m ? PART_MERGED : 0) | (spans ? PART_SPANS : 0) | PART_UNITS | (*ft ? PART_FUNCS : 0) |
-             (summary ? PART_SUMMARY : 0) | (traces ? PART_TRACES : 0);
+             (summary ? PART_SUMMARY : 0) | (traces ? PART_TRACES : 0) | (bp->nchunks ? PART_CHUNKS : 0);
     free(morder);
-    free(unit);
     free(munit);
     premerged_free(m);
-    int rc = put_sections(out, SEC_SYMBOLS, sec, 3, z, err);
+    int rc = put_sections(out, SEC_SYMBOLS, sec, bp->nchunks ? 2 : 3, z, err);
+    if (bp->nchunks) {
+        buf_free(&sec[2]);
+        rc = rc ? rc : put_chunks(p, order, unit, z, out, bp, err);
+    }
+    free(unit);
     rc = rc ? rc : put_sections(out, SEC_MPROFILES, sec + 3, 2, z, err);
     rc = rc ? rc : spans ? put_sections(out, SEC_SPANS, sec + 5, 1, z, err) : 0;
     size_t at = out->len;
@@ -332,8 +400,14 @@ static void footer_part(buf_t *f, const block_part_t *bp) {
     buf_put_uvarint(f, bp->len);
     buf_put_uvarint(f, (uint64_t)((bp->merged ? PART_MERGED : 0) | (bp->spans ? PART_SPANS : 0) |
                                   (bp->units ? PART_UNITS : 0) | (bp->funcs_len ? PART_FUNCS : 0) |
-                                  (bp->summary ? PART_SUMMARY : 0) | (bp->traces ? PART_TRACES : 0)));
+                                  (bp->summary ? PART_SUMMARY : 0) | (bp->traces ? PART_TRACES : 0) |
+                                  (bp->nchunks ? PART_CHUNKS : 0)));
     if (bp->funcs_len) buf_put_uvarint(f, bp->funcs_len);
+    if (bp->nchunks) buf_put_uvarint(f, bp->nchunks);
+    for (uint32_t k = 0; k < bp->nchunks; k++) {
+        buf_put_uvarint(f, bp->chunk_rows[k]);
+        buf_put_uvarint(f, bp->chunk_bytes[k]);
+    }
     buf_put_uvarint(f, bp->nprofiles);
     buf_put_uvarint(f, bp->nsamples);
     buf_put_svarint(f, bp->min_time);
@@ -465,19 +539,25 @@ static int decode_rows(segment_t *s, const uint8_t *p, size_t n, uint64_t np, in
     return 0;
 }
 
-/* The SAMPLES columns of s's rows; values are multiplied back by the rows' units
- * (NULL: stored as they are). */
-static int decode_samples(segment_t *s, const uint8_t *p, size_t n, const int64_t *units, hr_err_t *err) {
-    if (s->nsamples > n) return hr_fail(err, HR_EUNPROC, "block: sample count exceeds data");
+/* Room for s->nsamples samples. 0 or -1. */
+static int alloc_samples(segment_t *s, hr_err_t *err) {
     size_t ns = s->nsamples ? s->nsamples : 1;
     s->stacks = malloc(ns * sizeof *s->stacks);
     s->values = malloc(ns * sizeof *s->values);
     if (!s->stacks || !s->values) return hr_fail(err, HR_ENOMEM, "out of memory");
     s->samples_cap = ns;
+    return 0;
+}
+
+/* The SAMPLES columns (p..p+n) of rows [r0, r1) of s, whose samples have room; values
+ * are multiplied back by the rows' units (NULL: stored as they are). */
+static int decode_sample_rows(segment_t *s, const uint8_t *p, size_t n, const int64_t *units, size_t r0, size_t r1,
+                              hr_err_t *err) {
     buf_reader_t r;
     buf_reader_init(&r, p, n);
-    for (size_t i = 0; i < s->nprofiles; i++) {
+    for (size_t i = r0; i < r1; i++) {
         seg_profile_t *row = &s->profiles[i];
+        if (row->nsamples > n) return hr_fail(err, HR_EUNPROC, "block: sample count exceeds data");
         uint64_t st = 0;
         for (uint32_t j = 0; j < row->nsamples; j++) {
             uint64_t d = buf_get_uvarint(&r);
@@ -489,7 +569,7 @@ static int decode_samples(segment_t *s, const uint8_t *p, size_t n, const int64_
             s->stacks[row->first + j] = (uint32_t)st;
         }
     }
-    for (size_t i = 0; i < s->nprofiles; i++) {
+    for (size_t i = r0; i < r1; i++) {
         seg_profile_t *row = &s->profiles[i];
         row->total = 0;
         for (uint32_t j = 0; j < row->nsamples; j++) {
@@ -502,6 +582,13 @@ static int decode_samples(segment_t *s, const uint8_t *p, size_t n, const int64_
     }
     if (r.bad || buf_reader_left(&r)) return hr_fail(err, HR_EUNPROC, "block: bad sample columns");
     return 0;
+}
+
+/* The SAMPLES columns of all of s's rows. */
+static int decode_samples(segment_t *s, const uint8_t *p, size_t n, const int64_t *units, hr_err_t *err) {
+    if (s->nsamples > n) return hr_fail(err, HR_EUNPROC, "block: sample count exceeds data");
+    if (alloc_samples(s, err)) return -1;
+    return decode_sample_rows(s, p, n, units, 0, s->nprofiles, err);
 }
 
 /* The SPANS section (encode_spans) of decoded rows: every stack id in range, samples
@@ -631,46 +718,131 @@ static segment_t *decode_funcs(const uint8_t *p, size_t n, const block_part_t *b
     return s;
 }
 
+int block_window_narrows(const block_part_t *bp, const block_window_t *win) {
+    if (!win || bp->nchunks < 2) return 0;
+    for (uint32_t k = 0; k < bp->nchunks; k++)
+        if (bp->chunk_max[k] < win->from || bp->chunk_min[k] > win->until) return 1;
+    return 0;
+}
+
+/* The raw sections of a partition's view, decompressed (raw[i], len[i]): SYMBOLS,
+ * PROFILES, the SAMPLES chunks (one when unchunked), MPROFILES, MSAMPLES, SPANS.
+ * A section the view does not need is skipped: it stays NULL. */
+typedef struct {
+    uint8_t *sym, *rows, *mrows, *msamples, *spans, **chunks;
+    size_t sym_len, rows_len, mrows_len, msamples_len, spans_len, *chunk_len;
+    uint32_t nchunks;
+} raw_part_t;
+
+static void raw_free(raw_part_t *r) {
+    for (uint32_t k = 0; r->chunks && k < r->nchunks; k++) free(r->chunks[k]);
+    free(r->chunks);
+    free(r->chunk_len);
+    free(r->sym), free(r->rows), free(r->mrows), free(r->msamples), free(r->spans);
+}
+
+/* Takes (want) or skips a section of kind. */
+static int take(buf_reader_t *r, uint32_t kind, int want, uint8_t **raw, size_t *len, hr_err_t *err) {
+    return want ? get_section(r, kind, raw, len, err) : skip_section(r, kind, err);
+}
+
+/* 1 when chunk k of bp reaches the window (NULL: every chunk does). */
+static int chunk_wanted(const block_part_t *bp, uint32_t k, const block_window_t *win) {
+    return !win || bp->nchunks < 2 || (bp->chunk_max[k] >= win->from && bp->chunk_min[k] <= win->until);
+}
+
+static int read_sections(buf_reader_t *r, const block_part_t *bp, int merged, const block_window_t *win, raw_part_t *rp,
+                         hr_err_t *err) {
+    rp->nchunks = bp->nchunks > 1 ? bp->nchunks : 1;
+    if (!(rp->chunks = calloc(rp->nchunks, sizeof *rp->chunks)) ||
+        !(rp->chunk_len = calloc(rp->nchunks, sizeof *rp->chunk_len)))
+        return hr_fail(err, HR_ENOMEM, "out of memory");
+    int rc = take(r, SEC_SYMBOLS, 1, &rp->sym, &rp->sym_len, err);
+    rc = rc ? rc : take(r, SEC_PROFILES, !merged, &rp->rows, &rp->rows_len, err);
+    for (uint32_t k = 0; k < rp->nchunks && rc == 0; k++)
+        rc = take(r, SEC_SAMPLES, !merged && chunk_wanted(bp, k, win), &rp->chunks[k], &rp->chunk_len[k], err);
+    rc = rc ? rc : take(r, SEC_MPROFILES, merged, &rp->mrows, &rp->mrows_len, err);
+    rc = rc ? rc : take(r, SEC_MSAMPLES, merged, &rp->msamples, &rp->msamples_len, err);
+    if (rc == 0 && bp->spans) rc = take(r, SEC_SPANS, !merged && !win, &rp->spans, &rp->spans_len, err);
+    if (rc == 0 && buf_reader_left(r))
+        rc = hr_fail(err, HR_EUNPROC, "block: partition `%s` has trailing bytes", bp->key);
+    return rc;
+}
+
+/* Keeps only the rows of the chunks read (rp->chunks[k] non-NULL), and their units:
+ * rows move down, their sample offsets follow. */
+static void keep_read_chunks(segment_t *s, const block_part_t *bp, const raw_part_t *rp, int64_t *units) {
+    size_t from = 0, to = 0;
+    uint64_t first = 0;
+    for (uint32_t k = 0; k < rp->nchunks; k++) {
+        size_t n = bp->chunk_rows[k];
+        for (size_t i = 0; rp->chunks[k] && i < n; i++, to++) {
+            s->profiles[to] = s->profiles[from + i];
+            s->profiles[to].first = first;
+            first += s->profiles[to].nsamples;
+            if (units) units[to] = units[from + i];
+        }
+        from += n;
+    }
+    s->nprofiles = to;
+    s->nsamples = (size_t)first;
+}
+
+/* The rows view: PROFILES, then the samples of each chunk read. */
+static int decode_row_view(segment_t *s, const block_part_t *bp, raw_part_t *rp, int partial, hr_err_t *err) {
+    int64_t *units = NULL;
+    int rc = decode_rows(s, rp->rows, rp->rows_len, bp->nprofiles, bp->min_time, bp->units ? &units : NULL, err);
+    if (rc == 0 && s->nsamples != bp->nsamples) rc = hr_fail(err, HR_EUNPROC, "block: sample count mismatch");
+    if (rc == 0 && rp->nchunks == 1) rc = decode_samples(s, rp->chunks[0], rp->chunk_len[0], units, err);
+    if (rc == 0 && rp->nchunks > 1) {
+        if (partial) keep_read_chunks(s, bp, rp, units);
+        size_t raw = 0; /* a sample takes two bytes at least: the count is not trusted to size memory */
+        for (uint32_t k = 0; k < rp->nchunks; k++) raw += rp->chunk_len[k];
+        rc = s->nsamples > raw ? hr_fail(err, HR_EUNPROC, "block: sample count exceeds data") : alloc_samples(s, err);
+        size_t r0 = 0;
+        for (uint32_t k = 0; k < rp->nchunks && rc == 0; k++) {
+            if (!rp->chunks[k]) continue;
+            size_t r1 = r0 + bp->chunk_rows[k];
+            rc = decode_sample_rows(s, rp->chunks[k], rp->chunk_len[k], units, r0, r1, err);
+            r0 = r1;
+        }
+    }
+    free(units);
+    if (rc == 0 && rp->spans) rc = decode_spans(s, rp->spans, rp->spans_len, bp->traces, err);
+    return rc;
+}
+
 /* One version-2 partition's sections (p..p+n, block_part_range's bytes for the view)
- * into a segment: its profile rows, or (view BLOCK_VIEW_MERGED) its pre-merged rows,
- * one per series, or (BLOCK_VIEW_FUNCS) its function table. The footer's entry
- * supplies the counts and the time base, which the sections must match. */
-static segment_t *decode_part(const uint8_t *p, size_t n, const block_part_t *bp, int view, hr_err_t *err) {
+ * into a segment: its profile rows (with a window, those of the chunks that reach it),
+ * or (view BLOCK_VIEW_MERGED) its pre-merged rows, one per series, or
+ * (BLOCK_VIEW_FUNCS) its function table. The footer's entry supplies the counts and
+ * the time base, which the sections must match. */
+static segment_t *decode_part(const uint8_t *p, size_t n, const block_part_t *bp, int view, const block_window_t *win,
+                              hr_err_t *err) {
     if (view == BLOCK_VIEW_FUNCS) return decode_funcs(p, n, bp, err);
     buf_reader_t r;
     buf_reader_init(&r, p, n);
-    uint8_t *raw[5] = {0};
-    size_t rawlen[5] = {0};
+    raw_part_t rp = {0};
     segment_t *s = calloc(1, sizeof *s);
     if (!s) return hr_fail(err, HR_ENOMEM, "out of memory"), NULL;
     int merged = view == BLOCK_VIEW_MERGED, rc = 0;
     if (merged && !bp->merged) rc = hr_fail(err, HR_EINTERNAL, "block: partition `%s` is not pre-merged", bp->key);
-    static const uint32_t KINDS[5] = {SEC_SYMBOLS, SEC_PROFILES, SEC_SAMPLES, SEC_MPROFILES, SEC_MSAMPLES};
-    for (int i = 0; i < 5 && rc == 0; i++) {
-        int wanted = i == 0 || (i <= 2) != merged;
-        rc = wanted ? get_section(&r, KINDS[i], &raw[i], &rawlen[i], err) : skip_section(&r, KINDS[i], err);
+    const block_window_t *w = !merged && block_window_narrows(bp, win) ? win : NULL; /* else read it all */
+    if (rc == 0) rc = read_sections(&r, bp, merged, w, &rp, err);
+    if (rc == 0 && !(s->sym = symtab_decode(rp.sym, rp.sym_len, err))) rc = -1;
+    if (rc == 0 && merged) {
+        int64_t *units = NULL;
+        rc = decode_rows(s, rp.mrows, rp.mrows_len, bp->nseries, bp->min_time, bp->units ? &units : NULL, err);
+        if (rc == 0) rc = decode_samples(s, rp.msamples, rp.msamples_len, units, err);
+        free(units);
+    } else if (rc == 0) {
+        rc = decode_row_view(s, bp, &rp, w != NULL, err);
     }
-    uint8_t *spans = NULL;
-    size_t spanlen = 0;
-    if (rc == 0 && bp->spans)
-        rc = merged ? skip_section(&r, SEC_SPANS, err) : get_section(&r, SEC_SPANS, &spans, &spanlen, err);
-    if (rc == 0 && buf_reader_left(&r))
-        rc = hr_fail(err, HR_EUNPROC, "block: partition `%s` has trailing bytes", bp->key);
-    if (rc == 0 && !(s->sym = symtab_decode(raw[0], rawlen[0], err))) rc = -1;
-    size_t rows = merged ? bp->nseries : bp->nprofiles, k = merged ? 3 : 1;
-    int64_t *units = NULL;
-    if (rc == 0) rc = decode_rows(s, raw[k], rawlen[k], rows, bp->min_time, bp->units ? &units : NULL, err);
-    if (rc == 0 && !merged && s->nsamples != bp->nsamples)
-        rc = hr_fail(err, HR_EUNPROC, "block: sample count mismatch");
-    if (rc == 0) rc = decode_samples(s, raw[k + 1], rawlen[k + 1], units, err);
-    free(units);
-    if (rc == 0 && spans) rc = decode_spans(s, spans, spanlen, bp->traces, err);
-    free(spans);
     /* Queries pick partitions and views by the footer's time range: it must hold. */
     for (size_t i = 0; rc == 0 && i < s->nprofiles; i++)
         if (s->profiles[i].time_ns < bp->min_time || s->profiles[i].time_ns > bp->max_time)
             rc = hr_fail(err, HR_EUNPROC, "block: partition `%s` has rows outside its time range", bp->key);
-    for (int i = 0; i < 5; i++) free(raw[i]);
+    raw_free(&rp);
     if (rc) {
         segment_free(s);
         return NULL;
@@ -687,10 +859,61 @@ void block_index_free(block_index_t *ix) {
         free(ix->parts[i].key);
         free(ix->parts[i].series);
         free(ix->parts[i].covers);
+        free(ix->parts[i].chunk_rows);
+        free(ix->parts[i].chunk_bytes);
+        free(ix->parts[i].chunk_min);
+        free(ix->parts[i].chunk_max);
     }
     free(ix->parts);
     segment_free(ix->totals);
     free(ix);
+}
+
+/* A footer entry's chunk list (row counts, section bytes) into p. */
+static int parse_chunks(buf_reader_t *r, block_part_t *p, hr_err_t *err) {
+    uint64_t n = buf_get_uvarint(r);
+    if (r->bad || n < 2 || n > buf_reader_left(r) / 2) return hr_fail(err, HR_EUNPROC, "block: bad footer chunk list");
+    p->nchunks = (uint32_t)n;
+    if (!(p->chunk_rows = calloc(n, sizeof *p->chunk_rows)) || !(p->chunk_bytes = calloc(n, sizeof *p->chunk_bytes)) ||
+        !(p->chunk_min = calloc(n, sizeof *p->chunk_min)) || !(p->chunk_max = calloc(n, sizeof *p->chunk_max)))
+        return hr_fail(err, HR_ENOMEM, "out of memory");
+    for (uint64_t k = 0; k < n; k++) {
+        uint64_t rows = buf_get_uvarint(r), bytes = buf_get_uvarint(r);
+        if (rows == 0 || rows > UINT32_MAX || bytes < SECTION_HEADER) r->bad = 1;
+        p->chunk_rows[k] = (uint32_t)rows, p->chunk_bytes[k] = bytes;
+    }
+    return r->bad ? hr_fail(err, HR_EUNPROC, "block: bad footer chunk list") : 0;
+}
+
+/* 1 when p's chunks (if any) hold its np rows and lie inside its byte range, and it
+ * has rows to chunk (a summary has none). */
+static int chunks_fit(const block_part_t *p, uint64_t np) {
+    if (!p->nchunks) return 1;
+    uint64_t rows = 0, bytes = 0;
+    for (uint32_t k = 0; k < p->nchunks; k++) {
+        rows += p->chunk_rows[k];
+        if (__builtin_add_overflow(bytes, p->chunk_bytes[k], &bytes)) return 0;
+    }
+    return !p->summary && rows == np && bytes < p->len;
+}
+
+/* Each chunk's time range, from the footer rows of its partition (rows_match_parts
+ * has checked they are its rows). */
+static void chunk_times(block_index_t *ix) {
+    size_t at = 0;
+    for (size_t i = 0; i < ix->nparts; i++) {
+        block_part_t *bp = &ix->parts[i];
+        size_t r = at;
+        for (uint32_t k = 0; k < bp->nchunks; k++) {
+            bp->chunk_min[k] = INT64_MAX, bp->chunk_max[k] = INT64_MIN;
+            for (size_t e = r + bp->chunk_rows[k]; r < e; r++) {
+                int64_t t = ix->totals->profiles[r].time_ns;
+                if (t < bp->chunk_min[k]) bp->chunk_min[k] = t;
+                if (t > bp->chunk_max[k]) bp->chunk_max[k] = t;
+            }
+        }
+        at += bp->nprofiles;
+    }
 }
 
 /* One footer partition entry; its byte range must lie in [HEADER_BYTES, limit). */
@@ -706,6 +929,7 @@ static int parse_part(buf_reader_t *r, block_part_t *p, uint64_t limit, hr_err_t
     p->summary = (flags & PART_SUMMARY) != 0;
     p->traces = (flags & PART_TRACES) != 0;
     p->funcs_len = flags & PART_FUNCS ? buf_get_uvarint(r) : 0;
+    if ((flags & PART_CHUNKS) && parse_chunks(r, p, err)) return -1;
     uint64_t np = buf_get_uvarint(r), ns = buf_get_uvarint(r);
     p->min_time = buf_get_svarint(r);
     p->max_time = buf_get_svarint(r);
@@ -716,8 +940,7 @@ static int parse_part(buf_reader_t *r, block_part_t *p, uint64_t limit, hr_err_t
         nser > buf_reader_left(r) || (nser > np && !p->summary) || np > SIZE_MAX || ns > SIZE_MAX ||
         p->funcs_len >= p->len || ((flags & PART_FUNCS) && (!p->funcs_len || !p->merged)) ||
         (p->summary && (np || ns || !p->merged || p->spans || !nser || p->min_time > p->max_time)) ||
-        (p->traces && !p->spans) ||
-        (flags & ~(uint64_t)(PART_MERGED | PART_SPANS | PART_UNITS | PART_FUNCS | PART_SUMMARY | PART_TRACES)))
+        (p->traces && !p->spans) || (flags & ~(uint64_t)PART_KNOWN) || !chunks_fit(p, np))
         return hr_fail(err, HR_EUNPROC, "block: bad footer partition entry");
     p->nprofiles = (size_t)np, p->nsamples = (size_t)ns, p->nseries = (size_t)nser;
     if (!(p->key = malloc(kl + 1)) || !(p->series = malloc((nser ? nser : 1) * sizeof *p->series)))
@@ -802,6 +1025,7 @@ static block_index_t *parse_footer(const uint8_t *f, size_t n, uint64_t foff, hr
     if (rc == 0 && !(ix->totals = parse_totals(&fr, buf_get_uvarint(&fr), err))) rc = -1;
     if (rc == 0 && !rows_match_parts(ix))
         rc = hr_fail(err, HR_EUNPROC, "block: footer rows do not match its partitions");
+    if (rc == 0) chunk_times(ix);
     if (rc == 0) rc = link_summaries(ix, err);
     free(raw);
     if (rc) {
@@ -956,7 +1180,7 @@ static int merged_matches(const segment_t *p, const uint32_t *order, const segme
 static int funcs_match(const uint8_t *p, const block_part_t *bp, const segment_t *m, hr_err_t *err) {
     uint64_t off, len;
     block_part_range(bp, BLOCK_VIEW_FUNCS, &off, &len);
-    segment_t *f = decode_part(p + off, (size_t)len, bp, BLOCK_VIEW_FUNCS, err);
+    segment_t *f = decode_part(p + off, (size_t)len, bp, BLOCK_VIEW_FUNCS, NULL, err);
     int none = 0;
     functab_t *want = f ? functab_build(m->sym, m, &none, err) : NULL;
     int ok = want && functab_equal(want, f->funcs);
@@ -977,9 +1201,10 @@ static segment_t *decode_v2(const uint8_t *p, size_t n, hr_err_t *err) {
         const block_part_t *bp = &ix->parts[i];
         uint64_t off, len;
         block_part_range(bp, BLOCK_VIEW_ROWS, &off, &len);
-        if (!(parts[i] = decode_part(p + off, (size_t)len, bp, BLOCK_VIEW_ROWS, err))) rc = -1;
+        if (!(parts[i] = decode_part(p + off, (size_t)len, bp, BLOCK_VIEW_ROWS, NULL, err))) rc = -1;
         /* The whole block (hearth check, compaction) is verified whole: pre-merged rows too. */
-        segment_t *m = rc == 0 && bp->merged ? decode_part(p + off, (size_t)len, bp, BLOCK_VIEW_MERGED, err) : NULL;
+        segment_t *m =
+            rc == 0 && bp->merged ? decode_part(p + off, (size_t)len, bp, BLOCK_VIEW_MERGED, NULL, err) : NULL;
         if (rc == 0 && bp->merged && (!m || (!bp->summary && !merged_matches(parts[i], NULL, m))))
             rc = m ? hr_fail(err, HR_EUNPROC, "block: pre-merged rows of partition `%s` do not match", bp->key) : -1;
         if (rc == 0 && bp->funcs_len && !funcs_match(p, bp, m, err)) rc = -1;
@@ -1092,6 +1317,8 @@ void block_writer_free(block_writer_t *w) {
     for (size_t i = 0; i < w->nparts; i++) {
         free(w->parted[i].key);
         free(w->parted[i].series);
+        free(w->parted[i].chunk_rows);
+        free(w->parted[i].chunk_bytes);
     }
     free(w->parted);
     free(w->rows);
@@ -1125,18 +1352,18 @@ static int same_row(const segment_t *a, size_t i, const segment_t *b, size_t j) 
 static int part_matches(const segment_t *p, const uint32_t *order, const uint8_t *img, const block_part_t *bp,
                         const functab_t *ft, sum_totals_t *sums, hr_err_t *err) {
     size_t n = (size_t)(bp->len - bp->funcs_len);
-    segment_t *d = decode_part(img, n, bp, BLOCK_VIEW_ROWS, err), *m = NULL, *f = NULL;
+    segment_t *d = decode_part(img, n, bp, BLOCK_VIEW_ROWS, NULL, err), *m = NULL, *f = NULL;
     int ok = d && d->nprofiles == (bp->summary ? 0 : p->nprofiles);
     for (size_t k = 0; ok && k < d->nprofiles; k++)
         ok = block_part_has(bp, d->profiles[k].series) && same_row(p, order[k], d, k);
     /* A summary's pre-merged rows must sum the rows it was made of (the source). */
     if (ok && bp->merged)
-        ok = (m = decode_part(img, n, bp, BLOCK_VIEW_MERGED, err)) &&
+        ok = (m = decode_part(img, n, bp, BLOCK_VIEW_MERGED, NULL, err)) &&
              (bp->summary ? merged_matches(p, order, m) : merged_matches(d, NULL, m));
     if (ok && bp->summary && sums) ok = summary_totals(m, sums) == 0;
     if (ok && ft)
-        ok =
-            (f = decode_part(img + n, (size_t)bp->funcs_len, bp, BLOCK_VIEW_FUNCS, err)) && functab_equal(ft, f->funcs);
+        ok = (f = decode_part(img + n, (size_t)bp->funcs_len, bp, BLOCK_VIEW_FUNCS, NULL, err)) &&
+             functab_equal(ft, f->funcs);
     segment_free(f);
     segment_free(m);
     segment_free(d);
@@ -1175,7 +1402,7 @@ static int add_part(block_writer_t *w, const char *key, const segment_t *p, int 
     int flags = 0;
     functab_t *ft = NULL;
     sum_totals_t st = {.part = w->nparts};
-    if (rc == 0) rc = encode_part(p, order, summary, &w->z, &w->out, &flags, &ft, &bp.funcs_len, err);
+    if (rc == 0) rc = encode_part(p, order, summary, &w->z, &w->out, &flags, &ft, &bp.funcs_len, &bp, err);
     if (rc == 0 && summary && !(flags & PART_MERGED)) { /* sums that could overflow: no summary */
         w->out.len = at;
         rc = 1;
@@ -1206,6 +1433,8 @@ static int add_part(block_writer_t *w, const char *key, const segment_t *p, int 
     } else {
         free(bp.key);
         free(bp.series);
+        free(bp.chunk_rows);
+        free(bp.chunk_bytes);
     }
     free(st.series);
     free(st.total);
@@ -1229,7 +1458,9 @@ static int same_part(const block_part_t *a, const block_part_t *b) {
            a->spans == b->spans && a->nprofiles == b->nprofiles && a->nsamples == b->nsamples &&
            a->min_time == b->min_time && a->max_time == b->max_time && a->nseries == b->nseries &&
            a->funcs_len == b->funcs_len && a->summary == b->summary && a->traces == b->traces &&
-           (!a->nseries || !memcmp(a->series, b->series, a->nseries * sizeof *a->series));
+           (!a->nseries || !memcmp(a->series, b->series, a->nseries * sizeof *a->series)) && a->nchunks == b->nchunks &&
+           (!a->nchunks || (!memcmp(a->chunk_rows, b->chunk_rows, a->nchunks * sizeof *a->chunk_rows) &&
+                            !memcmp(a->chunk_bytes, b->chunk_bytes, a->nchunks * sizeof *a->chunk_bytes)));
 }
 
 /* 1 when the footer at out[at..] (file offset foff), parsed as a reader would,
@@ -1438,18 +1669,19 @@ block_index_t *block_index_read(const char *path, hr_err_t *err) {
     return block_src_file(&src, path, err) ? NULL : block_index_read_src(&src, err);
 }
 
-segment_t *block_read_part_src(const block_src_t *src, const block_index_t *ix, size_t p, int view, hr_err_t *err) {
+segment_t *block_read_part_src(const block_src_t *src, const block_index_t *ix, size_t p, int view,
+                               const block_window_t *win, hr_err_t *err) {
     const block_part_t *bp = ix->version == 1 ? NULL : &ix->parts[p];
     uint64_t off = 0, len = src->size;
     if (bp) block_part_range(bp, view, &off, &len);
     uint8_t *b = read_range(src, off, len, err);
     if (!b) return NULL;
-    segment_t *s = bp ? decode_part(b, (size_t)len, bp, view, err) : block_decode(b, (size_t)src->size, err);
+    segment_t *s = bp ? decode_part(b, (size_t)len, bp, view, win, err) : block_decode(b, (size_t)src->size, err);
     free(b);
     return s;
 }
 
 segment_t *block_read_part(const char *path, const block_index_t *ix, size_t p, int view, hr_err_t *err) {
     block_src_t src;
-    return block_src_file(&src, path, err) ? NULL : block_read_part_src(&src, ix, p, view, err);
+    return block_src_file(&src, path, err) ? NULL : block_read_part_src(&src, ix, p, view, NULL, err);
 }

@@ -94,6 +94,13 @@ typedef struct {
     int64_t min_time, max_time; /* INT64_MAX/INT64_MIN when empty */
     uint32_t *series;           /* ascending; NULL: every series (a version-1 block) */
     size_t nseries;
+    /* Row chunks (FORMAT.md): a partition spanning hours keeps its SAMPLES as nchunks
+     * sections over consecutive runs of its rows, so a range inside it decodes only
+     * the chunks that reach the range. 0: one SAMPLES section. */
+    uint32_t nchunks;
+    uint32_t *chunk_rows;           /* each chunk's row count, in row order */
+    uint64_t *chunk_bytes;          /* each chunk's section, in bytes */
+    int64_t *chunk_min, *chunk_max; /* each chunk's rows' time range (from the footer rows) */
 } block_part_t;
 
 /* What a reader knows before decoding any partition. */
@@ -121,9 +128,20 @@ typedef struct {
 /* A source reading the file at path (borrowed; stat'ed now for its size). 0 or -1. */
 int block_src_file(block_src_t *src, const char *path, hr_err_t *err);
 
-/* block_index_read and block_read_part from any source. */
+/* A time range (ns, inclusive) a read of a partition's rows may stop at. */
+typedef struct {
+    int64_t from, until;
+} block_window_t;
+
+/* block_index_read and block_read_part from any source. With a window (NULL: none),
+ * the rows view of a chunked partition holds only the rows of the chunks that reach
+ * it (some of them outside it) and no span samples: a merge of a short range inside a
+ * long partition decodes its slice. */
 block_index_t *block_index_read_src(const block_src_t *src, hr_err_t *err);
-segment_t *block_read_part_src(const block_src_t *src, const block_index_t *ix, size_t p, int view, hr_err_t *err);
+segment_t *block_read_part_src(const block_src_t *src, const block_index_t *ix, size_t p, int view,
+                               const block_window_t *win, hr_err_t *err);
+/* 1 when a rows read of partition bp in window win decodes fewer rows than all. */
+int block_window_narrows(const block_part_t *bp, const block_window_t *win);
 
 /* Reads the header, tail and footer of a block file (a version-1 file: its header
  * only). NULL with err on a missing, short or corrupt file. */

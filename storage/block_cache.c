@@ -14,7 +14,7 @@ static int unreadable(hr_code_t code) { return code == HR_EUNPROC || code == HR_
 /* Gives b the footer ix read for it (NULL: the read failed with e). cache_mu held. */
 static void install(store_t *s, block_t *b, block_index_t *ix, hr_err_t *e, hr_err_t *err) {
     (void)s;
-    if (ix && (b->parts = calloc(BLOCK_VIEWS * ix->nparts + 1, sizeof *b->parts))) {
+    if (ix && (b->parts = calloc(CACHE_SLOTS * ix->nparts + 1, sizeof *b->parts))) {
         b->ix = ix;
         return;
     }
@@ -181,7 +181,7 @@ static int share_symbols(store_t *s, const block_t *b, size_t p, segment_t *seg,
 }
 
 void bcache_drop_locked(store_t *s, block_t *b) {
-    for (size_t p = 0; b->ix && p < BLOCK_VIEWS * b->ix->nparts; p++)
+    for (size_t p = 0; b->ix && p < CACHE_SLOTS * b->ix->nparts; p++)
         if (b->parts[p].cached) unload(s, &b->parts[p]);
     free(b->parts);
     block_index_free(b->ix);
@@ -201,6 +201,84 @@ void bcache_evict_locked(store_t *s) {
         prune_dict(s, i);
 }
 
+/* Says why partition p of b did not load, and marks b bad when it is corrupt or gone.
+ * cache_mu held. */
+static void load_failed(block_t *b, size_t p, int view, const hr_err_t *err) {
+    if (unreadable(err->code) && view == BLOCK_VIEW_FUNCS) {
+        /* The function table alone is damaged: the partition's other sections may be intact,
+         * so the block stays in use and the caller reads the pre-merged rows instead. */
+        log_error("block.function_table_unreadable", "path=%s partition=%zu err=\"%s\"", b->meta.path, p, err->msg);
+    } else if (unreadable(err->code)) {
+        b->bad = 1;
+        log_error("block.unreadable", "path=%s partition=%zu err=\"%s\"", b->meta.path, p, err->msg);
+    } else {
+        log_error("block.load_failed", "path=%s partition=%zu err=\"%s\"", b->meta.path, p, err->msg);
+    }
+}
+
+/* Decodes a view of partition p of b (with win: the rows of the chunks reaching it)
+ * and re-numbers its symbols into its key's dictionary (*entry): fingerprints
+ * recognise stacks across blocks, and the dictionary shares them by them. No lock
+ * held: other scans go on. NULL with err. */
+static segment_t *load(store_t *s, const block_t *b, size_t p, int view, const block_window_t *win, uint32_t *entry,
+                       hr_err_t *err) {
+    segment_t *seg = store_read_part(s, &b->meta, b->ix, p, view, win, err);
+    if (seg && ((seg->sym && symtab_fingerprint_stacks(seg->sym)) || share_symbols(s, b, p, seg, entry))) {
+        segment_free(seg);
+        seg = NULL;
+        hr_fail(err, HR_ENOMEM, "out of memory");
+    }
+    return seg;
+}
+
+/* A window rounded out to whole hours: windows of the same hours share a slot's rows. */
+static block_window_t hours_of(const block_window_t *w) {
+    const int64_t H = 3600000000000LL;
+    int64_t from = w->from / H - (w->from % H < 0), until = w->until / H - (w->until % H < 0);
+    block_window_t r = {from > INT64_MIN / H ? from * H : INT64_MIN,
+                        until < INT64_MAX / H - 1 ? (until + 1) * H - 1 : INT64_MAX};
+    return r;
+}
+
+/* c's segment, pinned, when it is loaded (and for the window slot, of window w). */
+static segment_t *pin_loaded(store_t *s, part_cache_t *c, const block_window_t *w) {
+    segment_t *seg = c->cached && (!w || (c->win.from == w->from && c->win.until == w->until)) ? c->cached : NULL;
+    if (seg) c->refs++, lru_touch(s, c);
+    return seg;
+}
+
+segment_t *bcache_pin_window(store_t *s, size_t i, size_t p, const block_window_t *win, int *slot, int *owned,
+                             hr_err_t *err) {
+    block_t *b = &s->blocks[i];
+    block_window_t hw = hours_of(win);
+    *owned = 0, *slot = BLOCK_VIEW_ROWS;
+    pthread_mutex_lock(&s->cache_mu);
+    segment_t *seg = b->bad ? NULL : pin_loaded(s, part_cache(b, p, BLOCK_VIEW_ROWS), NULL);
+    if (!seg && !b->bad && (seg = pin_loaded(s, part_cache(b, p, SLOT_WINDOW), &hw))) *slot = SLOT_WINDOW;
+    int bad = b->bad;
+    pthread_mutex_unlock(&s->cache_mu);
+    if (bad) hr_fail(err, HR_EUNPROC, "block %s is unreadable", b->meta.path);
+    if (bad || seg) return seg;
+    uint32_t entry = UINT32_MAX;
+    seg = load(s, b, p, BLOCK_VIEW_ROWS, &hw, &entry, err);
+    pthread_mutex_lock(&s->cache_mu);
+    part_cache_t *c = part_cache(b, p, SLOT_WINDOW);
+    if (!seg) {
+        load_failed(b, p, BLOCK_VIEW_ROWS, err);
+    } else if (c->refs) { /* another window in use: this scan's alone */
+        *owned = 1;
+    } else {
+        if (c->cached) unload(s, c);
+        c->cached = seg, c->win = hw, c->dict = entry;
+        s->cached_bytes += segment_bytes(seg);
+        c->refs++, lru_touch(s, c);
+        *slot = SLOT_WINDOW;
+    }
+    if (seg) s->window_loads++;
+    pthread_mutex_unlock(&s->cache_mu);
+    return seg;
+}
+
 segment_t *bcache_pin(store_t *s, size_t i, size_t p, int view, hr_err_t *err) {
     block_t *b = &s->blocks[i];
     pthread_mutex_lock(&s->cache_mu);
@@ -210,24 +288,11 @@ segment_t *bcache_pin(store_t *s, size_t i, size_t p, int view, hr_err_t *err) {
     pthread_mutex_unlock(&s->cache_mu);
     if (!c) hr_fail(err, HR_EUNPROC, "block %s is unreadable", b->meta.path);
     if (!c || seg) return seg;
-    seg = store_read_part(s, &b->meta, b->ix, p, view, err); /* no lock held: other scans go on */
-    /* Fingerprints recognise stacks across blocks: the dictionary shares them by it. */
     uint32_t entry = UINT32_MAX;
-    if (seg && ((seg->sym && symtab_fingerprint_stacks(seg->sym)) || share_symbols(s, b, p, seg, &entry))) {
-        segment_free(seg);
-        seg = NULL;
-        hr_fail(err, HR_ENOMEM, "out of memory");
-    }
+    seg = load(s, b, p, view, NULL, &entry, err);
     pthread_mutex_lock(&s->cache_mu);
-    if (!seg && unreadable(err->code) && view == BLOCK_VIEW_FUNCS) {
-        /* The function table alone is damaged: the partition's other sections may be intact,
-         * so the block stays in use and the caller reads the pre-merged rows instead. */
-        log_error("block.function_table_unreadable", "path=%s partition=%zu err=\"%s\"", b->meta.path, p, err->msg);
-    } else if (!seg && unreadable(err->code)) {
-        b->bad = 1;
-        log_error("block.unreadable", "path=%s partition=%zu err=\"%s\"", b->meta.path, p, err->msg);
-    } else if (!seg) {
-        log_error("block.load_failed", "path=%s partition=%zu err=\"%s\"", b->meta.path, p, err->msg);
+    if (!seg) {
+        load_failed(b, p, view, err);
     } else if (c->cached) { /* another scan loaded it meanwhile */
         free_part(seg);
         seg = c->cached;
@@ -266,6 +331,10 @@ static void *pin_share(void *arg) {
     share_t *sh = arg;
     for (size_t k = sh->first; k < sh->n; k += sh->step) {
         want_t *w = &sh->w[k];
+        if (w->windowed) {
+            w->seg = bcache_pin_window(w->s, w->block, w->part, &w->win, &w->view, &w->owned, &w->err);
+            continue;
+        }
         w->seg = bcache_pin(w->s, w->block, w->part, w->view, &w->err);
         if (!w->seg && w->view == BLOCK_VIEW_FUNCS && unreadable(w->err.code)) { /* see bcache_pin */
             w->view = BLOCK_VIEW_MERGED, w->err = (hr_err_t){0};
@@ -317,7 +386,8 @@ int bcache_run_batch(store_t *s, want_t *w, size_t n, int strict, store_segment_
             rc = -1;
         }
         if (w[k].seg && rc == 0) rc = hand(w[k].seg, fn, ctx, err);
-        if (w[k].seg) bcache_unpin(s, w[k].block, w[k].part, w[k].view);
+        if (w[k].seg && w[k].owned) free_part(w[k].seg);
+        else if (w[k].seg) bcache_unpin(s, w[k].block, w[k].part, w[k].view);
     }
     return rc;
 }

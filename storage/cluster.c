@@ -79,13 +79,13 @@ block_index_t *store_read_index(store_t *s, const block_meta_t *m, hr_err_t *err
 }
 
 segment_t *store_read_part(store_t *s, const block_meta_t *m, const block_index_t *ix, size_t p, int view,
-                           hr_err_t *err) {
+                           const block_window_t *win, hr_err_t *err) {
     char path[4096];
     block_src_t src;
     segment_t *seg = NULL;
     for (int attempt = 0; !seg; attempt++) {
         if (source(s, m, &src, path, sizeof path, err)) return NULL;
-        if ((seg = block_read_part_src(&src, ix, p, view, err)) || !read_again(s, m, attempt, err)) break;
+        if ((seg = block_read_part_src(&src, ix, p, view, win, err)) || !read_again(s, m, attempt, err)) break;
     }
     return seg;
 }

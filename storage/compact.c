@@ -316,7 +316,7 @@ static int read_footers(store_t *s, run_t *r, hr_err_t *err) {
  * unreadable block is marked bad (a later plan skips it): 0 with *seg NULL. */
 static int read_input(store_t *s, run_t *r, size_t i, size_t p, segment_t **seg, hr_err_t *err) {
     hr_err_t e = {0};
-    if ((*seg = store_read_part(s, &r->metas[i], r->ix[i], p, BLOCK_VIEW_ROWS, &e))) return 0;
+    if ((*seg = store_read_part(s, &r->metas[i], r->ix[i], p, BLOCK_VIEW_ROWS, NULL, &e))) return 0;
     if (e.code != HR_EUNPROC && e.code != HR_ENOTFOUND) return *err = e, -1;
     log_error("block.unreadable", "path=%s partition=%zu err=\"%s\"", r->metas[i].path, p, e.msg);
     pthread_rwlock_rdlock(&s->data);

@@ -642,7 +642,9 @@ static int scan_block(store_t *s, size_t i, const store_filter_t *f, want_t *bat
         if (!store_part_wanted(ix, p, f) || !store_part_picked(f, b->meta.id, p)) continue;
         /* A range covering the whole partition takes its pre-merged rows (one per
          * series instead of every profile), or its function table. */
-        batch[(*nb)++] = (want_t){s, i, p, store_part_view(bp, f), NULL, {0}};
+        want_t w = {s, i, p, store_part_view(bp, f), NULL, {0}, 0, {f->from, f->until}, 0};
+        w.windowed = f->window_ok && w.view == BLOCK_VIEW_ROWS && block_window_narrows(bp, &w.win);
+        batch[(*nb)++] = w;
         if (*nb == DECODE_BATCH) {
             rc = bcache_run_batch(s, batch, *nb, f->strict, fn, ctx, err);
             *nb = 0;
@@ -898,6 +900,7 @@ void store_stats(store_t *s, store_stats_t *out) {
     out->cached_bytes = s->cached_bytes + s->dict_bytes;
     out->dict_bytes = s->dict_bytes;
     out->part_loads = s->part_loads;
+    out->window_loads = s->window_loads;
     out->funcs_loads = s->funcs_loads;
     pthread_mutex_unlock(&s->cache_mu);
     out->cuts = s->cuts;

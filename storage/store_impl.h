@@ -46,8 +46,9 @@ typedef struct {
  * are on the store's LRU list, least recently pinned first, so eviction takes the
  * oldest unpinned without scanning every block. All guarded by cache_mu. */
 typedef struct part_cache {
-    segment_t *cached; /* NULL until loaded */
-    uint32_t dict;     /* the store's dictionary entry (dicts) of its key */
+    segment_t *cached;  /* NULL until loaded */
+    block_window_t win; /* the window slot's: the (hour-rounded) range its rows reach */
+    uint32_t dict;      /* the store's dictionary entry (dicts) of its key */
     struct part_cache *older, *newer;
     int refs;
 } part_cache_t;
@@ -62,13 +63,18 @@ typedef struct {
 typedef struct {
     block_meta_t meta;
     block_index_t *ix;   /* its footer (partitions, totals), read when the block is opened or written */
-    part_cache_t *parts; /* BLOCK_VIEWS per partition of ix (part_cache) */
+    part_cache_t *parts; /* CACHE_SLOTS per partition of ix (part_cache) */
     int bad;             /* unreadable: skipped by queries (guarded by cache_mu) */
 } block_t;
 
-/* The cache entry of a view (block.h's BLOCK_VIEW_*) of partition p of b. */
-static inline part_cache_t *part_cache(const block_t *b, size_t p, int view) {
-    return &b->parts[BLOCK_VIEWS * p + (size_t)view];
+/* A partition's cache slots: one per view (block.h's BLOCK_VIEW_*), and the window
+ * slot, which holds the rows of the row chunks one window reaches (bcache_pin_window). */
+#define SLOT_WINDOW BLOCK_VIEWS
+#define CACHE_SLOTS (BLOCK_VIEWS + 1)
+
+/* The cache entry of a slot (a view, or SLOT_WINDOW) of partition p of b. */
+static inline part_cache_t *part_cache(const block_t *b, size_t p, int slot) {
+    return &b->parts[CACHE_SLOTS * p + (size_t)slot];
 }
 
 struct store {
@@ -92,7 +98,8 @@ struct store {
     idset_t dict_set;                      /* dicts by (tenant, key) */
     part_cache_t *lru_oldest, *lru_newest; /* the loaded partitions (cache_mu) */
     int decode_threads; /* partitions a scan decodes at once: the machine's cores, up to DECODE_MAX */
-    uint64_t part_loads, funcs_loads, cuts, retention_deleted, compactions, compacted_blocks, compactions_lost;
+    uint64_t part_loads, funcs_loads, window_loads, cuts, retention_deleted, compactions, compacted_blocks,
+        compactions_lost;
     uint64_t cut_ns; /* the cuts' time, summed (store_stats_t.cut_ns) */
     /* Cluster mode (cluster.c): NULL objects means one node with local files. */
     objstore_t *objects;
@@ -135,7 +142,7 @@ int store_write_block(store_t *s, const char *tenant, const segment_t *seg, bloc
  * list is older than the catalog), never "unreadable". */
 block_index_t *store_read_index(store_t *s, const block_meta_t *m, hr_err_t *err);
 segment_t *store_read_part(store_t *s, const block_meta_t *m, const block_index_t *ix, size_t p, int view,
-                           hr_err_t *err);
+                           const block_window_t *win, hr_err_t *err);
 /* A block just written at DATA_DIR/m->path: in cluster mode uploaded as object
  * m->path and the local file removed. 0 or -1 (the local file is then removed too). */
 int store_publish_block(store_t *s, const block_meta_t *m, hr_err_t *err);
@@ -203,6 +210,16 @@ void bcache_evict_locked(store_t *s);
 segment_t *bcache_pin(store_t *s, size_t i, size_t p, int view, hr_err_t *err);
 void bcache_unpin(store_t *s, size_t i, size_t p, int view);
 
+/* Pins partition p's rows for a scan of window win: all of them when they are cached
+ * (*slot BLOCK_VIEW_ROWS), else only the row chunks that reach win rounded out to
+ * whole hours (block.h), kept in the partition's window slot (*slot SLOT_WINDOW) so
+ * the next query of those hours finds them. A short range inside a long partition
+ * costs its slice, and does not fill the cache with the whole. When the slot holds
+ * another window still in use, the chunks are decoded for this scan alone (*owned
+ * set: the caller frees the segment instead of unpinning it). */
+segment_t *bcache_pin_window(store_t *s, size_t i, size_t p, const block_window_t *win, int *slot, int *owned,
+                             hr_err_t *err);
+
 /* A partition view a scan wants, in scan order. */
 typedef struct {
     store_t *s;
@@ -210,6 +227,9 @@ typedef struct {
     int view;
     segment_t *seg; /* pinned, or NULL (unreadable: err says why) */
     hr_err_t err;
+    int windowed; /* rows view: only the chunks reaching win (bcache_pin_window) */
+    block_window_t win;
+    int owned; /* seg is the scan's own (a windowed decode), not the cache's */
 } want_t;
 
 /* Pins the batch (decoding uncached partitions on up to s->decode_threads threads,

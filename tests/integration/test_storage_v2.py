@@ -254,3 +254,42 @@ def compaction_tiers_summarise_ended_weeks_and_keep_every_answer():
             assert got == before[name, CPU + '{service_name="cart"}', "top"][0] + cpu_each(0), name
     r = cli("check", data)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+@test
+def a_short_range_inside_a_long_block_decodes_its_row_chunks_only():
+    """Three hours of one service cut into one block: its partition keeps row chunks, and a
+    merge of 50 minutes inside it decodes only the chunks of that hour (counted by
+    hearth_block_window_loads_total; none of the whole partition). Its flame graph, top
+    table and folded stacks equal the same query's over the head before the cut, and again
+    after a restart (cold) and from the cache (warm); the whole range still answers exactly."""
+    files = [os.path.join(ARGS.testdata, "pprof", f"go-runtime-cpu-0{i}.pb.gz") for i in range(6)]
+    bodies = [open(f, "rb").read() for f in files]
+    with Server(extra=["--wal-fsync", "none"]) as srv:
+        for i in range(1080):  # a profile every 10 s for three hours
+            st, body = srv.ingest(bodies[i % 6], name="long", format="pprof", **{"from": T0 + 10 * i})
+            assert st == 200, body
+        sel = CPU + '{service_name="long"}'
+        short = {"from": T0 + 3600 + 600, "until": T0 + 2 * 3600 - 1}
+        whole = {"from": T0 - 10, "until": T0 + 3 * 3600}
+
+        def answer(span):
+            return (srv.get_json("/api/v1/query", query=sel, format="flamegraph", **span),
+                    query(srv, sel, **span), srv.get("/api/v1/query", query=sel, format="folded", **span)[1])
+
+        before = answer(short), answer(whole)
+        assert 0 < before[0][1]["total"] < before[1][1]["total"], (before[0][1]["total"], before[1][1]["total"])
+        assert srv.request("POST", "/api/v1/admin/flush")[0] == 200
+        assert len(block_files(srv.data_dir)) == 1
+        srv.stop()
+        srv.start()
+        loads = metric(srv, "hearth_block_partition_loads_total")
+        assert answer(short) == before[0]  # cold: the hour's chunks decoded
+        windows = metric(srv, "hearth_block_window_loads_total")
+        assert windows >= 1 and metric(srv, "hearth_block_partition_loads_total") == loads, windows
+        assert answer(short) == before[0]  # warm: the window slot of the cache
+        assert metric(srv, "hearth_block_window_loads_total") == windows
+        assert answer(whole) == before[1]
+        srv.stop()
+        r = cli("check", srv.data_dir)
+        assert r.returncode == 0, r.stdout + r.stderr
