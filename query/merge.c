@@ -735,9 +735,8 @@ static int merge_exec(store_t *st, const merge_query_t *q, merge_result_t *r, co
     int funcs = q->functions && whole && !r->gauge && !(q->filter && q->filter->hide);
     if (q->want_stacks && !filtered)
         c.passes[n] = PASS_STACKS,
-        f[n++] =
-            (store_filter_t){q->from,           q->until,      c.bits, c.nbits, .merged_ok = whole,
-                             .funcs_ok = funcs, .window_ok = 1}; /* the scan keeps rows in range, and wants no spans */
+        f[n++] = (store_filter_t){q->from,           q->until,      c.bits, c.nbits, .merged_ok = whole,
+                                  .funcs_ok = funcs, .window_ok = 1}; /* rows out of range are not wanted, nor spans */
     /* Sums only travel between nodes (share.h); a restricted merge is small anyway. */
     merge_query_t local = *q;
     if (q->remote && (!q->remote->npeers || !q->want_stacks || filtered || !whole || r->gauge || q->parts ||

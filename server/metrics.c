@@ -195,7 +195,8 @@ static void render_storage(const metrics_t *m, const store_stats_t *s, buf_t *o)
            "Of those, partitions read as their function table alone (the top table over whole partitions).",
            s->funcs_loads);
     scalar(o, "hearth_block_window_loads_total", "counter",
-           "Partitions decoded in part, uncached: the row chunks a range inside them reaches.", s->window_loads);
+           "Partitions decoded in part: the rows of a range inside them (into the partition's window slot).",
+           s->window_loads);
     scalar(o, "hearth_head_cuts_total", "counter", "Heads cut into blocks.", s->cuts);
     family(o, "hearth_head_cut_seconds_total", "counter",
            "Time cuts took to write, verify and commit their blocks (ingest does not wait for it).");

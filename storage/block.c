@@ -32,23 +32,7 @@ enum {
     SEC_FUNCS = 9     /* version 2: the function table (storage/functab.h), when written */
 };
 /* footer partition flags */
-enum {
-    PART_MERGED = 1,
-    PART_SPANS = 2,
-    PART_UNITS = 4,
-    PART_FUNCS = 8,
-    PART_SUMMARY = 16,
-    PART_TRACES = 32,
-    PART_CHUNKS = 64
-};
-#define PART_KNOWN (PART_MERGED | PART_SPANS | PART_UNITS | PART_FUNCS | PART_SUMMARY | PART_TRACES | PART_CHUNKS)
-/* Row chunks (FORMAT.md): a partition whose rows span CHUNK_SPAN_NS or more is cut
- * into chunks of at least CHUNK_MIN_SAMPLES samples, each ending where a series or a
- * clock hour ends, so a range of an hour inside a day decodes about an hour of it. */
-#define HOUR_NS 3600000000000LL
-#define CHUNK_SPAN_NS (2 * HOUR_NS)
-#define CHUNK_MIN_SAMPLES 16384
-#define SECTION_HEADER 24                                               /* kind, raw length, stored length, CRC */
+enum { PART_MERGED = 1, PART_SPANS = 2, PART_UNITS = 4, PART_FUNCS = 8, PART_SUMMARY = 16, PART_TRACES = 32 };
 static const char MAGIC[8] = {'H', 'R', 'T', 'H', 'B', 'L', 'K', '1'};  /* version 1 */
 static const char MAGIC2[8] = {'H', 'R', 'T', 'H', 'B', 'L', 'K', '2'}; /* version 2 */
 static const char TAIL_MAGIC[4] = {'H', 'R', 'T', '2'};
@@ -148,33 +132,6 @@ static void encode_samples(const segment_t *s, const uint32_t *order, const int6
         const seg_profile_t *p = &s->profiles[order[i]];
         for (uint32_t j = 0; j < p->nsamples; j++) buf_put_svarint(b, s->values[p->first + j] / unit[i]);
     }
-}
-
-/* The hour of a time, rounded down (times may be negative). */
-static int64_t hour_of(int64_t t) { return t / HOUR_NS - (t % HOUR_NS < 0); }
-
-/* The chunks of rows order[0..n) (see CHUNK_SPAN_NS): their row counts, malloc'd, and
- * their number in *nchunks; NULL when the rows make one chunk (or memory ran out:
- * one chunk is as correct). */
-static uint32_t *plan_chunks(const segment_t *p, const uint32_t *order, size_t n, uint32_t *nchunks) {
-    *nchunks = 0;
-    if (n < 2 || p->max_time - p->min_time < CHUNK_SPAN_NS) return NULL;
-    uint32_t *rows = malloc(n * sizeof *rows);
-    size_t start = 0, samples = 0;
-    for (size_t i = 0; rows && i < n; i++) {
-        const seg_profile_t *r = &p->profiles[order[i]];
-        samples += r->nsamples;
-        const seg_profile_t *next = i + 1 < n ? &p->profiles[order[i + 1]] : NULL;
-        int ends =
-            !next ||
-            (samples >= CHUNK_MIN_SAMPLES &&
-             (next->series != r->series || hour_of(next->time_ns) != hour_of(p->profiles[order[start]].time_ns)));
-        if (ends) rows[(*nchunks)++] = (uint32_t)(i + 1 - start), start = i + 1, samples = 0;
-    }
-    if (rows && *nchunks > 1) return rows;
-    free(rows);
-    *nchunks = 0;
-    return NULL;
 }
 
 /* The SPANS column block of rows order[0..n): per row its span sample count, then
@@ -293,33 +250,13 @@ static segment_t *premerge(const segment_t *p, const uint32_t *order, hr_err_t *
     return m;
 }
 
-/* The SAMPLES sections of bp's chunks (plan_chunks) of rows order[...], each recorded
- * in bp->chunk_bytes. 0 or -1. */
-static int put_chunks(const segment_t *p, const uint32_t *order, const int64_t *unit, const zenc_t *z, buf_t *out,
-                      block_part_t *bp, hr_err_t *err) {
-    if (!(bp->chunk_bytes = calloc(bp->nchunks, sizeof *bp->chunk_bytes)))
-        return hr_fail(err, HR_ENOMEM, "out of memory");
-    size_t r0 = 0;
-    int rc = 0;
-    for (uint32_t k = 0; k < bp->nchunks && rc == 0; k++) {
-        buf_t b;
-        buf_init(&b);
-        encode_samples(p, order + r0, unit + r0, bp->chunk_rows[k], &b);
-        size_t at = out->len;
-        rc = put_sections(out, SEC_SAMPLES, &b, 1, z, err);
-        bp->chunk_bytes[k] = out->len - at;
-        r0 += bp->chunk_rows[k];
-    }
-    return rc;
-}
-
 /* One partition's sections: SYMBOLS, PROFILES, SAMPLES (p's rows, sorted), then the
  * pre-merged MPROFILES and MSAMPLES (empty when not pre-merged), then SPANS when any
  * row has span samples, then FUNCS when the partition has a function table (*ft, for
  * the caller to check it reads back; *funcs_len its section's bytes). *flags receives
  * the PART_* flags that apply. */
 static int encode_part(const segment_t *p, const uint32_t *order, int summary, const zenc_t *z, buf_t *out, int *flags,
-                       functab_t **ft, uint64_t *funcs_len, block_part_t *bp, hr_err_t *err) {
+                       functab_t **ft, uint64_t *funcs_len, hr_err_t *err) {
     uint32_t *morder = NULL;
     err->code = HR_OK;
     segment_t *m = premerge(p, order, err);
@@ -338,8 +275,7 @@ static int encode_part(const segment_t *p, const uint32_t *order, int summary, c
         symtab_encode(p->sym, &sec[0]);
         size_t rows = summary ? 0 : p->nprofiles; /* a summary keeps only the pre-merged rows */
         encode_profiles(p, order, unit, rows, &sec[1]);
-        if (!(bp->chunk_rows = plan_chunks(p, order, rows, &bp->nchunks)))
-            encode_samples(p, order, unit, rows, &sec[2]);
+        encode_samples(p, order, unit, rows, &sec[2]);
         if (m) encode_profiles(m, morder, munit, m->nprofiles, &sec[3]);
         if (m) encode_samples(m, morder, munit, m->nprofiles, &sec[4]);
     }
@@ -347,16 +283,12 @@ static int encode_part(const segment_t *p, const uint32_t *order, int summary, c
     if (spans) encode_spans(p, order, p->nprofiles, traces, &sec[5]);
     if (*ft) functab_encode(*ft, &sec[6]);
     *flags = (m ? PART_MERGED : 0) | (spans ? PART_SPANS : 0) | PART_UNITS | (*ft ? PART_FUNCS : 0) |
-             (summary ? PART_SUMMARY : 0) | (traces ? PART_TRACES : 0) | (bp->nchunks ? PART_CHUNKS : 0);
+             (summary ? PART_SUMMARY : 0) | (traces ? PART_TRACES : 0);
     free(morder);
+    free(unit);
     free(munit);
     premerged_free(m);
-    int rc = put_sections(out, SEC_SYMBOLS, sec, bp->nchunks ? 2 : 3, z, err);
-    if (bp->nchunks) {
-        buf_free(&sec[2]);
-        rc = rc ? rc : put_chunks(p, order, unit, z, out, bp, err);
-    }
-    free(unit);
+    int rc = put_sections(out, SEC_SYMBOLS, sec, 3, z, err);
     rc = rc ? rc : put_sections(out, SEC_MPROFILES, sec + 3, 2, z, err);
     rc = rc ? rc : spans ? put_sections(out, SEC_SPANS, sec + 5, 1, z, err) : 0;
     size_t at = out->len;
@@ -400,14 +332,8 @@ static void footer_part(buf_t *f, const block_part_t *bp) {
     buf_put_uvarint(f, bp->len);
     buf_put_uvarint(f, (uint64_t)((bp->merged ? PART_MERGED : 0) | (bp->spans ? PART_SPANS : 0) |
                                   (bp->units ? PART_UNITS : 0) | (bp->funcs_len ? PART_FUNCS : 0) |
-                                  (bp->summary ? PART_SUMMARY : 0) | (bp->traces ? PART_TRACES : 0) |
-                                  (bp->nchunks ? PART_CHUNKS : 0)));
+                                  (bp->summary ? PART_SUMMARY : 0) | (bp->traces ? PART_TRACES : 0)));
     if (bp->funcs_len) buf_put_uvarint(f, bp->funcs_len);
-    if (bp->nchunks) buf_put_uvarint(f, bp->nchunks);
-    for (uint32_t k = 0; k < bp->nchunks; k++) {
-        buf_put_uvarint(f, bp->chunk_rows[k]);
-        buf_put_uvarint(f, bp->chunk_bytes[k]);
-    }
     buf_put_uvarint(f, bp->nprofiles);
     buf_put_uvarint(f, bp->nsamples);
     buf_put_svarint(f, bp->min_time);
@@ -549,15 +475,38 @@ static int alloc_samples(segment_t *s, hr_err_t *err) {
     return 0;
 }
 
-/* The SAMPLES columns (p..p+n) of rows [r0, r1) of s, whose samples have room; values
- * are multiplied back by the rows' units (NULL: stored as they are). */
-static int decode_sample_rows(segment_t *s, const uint8_t *p, size_t n, const int64_t *units, size_t r0, size_t r1,
-                              hr_err_t *err) {
+/* Steps r over n varints without decoding them: a varint ends at a byte below 0x80,
+ * so this counts such bytes, eight at a time while it can. */
+static void skip_varints(buf_reader_t *r, uint64_t n) {
+    const uint8_t *p = r->p, *end = r->end;
+    while (n >= 8 && end - p >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        unsigned ends = (unsigned)__builtin_popcountll(~w & 0x8080808080808080ULL);
+        if (ends > n) break; /* the last ones are among these eight: byte by byte */
+        n -= ends, p += 8;
+    }
+    for (; n && p < end; p++) n -= *p < 0x80;
+    if (n) r->bad = 1;
+    r->p = p;
+}
+
+/* The SAMPLES columns of rows read of s (all rows, or those with keep[i] set, whose
+ * samples then lie at s->profiles[...].first as keep_rows placed them); the others'
+ * bytes are stepped over. Values are multiplied back by the rows' units (NULL: stored
+ * as they are). */
+static int decode_samples(segment_t *s, const uint8_t *p, size_t n, const int64_t *units, const seg_profile_t *all,
+                          size_t nall, const uint8_t *keep, hr_err_t *err) {
+    if (s->nsamples > n) return hr_fail(err, HR_EUNPROC, "block: sample count exceeds data");
+    if (alloc_samples(s, err)) return -1;
     buf_reader_t r;
     buf_reader_init(&r, p, n);
-    for (size_t i = r0; i < r1; i++) {
-        seg_profile_t *row = &s->profiles[i];
-        if (row->nsamples > n) return hr_fail(err, HR_EUNPROC, "block: sample count exceeds data");
+    for (size_t i = 0, o = 0; i < nall; i++) {
+        if (keep && !keep[i]) {
+            skip_varints(&r, all[i].nsamples);
+            continue;
+        }
+        seg_profile_t *row = &s->profiles[o++];
         uint64_t st = 0;
         for (uint32_t j = 0; j < row->nsamples; j++) {
             uint64_t d = buf_get_uvarint(&r);
@@ -569,26 +518,53 @@ static int decode_sample_rows(segment_t *s, const uint8_t *p, size_t n, const in
             s->stacks[row->first + j] = (uint32_t)st;
         }
     }
-    for (size_t i = r0; i < r1; i++) {
-        seg_profile_t *row = &s->profiles[i];
+    for (size_t i = 0, o = 0; i < nall; i++) {
+        if (keep && !keep[i]) {
+            skip_varints(&r, all[i].nsamples);
+            continue;
+        }
+        seg_profile_t *row = &s->profiles[o];
         row->total = 0;
         for (uint32_t j = 0; j < row->nsamples; j++) {
             int64_t v = buf_get_svarint(&r);
-            if (units && __builtin_mul_overflow(v, units[i], &v))
+            if (units && __builtin_mul_overflow(v, units[o], &v))
                 return hr_fail(err, HR_EUNPROC, "block: value out of range");
             s->values[row->first + j] = v;
             row->total += v;
         }
+        o++;
     }
     if (r.bad || buf_reader_left(&r)) return hr_fail(err, HR_EUNPROC, "block: bad sample columns");
     return 0;
 }
 
-/* The SAMPLES columns of all of s's rows. */
-static int decode_samples(segment_t *s, const uint8_t *p, size_t n, const int64_t *units, hr_err_t *err) {
-    if (s->nsamples > n) return hr_fail(err, HR_EUNPROC, "block: sample count exceeds data");
-    if (alloc_samples(s, err)) return -1;
-    return decode_sample_rows(s, p, n, units, 0, s->nprofiles, err);
+/* Keeps the rows of s in win (keep[i] set for them), moving them down with their units;
+ * their samples' offsets follow. *all receives the rows as read, for decode_samples
+ * to step over the others; NULL when out of memory. */
+static uint8_t *keep_rows(segment_t *s, const block_window_t *win, int64_t *units, seg_profile_t **all) {
+    uint8_t *keep = malloc(s->nprofiles + 1);
+    *all = malloc((s->nprofiles + 1) * sizeof **all);
+    if (!keep || !*all) {
+        free(keep);
+        free(*all);
+        *all = NULL;
+        return NULL;
+    }
+    memcpy(*all, s->profiles, s->nprofiles * sizeof **all);
+    size_t to = 0;
+    uint64_t first = 0;
+    for (size_t i = 0; i < s->nprofiles; i++) {
+        seg_profile_t r = s->profiles[i];
+        keep[i] = r.time_ns >= win->from && r.time_ns <= win->until;
+        if (!keep[i]) continue;
+        r.first = first;
+        first += r.nsamples;
+        if (units) units[to] = units[i];
+        s->profiles[to++] = r;
+    }
+    s->nprofiles = to;
+    s->nsamples = (size_t)first;
+    return keep;
 }
 
 /* The SPANS section (encode_spans) of decoded rows: every stack id in range, samples
@@ -657,7 +633,7 @@ static segment_t *decode_v1(buf_reader_t *r, hr_err_t *err) {
         hr_fail(err, HR_EUNPROC, "block: sample count mismatch");
         goto fail;
     }
-    if (decode_samples(s, raw[3], rawlen[3], NULL, err)) goto fail;
+    if (decode_samples(s, raw[3], rawlen[3], NULL, s->profiles, s->nprofiles, NULL, err)) goto fail;
     s->min_time = np ? min_t : INT64_MAX;
     s->max_time = np ? max_t : INT64_MIN;
     for (int i = 0; i < NSECTIONS; i++) free(raw[i]);
@@ -719,130 +695,70 @@ static segment_t *decode_funcs(const uint8_t *p, size_t n, const block_part_t *b
 }
 
 int block_window_narrows(const block_part_t *bp, const block_window_t *win) {
-    if (!win || bp->nchunks < 2) return 0;
-    for (uint32_t k = 0; k < bp->nchunks; k++)
-        if (bp->chunk_max[k] < win->from || bp->chunk_min[k] > win->until) return 1;
-    return 0;
+    return win && bp->nprofiles && (win->from > bp->min_time || win->until < bp->max_time);
 }
 
-/* The raw sections of a partition's view, decompressed (raw[i], len[i]): SYMBOLS,
- * PROFILES, the SAMPLES chunks (one when unchunked), MPROFILES, MSAMPLES, SPANS.
- * A section the view does not need is skipped: it stays NULL. */
-typedef struct {
-    uint8_t *sym, *rows, *mrows, *msamples, *spans, **chunks;
-    size_t sym_len, rows_len, mrows_len, msamples_len, spans_len, *chunk_len;
-    uint32_t nchunks;
-} raw_part_t;
-
-static void raw_free(raw_part_t *r) {
-    for (uint32_t k = 0; r->chunks && k < r->nchunks; k++) free(r->chunks[k]);
-    free(r->chunks);
-    free(r->chunk_len);
-    free(r->sym), free(r->rows), free(r->mrows), free(r->msamples), free(r->spans);
-}
-
-/* Takes (want) or skips a section of kind. */
-static int take(buf_reader_t *r, uint32_t kind, int want, uint8_t **raw, size_t *len, hr_err_t *err) {
-    return want ? get_section(r, kind, raw, len, err) : skip_section(r, kind, err);
-}
-
-/* 1 when chunk k of bp reaches the window (NULL: every chunk does). */
-static int chunk_wanted(const block_part_t *bp, uint32_t k, const block_window_t *win) {
-    return !win || bp->nchunks < 2 || (bp->chunk_max[k] >= win->from && bp->chunk_min[k] <= win->until);
-}
-
-static int read_sections(buf_reader_t *r, const block_part_t *bp, int merged, const block_window_t *win, raw_part_t *rp,
-                         hr_err_t *err) {
-    rp->nchunks = bp->nchunks > 1 ? bp->nchunks : 1;
-    if (!(rp->chunks = calloc(rp->nchunks, sizeof *rp->chunks)) ||
-        !(rp->chunk_len = calloc(rp->nchunks, sizeof *rp->chunk_len)))
-        return hr_fail(err, HR_ENOMEM, "out of memory");
-    int rc = take(r, SEC_SYMBOLS, 1, &rp->sym, &rp->sym_len, err);
-    rc = rc ? rc : take(r, SEC_PROFILES, !merged, &rp->rows, &rp->rows_len, err);
-    for (uint32_t k = 0; k < rp->nchunks && rc == 0; k++)
-        rc = take(r, SEC_SAMPLES, !merged && chunk_wanted(bp, k, win), &rp->chunks[k], &rp->chunk_len[k], err);
-    rc = rc ? rc : take(r, SEC_MPROFILES, merged, &rp->mrows, &rp->mrows_len, err);
-    rc = rc ? rc : take(r, SEC_MSAMPLES, merged, &rp->msamples, &rp->msamples_len, err);
-    if (rc == 0 && bp->spans) rc = take(r, SEC_SPANS, !merged && !win, &rp->spans, &rp->spans_len, err);
-    if (rc == 0 && buf_reader_left(r))
-        rc = hr_fail(err, HR_EUNPROC, "block: partition `%s` has trailing bytes", bp->key);
-    return rc;
-}
-
-/* Keeps only the rows of the chunks read (rp->chunks[k] non-NULL), and their units:
- * rows move down, their sample offsets follow. */
-static void keep_read_chunks(segment_t *s, const block_part_t *bp, const raw_part_t *rp, int64_t *units) {
-    size_t from = 0, to = 0;
-    uint64_t first = 0;
-    for (uint32_t k = 0; k < rp->nchunks; k++) {
-        size_t n = bp->chunk_rows[k];
-        for (size_t i = 0; rp->chunks[k] && i < n; i++, to++) {
-            s->profiles[to] = s->profiles[from + i];
-            s->profiles[to].first = first;
-            first += s->profiles[to].nsamples;
-            if (units) units[to] = units[from + i];
-        }
-        from += n;
-    }
-    s->nprofiles = to;
-    s->nsamples = (size_t)first;
-}
-
-/* The rows view: PROFILES, then the samples of each chunk read. */
-static int decode_row_view(segment_t *s, const block_part_t *bp, raw_part_t *rp, int partial, hr_err_t *err) {
+/* The rows view's rows and samples (and spans), all or (win) those in the window. */
+static int decode_row_view(segment_t *s, const block_part_t *bp, uint8_t *const *raw, const size_t *rawlen,
+                           const block_window_t *win, hr_err_t *err) {
     int64_t *units = NULL;
-    int rc = decode_rows(s, rp->rows, rp->rows_len, bp->nprofiles, bp->min_time, bp->units ? &units : NULL, err);
+    seg_profile_t *all = NULL;
+    uint8_t *keep = NULL;
+    int rc = decode_rows(s, raw[1], rawlen[1], bp->nprofiles, bp->min_time, bp->units ? &units : NULL, err);
     if (rc == 0 && s->nsamples != bp->nsamples) rc = hr_fail(err, HR_EUNPROC, "block: sample count mismatch");
-    if (rc == 0 && rp->nchunks == 1) rc = decode_samples(s, rp->chunks[0], rp->chunk_len[0], units, err);
-    if (rc == 0 && rp->nchunks > 1) {
-        if (partial) keep_read_chunks(s, bp, rp, units);
-        size_t raw = 0; /* a sample takes two bytes at least: the count is not trusted to size memory */
-        for (uint32_t k = 0; k < rp->nchunks; k++) raw += rp->chunk_len[k];
-        rc = s->nsamples > raw ? hr_fail(err, HR_EUNPROC, "block: sample count exceeds data") : alloc_samples(s, err);
-        size_t r0 = 0;
-        for (uint32_t k = 0; k < rp->nchunks && rc == 0; k++) {
-            if (!rp->chunks[k]) continue;
-            size_t r1 = r0 + bp->chunk_rows[k];
-            rc = decode_sample_rows(s, rp->chunks[k], rp->chunk_len[k], units, r0, r1, err);
-            r0 = r1;
-        }
-    }
+    size_t nall = s->nprofiles;
+    if (rc == 0 && win && !(keep = keep_rows(s, win, units, &all))) rc = hr_fail(err, HR_ENOMEM, "out of memory");
+    if (rc == 0) rc = decode_samples(s, raw[2], rawlen[2], units, all ? all : s->profiles, nall, keep, err);
     free(units);
-    if (rc == 0 && rp->spans) rc = decode_spans(s, rp->spans, rp->spans_len, bp->traces, err);
+    free(all);
+    free(keep);
     return rc;
 }
 
 /* One version-2 partition's sections (p..p+n, block_part_range's bytes for the view)
- * into a segment: its profile rows (with a window, those of the chunks that reach it),
- * or (view BLOCK_VIEW_MERGED) its pre-merged rows, one per series, or
- * (BLOCK_VIEW_FUNCS) its function table. The footer's entry supplies the counts and
- * the time base, which the sections must match. */
+ * into a segment: its profile rows (with a window, those in it, without spans), or
+ * (view BLOCK_VIEW_MERGED) its pre-merged rows, one per series, or (BLOCK_VIEW_FUNCS)
+ * its function table. The footer's entry supplies the counts and the time base, which
+ * the sections must match. */
 static segment_t *decode_part(const uint8_t *p, size_t n, const block_part_t *bp, int view, const block_window_t *win,
                               hr_err_t *err) {
     if (view == BLOCK_VIEW_FUNCS) return decode_funcs(p, n, bp, err);
     buf_reader_t r;
     buf_reader_init(&r, p, n);
-    raw_part_t rp = {0};
+    uint8_t *raw[5] = {0};
+    size_t rawlen[5] = {0};
     segment_t *s = calloc(1, sizeof *s);
     if (!s) return hr_fail(err, HR_ENOMEM, "out of memory"), NULL;
     int merged = view == BLOCK_VIEW_MERGED, rc = 0;
     if (merged && !bp->merged) rc = hr_fail(err, HR_EINTERNAL, "block: partition `%s` is not pre-merged", bp->key);
-    const block_window_t *w = !merged && block_window_narrows(bp, win) ? win : NULL; /* else read it all */
-    if (rc == 0) rc = read_sections(&r, bp, merged, w, &rp, err);
-    if (rc == 0 && !(s->sym = symtab_decode(rp.sym, rp.sym_len, err))) rc = -1;
+    if (merged || !block_window_narrows(bp, win)) win = NULL; /* every row */
+    static const uint32_t KINDS[5] = {SEC_SYMBOLS, SEC_PROFILES, SEC_SAMPLES, SEC_MPROFILES, SEC_MSAMPLES};
+    for (int i = 0; i < 5 && rc == 0; i++) {
+        int wanted = i == 0 || (i <= 2) != merged;
+        rc = wanted ? get_section(&r, KINDS[i], &raw[i], &rawlen[i], err) : skip_section(&r, KINDS[i], err);
+    }
+    uint8_t *spans = NULL;
+    size_t spanlen = 0;
+    if (rc == 0 && bp->spans)
+        rc = merged || win ? skip_section(&r, SEC_SPANS, err) : get_section(&r, SEC_SPANS, &spans, &spanlen, err);
+    if (rc == 0 && buf_reader_left(&r))
+        rc = hr_fail(err, HR_EUNPROC, "block: partition `%s` has trailing bytes", bp->key);
+    if (rc == 0 && !(s->sym = symtab_decode(raw[0], rawlen[0], err))) rc = -1;
     if (rc == 0 && merged) {
         int64_t *units = NULL;
-        rc = decode_rows(s, rp.mrows, rp.mrows_len, bp->nseries, bp->min_time, bp->units ? &units : NULL, err);
-        if (rc == 0) rc = decode_samples(s, rp.msamples, rp.msamples_len, units, err);
+        rc = decode_rows(s, raw[3], rawlen[3], bp->nseries, bp->min_time, bp->units ? &units : NULL, err);
+        if (rc == 0) rc = decode_samples(s, raw[4], rawlen[4], units, s->profiles, s->nprofiles, NULL, err);
         free(units);
     } else if (rc == 0) {
-        rc = decode_row_view(s, bp, &rp, w != NULL, err);
+        rc = decode_row_view(s, bp, raw, rawlen, win, err);
     }
+    if (rc == 0 && spans) rc = decode_spans(s, spans, spanlen, bp->traces, err);
+    free(spans);
     /* Queries pick partitions and views by the footer's time range: it must hold. */
     for (size_t i = 0; rc == 0 && i < s->nprofiles; i++)
         if (s->profiles[i].time_ns < bp->min_time || s->profiles[i].time_ns > bp->max_time)
             rc = hr_fail(err, HR_EUNPROC, "block: partition `%s` has rows outside its time range", bp->key);
-    raw_free(&rp);
+    for (int i = 0; i < 5; i++) free(raw[i]);
     if (rc) {
         segment_free(s);
         return NULL;
@@ -859,61 +775,10 @@ void block_index_free(block_index_t *ix) {
         free(ix->parts[i].key);
         free(ix->parts[i].series);
         free(ix->parts[i].covers);
-        free(ix->parts[i].chunk_rows);
-        free(ix->parts[i].chunk_bytes);
-        free(ix->parts[i].chunk_min);
-        free(ix->parts[i].chunk_max);
     }
     free(ix->parts);
     segment_free(ix->totals);
     free(ix);
-}
-
-/* A footer entry's chunk list (row counts, section bytes) into p. */
-static int parse_chunks(buf_reader_t *r, block_part_t *p, hr_err_t *err) {
-    uint64_t n = buf_get_uvarint(r);
-    if (r->bad || n < 2 || n > buf_reader_left(r) / 2) return hr_fail(err, HR_EUNPROC, "block: bad footer chunk list");
-    p->nchunks = (uint32_t)n;
-    if (!(p->chunk_rows = calloc(n, sizeof *p->chunk_rows)) || !(p->chunk_bytes = calloc(n, sizeof *p->chunk_bytes)) ||
-        !(p->chunk_min = calloc(n, sizeof *p->chunk_min)) || !(p->chunk_max = calloc(n, sizeof *p->chunk_max)))
-        return hr_fail(err, HR_ENOMEM, "out of memory");
-    for (uint64_t k = 0; k < n; k++) {
-        uint64_t rows = buf_get_uvarint(r), bytes = buf_get_uvarint(r);
-        if (rows == 0 || rows > UINT32_MAX || bytes < SECTION_HEADER) r->bad = 1;
-        p->chunk_rows[k] = (uint32_t)rows, p->chunk_bytes[k] = bytes;
-    }
-    return r->bad ? hr_fail(err, HR_EUNPROC, "block: bad footer chunk list") : 0;
-}
-
-/* 1 when p's chunks (if any) hold its np rows and lie inside its byte range, and it
- * has rows to chunk (a summary has none). */
-static int chunks_fit(const block_part_t *p, uint64_t np) {
-    if (!p->nchunks) return 1;
-    uint64_t rows = 0, bytes = 0;
-    for (uint32_t k = 0; k < p->nchunks; k++) {
-        rows += p->chunk_rows[k];
-        if (__builtin_add_overflow(bytes, p->chunk_bytes[k], &bytes)) return 0;
-    }
-    return !p->summary && rows == np && bytes < p->len;
-}
-
-/* Each chunk's time range, from the footer rows of its partition (rows_match_parts
- * has checked they are its rows). */
-static void chunk_times(block_index_t *ix) {
-    size_t at = 0;
-    for (size_t i = 0; i < ix->nparts; i++) {
-        block_part_t *bp = &ix->parts[i];
-        size_t r = at;
-        for (uint32_t k = 0; k < bp->nchunks; k++) {
-            bp->chunk_min[k] = INT64_MAX, bp->chunk_max[k] = INT64_MIN;
-            for (size_t e = r + bp->chunk_rows[k]; r < e; r++) {
-                int64_t t = ix->totals->profiles[r].time_ns;
-                if (t < bp->chunk_min[k]) bp->chunk_min[k] = t;
-                if (t > bp->chunk_max[k]) bp->chunk_max[k] = t;
-            }
-        }
-        at += bp->nprofiles;
-    }
 }
 
 /* One footer partition entry; its byte range must lie in [HEADER_BYTES, limit). */
@@ -929,7 +794,6 @@ static int parse_part(buf_reader_t *r, block_part_t *p, uint64_t limit, hr_err_t
     p->summary = (flags & PART_SUMMARY) != 0;
     p->traces = (flags & PART_TRACES) != 0;
     p->funcs_len = flags & PART_FUNCS ? buf_get_uvarint(r) : 0;
-    if ((flags & PART_CHUNKS) && parse_chunks(r, p, err)) return -1;
     uint64_t np = buf_get_uvarint(r), ns = buf_get_uvarint(r);
     p->min_time = buf_get_svarint(r);
     p->max_time = buf_get_svarint(r);
@@ -940,7 +804,8 @@ static int parse_part(buf_reader_t *r, block_part_t *p, uint64_t limit, hr_err_t
         nser > buf_reader_left(r) || (nser > np && !p->summary) || np > SIZE_MAX || ns > SIZE_MAX ||
         p->funcs_len >= p->len || ((flags & PART_FUNCS) && (!p->funcs_len || !p->merged)) ||
         (p->summary && (np || ns || !p->merged || p->spans || !nser || p->min_time > p->max_time)) ||
-        (p->traces && !p->spans) || (flags & ~(uint64_t)PART_KNOWN) || !chunks_fit(p, np))
+        (p->traces && !p->spans) ||
+        (flags & ~(uint64_t)(PART_MERGED | PART_SPANS | PART_UNITS | PART_FUNCS | PART_SUMMARY | PART_TRACES)))
         return hr_fail(err, HR_EUNPROC, "block: bad footer partition entry");
     p->nprofiles = (size_t)np, p->nsamples = (size_t)ns, p->nseries = (size_t)nser;
     if (!(p->key = malloc(kl + 1)) || !(p->series = malloc((nser ? nser : 1) * sizeof *p->series)))
@@ -1025,7 +890,6 @@ static block_index_t *parse_footer(const uint8_t *f, size_t n, uint64_t foff, hr
     if (rc == 0 && !(ix->totals = parse_totals(&fr, buf_get_uvarint(&fr), err))) rc = -1;
     if (rc == 0 && !rows_match_parts(ix))
         rc = hr_fail(err, HR_EUNPROC, "block: footer rows do not match its partitions");
-    if (rc == 0) chunk_times(ix);
     if (rc == 0) rc = link_summaries(ix, err);
     free(raw);
     if (rc) {
@@ -1317,8 +1181,6 @@ void block_writer_free(block_writer_t *w) {
     for (size_t i = 0; i < w->nparts; i++) {
         free(w->parted[i].key);
         free(w->parted[i].series);
-        free(w->parted[i].chunk_rows);
-        free(w->parted[i].chunk_bytes);
     }
     free(w->parted);
     free(w->rows);
@@ -1402,7 +1264,7 @@ static int add_part(block_writer_t *w, const char *key, const segment_t *p, int 
     int flags = 0;
     functab_t *ft = NULL;
     sum_totals_t st = {.part = w->nparts};
-    if (rc == 0) rc = encode_part(p, order, summary, &w->z, &w->out, &flags, &ft, &bp.funcs_len, &bp, err);
+    if (rc == 0) rc = encode_part(p, order, summary, &w->z, &w->out, &flags, &ft, &bp.funcs_len, err);
     if (rc == 0 && summary && !(flags & PART_MERGED)) { /* sums that could overflow: no summary */
         w->out.len = at;
         rc = 1;
@@ -1433,8 +1295,6 @@ static int add_part(block_writer_t *w, const char *key, const segment_t *p, int 
     } else {
         free(bp.key);
         free(bp.series);
-        free(bp.chunk_rows);
-        free(bp.chunk_bytes);
     }
     free(st.series);
     free(st.total);
@@ -1458,9 +1318,7 @@ static int same_part(const block_part_t *a, const block_part_t *b) {
            a->spans == b->spans && a->nprofiles == b->nprofiles && a->nsamples == b->nsamples &&
            a->min_time == b->min_time && a->max_time == b->max_time && a->nseries == b->nseries &&
            a->funcs_len == b->funcs_len && a->summary == b->summary && a->traces == b->traces &&
-           (!a->nseries || !memcmp(a->series, b->series, a->nseries * sizeof *a->series)) && a->nchunks == b->nchunks &&
-           (!a->nchunks || (!memcmp(a->chunk_rows, b->chunk_rows, a->nchunks * sizeof *a->chunk_rows) &&
-                            !memcmp(a->chunk_bytes, b->chunk_bytes, a->nchunks * sizeof *a->chunk_bytes)));
+           (!a->nseries || !memcmp(a->series, b->series, a->nseries * sizeof *a->series));
 }
 
 /* 1 when the footer at out[at..] (file offset foff), parsed as a reader would,

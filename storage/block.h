@@ -94,13 +94,6 @@ typedef struct {
     int64_t min_time, max_time; /* INT64_MAX/INT64_MIN when empty */
     uint32_t *series;           /* ascending; NULL: every series (a version-1 block) */
     size_t nseries;
-    /* Row chunks (FORMAT.md): a partition spanning hours keeps its SAMPLES as nchunks
-     * sections over consecutive runs of its rows, so a range inside it decodes only
-     * the chunks that reach the range. 0: one SAMPLES section. */
-    uint32_t nchunks;
-    uint32_t *chunk_rows;           /* each chunk's row count, in row order */
-    uint64_t *chunk_bytes;          /* each chunk's section, in bytes */
-    int64_t *chunk_min, *chunk_max; /* each chunk's rows' time range (from the footer rows) */
 } block_part_t;
 
 /* What a reader knows before decoding any partition. */
@@ -134,13 +127,14 @@ typedef struct {
 } block_window_t;
 
 /* block_index_read and block_read_part from any source. With a window (NULL: none),
- * the rows view of a chunked partition holds only the rows of the chunks that reach
- * it (some of them outside it) and no span samples: a merge of a short range inside a
- * long partition decodes its slice. */
+ * the rows view holds only the rows in it, without span samples: a merge of a short
+ * range inside a long partition decompresses the partition's columns but decodes the
+ * samples of its rows only, stepping over the others' bytes. */
 block_index_t *block_index_read_src(const block_src_t *src, hr_err_t *err);
 segment_t *block_read_part_src(const block_src_t *src, const block_index_t *ix, size_t p, int view,
                                const block_window_t *win, hr_err_t *err);
-/* 1 when a rows read of partition bp in window win decodes fewer rows than all. */
+/* 1 when a rows read of partition bp in window win leaves rows out (the window does
+ * not hold the partition's whole time range). */
 int block_window_narrows(const block_part_t *bp, const block_window_t *win);
 
 /* Reads the header, tail and footer of a block file (a version-1 file: its header

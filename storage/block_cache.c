@@ -216,7 +216,7 @@ static void load_failed(block_t *b, size_t p, int view, const hr_err_t *err) {
     }
 }
 
-/* Decodes a view of partition p of b (with win: the rows of the chunks reaching it)
+/* Decodes a view of partition p of b (with win: the rows in it)
  * and re-numbers its symbols into its key's dictionary (*entry): fingerprints
  * recognise stacks across blocks, and the dictionary shares them by them. No lock
  * held: other scans go on. NULL with err. */

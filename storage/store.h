@@ -145,8 +145,8 @@ typedef struct {
     const store_part_ref_t *only; /* non-NULL: of the blocks, only these partitions (nonly of
                                    * them, sorted by block and part): a node's share */
     size_t nonly;
-    int window_ok; /* a partition's rows may come as only the row chunks that reach the range
-                    * (block.h's window: some rows outside it, no span samples) */
+    int window_ok; /* a partition's rows may come as only those in the range rounded out to
+                    * whole hours (block.h's window: no span samples) */
     int no_heads;  /* the heads are not scanned */
     int strict;    /* a partition that cannot be read (a corrupt or missing block, skipped
                    * otherwise) fails the scan (HR_EIO): a peer's share must not answer less */
@@ -212,7 +212,7 @@ typedef struct {
     size_t parts_cached, cached_bytes; /* decoded block partitions held, and their bytes */
     size_t dict_bytes;                 /* of cached_bytes, the services' shared symbol dictionaries */
     uint64_t part_loads;               /* partitions decoded into the cache (its misses) */
-    uint64_t window_loads;             /* partitions decoded in part, uncached (row chunks of a short range) */
+    uint64_t window_loads;             /* partitions decoded in part: the rows of a short range inside them */
     uint64_t funcs_loads;              /* of which function tables alone (storage/functab.h) */
     size_t series;
     uint64_t wal_bytes;

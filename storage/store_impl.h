@@ -68,7 +68,7 @@ typedef struct {
 } block_t;
 
 /* A partition's cache slots: one per view (block.h's BLOCK_VIEW_*), and the window
- * slot, which holds the rows of the row chunks one window reaches (bcache_pin_window). */
+ * slot, which holds the rows of one window (bcache_pin_window). */
 #define SLOT_WINDOW BLOCK_VIEWS
 #define CACHE_SLOTS (BLOCK_VIEWS + 1)
 
@@ -211,11 +211,11 @@ segment_t *bcache_pin(store_t *s, size_t i, size_t p, int view, hr_err_t *err);
 void bcache_unpin(store_t *s, size_t i, size_t p, int view);
 
 /* Pins partition p's rows for a scan of window win: all of them when they are cached
- * (*slot BLOCK_VIEW_ROWS), else only the row chunks that reach win rounded out to
- * whole hours (block.h), kept in the partition's window slot (*slot SLOT_WINDOW) so
- * the next query of those hours finds them. A short range inside a long partition
+ * (*slot BLOCK_VIEW_ROWS), else only the rows in win rounded out to whole hours
+ * (block.h), kept in the partition's window slot (*slot SLOT_WINDOW) so the next query
+ * of those hours finds them. A short range inside a long partition
  * costs its slice, and does not fill the cache with the whole. When the slot holds
- * another window still in use, the chunks are decoded for this scan alone (*owned
+ * another window still in use, the rows are decoded for this scan alone (*owned
  * set: the caller frees the segment instead of unpinning it). */
 segment_t *bcache_pin_window(store_t *s, size_t i, size_t p, const block_window_t *win, int *slot, int *owned,
                              hr_err_t *err);
@@ -227,7 +227,7 @@ typedef struct {
     int view;
     segment_t *seg; /* pinned, or NULL (unreadable: err says why) */
     hr_err_t err;
-    int windowed; /* rows view: only the chunks reaching win (bcache_pin_window) */
+    int windowed; /* rows view: only the rows in win (bcache_pin_window) */
     block_window_t win;
     int owned; /* seg is the scan's own (a windowed decode), not the cache's */
 } want_t;

@@ -77,7 +77,7 @@ int unit_finish(const char *suite, int ok, int bad);
     X(test_block_partitions)                                                                                           \
     X(test_block_writer)                                                                                               \
     X(test_block_summaries)                                                                                            \
-    X(test_block_row_chunks)                                                                                           \
+    X(test_block_window_reads)                                                                                         \
     X(test_wal_replay)                                                                                                 \
     X(test_wal_replay_stop)                                                                                            \
     X(test_wal_torn_tail)                                                                                              \
