@@ -23,11 +23,14 @@
 #include <errno.h>
 #include <openssl/evp.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+
+#include "common/log.h"
 
 #define POOL_MAX 8       /* idle easy handles kept (each holds its connections) */
 #define KEY_MAX 1024     /* S3's limit on an object name, in bytes */
@@ -43,6 +46,9 @@ struct objstore {
     pthread_mutex_t mu; /* guards pool, npool */
     CURL *pool[POOL_MAX];
     size_t npool;
+    /* The store answered a conditional put 501 (OpenStack Swift's S3 API, older MinIO):
+     * from then on puts are plain. Nothing depends on the condition (objstore.h). */
+    atomic_int no_if_absent;
 };
 
 /* ---------------------------------------------------------------- encoding */
@@ -375,7 +381,8 @@ static attempt_t attempt(objstore_t *s, req_t *r, const char *url, char *cerr, s
     if (curl_easy_getinfo(r->c, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl) == CURLE_OK && cl >= 0)
         r->length = (uint64_t)cl;
     curl_slist_free_all(hdr);
-    if (rc == CURLE_OK) return r->status >= 500 ? ATTEMPT_TRANSIENT : ATTEMPT_OK;
+    /* 501 Not Implemented is the store's answer for good, not a passing failure. */
+    if (rc == CURLE_OK) return r->status >= 500 && r->status != 501 ? ATTEMPT_TRANSIENT : ATTEMPT_OK;
     snprintf(cerr, cerr_n, "%s", eb[0] ? eb : curl_easy_strerror(rc));
     if (r->over || (r->out && r->out->oom)) return ATTEMPT_FINAL;
     return ATTEMPT_TRANSIENT; /* connect, send, receive, timeout */
@@ -431,6 +438,9 @@ static int perform(objstore_t *s, req_t *r, hr_err_t *err) {
     else if (a == ATTEMPT_TRANSIENT && r->status < 500) /* a status, then the body cut short */
         hr_fail(err, HR_EIO, "object store %s answered %ld to %s %s but the transfer failed after %d attempt%s: %s",
                 s->endpoint, r->status, r->method, what, tries, tries > 1 ? "s" : "", cerr);
+    else if (r->status == 501)
+        hr_fail(err, HR_EINVAL, "object store %s does not implement %s %s%s (501 %s)", s->endpoint, r->method, what,
+                r->if_absent ? " with If-None-Match (conditional writes)" : "", code[0] ? code : "NotImplemented");
     else if (r->status >= 500)
         hr_fail(err, HR_EIO, "object store answered %ld%s%s%s after %d attempt%s (%s %s)", r->status,
                 code[0] ? " (" : "", code, code[0] ? ")" : "", tries, tries > 1 ? "s" : "", r->method, what);
@@ -478,10 +488,26 @@ static int sha256_hex(const void *p, size_t n, FILE *f, char out[65], hr_err_t *
     return 0;
 }
 
+/* Runs the put r: conditional unless the store said it cannot, and then once more
+ * plain when its answer is 501 to the condition. 0 (r->status says 412), or -1. */
+static int perform_put(objstore_t *s, req_t *r, hr_err_t *err) {
+    r->if_absent = r->if_absent && !atomic_load(&s->no_if_absent);
+    hr_err_t e = {0};
+    if (perform(s, r, &e) == 0) return 0;
+    if (r->status != 501 || !r->if_absent) return *err = e, -1;
+    if (!atomic_exchange(&s->no_if_absent, 1))
+        log_warn("objstore.no_conditional_writes",
+                 "endpoint=%s msg=\"the store answers 501 to If-None-Match: puts go plain (block keys are unique by "
+                 "construction and the catalog decides what is published, so nothing relies on it)\"",
+                 s->endpoint);
+    r->if_absent = 0;
+    return perform(s, r, err);
+}
+
 int objstore_put(objstore_t *s, const char *key, const void *data, size_t n, int flags, hr_err_t *err) {
     if (check_key(key, err)) return -1;
     req_t r = {.method = "PUT", .key = key, .data = data, .n = n, .if_absent = flags & OBJSTORE_IF_ABSENT};
-    if (sha256_hex(data, n, NULL, r.sha, err) || perform(s, &r, err)) return -1;
+    if (sha256_hex(data, n, NULL, r.sha, err) || perform_put(s, &r, err)) return -1;
     return r.status == 412 ? 1 : 0;
 }
 
@@ -494,7 +520,7 @@ int objstore_put_file(objstore_t *s, const char *key, const char *path, int flag
     int rc = -1;
     if (fstat(fileno(f), &st)) hr_fail(err, HR_EIO, "%s: %s", path, strerror(errno));
     else if ((r.n = (size_t)st.st_size), sha256_hex(NULL, 0, f, r.sha, err)) (void)0;
-    else if (perform(s, &r, err) == 0) rc = r.status == 412 ? 1 : 0;
+    else if (perform_put(s, &r, err) == 0) rc = r.status == 412 ? 1 : 0;
     fclose(f);
     return rc;
 }

@@ -58,7 +58,10 @@ enum { OBJSTORE_IF_ABSENT = 1 }; /* flags of the puts: create only (If-None-Matc
 /* Stores n bytes (borrowed for the call) as key. Returns 0 when stored; 1 when flags
  * has OBJSTORE_IF_ABSENT and key exists already (nothing written); -1 with err.
  * A conditional put retried after a lost answer may find the object its own first
- * attempt created and return 1: a caller that must know compares the content. */
+ * attempt created and return 1: a caller that must know compares the content.
+ * OBJSTORE_IF_ABSENT is a safety, not a dependency: a store that answers it 501 (Swift's
+ * S3 API, older MinIO) gets plain puts from then on, logged once, so callers use it
+ * only for keys unique by construction. A 501 is never retried. */
 int objstore_put(objstore_t *s, const char *key, const void *data, size_t n, int flags, hr_err_t *err);
 /* As objstore_put, streaming the file at path: it is read once to hash it (SigV4 signs
  * the body's SHA-256) and again, chunk by chunk, to send it, so it must not change

@@ -202,3 +202,79 @@ def shared():
             _FAILED = e
             raise
     return _SHARED
+
+
+# ---------------------------------------------------------------- OpenStack Swift's S3 API
+
+SWIFT_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared", "scripts",
+                            "swift-s3.sh")
+SWIFT_ACCESS, SWIFT_SECRET = "test:tester", "testing"
+
+
+class SwiftS3:
+    """A single-node OpenStack Swift from Debian (swift-proxy with the s3api middleware, and its
+    account, container and object servers), started by ../shared/scripts/swift-s3.sh on loopback
+    ports, with a memcached of its own; every daemon is stopped by its PID. Swift's S3 API answers
+    a conditional put (If-None-Match) 501 NotImplemented: the store a cluster must work on
+    without conditional writes. The same interface as RadosGateway."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="hearth-swift-")
+        self.port, self.mc_port = free_port(), free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.memcached = None
+
+    def start(self):
+        self.memcached = subprocess.Popen(["memcached", "-l", "127.0.0.1", "-p", str(self.mc_port), "-U", "0",
+                                           "-u", "root"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        env = dict(os.environ, D=os.path.join(self.dir, "swift"), PORT=str(self.port),
+                   MEMCACHE_PORT=str(self.mc_port))
+        r = subprocess.run(["sh", os.path.realpath(SWIFT_SCRIPT)], env=env, capture_output=True, text=True, timeout=120)
+        if r.returncode:
+            self.stop(keep_logs=True)
+            raise RuntimeError(f"swift-s3.sh failed: {r.stdout[-1000:]} {r.stderr[-2000:]}")
+        return self
+
+    def stop(self, keep_logs=False):
+        run = os.path.join(self.dir, "swift", "run")
+        for f in sorted(os.listdir(run)) if os.path.isdir(run) else []:
+            try:
+                os.kill(int(open(os.path.join(run, f)).read()), signal.SIGTERM)
+            except (OSError, ValueError):
+                pass
+        if self.memcached and self.memcached.poll() is None:
+            self.memcached.terminate()
+            self.memcached.wait(timeout=10)
+        if not keep_logs:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def url(self, bucket, prefix=""):
+        return f"s3://{bucket}/{prefix}?endpoint={self.endpoint}&region=us-east-1"
+
+    def env(self):
+        return {"AWS_ACCESS_KEY_ID": SWIFT_ACCESS, "AWS_SECRET_ACCESS_KEY": SWIFT_SECRET}
+
+    def create_bucket(self, bucket):
+        """Creates the bucket as a container through Swift's own API (a tempauth token), a
+        client independent of Hearth's S3 one (curl's SigV4 cannot take an access key with a
+        colon in it)."""
+        req = urllib.request.Request(f"{self.endpoint}/auth/v1.0",
+                                     headers={"X-Auth-User": SWIFT_ACCESS, "X-Auth-Key": SWIFT_SECRET})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            token, storage = r.headers["X-Auth-Token"], r.headers["X-Storage-Url"]
+        put = urllib.request.Request(f"{storage}/{bucket}", method="PUT", headers={"X-Auth-Token": token})
+        urllib.request.urlopen(put, timeout=30).read()
+        return bucket
+
+
+_SWIFT = None
+
+
+def shared_swift():
+    """One Swift for the whole run, started on first use and stopped at exit."""
+    global _SWIFT
+    if _SWIFT is None:
+        sw = SwiftS3()
+        atexit.register(sw.stop)
+        _SWIFT = sw.start()
+    return _SWIFT
