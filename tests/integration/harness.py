@@ -10,6 +10,7 @@ place by configure() before any test runs, so `from harness import ARGS` in an a
 the values at call time. The benchmarks (tests/bench) reuse Server the same way.
 """
 import argparse
+import http.client
 import importlib
 import io
 import json
@@ -92,6 +93,23 @@ class Server:
                 return r.status, r.read(), dict(r.headers)
         except urllib.error.HTTPError as e:
             return e.code, e.read(), dict(e.headers)
+
+    def request_early_answer(self, method, path, body, headers=None, timeout=120):
+        """request() for a body the server may refuse before reading it all (413, 401): the
+        server answers and closes while the client is still sending, so the send can fail
+        with EPIPE or ECONNRESET (urllib then raises) though the answer has arrived. The
+        answer is read from the socket either way. (status, body, headers)."""
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        try:
+            try:
+                conn.request(method, path, body=body, headers=headers or {})
+                resp = conn.getresponse()
+            except (BrokenPipeError, ConnectionResetError):
+                resp = http.client.HTTPResponse(conn.sock, method=method)
+                resp.begin()
+            return resp.status, resp.read(), dict(resp.headers)
+        finally:
+            conn.close()
 
     def get(self, path, **params):
         q = ("?" + urllib.parse.urlencode(params)) if params else ""

@@ -78,7 +78,8 @@ def bad_input_gets_clear_errors_and_stored_data_survives():
         bomb = gzip.compress(b"\0" * (64 << 20))  # 64 MiB of zeros in ~64 KiB
         st, b = srv.ingest(bomb, name="keep", format="pprof")
         assert st == 413 and "limit" in json.loads(b)["error"], (st, b)
-        st, b = srv.ingest(os.urandom(3 << 20), name="keep", format="pprof")
+        st, b, _ = srv.request_early_answer("POST", "/ingest?name=keep&format=pprof", os.urandom(3 << 20),
+                                            {"Content-Type": "application/octet-stream"})
         assert st == 413 and "max-body-bytes" in json.loads(b)["error"], (st, b)
         for name, want in (("", 400), ("bad name", 400), ("a{k=v", 400), ("a{1x=v}", 400),
                            (b"a{k=\xff}", 400), ("app.nosuchtype", 400)):
