@@ -272,8 +272,8 @@ static void start_call(stream_t *st) {
     int svc = find_service(st->path);
     if (st->too_many_headers) return answer_error(st, G_RESOURCE_EXHAUSTED, "too much metadata");
     if (svc < 0) return answer_error(st, G_UNIMPLEMENTED, "no such method on this server");
-    /* The route's own Content-Type, and gzip as its Content-Encoding when the message
-     * says it is compressed (set at complete_call). */
+    /* The route's own Content-Type: the message is its body (a gzip one inflated first,
+     * run_handler). */
     if (add_header(st, "content-type", 12, SERVICES[svc].content_type, strlen(SERVICES[svc].content_type)))
         return answer_error(st, G_RESOURCE_EXHAUSTED, "too much metadata");
     st->req.method = "POST";

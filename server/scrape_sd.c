@@ -222,7 +222,7 @@ static json_t *target_of(sd_job_t *j, json_t *group, const char *addr, const cha
     if (!labels_get(&l, "job")) labels_set(&l, "job", j->name);
     if (meta_name) labels_set(&l, meta_name, meta);
     json_t *t = NULL;
-    const char *a = labels_get(&l, "__address__"), *scheme = labels_get(&l, "__scheme__");
+    const char *a, *scheme;
     if (relabel_apply(&j->relabel, &l) == 1 && (a = labels_get(&l, "__address__")) && *a &&
         (scheme = labels_get(&l, "__scheme__"))) {
         char url[600];
@@ -251,11 +251,11 @@ static json_t *sorted_unique(json_t *targets) {
     char **texts = calloc(n + 1, sizeof *texts);
     json_t *out = texts ? json_array() : NULL;
     for (size_t i = 0; out && i < n; i++)
-        texts[i] = json_dumps(json_array_get(targets, i), JSON_SORT_KEYS | JSON_COMPACT);
+        if (!(texts[i] = json_dumps(json_array_get(targets, i), JSON_SORT_KEYS | JSON_COMPACT)))
+            json_decref(out), out = NULL; /* out of memory */
     if (out) qsort(texts, n, sizeof *texts, cmp_dump);
     for (size_t i = 0; out && i < n; i++)
-        if (texts[i] && (i == 0 || !texts[i - 1] || strcmp(texts[i], texts[i - 1])))
-            json_array_append_new(out, json_loads(texts[i], 0, NULL));
+        if (i == 0 || strcmp(texts[i], texts[i - 1])) json_array_append_new(out, json_loads(texts[i], 0, NULL));
     for (size_t i = 0; texts && i < n; i++) free(texts[i]);
     free(texts);
     json_decref(targets);

@@ -54,7 +54,6 @@ static size_t agreement(const char *a, const char *b) {
 int source_archive_check(const char *path, uint64_t max_unpacked, size_t *files, hr_err_t *err) {
     struct archive *a = open_archive(path, err);
     if (!a) return -1;
-    static __thread char scratch[BLOCK];
     uint64_t unpacked = 0;
     size_t entries = 0;
     int rc = 0;
@@ -70,8 +69,12 @@ int source_archive_check(const char *path, uint64_t max_unpacked, size_t *files,
             break;
         }
         *files += archive_entry_filetype(e) == AE_IFREG;
-        for (la_ssize_t n; rc == 0 && (n = archive_read_data(a, scratch, sizeof scratch)) != 0;) {
-            if (n < 0) rc = hr_fail(err, HR_EINVAL, "the sources archive is damaged: %s", archive_error_string(a));
+        const void *block; /* libarchive's own buffer: nothing is copied to count the bytes */
+        size_t n;
+        la_int64_t off;
+        for (int b; rc == 0 && (b = archive_read_data_block(a, &block, &n, &off)) != ARCHIVE_EOF;) {
+            if (b != ARCHIVE_OK && b != ARCHIVE_WARN)
+                rc = hr_fail(err, HR_EINVAL, "the sources archive is damaged: %s", archive_error_string(a));
             else if ((unpacked += (uint64_t)n) > max_unpacked)
                 rc = hr_fail(err, HR_EINVAL, "the sources archive unpacks to more than %llu bytes",
                              (unsigned long long)max_unpacked);
@@ -83,10 +86,15 @@ int source_archive_check(const char *path, uint64_t max_unpacked, size_t *files,
 
 /* The current entry's data into out (at most max bytes): 0, or -1 (damaged, larger). */
 static int read_entry(struct archive *a, size_t max, buf_t *out) {
-    static __thread char chunk[BLOCK];
-    for (la_ssize_t n; (n = archive_read_data(a, chunk, sizeof chunk)) != 0;) {
-        if (n < 0 || out->len + (size_t)n > max) return -1;
-        buf_append(out, chunk, (size_t)n);
+    const void *block;
+    size_t n;
+    la_int64_t off;
+    for (int b; (b = archive_read_data_block(a, &block, &n, &off)) != ARCHIVE_EOF;) {
+        /* A block lands at its offset: the hole of a sparse entry before it reads as zeros. */
+        if ((b != ARCHIVE_OK && b != ARCHIVE_WARN) || off < 0 || (uint64_t)off > max || n > max - (size_t)off)
+            return -1;
+        while (out->len < (size_t)off && !out->oom) buf_putc(out, 0);
+        buf_append(out, block, n);
     }
     return out->oom ? -1 : 0;
 }

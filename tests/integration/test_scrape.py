@@ -317,13 +317,15 @@ def scrape_targets_from_files_and_http_discovery_relabeled():
                 os.remove(os.path.join(sd_dir, "sd-a.json"))
                 wait_for(srv, [("files", addr_b)] + web)
                 open(os.path.join(sd_dir, "sd-b.json"), "w").write("not json")  # the last good targets stay
-                time.sleep(2.5)
-                wait_for(srv, [("files", addr_b)] + web)
+                log = os.path.join(srv.log_dir, "server.log")
+                deadline = time.time() + 20
+                while "sd-b.json: not a JSON array" not in open(log).read() and time.time() < deadline:
+                    time.sleep(0.2)
+                assert "msg=scrape.discovery_failed" in open(log).read(), open(log).read()[-2000:]
+                assert [(j, i) for j, i, _ in targets(srv)] == sorted([("files", addr_b)] + web)
                 wait_scraped(srv, 1, 30)
                 sel = '{service_name="files",team="b",role="main"}'
                 assert "memory:inuse_space:bytes:space:bytes" in type_ids(srv, sel), type_ids(srv, sel)
-                log = open(os.path.join(srv.log_dir, "server.log")).read()
-                assert "msg=scrape.discovery_failed" in log, log[-2000:]
         finally:
             sd.shutdown()
     bad = scrape_config("sd-bad", {"jobs": [{"job": "x", "relabel_configs": [{"action": "explode"}]}]})
