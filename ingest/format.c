@@ -24,6 +24,7 @@ static const ingest_format_desc_t FORMATS[] = {
     {INGEST_PUSH_PROTO, "push.v1", NULL, 0, NULL, push_ingest_proto},
     {INGEST_PUSH_JSON, "push.v1 JSON", NULL, 0, NULL, push_ingest_json},
     {INGEST_PARCA_JSON, "Parca WriteRaw JSON", NULL, 0, NULL, parca_ingest_json},
+    {INGEST_PARCA_PROTO, "Parca WriteRaw", NULL, 0, NULL, parca_ingest_proto},
     /* An empty export is a valid OTLP request (nothing to store). */
     {INGEST_OTLP_PROTO, "OTLP profiles", NULL, 0, NULL, otlp_ingest_proto},
     {INGEST_OTLP_JSON, "OTLP profiles JSON", NULL, 0, NULL, otlp_ingest_json},

@@ -92,6 +92,7 @@ typedef struct {
     uint32_t *str_ids;   /* pprof string index -> batch symtab id, 0 = not yet (except "") */
     uint32_t *loc_ids;   /* pprof location position -> batch location id, 0 = not yet */
     uint8_t *off_series; /* pprof string index of a label key -> 1: not a series label */
+    int normalized;      /* pprof_opts_t.addresses_normalized */
     hr_err_t *err;
 } ctx_t;
 
@@ -141,6 +142,7 @@ static uint32_t intern_mapping(ctx_t *c, uint64_t id) {
     }
     sym_mapping_t g = {m->memory_start, m->memory_limit, m->file_offset, intern_str(c, m->filename),
                        intern_str(c, m->build_id)};
+    if (c->normalized) g.start = g.limit = g.offset = 0; /* pprof's "take addresses as they are" */
     if (g.filename == SYM_NONE || g.build_id == SYM_NONE) return SYM_NONE;
     return symtab_mapping(c->b->sym, &g);
 }
@@ -428,7 +430,7 @@ static int decode_profile(const pb_profile_t *p, const pprof_opts_t *o, batch_t 
         if (!utf8_valid(p->string_table[i], strlen(p->string_table[i])))
             return hr_fail(err, HR_EUNPROC, "invalid pprof: string %zu is not valid UTF-8", i);
     char(*ids)[512] = calloc(p->n_sample_type, 512);
-    ctx_t c = {.p = p, .b = b, .err = err};
+    ctx_t c = {.p = p, .b = b, .normalized = o->addresses_normalized, .err = err};
     c.str_ids = calloc(p->n_string_table, sizeof *c.str_ids);
     c.loc_ids = calloc(p->n_location ? p->n_location : 1, sizeof *c.loc_ids);
     c.off_series = calloc(p->n_string_table, 1);

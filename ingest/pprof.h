@@ -44,8 +44,9 @@ typedef struct {
     size_t max_samples; /* 0 = unlimited */
     const pprof_display_t *display;
     size_t ndisplay;
-    const char *name;     /* the profile name (__name__ of a push), NULL: Pyroscope's rules */
-    mem_budget_t *budget; /* decode memory shared across requests; NULL = unbounded */
+    const char *name;         /* the profile name (__name__ of a push), NULL: Pyroscope's rules */
+    mem_budget_t *budget;     /* decode memory shared across requests; NULL = unbounded */
+    int addresses_normalized; /* the addresses are the files' own: mappings are stored with no range */
 } pprof_opts_t;
 
 /* Element counts of a raw (not gzipped) profile, read without allocating, and the

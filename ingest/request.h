@@ -27,10 +27,11 @@ typedef enum {
     INGEST_LINES = 3,
     INGEST_PUSH_PROTO = 4,
     INGEST_PUSH_JSON = 5,
-    INGEST_PARCA_JSON = 6, /* Parca's WriteRaw over its HTTP/JSON gateway */
-    INGEST_JFR = 7,        /* Java Flight Recorder (format=jfr, or multipart `jfr`) */
-    INGEST_OTLP_PROTO = 8, /* OpenTelemetry profiles: ExportProfilesServiceRequest, protobuf */
-    INGEST_OTLP_JSON = 9   /* the same in OTLP JSON */
+    INGEST_PARCA_JSON = 6,  /* Parca's WriteRaw over its HTTP/JSON gateway */
+    INGEST_JFR = 7,         /* Java Flight Recorder (format=jfr, or multipart `jfr`) */
+    INGEST_OTLP_PROTO = 8,  /* OpenTelemetry profiles: ExportProfilesServiceRequest, protobuf */
+    INGEST_OTLP_JSON = 9,   /* the same in OTLP JSON */
+    INGEST_PARCA_PROTO = 10 /* Parca's WriteRaw in binary protobuf (gRPC) */
 } ingest_format_t;
 
 /* What a decoder refused of an upload it otherwise stored: OTLP answers a request

@@ -102,6 +102,8 @@ void api_merge_share(app_t *a, http_req_t *req, http_resp_t *resp);
 void api_ingest(app_t *a, http_req_t *req, http_resp_t *resp);
 void api_push(app_t *a, http_req_t *req, http_resp_t *resp);
 void api_parca_writeraw(app_t *a, http_req_t *req, http_resp_t *resp);
+/* POST /parca.profilestore.v1alpha1.ProfileStoreService/WriteRaw, binary or JSON (push_api.c). */
+void api_parca_writeraw_rpc(app_t *a, http_req_t *req, http_resp_t *resp);
 /* POST /v1development/profiles and /otlp/v1development/profiles (otlp_api.c). */
 void api_otlp_profiles(app_t *a, http_req_t *req, http_resp_t *resp);
 void api_query(app_t *a, http_req_t *req, http_resp_t *resp);
@@ -133,5 +135,11 @@ void api_debuginfo_list(app_t *a, http_req_t *req, http_resp_t *resp);
 void api_debuginfo_should_upload(app_t *a, http_req_t *req, http_resp_t *resp);
 void api_debuginfo_upload_finished(app_t *a, http_req_t *req, http_resp_t *resp);
 void api_debuginfo_upload(app_t *a, http_req_t *req, http_resp_t *resp);
+/* Parca's parca.debuginfo.v1alpha1.DebuginfoService: ShouldInitiateUpload, InitiateUpload,
+ * MarkUploadFinished (unary) and the client-streamed Upload, over gRPC (debuginfo_api.c). */
+void api_parca_should_upload(app_t *a, http_req_t *req, http_resp_t *resp);
+void api_parca_initiate_upload(app_t *a, http_req_t *req, http_resp_t *resp);
+void api_parca_upload_finished(app_t *a, http_req_t *req, http_resp_t *resp);
+void api_parca_upload(app_t *a, http_req_t *req, http_resp_t *resp);
 
 #endif

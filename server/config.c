@@ -45,7 +45,7 @@ static const opt_t OPTS[] = {
     {"tls-key", "", "PEM private key for --tls-cert", T_STR, O(tls_key)},
     {"grpc-listen", "",
      "address and port to serve gRPC on (HTTP/2, over TLS with --tls-cert; 4317 is OTLP's port): OTLP profiles "
-     "Export and Pyroscope's Push; empty for none",
+     "Export, Pyroscope's Push, Parca's WriteRaw and DebuginfoService; empty for none",
      T_STR, O(grpc_listen)},
     {"auth-file", "",
      "bearer/basic credentials bound to tenants and roles; SIGHUP reloads (see README: Authentication)", T_STR,

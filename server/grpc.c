@@ -21,6 +21,7 @@
 #include "common/log.h"
 #include "common/timeparse.h"
 #include "server/workers.h"
+#include "storage/fsutil.h"
 #include "wire/gzip.h"
 
 #define GRPC_MAX_STREAMS 100 /* concurrent calls per connection (SETTINGS_MAX_CONCURRENT_STREAMS) */
@@ -29,14 +30,24 @@
 #define GRPC_MAX_HANDLERS 256
 #define GRPC_PREFIX 5 /* a message's frame: compressed flag, then its length (u32, big-endian) */
 
-/* The calls served, and the route each stands for: its message is that route's body,
- * with the Content-Type the route's handler reads. */
+#define PARCA_DEBUGINFO "/parca.debuginfo.v1alpha1.DebuginfoService/"
+
+/* The calls served, and the route each stands for: a unary call's message is that
+ * route's body, with the Content-Type the route's handler reads; a client-streaming
+ * call's body is its messages as framed on the wire (GRPC_CONTENT_TYPE, grpc.h). */
 static const struct {
     const char *path, *url, *content_type;
+    int client_stream;
 } SERVICES[] = {
     {"/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export", "/v1development/profiles",
-     "application/x-protobuf"},
-    {"/push.v1.PusherService/Push", "/push.v1.PusherService/Push", "application/proto"},
+     "application/x-protobuf", 0},
+    {"/push.v1.PusherService/Push", "/push.v1.PusherService/Push", "application/proto", 0},
+    {"/parca.profilestore.v1alpha1.ProfileStoreService/WriteRaw",
+     "/parca.profilestore.v1alpha1.ProfileStoreService/WriteRaw", "application/proto", 0},
+    {PARCA_DEBUGINFO "ShouldInitiateUpload", PARCA_DEBUGINFO "ShouldInitiateUpload", "application/proto", 0},
+    {PARCA_DEBUGINFO "InitiateUpload", PARCA_DEBUGINFO "InitiateUpload", "application/proto", 0},
+    {PARCA_DEBUGINFO "MarkUploadFinished", PARCA_DEBUGINFO "MarkUploadFinished", "application/proto", 0},
+    {PARCA_DEBUGINFO "Upload", PARCA_DEBUGINFO "Upload", GRPC_CONTENT_TYPE, 1},
 };
 
 /* gRPC status codes (grpc/doc/statuscodes.md). */
@@ -114,6 +125,7 @@ typedef struct stream {
     size_t reserved; /* bytes of the server's in-flight budget this call holds */
     int admitted, released, running, answered;
     int compressed;      /* the message is gzip (grpc-encoding), inflated on the pool */
+    int client_stream;   /* the body is every message, framed (SERVICES) */
     int64_t deadline_ns; /* grpc-timeout as a monotonic time; 0: none */
     buf_t out;           /* the response message, framed */
     size_t out_off;
@@ -160,6 +172,8 @@ static void release(stream_t *st) {
 
 static void stream_free(stream_t *st) {
     release(st);
+    if (st->req.spool_fd >= 0) close(st->req.spool_fd);
+    if (st->req.spool_path[0]) unlink(st->req.spool_path); /* not kept by the handler, or never handled */
     st->c->s->inflight -= st->reserved;
     for (size_t i = 0; i < st->nhdrs; i++) free(st->hdrs[i]);
     buf_free(&st->req.body);
@@ -276,6 +290,11 @@ static void start_call(stream_t *st) {
      * run_handler). */
     if (add_header(st, "content-type", 12, SERVICES[svc].content_type, strlen(SERVICES[svc].content_type)))
         return answer_error(st, G_RESOURCE_EXHAUSTED, "too much metadata");
+    /* A streamed call's handler unframes the messages itself, inflating gzip ones. */
+    if (SERVICES[svc].client_stream && st->grpc_encoding[0] &&
+        add_header(st, "grpc-encoding", 13, st->grpc_encoding, strlen(st->grpc_encoding)))
+        return answer_error(st, G_RESOURCE_EXHAUSTED, "too much metadata");
+    st->client_stream = SERVICES[svc].client_stream;
     st->req.method = "POST";
     st->req.url = SERVICES[svc].url;
     st->req.headers = (const char *const *)st->hdrs;
@@ -322,10 +341,18 @@ static void run_handler(workers_job_t *job) {
     (void)w; /* an eventfd write fails only at 2^64-1 pending wakes */
 }
 
-/* The message is complete: unframes it and runs the handler on the pool. */
+static void submit(stream_t *st);
+
+/* The message is complete (a unary call's), or all of them (a streamed call's): unframes
+ * a unary message and runs the handler on the pool. */
 static void complete_call(stream_t *st) {
     buf_t *b = &st->req.body;
     if (st->answered) return;
+    if (st->client_stream) {
+        if (st->req.spool_fd >= 0) close(st->req.spool_fd); /* complete: the handler's to keep */
+        st->req.spool_fd = -1;
+        return submit(st);
+    }
     if (b->len < GRPC_PREFIX) return answer_error(st, G_INVALID_ARGUMENT, "the call carries no message");
     size_t n = (size_t)b->data[1] << 24 | (size_t)b->data[2] << 16 | (size_t)b->data[3] << 8 | b->data[4];
     if (b->len != GRPC_PREFIX + n)
@@ -336,6 +363,11 @@ static void complete_call(stream_t *st) {
     memmove(b->data, b->data + GRPC_PREFIX, n);
     b->len = n;
     st->req.received = n;
+    submit(st);
+}
+
+/* Runs the call's handler on the pool. */
+static void submit(stream_t *st) {
     st->job.run = run_handler;
     st->running = 1;
     st->c->running++;
@@ -386,10 +418,36 @@ static int on_header(nghttp2_session *h2, const nghttp2_frame *f, const uint8_t 
     return 0;
 }
 
+/* Bytes of a call whose route keeps bodies on disk (debug files): written to a file in
+ * the route's spool folder as they arrive, within the route's own limit (plus the
+ * messages' framing), taking nothing from the in-flight memory budget. The write is the
+ * loop thread's, into the page cache. */
+static void spool_data(stream_t *st, const uint8_t *data, size_t len) {
+    http_req_t *r = &st->req;
+    size_t cap = r->max_body + r->max_body / 64 + 65536; /* each message's frame and tag, generously */
+    if (r->received + len > cap) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "the upload exceeds --max-debuginfo-bytes %zu", r->max_body);
+        return answer_error(st, G_RESOURCE_EXHAUSTED, msg);
+    }
+    if (r->spool_fd < 0) {
+        snprintf(r->spool_path, sizeof r->spool_path, "%s/.upload-XXXXXX", r->spool_dir);
+        if ((r->spool_fd = mkostemp(r->spool_path, O_CLOEXEC)) < 0) {
+            r->spool_path[0] = 0;
+            return answer_error(st, G_RESOURCE_EXHAUSTED, "cannot store the upload on disk");
+        }
+    }
+    hr_err_t e = {0};
+    if (fs_write_all(r->spool_fd, data, len, r->spool_path, &e))
+        return answer_error(st, G_RESOURCE_EXHAUSTED, "the upload could not be written to disk");
+    r->received += len;
+}
+
 static int on_data(nghttp2_session *h2, uint8_t flags, int32_t id, const uint8_t *data, size_t len, void *user) {
     (void)flags, (void)user;
     stream_t *st = stream_of(h2, id);
     if (!st || st->answered || !st->admitted) return 0;
+    if (st->req.spool_dir) return spool_data(st, data, len), 0;
     grpc_server_t *s = st->c->s;
     if (st->req.body.len + len > s->cfg.max_message + GRPC_PREFIX) {
         char msg[160];
@@ -632,6 +690,61 @@ static void *loop_main(void *arg) {
         conns_reap(s);
     }
     return NULL;
+}
+
+/* ---- the messages of a streamed call, for its handler */
+
+int grpc_reader_open(grpc_reader_t *r, const http_req_t *req, size_t max, hr_err_t *err) {
+    const char *ct = http_header(req, "content-type"), *enc = http_header(req, "grpc-encoding");
+    r->fd = -1;
+    if (!req->spool_path[0] || !ct || strcmp(ct, GRPC_CONTENT_TYPE))
+        return hr_fail(err, HR_EINVAL, "%s is a client-streaming gRPC call: send it to --grpc-listen", req->url);
+    if ((r->fd = open(req->spool_path, O_RDONLY | O_CLOEXEC)) < 0)
+        return hr_fail(err, HR_EIO, "cannot read the call's messages: %s", strerror(errno));
+    r->gzip = enc && !strcasecmp(enc, "gzip");
+    r->max = max;
+    return 0;
+}
+
+/* Reads exactly n bytes: n, fewer at the end of the file, or -1. */
+static ssize_t read_exact(int fd, uint8_t *p, size_t n) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = read(fd, p + got, n - got);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) return -1;
+        if (k == 0) break;
+        got += (size_t)k;
+    }
+    return (ssize_t)got;
+}
+
+int grpc_reader_next(grpc_reader_t *r, buf_t *msg, hr_err_t *err) {
+    uint8_t prefix[GRPC_PREFIX];
+    ssize_t k = read_exact(r->fd, prefix, sizeof prefix);
+    if (k == 0) return 0;
+    if (k != GRPC_PREFIX) return hr_fail(err, HR_EINVAL, "the call's last message is cut short");
+    size_t n = (size_t)prefix[1] << 24 | (size_t)prefix[2] << 16 | (size_t)prefix[3] << 8 | prefix[4];
+    if (n > r->max) return hr_fail(err, HR_ETOOBIG, "a message of %zu bytes exceeds --max-body-bytes %zu", n, r->max);
+    if (prefix[0] && !r->gzip)
+        return hr_fail(err, HR_EINVAL, "compressed message: only grpc-encoding gzip is accepted");
+    msg->len = 0;
+    if (buf_reserve(msg, n + 1)) return hr_fail(err, HR_ENOMEM, "out of memory");
+    if (read_exact(r->fd, msg->data, n) != (ssize_t)n)
+        return hr_fail(err, HR_EINVAL, "the call's last message is cut short");
+    msg->len = n;
+    if (!prefix[0]) return 1;
+    uint8_t *out = NULL;
+    size_t m = 0;
+    if (gz_inflate(msg->data, n, r->max, &out, &m, err)) return -1;
+    buf_free(msg);
+    *msg = (buf_t){.data = out, .len = m, .cap = m};
+    return 1;
+}
+
+void grpc_reader_close(grpc_reader_t *r) {
+    if (r->fd >= 0) close(r->fd);
+    r->fd = -1;
 }
 
 /* ---- start and stop */

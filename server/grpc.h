@@ -18,8 +18,12 @@
  * connection (epoll); handlers run on the pool; a connection that sends nothing for
  * idle_timeout_ns while no handler of its runs gets a GOAWAY and is closed. A call
  * whose grpc-timeout passes before a thread runs it answers DEADLINE_EXCEEDED unrun:
- * its client retries, and the upload must not be stored twice. Not served: streaming
- * calls. */
+ * its client retries, and the upload must not be stored twice.
+ *
+ * Client-streaming calls (Parca's debug file Upload) are served too: their route keeps
+ * bodies on disk (http.h spool_dir), so the messages are written to a file as they
+ * arrive, framed as on the wire, and the handler reads them with grpc_reader_*. Not
+ * served: server-streaming and bidirectional calls. */
 #ifndef HEARTH_GRPC_H
 #define HEARTH_GRPC_H
 
@@ -47,6 +51,26 @@ grpc_server_t *grpc_start(const grpc_config_t *cfg, const http_router_t *router,
 /* Stops accepting, lets running handlers finish, closes every connection, frees s.
  * NULL is a no-op. */
 void grpc_stop(grpc_server_t *s);
+
+/* The Content-Type a client-streaming call's route sees: its body is the messages, each
+ * with its 5-byte gRPC frame. */
+#define GRPC_CONTENT_TYPE "application/grpc"
+
+/* The messages of a client-streaming call, one by one, from its spooled body. */
+typedef struct {
+    int fd;
+    int gzip;   /* grpc-encoding gzip: flagged messages are inflated */
+    size_t max; /* largest message, as sent and as inflated */
+} grpc_reader_t;
+
+/* Opens req's spooled messages, each at most max bytes. 0, or -1 with err (HR_EINVAL
+ * when req is not a streamed gRPC call's). */
+int grpc_reader_open(grpc_reader_t *r, const http_req_t *req, size_t max, hr_err_t *err);
+/* The next message into msg (replaced): 1, 0 after the last, -1 with err (HR_EINVAL for
+ * a truncated frame or a compressed message in an encoding other than gzip, HR_ETOOBIG
+ * past max). */
+int grpc_reader_next(grpc_reader_t *r, buf_t *msg, hr_err_t *err);
+void grpc_reader_close(grpc_reader_t *r);
 
 /* A grpc-timeout value (1-8 digits and a unit: H M S m u n) in ns: 0, or -1 when
  * malformed (the call then has no deadline). */

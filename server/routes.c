@@ -141,6 +141,8 @@ static const route_t ROUTES[] = {
     {"/pyroscope/ingest", 0, M_POST, NEED_WRITE, 0, LIM_INGEST, ERR_JSON, api_ingest},
     {"/push.v1.PusherService/Push", 0, M_POST, NEED_WRITE, 0, LIM_INGEST, ERR_CONNECT, api_push},
     {"/api/profiles/writeraw", 0, M_POST, NEED_WRITE, 0, LIM_INGEST, ERR_JSON, api_parca_writeraw},
+    {"/parca.profilestore.v1alpha1.ProfileStoreService/WriteRaw", 0, M_POST, NEED_WRITE, 0, LIM_INGEST, ERR_CONNECT,
+     api_parca_writeraw_rpc},
     {"/v1development/profiles", 0, M_POST, NEED_WRITE, 0, LIM_INGEST, ERR_JSON, api_otlp_profiles},
     {"/otlp/v1development/profiles", 0, M_POST, NEED_WRITE, 0, LIM_INGEST, ERR_JSON, api_otlp_profiles},
     /* Merges. */
@@ -182,6 +184,14 @@ static const route_t ROUTES[] = {
      api_debuginfo_upload_finished},
     {"/debuginfo.v1alpha1.DebuginfoService/Upload/", 1, M_POST, NEED_WRITE, offsetof(config_t, max_debuginfo_bytes),
      LIM_INGEST, ERR_JSON, api_debuginfo_upload},
+    {"/parca.debuginfo.v1alpha1.DebuginfoService/ShouldInitiateUpload", 0, M_POST, NEED_WRITE, 0, LIM_INGEST,
+     ERR_CONNECT, api_parca_should_upload},
+    {"/parca.debuginfo.v1alpha1.DebuginfoService/InitiateUpload", 0, M_POST, NEED_WRITE, 0, LIM_INGEST, ERR_CONNECT,
+     api_parca_initiate_upload},
+    {"/parca.debuginfo.v1alpha1.DebuginfoService/MarkUploadFinished", 0, M_POST, NEED_WRITE, 0, LIM_INGEST, ERR_CONNECT,
+     api_parca_upload_finished},
+    {"/parca.debuginfo.v1alpha1.DebuginfoService/Upload", 0, M_POST, NEED_WRITE,
+     offsetof(config_t, max_debuginfo_bytes), LIM_INGEST, ERR_CONNECT, api_parca_upload},
     /* Administration. */
     {"/api/v1/admin/flush", 0, M_POST, NEED_ADMIN, 0, LIM_NONE, ERR_JSON, flush},
     {"/api/v1/admin/compact", 0, M_POST, NEED_ADMIN, 0, LIM_NONE, ERR_JSON, compact},

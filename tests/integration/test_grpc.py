@@ -8,7 +8,7 @@ import os
 import sys
 
 from harness import ARGS, Server, free_port, read_testdata, test
-from protowire import push_request_proto
+from protowire import pb_decode, pb_encode_field, pb_field, pb_strs, push_request_proto
 from test_otlp import PB, Otlp, answers, pprof_parse, span_of
 
 try:
@@ -210,3 +210,104 @@ def grpc_many_concurrent_calls_on_one_connection():
         assert {k: v[0] for k, v in many.items()} == {k: 48 * v[0] for k, v in one.items()} != {}, (many.keys(), one.keys())
         series = srv.get_json("/api/v1/series", query='{service_name="many"}')["series"]
         assert len({s["labels"]["call"] for s in series}) == 48
+
+
+PARCA_WRITERAW = "/parca.profilestore.v1alpha1.ProfileStoreService/WriteRaw"
+PARCA_DEBUGINFO = "/parca.debuginfo.v1alpha1.DebuginfoService/"
+
+
+def parca_writeraw(labels, raw, normalized=False, tenant=""):
+    """parca.profilestore.v1alpha1.WriteRawRequest with one series of one sample; the sample
+    carries one ExecutableInfo (ET_DYN, a load segment at offset 0) as the agent sends it."""
+    lset = b"".join(pb_field(1, pb_field(1, k.encode()) + pb_field(2, v.encode())) for k, v in labels.items())
+    exe = pb_encode_field(1, 0, 3) + pb_field(2, pb_encode_field(1, 0, 0) + pb_encode_field(2, 0, 0))
+    series = pb_field(1, lset) + pb_field(2, pb_field(1, raw) + pb_field(2, exe))
+    return ((pb_field(1, tenant.encode()) if tenant else b"") + pb_field(2, series) +
+            (pb_encode_field(3, 0, 1) if normalized else b""))
+
+
+def parca_upload(port, build_id, data, kind=0, metadata=(), compression=None, first=None):
+    """The client-streamed Upload: UploadInfo{build_id, upload_id, type}, then 64 KiB chunks.
+    (status code name, details, response bytes)."""
+    info = first if first is not None else pb_field(1, pb_field(1, build_id.encode()) + pb_field(2, b"u-1") +
+                                                      (pb_encode_field(3, 0, kind) if kind else b""))
+    msgs = [info] + [pb_field(2, data[i:i + 65536]) for i in range(0, len(data), 65536)]
+    with grpc.insecure_channel("127.0.0.1:%d" % port) as ch:
+        try:
+            return "OK", "", ch.stream_unary(PARCA_DEBUGINFO + "Upload")(iter(msgs), metadata=list(metadata),
+                                                                         timeout=60, compression=compression)
+        except grpc.RpcError as e:
+            return e.code().name, e.details(), None
+
+
+@test
+def grpc_parca_agent_writes_profiles_and_uploads_debug_files():
+    """Parca's agent flow over gRPC: WriteRaw with `normalized` addresses (file vaddrs in a
+    mapping placed low, so adjusting them would misplace them), and the debug file through
+    ShouldInitiateUpload, InitiateUpload (strategy gRPC), the streamed Upload and
+    MarkUploadFinished; the sources archive the same way (gzip messages). The frames equal
+    addr2line's, and equal those of the same stacks sent unnormalized over the JSON gateway.
+    Refused: an Upload not led by its UploadInfo, a source map, the deprecated tenant field,
+    a file past --max-debuginfo-bytes (the owner rules are the HTTP upload's own code)."""
+    import base64
+    import io
+    import tarfile
+    from test_symbolize import CPU_NS, build_c_program, c_profile, export
+    assert grpc, "python3-grpcio is missing (make test-deps)"
+    binary, build_id, vaddrs, ref = build_c_program()
+    elf = open(binary, "rb").read()
+    srv, port = grpc_server(["--max-debuginfo-bytes", str(len(elf) + 4096)])
+    with srv:
+        normalized = c_profile(build_id, vaddrs, start=0x1000, base=0)
+        code, detail, resp = call(port, PARCA_WRITERAW, parca_writeraw(
+            {"__name__": "process_cpu", "service_name": "cprog-grpc"}, normalized, normalized=True))
+        assert code == "OK" and resp == b"", (code, detail)
+        doc = {"series": [{"labels": {"labels": [{"name": "__name__", "value": "process_cpu"},
+                                                 {"name": "service_name", "value": "cprog-http"}]},
+                           "samples": [{"rawProfile": base64.b64encode(c_profile(build_id, vaddrs)).decode()}]}],
+               "normalized": False}
+        st, body, _ = srv.request("POST", "/api/profiles/writeraw", json.dumps(doc).encode(),
+                                  {"Content-Type": "application/json"})
+        assert st == 200, body
+        should = pb_field(1, build_id.encode())
+        code, _, resp = call(port, PARCA_DEBUGINFO + "ShouldInitiateUpload", should)
+        assert code == "OK" and pb_decode(resp).get(1) == [1], resp
+        code, detail, resp = call(port, PARCA_DEBUGINFO + "InitiateUpload",
+                                  pb_field(1, build_id.encode()) + pb_encode_field(2, 0, len(elf)))
+        ins = pb_decode(pb_decode(resp)[1][0])
+        assert code == "OK" and pb_strs(ins, 1) == [build_id] and ins[3] == [1] and ins[2], (code, detail, ins)
+        code, detail, _ = call(port, PARCA_DEBUGINFO + "MarkUploadFinished", pb_field(1, build_id.encode()))
+        assert code == "FAILED_PRECONDITION", (code, detail)
+        code, detail, resp = parca_upload(port, build_id, elf)
+        assert code == "OK" and pb_strs(pb_decode(resp), 1) == [build_id] and pb_decode(resp)[2] == [len(elf)], \
+            (code, detail)
+        code, detail, _ = call(port, PARCA_DEBUGINFO + "MarkUploadFinished", pb_field(1, build_id.encode()))
+        assert code == "OK", (code, detail)
+        code, _, resp = call(port, PARCA_DEBUGINFO + "ShouldInitiateUpload", should)
+        assert code == "OK" and pb_decode(resp).get(1, [0]) == [0], resp
+        # the sources, type SOURCES (2), as gzip-compressed messages
+        tar = io.BytesIO()
+        with tarfile.open(fileobj=tar, mode="w") as t:
+            t.add(os.path.join(os.path.dirname(binary), "prog.c"), arcname="prog.c")
+        code, detail, resp = parca_upload(port, build_id, tar.getvalue(), kind=2, compression=grpc.Compression.Gzip)
+        assert code == "OK", (code, detail)
+        listed = srv.get_json("/api/v1/debuginfo")["debuginfo"]
+        assert [(x["build_id"], x["size"], x["sources_size"]) for x in listed] == \
+            [(build_id, len(elf), len(tar.getvalue()))], listed
+        for sel, addr in (("cprog-grpc", vaddrs[0]), ("cprog-http", 0x555555554000 + vaddrs[0])):
+            locs, _ = export(srv, CPU_NS + '{service_name="%s"}' % sel)
+            assert [f[0] for f in locs[addr]] == [f[0] for f in ref[vaddrs[0]]] == ["mix", "churn"], (sel, locs)
+        refusals = [(parca_upload(port, build_id, elf, first=pb_field(2, b"x")), "INVALID_ARGUMENT", "UploadInfo"),
+                    (parca_upload(port, build_id, elf, kind=3), "INVALID_ARGUMENT", "UploadInfo"),
+                    (call(port, PARCA_DEBUGINFO + "ShouldInitiateUpload", should + pb_encode_field(4, 0, 3)),
+                     "INVALID_ARGUMENT", "source maps"),
+                    (call(port, PARCA_WRITERAW, parca_writeraw({"__name__": "process_cpu"}, normalized, tenant="t")),
+                     "INVALID_ARGUMENT", "tenant"),
+                    (call(port, PARCA_WRITERAW, parca_writeraw({"service_name": "x"}, normalized)),
+                     "INVALID_ARGUMENT", "__name__"),
+                    (parca_upload(port, build_id, elf + bytes(8192)), "RESOURCE_EXHAUSTED", "--max-debuginfo-bytes")]
+        for (code, detail, _), want, text in refusals:
+            assert code == want and text in detail, (want, code, detail)
+        assert len(srv.get_json("/api/v1/series", query="{}")["series"]) == 2
+        leftovers = [f for f in os.listdir(os.path.join(srv.data_dir, "debuginfo")) if f.startswith(".upload")]
+        assert leftovers == [], leftovers

@@ -222,14 +222,15 @@ def build_c_program():
     return binary, build_id, [inlined[0], churn[0], main[0]], ref
 
 
-def c_profile(build_id, vaddrs):
-    """An address-only pprof: one sample per stack leaf..root, addresses in a PIE mapping."""
+def c_profile(build_id, vaddrs, start=C_START, base=C_START):
+    """An address-only pprof: one sample per stack leaf..root, addresses base + vaddr in a PIE
+    mapping at start (base 0: addresses already normalized to the file's own)."""
     strings = ["", "cpu", "nanoseconds", "/opt/prog", build_id]
     prof = pb_field(1, pb_encode(1, 1) + pb_encode(2, 2))
-    prof += pb_field(3, pb_encode(1, 1) + pb_encode(2, C_START) + pb_encode(3, C_START + 0x10000) +
+    prof += pb_field(3, pb_encode(1, 1) + pb_encode(2, start) + pb_encode(3, start + 0x10000) +
                      pb_encode(4, 0) + pb_encode(5, 3) + pb_encode(6, 4))
     for i, a in enumerate(vaddrs):
-        prof += pb_field(4, pb_encode(1, i + 1) + pb_encode(2, 1) + pb_encode(3, C_START + a))
+        prof += pb_field(4, pb_encode(1, i + 1) + pb_encode(2, 1) + pb_encode(3, base + a))
     # leaf (inlined mix in churn) <- main, and churn's entry <- main.
     for locs, v in (([1, 3], 70), ([2, 3], 30)):
         prof += pb_field(2, pb_field(1, b"".join(pb_put_varint(x) for x in locs)) + pb_field(2, pb_put_varint(v)))
