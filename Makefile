@@ -11,7 +11,7 @@ OPT      ?= -O2 -g -DNDEBUG
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
 
-PROTOS   = wire/profile.proto wire/push.proto wire/querier.proto wire/settings.proto wire/otlp_profiles.proto wire/debuginfo.proto wire/adhocprofiles.proto wire/prompb.proto wire/recording_rules.proto wire/parca_profilestore.proto wire/parca_debuginfo.proto
+PROTOS   = wire/profile.proto wire/push.proto wire/querier.proto wire/settings.proto wire/otlp_profiles.proto wire/debuginfo.proto wire/adhocprofiles.proto wire/prompb.proto wire/recording_rules.proto wire/parca_profilestore.proto wire/parca_debuginfo.proto wire/jfr_labels.proto
 GEN_C    = $(patsubst %.proto,build/gen/%.pb-c.c,$(PROTOS))
 GEN_H    = $(GEN_C:.c=.h)
 

@@ -15,8 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/arena.h"
 #include "common/vec.h"
 #include "wire/gzip.h"
+#include "wire/jfr_labels.pb-c.h"
 
 #define HEADER_BYTES 68
 #define MAX_DEPTH 32
@@ -27,6 +29,7 @@
 typedef struct {
     const uint8_t *p, *end;
     int bad;
+    arena_t *ar; /* where UTF-16 strings are decoded to (the chunk's); NULL: they read as empty */
 } rd_t;
 
 static uint8_t rd_u8(rd_t *r) {
@@ -61,8 +64,35 @@ typedef struct {
     size_t n;
 } str_t;
 
-/* A tagged string. UTF-16 (tag 4) is rare in practice: its code units are
- * skipped and it reads as empty, like a pooled string (tag 2). */
+/* n UTF-16 code units (each a varint) as UTF-8 in r's arena. The JDK writes its
+ * metadata so (async-profiler writes UTF-8); a lone surrogate becomes U+FFFD. */
+static str_t rd_utf16(rd_t *r, uint64_t n) {
+    if (n > (uint64_t)(r->end - r->p)) return r->bad = 1, (str_t){NULL, 0}; /* a unit takes a byte at least */
+    char *out = r->ar ? arena_alloc(r->ar, (size_t)n * 3 + 1) : NULL;
+    size_t o = 0;
+    for (uint64_t i = 0; i < n && !r->bad; i++) {
+        uint32_t c = (uint32_t)rd_var(r) & 0xffff;
+        if (c >= 0xd800 && c < 0xdc00 && i + 1 < n) { /* a high surrogate: the low one follows */
+            uint32_t lo = (uint32_t)rd_var(r) & 0xffff;
+            i++;
+            c = lo >= 0xdc00 && lo < 0xe000 ? 0x10000 + ((c - 0xd800) << 10) + (lo - 0xdc00) : 0xfffd;
+        } else if (c >= 0xd800 && c < 0xe000) {
+            c = 0xfffd;
+        }
+        if (!out) continue;
+        if (c < 0x80) out[o++] = (char)c;
+        else if (c < 0x800) out[o++] = (char)(0xc0 | c >> 6), out[o++] = (char)(0x80 | (c & 0x3f));
+        else if (c < 0x10000)
+            out[o++] = (char)(0xe0 | c >> 12), out[o++] = (char)(0x80 | (c >> 6 & 0x3f)),
+            out[o++] = (char)(0x80 | (c & 0x3f));
+        else
+            out[o++] = (char)(0xf0 | c >> 18), out[o++] = (char)(0x80 | (c >> 12 & 0x3f)),
+            out[o++] = (char)(0x80 | (c >> 6 & 0x3f)), out[o++] = (char)(0x80 | (c & 0x3f));
+    }
+    return out ? (str_t){out, o} : (str_t){"", 0};
+}
+
+/* A tagged string. A pooled one (tag 2, a java.lang.String pool entry) reads as NULL. */
 static str_t rd_str(rd_t *r) {
     str_t s = {NULL, 0};
     switch (rd_u8(r)) {
@@ -77,12 +107,7 @@ static str_t rd_str(rd_t *r) {
         r->p += n;
         break;
     }
-    case 4: {
-        uint64_t n = rd_var(r);
-        for (uint64_t i = 0; i < n && !r->bad; i++) rd_var(r);
-        s.s = "";
-        break;
-    }
+    case 4: s = rd_utf16(r, rd_var(r)); break;
     default: r->bad = 1;
     }
     return s;
@@ -351,6 +376,11 @@ typedef struct {
     int64_t line;
 } frame_t;
 
+/* A thread's state as samples name it (jdk.types.ThreadState): Pyroscope counts a
+ * sampled thread as on CPU unless it sleeps, and a wall-clock sample as CPU too when
+ * its thread runs. */
+enum { T_OTHER, T_RUNNABLE, T_SLEEPING };
+
 typedef struct {
     u64map_t sym, cls, meth, stack; /* pool index -> position below */
     str_t *syms;
@@ -363,16 +393,19 @@ typedef struct {
     size_t nstacks, stacks_cap;
     frame_t *frames;
     size_t nframes, frames_cap;
+    u64map_t state; /* thread state pool index -> T_* */
+    arena_t *ar;    /* the chunk's decoded UTF-16 strings (rd_t.ar) */
 } pools_t;
 
 static void pools_free(pools_t *p) {
-    map_free(&p->sym), map_free(&p->cls), map_free(&p->meth), map_free(&p->stack);
+    map_free(&p->sym), map_free(&p->cls), map_free(&p->meth), map_free(&p->stack), map_free(&p->state);
     free(p->syms), free(p->cls_name), free(p->meth_v), free(p->stack_first), free(p->frames);
+    arena_free(p->ar);
     memset(p, 0, sizeof *p);
 }
 
 typedef struct {
-    size_t symbol, klass, method, stacktrace, frame; /* class indices, SIZE_MAX if absent */
+    size_t symbol, klass, method, stacktrace, frame, state; /* class indices, SIZE_MAX if absent */
 } known_t;
 
 static int read_stacktrace(rd_t *r, const meta_t *m, const known_t *kn, pools_t *p, uint64_t idx) {
@@ -420,6 +453,14 @@ static int read_pool_entry(rd_t *r, const meta_t *m, const known_t *kn, pools_t 
         p->meth_v[p->nmeth++][1] = v[1].set ? v[1].i : UINT64_MAX;
     } else if (ci == kn->stacktrace) {
         return read_stacktrace(r, m, kn, p, idx);
+    } else if (ci == kn->state) {
+        static const char *const want[] = {"name"};
+        read_struct(r, m, ci, want, 1, v);
+        str_t n = v[0].s;
+        uint32_t t = n.s && n.n == 14 && !memcmp(n.s, "STATE_RUNNABLE", 14)   ? T_RUNNABLE
+                     : n.s && n.n == 14 && !memcmp(n.s, "STATE_SLEEPING", 14) ? T_SLEEPING
+                                                                              : T_OTHER;
+        if (map_put(&p->state, idx, t)) return -1;
     } else {
         skip_value(r, m, ci, 0);
     }
@@ -430,7 +471,7 @@ static int read_pool_entry(rd_t *r, const meta_t *m, const known_t *kn, pools_t 
 static int read_pools(const uint8_t *chunk, size_t size, int64_t off, const meta_t *m, const known_t *kn, pools_t *p) {
     for (int guard = 0; guard < 100000; guard++) {
         if (off < HEADER_BYTES || (uint64_t)off >= size) return -1;
-        rd_t r = {chunk + off, chunk + size, 0};
+        rd_t r = {chunk + off, chunk + size, 0, p->ar};
         rd_var(&r), rd_var(&r), rd_var(&r), rd_var(&r); /* size, type, start, duration */
         int64_t delta = (int64_t)rd_var(&r);
         rd_u8(&r); /* flush */
@@ -539,6 +580,7 @@ enum {
     P_LOCK_NS,
     P_PARK_COUNT,
     P_PARK_NS,
+    P_WALL,
     P_COUNT
 };
 
@@ -555,30 +597,144 @@ static const char *const TYPES[P_COUNT] = {
     "mutex:delay:nanoseconds:mutex:count",
     "block:contentions:count:block:count",
     "block:delay:nanoseconds:block:count",
+    "wall:wall:nanoseconds:wall:nanoseconds",
 };
+
+/* ---- context labels (the upload's LabelsSnapshot) ---- */
+
+/* One context id's series: the base labels plus the context's, and its profiles. */
+typedef struct {
+    int64_t id;
+    labels_t labels;
+    batch_profile_t *prof[P_COUNT]; /* created on first use */
+} jctx_t;
+
+typedef struct {
+    int64_t key;
+    const char *value;
+} jstr_t;
+
+static int cmp_ctx(const void *a, const void *b) {
+    int64_t x = ((const jctx_t *)a)->id, y = ((const jctx_t *)b)->id;
+    return (x > y) - (x < y);
+}
+
+static int cmp_str(const void *a, const void *b) {
+    int64_t x = ((const jstr_t *)a)->key, y = ((const jstr_t *)b)->key;
+    return (x > y) - (x < y);
+}
+
+static const char *snapshot_string(const jstr_t *strs, size_t n, int64_t key) {
+    jstr_t k = {key, NULL};
+    const jstr_t *f = n ? bsearch(&k, strs, n, sizeof *strs, cmp_str) : NULL;
+    return f ? f->value : NULL;
+}
+
+/* One context's labels onto its copy of the base labels. */
+static int context_labels(const Jfr__Context *ctx, const jstr_t *strs, size_t nstrs, jctx_t *out, hr_err_t *err) {
+    char name[128];
+    for (size_t k = 0; ctx && k < ctx->n_labels; k++) {
+        const char *key = snapshot_string(strs, nstrs, ctx->labels[k]->key),
+                   *val = snapshot_string(strs, nstrs, ctx->labels[k]->value);
+        if (!key || !val)
+            return hr_fail(err, HR_EUNPROC, "JFR labels: context %lld names a string the snapshot lacks",
+                           (long long)out->id);
+        if (ingest_label_add(&out->labels, name, sizeof name, key, val, err)) {
+            err->code = HR_EUNPROC;
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The contexts of the upload's LabelsSnapshot (gzip allowed), sorted by id. */
+static int contexts_load(const jfr_opts_t *o, jctx_t **out, size_t *nout, hr_err_t *err) {
+    uint8_t *raw = NULL;
+    const uint8_t *p = o->labels;
+    size_t n = o->labels_len;
+    if (gz_is_gzip(p, n)) {
+        if (gz_inflate(p, n, o->max_decompressed, &raw, &n, err)) return -1;
+        p = raw;
+    }
+    Jfr__LabelsSnapshot *ls = jfr__labels_snapshot__unpack(NULL, n, p);
+    free(raw);
+    if (!ls) return hr_fail(err, HR_EUNPROC, "JFR labels: the `labels` part is not a LabelsSnapshot protobuf");
+    jstr_t *strs = calloc(ls->n_strings + 1, sizeof *strs);
+    jctx_t *c = calloc(ls->n_contexts + 1, sizeof *c);
+    int rc = strs && c ? 0 : hr_fail(err, HR_ENOMEM, "out of memory");
+    for (size_t i = 0; rc == 0 && i < ls->n_strings; i++)
+        strs[i] = (jstr_t){ls->strings[i]->key, ls->strings[i]->value};
+    if (rc == 0 && ls->n_strings) qsort(strs, ls->n_strings, sizeof *strs, cmp_str);
+    size_t nc = 0;
+    for (; rc == 0 && nc < ls->n_contexts; nc++) {
+        c[nc].id = ls->contexts[nc]->key;
+        if (labels_copy(&c[nc].labels, o->base)) {
+            rc = hr_fail(err, HR_ENOMEM, "out of memory");
+            break;
+        }
+        rc = context_labels(ls->contexts[nc]->value, strs, ls->n_strings, &c[nc], err);
+    }
+    if (rc == 0 && nc) qsort(c, nc, sizeof *c, cmp_ctx);
+    free(strs);
+    jfr__labels_snapshot__free_unpacked(ls, NULL);
+    if (rc) {
+        for (size_t i = 0; i < nc; i++) labels_destroy(&c[i].labels);
+        free(c);
+        return -1;
+    }
+    *out = c, *nout = nc;
+    return 0;
+}
+
+/* What ties an event to a request: its context id (the LabelsSnapshot's) and its span
+ * (async-profiler's fields; 0 for none). */
+typedef struct {
+    uint64_t stack, ctx, span;
+} jevent_t;
+
+/* A sampled thread (jdk.ExecutionSample, or profiler.WallClockSample standing for
+ * `samples` samples), valued once the chunk's settings are known. */
+typedef struct {
+    jevent_t e;
+    uint32_t samples; /* 0: an execution sample */
+    uint8_t state;    /* T_* */
+} timed_t;
 
 typedef struct {
     const jfr_opts_t *o;
     batch_t *b;
-    batch_profile_t *prof[P_COUNT]; /* created on first use */
+    batch_profile_t *prof[P_COUNT]; /* events without a known context; created on first use */
+    jctx_t *ctx;                    /* the LabelsSnapshot's contexts, sorted by id */
+    size_t nctx;
     int64_t time_ns, duration_ns;
-    int64_t interval_ns;  /* of jdk.ExecutionSample; 0 until a setting says */
-    uint64_t *cpu_stacks; /* JFR stack index per CPU sample, valued once the interval is known */
-    size_t ncpu, cpu_cap;
+    int64_t interval_ns; /* of jdk.ExecutionSample; 0 until a setting says */
+    int wall_mode;       /* the recording's `event` setting is "wall" (async-profiler's wall mode) */
+    timed_t *timed;      /* the chunk's sampled threads */
+    size_t ntimed, timed_cap;
     size_t samples;
 } conv_t;
 
-static int add(conv_t *c, stacks_t *s, int which, uint64_t stack_idx, int64_t value, hr_err_t *err) {
+/* The snapshot's context ctx; NULL for 0 or one it does not list (the event then
+ * counts under the base labels, as Pyroscope counts it without labels). */
+static jctx_t *context_of(conv_t *c, uint64_t ctx) {
+    jctx_t k = {.id = (int64_t)ctx};
+    return ctx && c->nctx ? bsearch(&k, c->ctx, c->nctx, sizeof *c->ctx, cmp_ctx) : NULL;
+}
+
+static int add(conv_t *c, stacks_t *s, int which, const jevent_t *e, int64_t value, hr_err_t *err) {
     if (!value) return 0;
-    uint32_t st = stack_of(s, stack_idx);
+    uint32_t st = stack_of(s, e->stack);
     if (st == SYM_NONE) return hr_fail(err, HR_ENOMEM, "out of memory");
     if (!st) return 0; /* an event without a stack trace */
-    if (!c->prof[which] &&
-        !(c->prof[which] = batch_profile(c->b, TYPES[which], c->o->base, c->time_ns, c->duration_ns)))
+    jctx_t *x = context_of(c, e->ctx);
+    batch_profile_t **p = x ? &x->prof[which] : &c->prof[which];
+    const labels_t *l = x ? &x->labels : c->o->base;
+    if (!*p && !(*p = batch_profile(c->b, TYPES[which], l, c->time_ns, c->duration_ns)))
         return hr_fail(err, HR_ENOMEM, "out of memory");
     if (c->o->max_samples && ++c->samples > c->o->max_samples)
         return hr_fail(err, HR_ETOOBIG, "the recording has more than %zu samples (--max-samples)", c->o->max_samples);
-    return batch_sample(c->prof[which], st, value) ? hr_fail(err, HR_ENOMEM, "out of memory") : 0;
+    int rc = e->span ? batch_span_sample(*p, st, value, e->span, NULL) : batch_sample(*p, st, value);
+    return rc ? hr_fail(err, HR_ENOMEM, "out of memory") : 0;
 }
 
 /* "10ms", "20 ms", "10000000" (ns, as async-profiler writes it) -> ns; 0 if none. */
@@ -599,48 +755,86 @@ static int64_t parse_interval(str_t v) {
 }
 
 typedef struct {
-    size_t exec, tlab, outside, monitor, park, setting;
+    size_t exec, tlab, outside, monitor, park, setting, wall;
 } event_classes_t;
 
+static int is_event(const event_classes_t *ec, size_t ci) {
+    return ci != SIZE_MAX && (ci == ec->exec || ci == ec->tlab || ci == ec->outside || ci == ec->monitor ||
+                              ci == ec->park || ci == ec->setting || ci == ec->wall);
+}
+
+static int str_is(str_t s, const char *lit) { return s.s && s.n == strlen(lit) && !memcmp(s.s, lit, s.n); }
+
+/* An ActiveSetting: the sampling interval of execution samples, and async-profiler's
+ * `event` (wall mode makes every execution sample a wall-clock sample too). */
+static void apply_setting(conv_t *c, const meta_t *m, const event_classes_t *ec, uint64_t id, str_t name, str_t value) {
+    if (ec->exec != SIZE_MAX && id == m->c[ec->exec].id && (str_is(name, "interval") || str_is(name, "period")))
+        c->interval_ns = parse_interval(value);
+    if (str_is(name, "event")) c->wall_mode = str_is(value, "wall");
+}
+
+static int add_timed(conv_t *c, const jevent_t *e, uint32_t samples, uint8_t state, hr_err_t *err) {
+    if (VEC_RESERVE(c->timed, c->timed_cap, c->ntimed + 1)) return hr_fail(err, HR_ENOMEM, "out of memory");
+    c->timed[c->ntimed++] = (timed_t){*e, samples, state};
+    return 0;
+}
+
+/* The chunk's sampled threads, valued by its interval, as Pyroscope's converter does:
+ * an execution sample is CPU unless its thread sleeps, and wall-clock too in wall
+ * mode; a wall-clock sample is wall-clock, and CPU too in wall mode when its thread
+ * runs. */
+static int add_timed_all(conv_t *c, stacks_t *s, hr_err_t *err) {
+    int64_t interval = c->interval_ns > 0 ? c->interval_ns : DEFAULT_INTERVAL_NS;
+    for (size_t i = 0; i < c->ntimed; i++) {
+        const timed_t *t = &c->timed[i];
+        int64_t v = t->samples ? (int64_t)t->samples * interval : interval;
+        int cpu = t->samples ? c->wall_mode && t->state == T_RUNNABLE : t->state != T_SLEEPING;
+        int wall = t->samples || c->wall_mode;
+        if ((cpu && add(c, s, P_CPU, &t->e, v, err)) || (wall && add(c, s, P_WALL, &t->e, v, err))) return -1;
+    }
+    return 0;
+}
+
 static int read_events(const uint8_t *chunk, size_t size, int64_t tps, const meta_t *m, const event_classes_t *ec,
-                       conv_t *c, stacks_t *s, hr_err_t *err) {
-    static const char *const want[] = {"stackTrace", "tlabSize", "allocationSize", "duration", "id", "name", "value"};
-    enum { W_STACK, W_TLAB, W_ALLOC, W_DUR, W_ID, W_NAME, W_VALUE, W_N };
+                       const pools_t *p, conv_t *c, stacks_t *s, hr_err_t *err) {
+    static const char *const want[] = {"stackTrace", "tlabSize",  "allocationSize", "duration", "id",   "name",
+                                       "value",      "contextId", "spanId",         "samples",  "state"};
+    enum { W_STACK, W_TLAB, W_ALLOC, W_DUR, W_ID, W_NAME, W_VALUE, W_CTX, W_SPAN, W_SAMPLES, W_STATE, W_N };
     size_t off = HEADER_BYTES;
     while (off < size) {
-        rd_t r = {chunk + off, chunk + size, 0};
+        rd_t r = {chunk + off, chunk + size, 0, p->ar};
         uint64_t esize = rd_var(&r);
         if (r.bad || esize == 0 || esize > size - off)
             return hr_fail(err, HR_EUNPROC, "invalid JFR: bad event size at offset %zu", off);
         r.end = chunk + off + esize;
         size_t ci = class_index(m, rd_var(&r));
         off += esize;
-        if (ci == SIZE_MAX || (ci != ec->exec && ci != ec->tlab && ci != ec->outside && ci != ec->monitor &&
-                               ci != ec->park && ci != ec->setting))
-            continue; /* metadata (0), constant pools (1) and events Hearth does not keep */
+        if (!is_event(ec, ci)) continue; /* metadata (0), constant pools (1) and events Hearth does not keep */
         val_t v[W_N];
         read_struct(&r, m, ci, want, W_N, v);
         if (r.bad) return hr_fail(err, HR_EUNPROC, "invalid JFR: truncated %s event", m->c[ci].name);
+        jevent_t e = {v[W_STACK].i, v[W_CTX].i, v[W_SPAN].i};
+        uint32_t st = v[W_STATE].set ? map_get(&p->state, v[W_STATE].i) : T_RUNNABLE;
+        uint8_t state = st == UINT32_MAX ? T_OTHER : (uint8_t)st;
         int rc = 0;
         if (ci == ec->setting) {
-            str_t name = v[W_NAME].s;
-            if (ec->exec != SIZE_MAX && v[W_ID].i == m->c[ec->exec].id && name.s &&
-                ((name.n == 8 && !memcmp(name.s, "interval", 8)) || (name.n == 6 && !memcmp(name.s, "period", 6))))
-                c->interval_ns = parse_interval(v[W_VALUE].s);
+            apply_setting(c, m, ec, v[W_ID].i, v[W_NAME].s, v[W_VALUE].s);
         } else if (ci == ec->exec) {
-            if (VEC_RESERVE(c->cpu_stacks, c->cpu_cap, c->ncpu + 1)) return hr_fail(err, HR_ENOMEM, "out of memory");
-            c->cpu_stacks[c->ncpu++] = v[W_STACK].i;
+            rc = add_timed(c, &e, 0, state, err);
+        } else if (ci == ec->wall) {
+            /* a wall-clock event without a sample count (0) stands for nothing, as in Pyroscope */
+            if (v[W_SAMPLES].i)
+                rc =
+                    add_timed(c, &e, (uint32_t)(v[W_SAMPLES].i > UINT32_MAX ? UINT32_MAX : v[W_SAMPLES].i), state, err);
         } else if (ci == ec->tlab) {
-            rc = add(c, s, P_TLAB_OBJ, v[W_STACK].i, 1, err) ||
-                 add(c, s, P_TLAB_BYTES, v[W_STACK].i, (int64_t)v[W_TLAB].i, err);
+            rc = add(c, s, P_TLAB_OBJ, &e, 1, err) || add(c, s, P_TLAB_BYTES, &e, (int64_t)v[W_TLAB].i, err);
         } else if (ci == ec->outside) {
-            rc = add(c, s, P_OUT_OBJ, v[W_STACK].i, 1, err) ||
-                 add(c, s, P_OUT_BYTES, v[W_STACK].i, (int64_t)v[W_ALLOC].i, err);
+            rc = add(c, s, P_OUT_OBJ, &e, 1, err) || add(c, s, P_OUT_BYTES, &e, (int64_t)v[W_ALLOC].i, err);
         } else {
             double ns = tps > 0 ? (double)v[W_DUR].i * 1e9 / (double)tps : (double)v[W_DUR].i;
             if (!(ns >= 0 && ns < 9e18)) ns = 0; /* a corrupt duration: count the event, not its time */
             int count = ci == ec->park ? P_PARK_COUNT : P_LOCK_COUNT, delay = ci == ec->park ? P_PARK_NS : P_LOCK_NS;
-            rc = add(c, s, count, v[W_STACK].i, 1, err) || add(c, s, delay, v[W_STACK].i, (int64_t)ns, err);
+            rc = add(c, s, count, &e, 1, err) || add(c, s, delay, &e, (int64_t)ns, err);
         }
         if (rc) return -1;
     }
@@ -658,14 +852,18 @@ static int read_chunk(const uint8_t *chunk, size_t size, conv_t *c, hr_err_t *er
         goto out;
     }
     int meta_ok = meta_off >= HEADER_BYTES && (uint64_t)meta_off < size; /* checked before forming the pointer */
-    rd_t r = {meta_ok ? chunk + meta_off : chunk + size, chunk + size, 0};
+    if (!(p.ar = arena_new())) {
+        hr_fail(err, HR_ENOMEM, "out of memory");
+        goto out;
+    }
+    rd_t r = {meta_ok ? chunk + meta_off : chunk + size, chunk + size, 0, p.ar};
     if (!meta_ok || read_metadata(&r, &m)) {
         hr_fail(err, HR_EUNPROC, "invalid JFR: unreadable metadata");
         goto out;
     }
-    known_t kn = {class_named(&m, "jdk.types.Symbol"), class_named(&m, "java.lang.Class"),
-                  class_named(&m, "jdk.types.Method"), class_named(&m, "jdk.types.StackTrace"),
-                  class_named(&m, "jdk.types.StackFrame")};
+    known_t kn = {class_named(&m, "jdk.types.Symbol"),     class_named(&m, "java.lang.Class"),
+                  class_named(&m, "jdk.types.Method"),     class_named(&m, "jdk.types.StackTrace"),
+                  class_named(&m, "jdk.types.StackFrame"), class_named(&m, "jdk.types.ThreadState")};
     if (read_pools(chunk, size, cp_off, &m, &kn, &p)) {
         if (!err->code) hr_fail(err, HR_EUNPROC, "invalid JFR: unreadable constant pool");
         goto out;
@@ -675,14 +873,14 @@ static int read_chunk(const uint8_t *chunk, size_t size, conv_t *c, hr_err_t *er
                           class_named(&m, "jdk.ObjectAllocationOutsideTLAB"),
                           class_named(&m, "jdk.JavaMonitorEnter"),
                           class_named(&m, "jdk.ThreadPark"),
-                          class_named(&m, "jdk.ActiveSetting")};
+                          class_named(&m, "jdk.ActiveSetting"),
+                          class_named(&m, "profiler.WallClockSample")};
     stacks_t s = {.b = c->b, .p = &p};
     buf_init(&s.name);
-    c->ncpu = 0;
-    rc = read_events(chunk, size, tps, &m, &ec, c, &s, err);
-    /* CPU samples are valued once every setting of the chunk has been seen. */
-    int64_t interval = c->interval_ns > 0 ? c->interval_ns : DEFAULT_INTERVAL_NS;
-    for (size_t i = 0; rc == 0 && i < c->ncpu; i++) rc = add(c, &s, P_CPU, c->cpu_stacks[i], interval, err);
+    c->ntimed = 0;
+    rc = read_events(chunk, size, tps, &m, &ec, &p, c, &s, err);
+    /* Sampled threads are valued once every setting of the chunk has been seen. */
+    if (rc == 0) rc = add_timed_all(c, &s, err);
     map_free(&s.done);
     buf_free(&s.name);
 out:
@@ -698,7 +896,7 @@ int jfr_decode(const uint8_t *body, size_t n, const jfr_opts_t *o, batch_t *b, h
         body = raw;
     }
     conv_t c = {.o = o, .b = b, .time_ns = o->time_ns, .duration_ns = o->duration_ns};
-    int rc = 0;
+    int rc = o->labels && o->labels_len ? contexts_load(o, &c.ctx, &c.nctx, err) : 0;
     size_t off = 0, chunks = 0;
     int64_t total_ns = 0;
     while (rc == 0 && off < n) {
@@ -719,14 +917,20 @@ int jfr_decode(const uint8_t *body, size_t n, const jfr_opts_t *o, batch_t *b, h
         if (d > 0 && d <= INT64_MAX - total_ns) total_ns += d; /* garbage durations do not overflow */
         if (!o->duration_ns) c.duration_ns = total_ns;
         c.interval_ns = 0;
+        c.wall_mode = 0;
         rc = read_chunk(ch, (size_t)size, &c, err);
         off += (size_t)size;
         chunks++;
     }
     if (rc == 0 && !chunks) rc = hr_fail(err, HR_EUNPROC, "empty JFR recording");
-    for (int i = 0; rc == 0 && i < P_COUNT; i++) /* created during the first chunk: the whole span */
+    for (int i = 0; rc == 0 && i < P_COUNT; i++) { /* created during the first chunk: the whole span */
         if (c.prof[i]) c.prof[i]->duration_ns = c.duration_ns;
-    free(c.cpu_stacks);
+        for (size_t k = 0; k < c.nctx; k++)
+            if (c.ctx[k].prof[i]) c.ctx[k].prof[i]->duration_ns = c.duration_ns;
+    }
+    for (size_t k = 0; k < c.nctx; k++) labels_destroy(&c.ctx[k].labels);
+    free(c.ctx);
+    free(c.timed);
     free(raw);
     return rc;
 }
@@ -738,7 +942,9 @@ int jfr_ingest(const ingest_request_t *r, const ingest_limits_t *lim, batch_t *b
                     .time_ns = r->has_from ? r->from_ns : 0,
                     .duration_ns = r->has_from && r->has_until ? r->until_ns - r->from_ns : 0,
                     .max_decompressed = lim->max_decompressed,
-                    .max_samples = lim->max_samples};
+                    .max_samples = lim->max_samples,
+                    .labels = r->aux_body,
+                    .labels_len = r->aux_len};
     if (rc == 0) rc = jfr_decode(r->body, r->body_len, &o, b, err);
     labels_destroy(&s.labels);
     return rc;

@@ -5,6 +5,8 @@
  * traces, methods, classes, symbols), so the reader is driven by the metadata
  * rather than by hard-coded layouts: any event is parsed, or skipped, field by
  * field. Only chunks with compressed integers (JDK 11+, async-profiler) are read.
+ * Strings come UTF-8, Latin-1 or (the JDK's metadata) as UTF-16 code units; a
+ * string pool reference reads as NULL.
  *
  * Events become profile types as in Pyroscope:
  *   jdk.ExecutionSample               process_cpu:cpu:nanoseconds:cpu:nanoseconds
@@ -16,6 +18,18 @@
  *                                     mutex:delay:nanoseconds:mutex:count
  *   jdk.ThreadPark                    block:contentions:count:block:count and
  *                                     block:delay:nanoseconds:block:count
+ *   profiler.WallClockSample          wall:wall:nanoseconds:wall:nanoseconds
+ *                                     (async-profiler's wall mode: `samples`
+ *                                     intervals per event)
+ * With async-profiler's `event` setting "wall", execution samples are wall-clock
+ * samples too, and a wall-clock sample of a running thread CPU too; an execution
+ * sample of a sleeping thread is not CPU (Pyroscope's rules).
+ *
+ * Context labels: async-profiler gives events a `contextId`, and Pyroscope's Java
+ * agent sends the labels of each id beside the recording (LabelsSnapshot, the
+ * multipart `labels` part): an event with a listed context counts under the base
+ * labels plus its context's (its own series); an event's `spanId` makes its sample a
+ * span sample (span_id, as a pprof `profile_id` label does).
  * Frames are `class.method` with the frame's line; lambda and generated accessor
  * class names lose their per-run numbers (`$$Lambda_`, `GeneratedMethodAccessor_`)
  * so profiles from different runs merge. */
@@ -36,6 +50,8 @@ typedef struct {
     int64_t duration_ns;     /* 0: the chunks' total duration */
     size_t max_decompressed; /* a gzipped recording is inflated up to this */
     size_t max_samples;      /* 0 = unlimited */
+    const uint8_t *labels;   /* the LabelsSnapshot of the events' context ids (gzip allowed); NULL: none */
+    size_t labels_len;
 } jfr_opts_t;
 
 /* Decodes a recording (gzipped or not). HR_EUNPROC for anything that is not a

@@ -55,7 +55,7 @@ static int apply_prev(const ingest_request_t *r, const pprof_opts_t *o, batch_t 
     if (batch_init(&prev)) return hr_fail(err, HR_ENOMEM, "out of memory");
     uint8_t *cum = calloc(b->n + 1, 1);
     int rc = cum ? 0 : hr_fail(err, HR_ENOMEM, "out of memory");
-    if (rc == 0 && pprof_decode(r->prev_body, r->prev_len, o, &prev, err)) {
+    if (rc == 0 && pprof_decode(r->aux_body, r->aux_len, o, &prev, err)) {
         char msg[sizeof err->msg];
         snprintf(msg, sizeof msg, "%s", err->msg);
         rc = hr_fail(err, err->code, "prev_profile: %s", msg);
@@ -84,7 +84,7 @@ static int decode(const ingest_request_t *r, const ingest_limits_t *lim, const i
                       .ndisplay = nd,
                       .name = s->type_name[0] ? s->type_name : NULL};
     int rc = pprof_decode(r->body, r->body_len, &o, b, err);
-    if (rc == 0 && r->prev_body) rc = apply_prev(r, &o, b, err);
+    if (rc == 0 && r->aux_body) rc = apply_prev(r, &o, b, err);
     json_decref(root);
     return rc;
 }

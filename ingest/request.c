@@ -8,7 +8,7 @@
 #include "ingest/appname.h"
 #include "ingest/format.h"
 
-/* 2 added prev_body, 3 added labels; every older version still replays. A record
+/* 2 added aux_body (then named prev_body), 3 added labels; every older version still replays. A record
  * is written in the oldest version that holds it (3 only with labels), so a binary
  * from before labels still replays what it can express. */
 #define RECORD_VERSION 3
@@ -76,8 +76,8 @@ void ingest_request_encode(const ingest_request_t *r, buf_t *b) {
     buf_put_svarint(b, r->received_ns);
     buf_put_svarint(b, r->sample_rate);
     buf_put_bytes(b, r->body, r->body_len);
-    buf_putc(b, r->prev_body != NULL);
-    if (r->prev_body) buf_put_bytes(b, r->prev_body, r->prev_len);
+    buf_putc(b, r->aux_body != NULL);
+    if (r->aux_body) buf_put_bytes(b, r->aux_body, r->aux_len);
     if (version >= 3) buf_put_bytes(b, r->labels, r->labels_len);
 }
 
@@ -103,7 +103,7 @@ int ingest_request_decode(const uint8_t *p, size_t n, ingest_request_t *r, hr_er
     r->sample_rate = buf_get_svarint(&rd);
     r->body = buf_get_bytes(&rd, &r->body_len);
     const uint8_t *has_prev = version >= 2 ? buf_get_raw(&rd, 1) : NULL;
-    if (has_prev && *has_prev) r->prev_body = buf_get_bytes(&rd, &r->prev_len);
+    if (has_prev && *has_prev) r->aux_body = buf_get_bytes(&rd, &r->aux_len);
     if (version >= 3) {
         r->labels = (const char *)buf_get_bytes(&rd, &r->labels_len);
         if (r->labels && !packed_labels_valid(r->labels, r->labels_len)) rd.bad = 1;

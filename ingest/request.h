@@ -54,8 +54,11 @@ typedef struct {
     int64_t sample_rate;
     const uint8_t *body;
     size_t body_len;
-    const uint8_t *prev_body; /* multipart `prev_profile` (pprof): deltas are computed (delta.h); NULL if absent */
-    size_t prev_len;
+    /* The upload's second multipart part, NULL if absent: a pprof's `prev_profile`
+     * (deltas are computed, delta.h), or a JFR recording's `labels` (the
+     * LabelsSnapshot its events' context ids refer to, jfr.h). */
+    const uint8_t *aux_body;
+    size_t aux_len;
     /* The series' labels, for a pprof or JFR upload that carries them instead of a
      * `name` (the scraper: no need to wrap a fetched pprof in a push body), packed
      * by ingest_labels_pack; NULL when absent. As in a push series, __name__ names

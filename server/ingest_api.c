@@ -37,17 +37,19 @@ static int choose_body(http_req_t *req, ingest_request_t *r, http_resp_t *resp) 
         if (req->multipart < 0) return http_error(resp, 400, "malformed multipart/form-data body"), -1;
         const http_field_t *p = http_field(req, "profile"), *prev = http_field(req, "prev_profile");
         const http_field_t *jfr = http_field(req, "jfr");
-        if (jfr) { /* the Java agent: `jfr` (+ `labels`, context labels Hearth does not read yet) */
+        if (jfr) { /* the Java agent: `jfr`, and `labels` for its events' context ids */
+            const http_field_t *labels = http_field(req, "labels");
             r->format = INGEST_JFR;
             r->body = jfr->data.data;
             r->body_len = jfr->data.len;
+            if (labels && labels->data.len) r->aux_body = labels->data.data, r->aux_len = labels->data.len;
             return 0;
         }
         if (!p) return http_error(resp, 400, "multipart body has no `profile` (or `jfr`) field"), -1;
         r->format = INGEST_PPROF;
         r->body = p->data.data;
         r->body_len = p->data.len;
-        if (prev && prev->data.len) r->prev_body = prev->data.data, r->prev_len = prev->data.len;
+        if (prev && prev->data.len) r->aux_body = prev->data.data, r->aux_len = prev->data.len;
         const http_field_t *c = http_field(req, "sample_type_config");
         if (c && c->data.len) {
             buf_putc((buf_t *)&c->data, 0); /* NUL-terminate in place */

@@ -19,8 +19,8 @@ import threading
 import time
 
 from harness import (
-    ARGS, CPU, CPU_FILE, T0, Server, cli, cpu_total, memory_slack, metric, multipart, node_agent_dir, query,
-    read_testdata, test, types_of, vm_hwm_mb)
+    ARGS, CPU, CPU_FILE, T0, Server, cli, connect_json, cpu_total, memory_slack, metric, multipart, node_agent_dir,
+    query, read_testdata, test, types_of, vm_hwm_mb)
 from pprof_ref import build_goprof, pprof_raw, unlocated_totals
 from protowire import pb_encode_field, pb_field, pb_put_varint, push_request_proto
 
@@ -254,6 +254,115 @@ def jfr_recordings_ingest_like_pyroscope():
             st, b = srv.ingest(bad, name="badjfr", format="jfr")
             assert st == 422 and why in json.loads(b)["error"], (why, st, b)
         assert query(srv, CPU + '{service_name="kafka"}')["total"] == 582 * 10_000_000  # untouched
+
+
+JFR_CONTEXT_PROGRAM = r"""
+import java.nio.file.Path;
+import jdk.jfr.*;
+
+public class Ctx {
+    /* async-profiler's wall-clock event, as its recordings name it and its fields */
+    @Name("profiler.WallClockSample") @StackTrace(true)
+    static class Wall extends Event { long contextId; long spanId; int samples; }
+
+    static void emit(long ctx, long span, int samples) {
+        Wall w = new Wall();
+        w.contextId = ctx; w.spanId = span; w.samples = samples;
+        w.commit();
+    }
+    static void checkout(int n) { for (int i = 0; i < n; i++) emit(1, 0xabcL, 2); }
+    static void search(int n) { for (int i = 0; i < n; i++) emit(2, 0, 1); }
+    static void idle(int n) { for (int i = 0; i < n; i++) emit(0, 0, 1); }
+
+    static volatile long sink;
+    static long spin(long n) { long x = 0; for (long i = 0; i < n; i++) x += i * 31 ^ (x >>> 3); return x; }
+
+    public static void main(String[] args) throws Exception {
+        if (args.length == 0) { /* burn CPU for a second, for the JDK's own execution samples */
+            long end = System.nanoTime() + 1_000_000_000L;
+            while (System.nanoTime() < end) sink += spin(1_000_000);
+            return;
+        }
+        Recording r = new Recording();
+        r.enable(Wall.class);
+        r.start();
+        checkout(300); search(200); idle(100);
+        r.stop();
+        r.dump(Path.of(args[0]));
+    }
+}
+"""
+
+
+def jfr_labels_snapshot(contexts):
+    """Pyroscope's LabelsSnapshot: {context id: {name: value}} with the strings table it refers to."""
+    strings = {}
+
+    def sid(s):
+        return strings.setdefault(s, len(strings) + 1)
+    ctxs = b""
+    for cid, labels in contexts.items():
+        body = b"".join(pb_field(1, pb_encode_field(1, 0, sid(k)) + pb_encode_field(2, 0, sid(v)))
+                        for k, v in labels.items())
+        ctxs += pb_field(1, pb_encode_field(1, 0, cid) + pb_field(2, body))
+    return ctxs + b"".join(pb_field(2, pb_encode_field(1, 0, i) + pb_field(2, s.encode())) for s, i in strings.items())
+
+
+@test
+def jfr_context_labels_and_wall_clock_samples_from_a_real_jdk():
+    """Recordings a real JDK wrote (Debian's JDK 17). Its own CPU samples
+    (-XX:StartFlightRecording, default settings: one sample per 20 ms): every sample counted at
+    the recording's period, in the method that burned it. And, through jdk.jfr, async-profiler's
+    wall-clock event with its contextId/spanId/samples fields, sent as the Java agent sends it:
+    multipart `jfr` plus a gzipped `labels` LabelsSnapshot. Each listed context is its own
+    series with its labels; events of context 0 stay under the upload's labels; a span's samples
+    merge alone; a `labels` part that is not a snapshot, or names a string it lacks, is refused."""
+    d = tempfile.mkdtemp(prefix="jfrctx-", dir=ARGS.tmp)
+    with open(os.path.join(d, "Ctx.java"), "w") as f:
+        f.write(JFR_CONTEXT_PROGRAM)
+    subprocess.run(["javac", "-d", d, os.path.join(d, "Ctx.java")], check=True, capture_output=True)
+    rec = os.path.join(d, "ctx.jfr")
+    subprocess.run(["java", "-cp", d, "Ctx", rec], check=True, capture_output=True, timeout=120)
+    jfr = open(rec, "rb").read()
+    burn = os.path.join(d, "burn.jfr")
+    subprocess.run(["java", "-XX:StartFlightRecording=filename=%s,settings=default" % burn, "-cp", d, "Ctx"],
+                   check=True, capture_output=True, timeout=120)
+    summary = subprocess.run(["jfr", "summary", burn], check=True, capture_output=True, text=True).stdout
+    nexec = int(re.search(r"jdk\.ExecutionSample\s+(\d+)", summary).group(1))
+    labels = gzip.compress(jfr_labels_snapshot({1: {"endpoint": "/checkout", "region": "eu"},
+                                                2: {"endpoint": "/search"}}))
+    wall = "wall:wall:nanoseconds:wall:nanoseconds"
+    with Server() as srv:
+        mp, headers = multipart([("jfr", gzip.compress(jfr)), ("labels", labels)])
+        st, b = srv.ingest(mp, headers=headers, name="shop{env=ci}", format="jfr", **{"from": T0})
+        assert st == 200, b
+        tick = 10_000_000  # no sampling interval in the recording: the 10 ms default
+        want = {'{service_name="shop",endpoint="/checkout",region="eu",env="ci"}': 300 * 2 * tick,
+                '{service_name="shop",endpoint="/search"}': 200 * tick,
+                '{service_name="shop",endpoint=""}': 100 * tick}
+        for sel, total in want.items():
+            ans = query(srv, wall + sel, frm=T0 - 10, until=T0 + 600)
+            assert ans["total"] == total, (sel, ans["total"], total)
+        st, b = srv.ingest(open(burn, "rb").read(), name="burn", format="jfr", **{"from": T0})
+        assert st == 200, b
+        ans = query(srv, CPU + '{service_name="burn"}', frm=T0 - 10, until=T0 + 600)
+        assert nexec > 10 and ans["total"] == nexec * 20_000_000, (nexec, ans["total"])
+        assert ans["functions"][0]["name"] == "Ctx.spin", ans["functions"][:3]
+        names = {f["name"] for f in query(srv, wall + '{endpoint="/search"}', frm=T0 - 10, until=T0 + 600)["functions"]}
+        assert "Ctx.search" in names and "Ctx.checkout" not in names, names
+        st, fg = connect_json(srv, "SelectMergeSpanProfile", dict(
+            profileTypeID=wall, labelSelector='{service_name="shop"}', spanSelector=["0000000000000abc"],
+            start=(T0 - 10) * 1000, end=(T0 + 600) * 1000))
+        assert st == 200 and int(fg["flamegraph"]["total"]) == 300 * 2 * tick, (st, fg)
+        assert query(srv, "process_cpu:cpu:nanoseconds:cpu:nanoseconds{service_name=\"shop\"}",
+                     frm=T0 - 10, until=T0 + 600)["total"] == 0  # wall mode was not on: no CPU
+        for bad, why in ((b"\xff\xff", "LabelsSnapshot"), (jfr_labels_snapshot({1: {"a": "b"}})[:-4], "LabelsSnapshot"),
+                         (pb_field(1, pb_encode_field(1, 0, 1) + pb_field(2, pb_field(1, pb_encode_field(1, 0, 7)
+                                                                                      + pb_encode_field(2, 0, 8)))),
+                          "string")):
+            mp, headers = multipart([("jfr", jfr), ("labels", bad)])
+            st, b = srv.ingest(mp, headers=headers, name="bad", format="jfr", **{"from": T0})
+            assert st == 422 and why in json.loads(b)["error"], (why, st, b)
 
 
 @test

@@ -272,15 +272,15 @@ void test_request_roundtrip(void) {
     CHECK_INT(bt.p[0].values[0], 10000000); /* 1 sample at 100 Hz */
     CHECK_STR(labels_get(&bt.p[0].labels, "service_name"), "app");
     batch_destroy(&bt);
-    CHECK(d.prev_body == NULL);
-    /* A version-1 record (before prev_body) still decodes. */
+    CHECK(d.aux_body == NULL);
+    /* A version-1 record (before aux_body) still decodes. */
     b.data[0] = 1;
-    CHECK(ingest_request_decode(b.data, b.len - 1, &d, &err) == 0 && d.body_len == 5 && !d.prev_body);
+    CHECK(ingest_request_decode(b.data, b.len - 1, &d, &err) == 0 && d.body_len == 5 && !d.aux_body);
     buf_free(&b);
     buf_init(&b);
-    r.prev_body = (const uint8_t *)"prev", r.prev_len = 4;
+    r.aux_body = (const uint8_t *)"prev", r.aux_len = 4;
     ingest_request_encode(&r, &b);
-    CHECK(ingest_request_decode(b.data, b.len, &d, &err) == 0 && d.prev_len == 4 && !memcmp(d.prev_body, "prev", 4));
+    CHECK(ingest_request_decode(b.data, b.len, &d, &err) == 0 && d.aux_len == 4 && !memcmp(d.aux_body, "prev", 4));
     buf_free(&b);
 }
 
