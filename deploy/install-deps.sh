@@ -3,7 +3,7 @@
 # Usage: deploy/install-deps.sh [build|test]
 set -eu
 BUILD="make gcc g++ pkg-config libmicrohttpd-dev libsqlite3-dev libzstd-dev libprotobuf-c-dev protobuf-c-compiler libjansson-dev zlib1g-dev libcurl4-openssl-dev libssl-dev libre2-dev libdw-dev libelf-dev libdebuginfod-dev libpq-dev libsnappy-dev libarchive-dev libnghttp2-dev"
-TEST="golang-go python3 systemd binutils debuginfod curl openssl clang clang-format libclang-rt-14-dev valgrind chromium fonts-liberation prometheus ceph-mon ceph-osd ceph-common radosgw postgresql python3-grpcio swift-proxy swift-account swift-container swift-object memcached"
+TEST="golang-go python3 systemd binutils debuginfod curl openssl clang clang-format libclang-rt-14-dev valgrind chromium fonts-liberation prometheus ceph-mon ceph-osd ceph-common radosgw postgresql python3-grpcio python3-h2 openjdk-17-jdk-headless swift-proxy swift-account swift-container swift-object memcached"
 # clang (TEST, for make fuzz) also provides clang++, which links the libFuzzer harnesses.
 # Node.js 20 (for the real Pyroscope agent and the browser tests) is the machine's own: Debian 12
 # ships 18. chromium is driven headless by tests/browser (playwright-core from npm).

@@ -311,3 +311,58 @@ def grpc_parca_agent_writes_profiles_and_uploads_debug_files():
         assert len(srv.get_json("/api/v1/series", query="{}")["series"]) == 2
         leftovers = [f for f in os.listdir(os.path.join(srv.data_dir, "debuginfo")) if f.startswith(".upload")]
         assert leftovers == [], leftovers
+
+
+def h2_call(port, method, body, headers=()):
+    """One gRPC call through python3-h2 (an HTTP/2 library, not a gRPC client), so a test can
+    send the metadata a gRPC client computes itself, such as grpc-timeout; the response and
+    trailer headers as one dict."""
+    import socket
+    try:
+        import h2.connection
+        import h2.events
+    except ImportError:  # Debian's python3-h2 (make test-deps), under another python3 of the same version
+        sys.path.append("/usr/lib/python3/dist-packages")
+        import h2.connection
+        import h2.events
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    conn = h2.connection.H2Connection()
+    conn.initiate_connection()
+    sid = conn.get_next_available_stream_id()
+    conn.send_headers(sid, [(":method", "POST"), (":scheme", "http"), (":path", method),
+                            (":authority", "127.0.0.1:%d" % port), ("content-type", "application/grpc"),
+                            ("te", "trailers"), *headers])
+    conn.send_data(sid, b"\0" + len(body).to_bytes(4, "big") + body, end_stream=True)
+    s.sendall(conn.data_to_send())
+    got, done = {}, False
+    while not done:
+        data = s.recv(65536)
+        assert data, "the server closed the connection"
+        for ev in conn.receive_data(data):
+            if isinstance(ev, (h2.events.ResponseReceived, h2.events.TrailersReceived)):
+                got.update({k.decode(): v.decode() for k, v in ev.headers})
+            if isinstance(ev, h2.events.DataReceived):
+                conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+            if isinstance(ev, (h2.events.StreamEnded, h2.events.StreamReset)):
+                done = True
+        s.sendall(conn.data_to_send())
+    s.close()
+    return got
+
+
+@test
+def grpc_a_call_whose_deadline_passed_is_not_run():
+    """grpc-timeout is the call's deadline: a call that arrives with 1 ns left answers
+    DEADLINE_EXCEEDED and stores nothing (its client retries it: storing it too would count the
+    upload twice); with 30 s left the same call is stored; a malformed grpc-timeout is no deadline."""
+    cpu = read_testdata(CPU_FILE)
+    srv, port = grpc_server()
+    with srv:
+        push = push_request_proto([({"__name__": "process_cpu", "service_name": "late"}, [cpu])])
+        got = h2_call(port, PUSH, push, [("grpc-timeout", "1n")])
+        assert got.get("grpc-status") == "4" and "deadline" in got.get("grpc-message", ""), got
+        assert srv.get_json("/api/v1/series", query='{service_name="late"}')["series"] == []
+        for timeout in ("30S", "garbage"):
+            got = h2_call(port, PUSH, push, [("grpc-timeout", timeout)])
+            assert got.get("grpc-status") == "0", (timeout, got)
+        assert srv.get_json("/api/v1/series", query='{service_name="late"}')["series"] != []
