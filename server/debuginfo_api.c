@@ -119,11 +119,7 @@ static int metadata_build_id(const Debuginfo__V1alpha1__FileMetadata *f, char *o
     return build_id_valid(out) ? 0 : -1;
 }
 
-static int stored(app_t *a, const char *id, debuginfo_kind_t kind) {
-    char path[4400];
-    snprintf(path, sizeof path, "%s/debuginfo/%s%s", a->cfg.data_dir, id, kind == DEBUGINFO_SOURCES ? ".sources" : "");
-    return access(path, F_OK) == 0;
-}
+static int stored(app_t *a, const char *id, debuginfo_kind_t kind) { return debuginfo_has(a->debuginfo, id, kind); }
 
 void api_debuginfo_should_upload(app_t *a, http_req_t *req, http_resp_t *resp) {
     connect_codec_t codec;

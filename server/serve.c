@@ -126,7 +126,8 @@ static int symbolize_start(app_t *a, hr_err_t *err) {
                              .negative_ttl_ns = a->cfg.debuginfod_negative_ttl_ns,
                              .max_bytes = a->cfg.max_debuginfo_bytes,
                              .quota = a->cfg.debuginfo_quota,
-                             .keep_free = a->cfg.debuginfo_keep_free};
+                             .keep_free = a->cfg.debuginfo_keep_free,
+                             .objects = a->objects};
     if (!(a->debuginfo = debuginfo_new(&dc, err))) return -1;
     if (a->cfg.symbolize && !(a->symbolizer = symbolizer_new(a->debuginfo, a->cfg.data_dir, err))) return -1;
     log_info("symbolize.config", "enabled=%d debuginfo_dir=%s debuginfod_urls=\"%s\"", a->cfg.symbolize,

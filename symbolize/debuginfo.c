@@ -48,7 +48,10 @@ struct debuginfo {
     pthread_mutex_t mu; /* missing, and an upload's owner check with its rename */
     missing_t *missing;
     size_t nmissing, missing_cap;
+    objstore_t *objects; /* cluster mode: shared uploads; NULL on one node */
 };
+
+#define OBJECT_CHUNK (8u << 20) /* a shared file is downloaded this many bytes per request */
 
 int build_id_valid(const char *id) {
     size_t n = strlen(id);
@@ -85,6 +88,7 @@ debuginfo_t *debuginfo_new(const debuginfo_config_t *cfg, hr_err_t *err) {
     d->max_bytes = cfg->max_bytes;
     d->quota = cfg->quota;
     d->keep_free = cfg->keep_free;
+    d->objects = cfg->objects;
     pthread_mutex_init(&d->mu, NULL);
     if ((mkdir(d->uploads, 0755) && errno != EEXIST) || (mkdir(d->downloads, 0755) && errno != EEXIST)) {
         hr_fail(err, HR_EIO, "cannot create %s: %s", d->uploads, strerror(errno));
@@ -254,11 +258,15 @@ int debuginfo_find_source(debuginfo_t *d, const char *id, const char *path, size
     return rc == 0 && !out->oom ? 0 : -1;
 }
 
+static int fetch_shared_sources(debuginfo_t *d, const char *id, char *path, size_t cap);
+static debuginfo_found_t fetch_object(debuginfo_t *d, const char *id, debuginfo_kind_t kind, char *path, size_t cap);
+
 int debuginfo_find_uploaded_source(debuginfo_t *d, const char *id, const char *path, size_t max, int64_t deadline_ns,
                                    buf_t *out) {
     char archive[PATH_CAP];
     snprintf(archive, sizeof archive, "%s/%s.sources", d->uploads, id);
-    if (!build_id_valid(id) || !is_file(archive)) return 1;
+    if (!build_id_valid(id)) return 1;
+    if (!is_file(archive) && !fetch_shared_sources(d, id, archive, sizeof archive)) return 1;
     return source_archive_find(archive, path, max, d->max_bytes ? d->max_bytes : UINT64_MAX, deadline_ns, out);
 }
 
@@ -294,20 +302,32 @@ static void remember(debuginfo_t *d, const char *id, debuginfo_found_t f) {
     pthread_mutex_unlock(&d->mu);
 }
 
+/* The sources archive of id from the object store (cluster mode), its misses remembered
+ * as a debug file's are: 1 when it is now at path. */
+static int fetch_shared_sources(debuginfo_t *d, const char *id, char *path, size_t cap) {
+    char key[300];
+    snprintf(key, sizeof key, "%.200s.sources", id);
+    if (!d->objects || remembered(d, key) != DEBUGINFO_FOUND) return 0;
+    debuginfo_found_t f = fetch_object(d, id, DEBUGINFO_SOURCES, path, cap);
+    if (f != DEBUGINFO_FOUND) remember(d, key, f);
+    return f == DEBUGINFO_FOUND;
+}
+
 debuginfo_found_t debuginfo_find_local(debuginfo_t *d, const char *id, char *path, size_t cap) {
     snprintf(path, cap, "%s/%s", d->uploads, id);
     if (is_file(path) || find_local(d, id, path, cap)) return DEBUGINFO_FOUND;
     return DEBUGINFO_MISSING;
 }
 
-int debuginfo_remote(const debuginfo_t *d) { return d->debuginfod; }
+int debuginfo_remote(const debuginfo_t *d) { return d->debuginfod || d->objects; }
 
 debuginfo_found_t debuginfo_find(debuginfo_t *d, const char *id, int64_t deadline_ns, char *path, size_t cap) {
     if (debuginfo_find_local(d, id, path, cap) == DEBUGINFO_FOUND) return DEBUGINFO_FOUND;
-    if (!d->debuginfod) return DEBUGINFO_MISSING;
+    if (!debuginfo_remote(d)) return DEBUGINFO_MISSING;
     debuginfo_found_t f = remembered(d, id);
     if (f != DEBUGINFO_FOUND) return f;
-    f = fetch(d, id, deadline_ns, path, cap);
+    f = d->objects ? fetch_object(d, id, DEBUGINFO_BINARY, path, cap) : DEBUGINFO_MISSING;
+    if (f == DEBUGINFO_MISSING && d->debuginfod) f = fetch(d, id, deadline_ns, path, cap);
     if (f != DEBUGINFO_FOUND) remember(d, id, f);
     return f;
 }
@@ -391,6 +411,135 @@ static int check_upload(const debuginfo_t *d, const char *id, debuginfo_kind_t k
     return source_archive_check(path, d->max_bytes ? d->max_bytes : UINT64_MAX, &files, err);
 }
 
+/* ---- cluster mode: uploads shared through the object store ---- */
+
+static void object_key(const char *name, const char *suffix, char *out, size_t cap) {
+    snprintf(out, cap, "debuginfo/%s%s", name, suffix);
+}
+
+/* Whether the shared upload name exists (*exists) and who owns it (owner[cap], "" for
+ * nobody). 0, or -1 with err when the store cannot say. */
+static int shared_owner(const debuginfo_t *d, const char *name, int *exists, char *owner, size_t cap, hr_err_t *err) {
+    char key[PATH_CAP];
+    uint64_t size = 0;
+    buf_t b;
+    object_key(name, "", key, sizeof key);
+    *exists = 0, owner[0] = 0;
+    hr_err_t e = {0};
+    if (objstore_head(d->objects, key, &size, &e)) return e.code == HR_ENOTFOUND ? 0 : (*err = e, -1);
+    *exists = 1;
+    object_key(name, ".owner", key, sizeof key);
+    buf_init(&b);
+    int rc = objstore_get(d->objects, key, cap - 1, &b, &e);
+    if (rc == 0) snprintf(owner, cap, "%.*s", (int)b.len, b.data ? (const char *)b.data : "");
+    buf_free(&b);
+    return rc == 0 || e.code == HR_ENOTFOUND ? 0 : (*err = e, -1);
+}
+
+/* 0 when tenant may replace or delete the shared upload name. */
+static int may_touch_shared(const debuginfo_t *d, const char *name, const char *tenant, int *exists, hr_err_t *err) {
+    char owner[130];
+    if (shared_owner(d, name, exists, owner, sizeof owner, err)) return -1;
+    if (!*exists || !owner[0] || !strcmp(owner, tenant)) return 0;
+    return hr_fail(err, HR_EDENIED,
+                   "%s was uploaded by another tenant: only it may replace or delete the file (which symbolizes "
+                   "your profiles too)",
+                   name);
+}
+
+/* Writes the checked upload at path to the object store as name, owner first (as
+ * put_in_place orders it), once the shared copy's owner allows it. */
+static int publish(debuginfo_t *d, const char *name, const char *path, const char *tenant, hr_err_t *err) {
+    char key[PATH_CAP];
+    int exists;
+    if (may_touch_shared(d, name, tenant, &exists, err)) return -1;
+    object_key(name, ".owner", key, sizeof key);
+    if (objstore_put(d->objects, key, tenant, strlen(tenant), 0, err)) return -1;
+    object_key(name, "", key, sizeof key);
+    return objstore_put_file(d->objects, key, path, 0, err) ? -1 : 0;
+}
+
+/* Downloads the object key into the open file fd, size bytes, a chunk per request. */
+static int download(const debuginfo_t *d, const char *key, uint64_t size, int fd, const char *path, hr_err_t *err) {
+    buf_t b;
+    buf_init(&b);
+    int rc = 0;
+    for (uint64_t off = 0; rc == 0 && off < size; off += OBJECT_CHUNK) {
+        objstore_range_t r = {off, size - off < OBJECT_CHUNK ? size - off : OBJECT_CHUNK};
+        b.len = 0;
+        rc = objstore_get_ranges(d->objects, key, &r, 1, &b, err) || fs_write_all(fd, b.data, b.len, path, err);
+    }
+    buf_free(&b);
+    return rc ? -1 : 0;
+}
+
+/* A shared upload of id another node stored: downloaded into the uploads folder with its
+ * owner record, checked as an upload is (a damaged read proves no build ID and is not
+ * kept), and put in place. FOUND with its path, MISSING, or LATE when the store failed
+ * (asked again after LATE_TTL_NS). */
+static debuginfo_found_t fetch_object(debuginfo_t *d, const char *id, debuginfo_kind_t kind, char *path, size_t cap) {
+    char name[300], key[PATH_CAP], tmp[PATH_CAP], owner[130];
+    int exists;
+    uint64_t size = 0;
+    hr_err_t err = {0};
+    upload_name(id, kind, name, sizeof name);
+    object_key(name, "", key, sizeof key);
+    if (shared_owner(d, name, &exists, owner, sizeof owner, &err) ||
+        (exists && objstore_head(d->objects, key, &size, &err))) {
+        log_event(LOG_WARN, "symbolize.shared_debuginfo_unreadable", "name=%s err=\"%s\"", name, err.msg);
+        return DEBUGINFO_LATE;
+    }
+    if (!exists) return DEBUGINFO_MISSING;
+    if ((d->max_bytes && size > d->max_bytes) || debuginfo_room(d, size, 0, &err)) {
+        log_event(LOG_WARN, "symbolize.shared_debuginfo_no_room", "name=%s bytes=%llu err=\"%s\"", name,
+                  (unsigned long long)size, err.code ? err.msg : "over --max-debuginfo-bytes");
+        return DEBUGINFO_MISSING;
+    }
+    snprintf(tmp, sizeof tmp, "%s/.upload-XXXXXX", d->uploads);
+    int fd = mkostemp(tmp, O_CLOEXEC), rc = fd < 0 ? hr_fail(&err, HR_EIO, "%s", strerror(errno)) : 0;
+    if (rc == 0) rc = download(d, key, size, fd, tmp, &err);
+    if (fd >= 0) close(fd);
+    if (rc == 0) rc = check_upload(d, id, kind, tmp, &err);
+    char dst[PATH_CAP], own[PATH_CAP];
+    snprintf(dst, sizeof dst, "%s/%s", d->uploads, name);
+    owner_path(d, name, own, sizeof own);
+    pthread_mutex_lock(&d->mu);
+    if (rc == 0 && owner[0]) rc = fs_write_atomic(own, owner, strlen(owner), &err);
+    if (rc == 0 && rename(tmp, dst)) rc = hr_fail(&err, HR_EIO, "cannot store %s: %s", dst, strerror(errno));
+    if (rc == 0) atomic_fetch_add(&d->generation, 1);
+    pthread_mutex_unlock(&d->mu);
+    if (rc) {
+        if (fd >= 0) unlink(tmp);
+        log_event(LOG_WARN, "symbolize.shared_debuginfo_unreadable", "name=%s err=\"%s\"", name, err.msg);
+        return err.code == HR_EIO ? DEBUGINFO_LATE : DEBUGINFO_MISSING;
+    }
+    log_event(LOG_INFO, "symbolize.shared_debuginfo_fetched", "name=%s bytes=%llu", name, (unsigned long long)size);
+    snprintf(path, cap, "%s", dst);
+    return DEBUGINFO_FOUND;
+}
+
+/* Deletes the shared copy of name (owner last, as put_in_place orders the reverse):
+ * 0 with *existed, or -1 with err. */
+static int unpublish(debuginfo_t *d, const char *name, const char *tenant, int *existed, hr_err_t *err) {
+    char key[PATH_CAP];
+    if (may_touch_shared(d, name, tenant, existed, err)) return -1;
+    if (!*existed) return 0;
+    object_key(name, "", key, sizeof key);
+    if (objstore_delete(d->objects, key, err)) return -1;
+    object_key(name, ".owner", key, sizeof key);
+    return objstore_delete(d->objects, key, err);
+}
+
+int debuginfo_has(debuginfo_t *d, const char *id, debuginfo_kind_t kind) {
+    char name[300], path[PATH_CAP], owner[130];
+    int exists = 0;
+    hr_err_t err = {0};
+    upload_name(id, kind, name, sizeof name);
+    snprintf(path, sizeof path, "%s/%s", d->uploads, name);
+    if (is_file(path)) return 1;
+    return d->objects && shared_owner(d, name, &exists, owner, sizeof owner, &err) == 0 && exists;
+}
+
 int debuginfo_store_file(debuginfo_t *d, const char *id, debuginfo_kind_t kind, const char *tenant, const char *path,
                          hr_err_t *err) {
     if (check_upload(d, id, kind, path, err)) return -1;
@@ -399,6 +548,8 @@ int debuginfo_store_file(debuginfo_t *d, const char *id, debuginfo_kind_t kind, 
     if (fd >= 0) close(fd);
     char name[300];
     upload_name(id, kind, name, sizeof name);
+    /* Shared first: a file every node can read is what the upload's 200 promises. */
+    if (rc == 0 && d->objects) rc = publish(d, name, path, tenant, err);
     pthread_mutex_lock(&d->mu);
     if (rc == 0) rc = put_in_place(d, name, path, tenant, err);
     pthread_mutex_unlock(&d->mu);
@@ -407,11 +558,13 @@ int debuginfo_store_file(debuginfo_t *d, const char *id, debuginfo_kind_t kind, 
 
 int debuginfo_delete(debuginfo_t *d, const char *id, debuginfo_kind_t kind, const char *tenant, hr_err_t *err) {
     char name[300], path[PATH_CAP];
+    int shared = 0;
     upload_name(id, kind, name, sizeof name);
     snprintf(path, sizeof path, "%s/%s", d->uploads, name);
+    if (d->objects && unpublish(d, name, tenant, &shared, err)) return -1;
     pthread_mutex_lock(&d->mu);
     int rc = may_touch(d, name, tenant, err);
-    if (rc == 0 && unlink(path))
+    if (rc == 0 && unlink(path) && !(errno == ENOENT && shared))
         rc = errno == ENOENT ? hr_fail(err, HR_ENOTFOUND, "no %s uploaded for build ID %s",
                                        kind == DEBUGINFO_SOURCES ? "sources" : "debug info", id)
                              : hr_fail(err, HR_EIO, "cannot delete %s: %s", path, strerror(errno));
@@ -426,7 +579,68 @@ int debuginfo_delete(debuginfo_t *d, const char *id, debuginfo_kind_t kind, cons
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
+/* The shared uploads as a listing reads them: names (relative to debuginfo/) and sizes. */
+typedef struct {
+    char **names;
+    uint64_t *sizes;
+    size_t n, cap;
+    int oom;
+} shared_list_t;
+
+static int on_shared(void *ctx, const char *key, uint64_t size) {
+    shared_list_t *l = ctx;
+    char *name = strdup(key + strlen("debuginfo/"));
+    if (!name || VEC_RESERVE(l->names, l->cap, l->n + 1) ||
+        !(l->sizes = realloc(l->sizes, l->cap * sizeof *l->sizes))) {
+        free(name);
+        return l->oom = 1;
+    }
+    l->sizes[l->n] = size;
+    l->names[l->n++] = name;
+    return 0;
+}
+
+/* The size of the listed name, or -1 when it is not listed. */
+static int64_t shared_size(const shared_list_t *l, const char *name) {
+    for (size_t i = 0; i < l->n; i++)
+        if (!strcmp(l->names[i], name)) return (int64_t)l->sizes[i];
+    return -1;
+}
+
+/* Cluster mode's listing: the object store's uploads (in key order) that tenant owns
+ * or nobody does, one owner record read per file. No upload time: a listing does not
+ * carry it. */
+static int list_shared_json(debuginfo_t *d, const char *tenant, buf_t *out, hr_err_t *err) {
+    shared_list_t l = {0};
+    int rc = objstore_list(d->objects, "debuginfo/", on_shared, &l, err);
+    if (rc == 0 && l.oom) rc = hr_fail(err, HR_ENOMEM, "out of memory");
+    buf_putc(out, '[');
+    for (size_t i = 0; rc == 0 && i < l.n; i++) {
+        char owner[130], sources[300];
+        int exists;
+        if (!build_id_valid(l.names[i])) continue; /* ID.owner, ID.sources */
+        if ((rc = shared_owner(d, l.names[i], &exists, owner, sizeof owner, err)) ||
+            (owner[0] && strcmp(owner, tenant)))
+            continue;
+        buf_printf(out, "%s{\"build_id\":\"%s\",\"size\":%llu", out->data[out->len - 1] == '[' ? "" : ",", l.names[i],
+                   (unsigned long long)l.sizes[i]);
+        upload_name(l.names[i], DEBUGINFO_SOURCES, sources, sizeof sources);
+        int64_t ss = shared_size(&l, sources);
+        if (ss >= 0 && (rc = shared_owner(d, sources, &exists, owner, sizeof owner, err)) == 0 &&
+            (!owner[0] || !strcmp(owner, tenant)))
+            buf_printf(out, ",\"sources_size\":%lld", (long long)ss);
+        buf_putc(out, '}');
+    }
+    buf_putc(out, ']');
+    for (size_t i = 0; i < l.n; i++) free(l.names[i]);
+    free(l.names);
+    free(l.sizes);
+    if (rc == 0 && out->oom) rc = hr_fail(err, HR_ENOMEM, "out of memory");
+    return rc;
+}
+
 int debuginfo_list_json(debuginfo_t *d, const char *tenant, buf_t *out, hr_err_t *err) {
+    if (d->objects) return list_shared_json(d, tenant, out, err);
     DIR *dir = opendir(d->uploads);
     if (!dir) return hr_fail(err, HR_EIO, "cannot read %s", d->uploads);
     char **names = NULL;

@@ -10,6 +10,16 @@
  * Files are keyed by the build ID string the agent sent (lowercase hex), whatever kind
  * of ID it is: a GNU note, or a Go build ID hex-encoded.
  *
+ * In a cluster (objects set) uploads are shared: each is written to the object store
+ * as debuginfo/NAME with its owner as debuginfo/NAME.owner (NAME: the build ID, or
+ * ID.sources) before it is put in place locally, and a node that lacks a file looks
+ * there before --debuginfo-dir and debuginfod, downloading it into its uploads folder
+ * (checked again: it must carry its build ID), where later lookups find it. Owner
+ * checks and deletes go to the object store; a miss is remembered as debuginfod's are
+ * (--debuginfod-negative-ttl), so a file uploaded on another node is found within that
+ * time. A file another node already downloaded stays there when it is replaced or
+ * deleted elsewhere, until that node restarts with an empty data folder.
+ *
  * A build ID that no source has is remembered for --debuginfod-negative-ttl, so a
  * query does not ask the servers again for every missing binary, and one whose download
  * timed out for 30 s; an upload or delete bumps the generation, which forgets every such
@@ -22,6 +32,7 @@
 
 #include "common/buf.h"
 #include "common/err.h"
+#include "storage/objstore.h"
 
 typedef struct debuginfo debuginfo_t;
 
@@ -34,6 +45,7 @@ typedef struct {
                                   * 0 = no limit) and the build ID remembered as missing */
     uint64_t quota;              /* bytes all debug files may take (--debuginfo-quota; 0 = no limit) */
     uint64_t keep_free;          /* free bytes they never take from the disk (--debuginfo-keep-free) */
+    objstore_t *objects;         /* cluster mode: uploads are shared through it; NULL on one node */
 } debuginfo_config_t;
 
 /* Creates the folders. With URLs it sets DEBUGINFOD_URLS and DEBUGINFOD_CACHE_PATH
@@ -67,7 +79,8 @@ int debuginfo_find_source(debuginfo_t *d, const char *id, const char *path, size
 int debuginfo_find_uploaded_source(debuginfo_t *d, const char *id, const char *path, size_t max, int64_t deadline_ns,
                                    buf_t *out);
 
-/* 1 when debuginfod servers are configured (debuginfo_find may then wait on the network). */
+/* 1 when debuginfod servers or an object store are configured (debuginfo_find may then
+ * wait on the network). */
 int debuginfo_remote(const debuginfo_t *d);
 
 /* What an upload is: the debug file of a build ID (kept as ID), or the sources it was
@@ -90,6 +103,8 @@ const char *debuginfo_spool_dir(const debuginfo_t *d);
  * success). 0, or -1 with debuginfo_store's errors. */
 int debuginfo_store_file(debuginfo_t *d, const char *id, debuginfo_kind_t kind, const char *tenant, const char *path,
                          hr_err_t *err);
+/* 1 when an upload of kind is stored for id, here or (in a cluster) in the object store. */
+int debuginfo_has(debuginfo_t *d, const char *id, debuginfo_kind_t kind);
 /* Deletes id's upload of kind: HR_ENOTFOUND when there is none, HR_EDENIED when another
  * tenant uploaded it. */
 int debuginfo_delete(debuginfo_t *d, const char *id, debuginfo_kind_t kind, const char *tenant, hr_err_t *err);
@@ -102,7 +117,7 @@ int debuginfo_room(const debuginfo_t *d, uint64_t incoming, int spooled, hr_err_
 
 /* The uploads tenant made (and those with no owner) as a JSON array of
  * {"build_id","size","uploaded"(RFC 3339)[,"sources_size"]}, sorted by build ID: which binaries another
- * tenant runs is not told. */
+ * tenant runs is not told. In a cluster, the object store's uploads, without "uploaded". */
 int debuginfo_list_json(debuginfo_t *d, const char *tenant, buf_t *out, hr_err_t *err);
 
 /* Bumped by every store and delete: answers computed before it may be stale. */

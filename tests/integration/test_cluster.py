@@ -729,3 +729,53 @@ def cluster_nodejs_agent_pushes_to_one_node_read_through_another():
             want, got = b.get("/api/v1/query", query=cpu + sel, format=fmt, **span), \
                 d.get("/api/v1/query", query=cpu + sel, format=fmt, **span)
             assert want[0] == 200 and same(want, got), f"{fmt}: {explain(want, got)}"
+
+
+@test
+def cluster_debug_files_uploaded_to_one_node_symbolize_on_every_node():
+    """A debug file and its sources archive uploaded to node a are in the object store
+    (debuginfo/ID, with its owner beside it): node b symbolizes the same profile with them
+    (addr2line's frames), lists them, says they need no upload, and deletes them; a node started
+    afterwards finds no file and answers with addresses."""
+    import io
+    import tarfile
+    from test_symbolize import C_START, CPU_NS, build_c_program, c_profile, export
+    binary, build_id, vaddrs, ref = build_c_program()
+    sel = CPU_NS + '{service_name="cprog"}'
+    with Cluster() as c:
+        a, b = c.node("a"), c.node("b", extra=["--debuginfod-negative-ttl", "1ms"])
+        st, body = a.ingest(c_profile(build_id, vaddrs), name="cprog", format="pprof", **{"from": T0})
+        assert st == 200, body
+        locs, _ = export(b, sel)
+        assert "!0x" in locs[C_START + vaddrs[0]][0][0], locs[C_START + vaddrs[0]]  # no debug file yet
+        st, body, _ = a.request("PUT", "/api/v1/debuginfo/" + build_id, open(binary, "rb").read())
+        assert st == 200, body
+        tar = io.BytesIO()
+        with tarfile.open(fileobj=tar, mode="w") as t:
+            t.add(os.path.join(os.path.dirname(binary), "prog.c"), arcname="prog.c")
+        st, body, _ = a.request("PUT", "/api/v1/debuginfo/%s/sources" % build_id, tar.getvalue())
+        assert st == 200, body
+        listed = c.objects()
+        for key in (build_id, build_id + ".owner", build_id + ".sources", build_id + ".sources.owner"):
+            assert any(k.endswith("debuginfo/" + key) for k in listed), (key, listed)
+        # b missed the file a moment ago: a miss is remembered for --debuginfod-negative-ttl (1 ms here)
+        locs, _ = export(b, sel)
+        assert [f[0] for f in locs[C_START + vaddrs[0]]] == [f[0] for f in ref[vaddrs[0]]] == ["mix", "churn"], \
+            locs[C_START + vaddrs[0]]
+        lst = b.get_json("/api/v1/debuginfo")["debuginfo"]
+        assert [(x["build_id"], x["size"], x["sources_size"]) for x in lst] == \
+            [(build_id, os.path.getsize(binary), len(tar.getvalue()))], lst
+        src = b.get_json("/api/v1/query", query=sel, format="source", function="churn", **{"from": T0 - 10,
+                                                                                            "until": T0 + 3600})
+        assert "churn" in json.dumps(src), src
+        ask = json.dumps({"file": {"GNU": build_id}}).encode()
+        st, body, _ = b.request("POST", "/debuginfo.v1alpha1.DebuginfoService/ShouldInitiateUpload", ask,
+                                {"Content-Type": "application/json"})
+        assert st == 200 and json.loads(body).get("shouldInitiateUpload", False) is False, body
+        for path in ("/api/v1/debuginfo/%s/sources" % build_id, "/api/v1/debuginfo/" + build_id):
+            st, body, _ = b.request("DELETE", path)
+            assert st == 200, (path, body)
+        assert not any("debuginfo/" in k for k in c.objects()), c.objects()
+        d = c.node("d")
+        locs, _ = export(d, sel)
+        assert "!0x" in locs[C_START + vaddrs[0]][0][0], locs[C_START + vaddrs[0]]
