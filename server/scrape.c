@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/hash.h"
 #include "common/jsonw.h"
 #include "common/log.h"
 #include "common/timeparse.h"
@@ -98,7 +99,58 @@ struct scraper {
     atomic_int stop; /* the scraper is stopping: discovery's cancel flag */
     pthread_mutex_t mu;
     pthread_cond_t cv;
+    /* a cluster's division of the targets (scrape_shard_t), under mu: self NULL on one node */
+    char *self;
+    char **nodes;
+    size_t nnodes;
 };
+
+/* Rendezvous hashing: the weight of node for a target key; the heaviest node takes it. */
+static uint64_t shard_weight(const char *node, uint64_t key) {
+    return hash_mix(hash_bytes(node, strlen(node), 0x5ca1ab1e), key);
+}
+
+/* The node whose share target t is (s->mu held): self, or one of the live nodes. */
+static const char *shard_owner(const scraper_t *s, const target_t *t) {
+    uint64_t key = hash_mix(hash_bytes(t->job, strlen(t->job), 1), hash_bytes(t->url, strlen(t->url), 2));
+    const char *best = s->self;
+    uint64_t w = shard_weight(s->self, key);
+    for (size_t i = 0; i < s->nnodes; i++) {
+        uint64_t x = shard_weight(s->nodes[i], key);
+        if (x > w || (x == w && strcmp(s->nodes[i], best) < 0)) best = s->nodes[i], w = x;
+    }
+    return best;
+}
+
+/* 1 when this node scrapes t: always on one node. */
+static int shard_mine(scraper_t *s, const target_t *t) {
+    pthread_mutex_lock(&s->mu);
+    int mine = !s->self || !strcmp(shard_owner(s, t), s->self);
+    pthread_mutex_unlock(&s->mu);
+    return mine;
+}
+
+static void free_names(char **v, size_t n) {
+    for (size_t i = 0; v && i < n; i++) free(v[i]);
+    free(v);
+}
+
+void scraper_set_shard(scraper_t *s, char *const *nodes, size_t n) {
+    char **v = calloc(n ? n : 1, sizeof *v);
+    size_t k = 0;
+    for (size_t i = 0; v && i < n; i++)
+        if (!(v[k++] = strdup(nodes[i]))) {
+            free_names(v, k);
+            v = NULL; /* out of memory: the last division stays */
+        }
+    if (!v) return;
+    pthread_mutex_lock(&s->mu);
+    char **old = s->nodes;
+    size_t nold = s->nnodes;
+    s->nodes = v, s->nnodes = n;
+    pthread_mutex_unlock(&s->mu);
+    free_names(old, nold);
+}
 
 static const profile_kind_t *kind_named(const char *n) {
     for (size_t i = 0; i < NKINDS; i++)
@@ -297,7 +349,7 @@ static void *job_main(void *arg) {
     target_t *t = j->target;
     while (!atomic_load(&t->stop)) {
         int64_t start = time_now_ns();
-        scrape_one(j);
+        if (shard_mine(t->owner, t)) scrape_one(j);
         if (wait_until(t->owner, &t->stop, start + j->period_ns)) break;
     }
     return NULL;
@@ -454,6 +506,8 @@ static void stop_all(scraper_t *s) {
     free(s->targets);
     for (size_t i = 0; i < s->nsd; i++) sd_job_free(s->sd[i]);
     free(s->sd);
+    free(s->self);
+    free_names(s->nodes, s->nnodes);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s);
@@ -494,7 +548,7 @@ static int parse_config(json_t *doc, scraper_t *s, hr_err_t *err) {
     return 0;
 }
 
-scraper_t *scraper_start(const char *path, app_t *app, hr_err_t *err) {
+scraper_t *scraper_start(const char *path, app_t *app, const scrape_shard_t *shard, hr_err_t *err) {
     json_error_t je;
     json_t *doc = json_load_file(path, 0, &je);
     if (!json_is_object(doc)) {
@@ -511,7 +565,10 @@ scraper_t *scraper_start(const char *path, app_t *app, hr_err_t *err) {
     s->app = app;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
-    int rc = parse_config(doc, s, err);
+    int rc = 0;
+    if (shard && !(s->self = strdup(shard->self))) rc = hr_fail(err, HR_ENOMEM, "out of memory");
+    if (shard && rc == 0) scraper_set_shard(s, shard->nodes, shard->n);
+    if (rc == 0) rc = parse_config(doc, s, err);
     json_decref(doc);
     if (rc == 0 && s->nsd) {
         if (pthread_create(&s->sd_thread, NULL, sd_main, s)) rc = hr_fail(err, HR_ENOMEM, "cannot start discovery");
@@ -556,7 +613,9 @@ void scraper_targets_json(scraper_t *s, buf_t *out) {
                                    : "down",
                        (long long)(j->last_ns / 1000000000), (double)j->duration_ns / 1e9);
             jsonw_str(out, j->error);
-            buf_printf(out, ",\"scrapes\":%llu,\"failures\":%llu}", j->scrapes, j->failures);
+            buf_printf(out, ",\"scrapes\":%llu,\"failures\":%llu", j->scrapes, j->failures);
+            if (s->self) buf_printf(out, ",\"scrapedBy\":"), jsonw_str(out, shard_owner(s, t));
+            buf_putc(out, '}');
         }
     }
     pthread_mutex_unlock(&s->mu);

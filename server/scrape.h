@@ -37,7 +37,14 @@
  * Besides "targets", a "jobs" array discovers targets as Prometheus does: static
  * lists, files and HTTP endpoints of target groups, relabeled (scrape_sd.h). A
  * discovery thread reads them again every refresh interval and starts and stops
- * targets as they come and go; a target whose config is unchanged keeps running. */
+ * targets as they come and go; a target whose config is unchanged keeps running.
+ *
+ * In a cluster every node may load the same config: the targets are then divided among
+ * the live nodes that scrape (the catalog's heartbeats, scraper_set_shard) by
+ * rendezvous hashing of (job, url) over node names, so each target is scraped by one
+ * node, and a node that joins or dies moves only its own share. A job checks whether
+ * its target is its node's before each scrape, so a target taken over is scraped from
+ * its next scheduled time on. */
 #ifndef HEARTH_SCRAPE_H
 #define HEARTH_SCRAPE_H
 
@@ -47,12 +54,24 @@
 struct app;
 typedef struct scraper scraper_t;
 
-/* Parses the config and starts scraping; NULL with err on a bad config. */
-scraper_t *scraper_start(const char *config_path, struct app *app, hr_err_t *err);
+/* The nodes targets are divided among: self (this node's name) and the live nodes
+ * that scrape (names; self among them or not). */
+typedef struct {
+    const char *self;
+    char *const *nodes;
+    size_t n;
+} scrape_shard_t;
+
+/* Parses the config and starts scraping, every target (shard NULL) or this node's share
+ * of them; NULL with err on a bad config. */
+scraper_t *scraper_start(const char *config_path, struct app *app, const scrape_shard_t *shard, hr_err_t *err);
+/* The live scraping nodes now (copied): each target goes to one of them and self. */
+void scraper_set_shard(scraper_t *s, char *const *nodes, size_t n);
 /* Stops every scrape thread (cancelling fetches in flight: about a second) and frees. */
 void scraper_stop(scraper_t *s);
 /* {"targets":[{"job","url","profile","labels","health","lastScrape","lastError",
- * "lastDurationSeconds","scrapes","failures"}]} */
+ * "lastDurationSeconds","scrapes","failures"[,"scrapedBy"]}]}; in a cluster scrapedBy
+ * names the node whose share the target is. */
 void scraper_targets_json(scraper_t *s, buf_t *out);
 /* Prometheus lines: hearth_scrape_up, _duration_seconds, _total, _failures_total. */
 void scraper_metrics(scraper_t *s, buf_t *out);

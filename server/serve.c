@@ -29,6 +29,10 @@ typedef struct {
 } cutter_t;
 
 static int clustered(const app_t *a) { return a->cfg.catalog[0] != 0; }
+
+/* A scraping node silent this long (three missed heartbeats) loses its share of the
+ * targets to the others. */
+#define SCRAPER_MAX_AGE_S 6
 /* Compaction, retention and the trash run on nodes with the compact role. */
 static int compacts(const app_t *a) { return a->cfg.target == TARGET_ALL || a->cfg.target == TARGET_COMPACT; }
 
@@ -46,6 +50,23 @@ static int pause_ms(cutter_t *c, long ms) {
     return stop;
 }
 
+/* A cluster node's heartbeat (with whether it scrapes), and the scraper's division of
+ * the targets among the live scraping nodes. sc: the scraper, or NULL. 0, or -1 when the
+ * catalog did not answer (logged; the last division stays). */
+static int scrape_shard_refresh(app_t *a, scraper_t *sc) {
+    hr_err_t err = {0};
+    char **names = NULL;
+    size_t n = 0;
+    int rc = index_heartbeat(store_index(a->store), a->node, config_target_name(a->cfg.target), a->cfg.listen,
+                             sc != NULL, &err);
+    if (rc == 0 && sc) rc = index_scrapers(store_index(a->store), SCRAPER_MAX_AGE_S, &names, &n, &err);
+    if (rc == 0 && sc) scraper_set_shard(sc, names, n);
+    if (rc) log_warn("cluster.heartbeat_failed", "err=\"%s\"", err.msg);
+    for (size_t i = 0; i < n; i++) free(names[i]);
+    free(names);
+    return rc;
+}
+
 /* The background upkeep every few seconds: on one node, cuts when the head limits
  * are reached; with the compact role, retention, compaction and (a cluster) deleting
  * trashed objects; in a cluster, a heartbeat in the catalog. */
@@ -55,9 +76,7 @@ static void *cutter_main(void *arg) {
     while (!pause_ms(c, 2000)) {
         hr_err_t err = {0};
         if (!clustered(a) && store_maybe_cut(a->store, &err) < 0) log_error("head.cut_failed", "err=\"%s\"", err.msg);
-        if (clustered(a) &&
-            index_heartbeat(store_index(a->store), a->node, config_target_name(a->cfg.target), a->cfg.listen, &err))
-            log_warn("cluster.heartbeat_failed", "err=\"%s\"", err.msg);
+        if (clustered(a)) scrape_shard_refresh(a, atomic_load(&a->scraper));
         if (clustered(a) && a->cfg.query_split) app_peers_refresh(a);
         if (!compacts(a)) continue;
         if (store_apply_retention(a->store, time_now_ns(), &err) < 0)
@@ -287,7 +306,20 @@ static int serve(app_t *a) {
     log_info("wal.replayed", "records=%zu skipped=%zu corrupt=%zu seconds=%lld", ws.records, ws.skipped, ws.corrupt,
              (long long)(time(NULL) - t0));
     if (a->cfg.scrape_config[0]) { /* before ready: /ready then implies /api/v1/targets lists them */
-        scraper_t *sc = scraper_start(a->cfg.scrape_config, a, &err);
+        /* In a cluster, heard of and told its share before the first scrape. */
+        char **names = NULL;
+        size_t n = 0;
+        hr_err_t e = {0};
+        int shard = clustered(a),
+            known = shard &&
+                    index_heartbeat(store_index(a->store), a->node, config_target_name(a->cfg.target), a->cfg.listen, 1,
+                                    &e) == 0 &&
+                    index_scrapers(store_index(a->store), SCRAPER_MAX_AGE_S, &names, &n, &e) == 0;
+        if (shard && !known) log_warn("cluster.heartbeat_failed", "err=\"%s\"", e.msg);
+        scrape_shard_t sh = {a->node, names, n};
+        scraper_t *sc = scraper_start(a->cfg.scrape_config, a, shard ? &sh : NULL, &err);
+        for (size_t i = 0; i < n; i++) free(names[i]);
+        free(names);
         if (!sc) {
             fprintf(stderr, "hearth: %s\n", err.msg);
             http_stop(http);

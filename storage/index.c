@@ -363,15 +363,21 @@ int index_release(index_t *ix, const char *job, const char *owner, hr_err_t *err
     LOCKED(ix, ix->ops->release(ix->db, job, owner, err));
 }
 
-int index_heartbeat(index_t *ix, const char *node, const char *target, const char *listen, hr_err_t *err) {
+int index_heartbeat(index_t *ix, const char *node, const char *target, const char *listen, int scrapes, hr_err_t *err) {
     if (!ix->ops->heartbeat) return unshared(err);
-    LOCKED(ix, ix->ops->heartbeat(ix->db, node, target, listen, err));
+    LOCKED(ix, ix->ops->heartbeat(ix->db, node, target, listen, scrapes, err));
 }
 
 int index_peers(index_t *ix, const char *self, int max_age_s, char ***addrs, size_t *n, hr_err_t *err) {
     *addrs = NULL, *n = 0;
     if (!ix->ops->peers) return unshared(err);
     LOCKED(ix, ix->ops->peers(ix->db, self, max_age_s, addrs, n, err));
+}
+
+int index_scrapers(index_t *ix, int max_age_s, char ***names, size_t *n, hr_err_t *err) {
+    *names = NULL, *n = 0;
+    if (!ix->ops->scrapers) return unshared(err);
+    LOCKED(ix, ix->ops->scrapers(ix->db, max_age_s, names, n, err));
 }
 
 int index_trash_take(index_t *ix, size_t max, char ***keys, size_t *n, hr_err_t *err) {

@@ -109,13 +109,17 @@ int index_remove_blocks(index_t *ix, const int64_t *ids, size_t n, hr_err_t *err
  * is still running: 1 taken, 0 held by another, -1 with err. */
 int index_claim(index_t *ix, const char *job, const char *owner, int64_t lease_ms, hr_err_t *err);
 int index_release(index_t *ix, const char *job, const char *owner, hr_err_t *err);
-/* Records that node is alive (its role and address), for operators and planners. */
-int index_heartbeat(index_t *ix, const char *node, const char *target, const char *listen, hr_err_t *err);
+/* Records that node is alive (its role, address, and whether it scrapes targets), for
+ * operators and planners. */
+int index_heartbeat(index_t *ix, const char *node, const char *target, const char *listen, int scrapes, hr_err_t *err);
 /* The listen addresses (host:port) of the other nodes that answer queries (target all
  * or query) and wrote a heartbeat in the last max_age_s seconds, by node name: the
  * nodes a query's partitions can be split among. *addrs (malloc'd, each one too) has
  * *n of them. */
 int index_peers(index_t *ix, const char *self, int max_age_s, char ***addrs, size_t *n, hr_err_t *err);
+/* The names of the nodes that scrape (a scrape config loaded) and wrote a heartbeat in
+ * the last max_age_s seconds, sorted: the nodes scrape targets are divided among. */
+int index_scrapers(index_t *ix, int max_age_s, char ***names, size_t *n, hr_err_t *err);
 /* Takes up to max keys of replaced blocks' objects whose delay has passed off the
  * trash (their rows are gone once this returns), for the caller to delete. *keys
  * (malloc'd, each key too) has *n of them. */

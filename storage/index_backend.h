@@ -38,9 +38,10 @@ typedef struct {
     int (*version)(void *db, int64_t *v, hr_err_t *err);
     int (*claim)(void *db, const char *job, const char *owner, int64_t lease_ms, hr_err_t *err);
     int (*release)(void *db, const char *job, const char *owner, hr_err_t *err);
-    int (*heartbeat)(void *db, const char *node, const char *target, const char *listen, hr_err_t *err);
+    int (*heartbeat)(void *db, const char *node, const char *target, const char *listen, int scrapes, hr_err_t *err);
     int (*trash_take)(void *db, size_t max, char ***keys, size_t *n, hr_err_t *err);
     int (*peers)(void *db, const char *self, int max_age_s, char ***addrs, size_t *n, hr_err_t *err);
+    int (*scrapers)(void *db, int max_age_s, char ***names, size_t *n, hr_err_t *err);
     void (*close)(void *db);
 } index_backend_t;
 

@@ -39,7 +39,10 @@ static const char *SCHEMA =
     "CREATE TABLE IF NOT EXISTS hearth_trash(key text PRIMARY KEY, delete_after timestamptz NOT NULL);"
     "CREATE TABLE IF NOT EXISTS hearth_jobs(name text PRIMARY KEY, owner text, lease_until timestamptz);"
     "CREATE TABLE IF NOT EXISTS hearth_nodes(name text PRIMARY KEY, target text NOT NULL, listen text NOT NULL,"
-    "  heartbeat timestamptz NOT NULL);";
+    "  heartbeat timestamptz NOT NULL);"
+    /* Added with sharded scraping: an older catalog gains it, older nodes leave it false
+     * (they scrape every target of their own config, as they always did). */
+    "ALTER TABLE hearth_nodes ADD COLUMN IF NOT EXISTS scrapes boolean NOT NULL DEFAULT false;";
 
 /* A message from libpq on one line (it spreads some over several, for terminals). */
 static int pg_fail(pg_t *p, hr_err_t *err, const char *what, const PGresult *r) {
@@ -300,12 +303,12 @@ static int release(void *db, const char *job, const char *owner, hr_err_t *err) 
                 err);
 }
 
-static int heartbeat(void *db, const char *node, const char *target, const char *listen, hr_err_t *err) {
-    const char *vals[] = {node, target, listen};
+static int heartbeat(void *db, const char *node, const char *target, const char *listen, int scrapes, hr_err_t *err) {
+    const char *vals[] = {node, target, listen, scrapes ? "true" : "false"};
     return exec(db,
-                "INSERT INTO hearth_nodes VALUES($1, $2, $3, now()) ON CONFLICT(name) DO UPDATE SET target = $2,"
-                " listen = $3, heartbeat = now()",
-                3, vals, err);
+                "INSERT INTO hearth_nodes(name, target, listen, heartbeat, scrapes) VALUES($1, $2, $3, now(), $4)"
+                " ON CONFLICT(name) DO UPDATE SET target = $2, listen = $3, heartbeat = now(), scrapes = $4",
+                4, vals, err);
 }
 
 /* The first column of r's rows as strings (malloc'd), and r cleared. 0 or -1. */
@@ -340,6 +343,17 @@ static int peers(void *db, const char *self, int max_age_s, char ***addrs, size_
     return r ? column(r, addrs, n, err) : -1;
 }
 
+static int scrapers(void *db, int max_age_s, char ***names, size_t *n, hr_err_t *err) {
+    char age[24];
+    snprintf(age, sizeof age, "%d", max_age_s);
+    const char *vals[] = {age};
+    PGresult *r = run(db,
+                      "SELECT name FROM hearth_nodes WHERE scrapes"
+                      " AND heartbeat > now() - make_interval(secs => $1::int) ORDER BY name",
+                      1, vals, err);
+    return r ? column(r, names, n, err) : -1;
+}
+
 static void pg_close(void *db) {
     pg_t *p = db;
     if (!p) return;
@@ -361,6 +375,7 @@ static const index_backend_t OPS = {
     .release = release,
     .heartbeat = heartbeat,
     .peers = peers,
+    .scrapers = scrapers,
     .trash_take = trash_take,
     .close = pg_close,
 };

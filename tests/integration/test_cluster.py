@@ -779,3 +779,44 @@ def cluster_debug_files_uploaded_to_one_node_symbolize_on_every_node():
         d = c.node("d")
         locs, _ = export(d, sel)
         assert "!0x" in locs[C_START + vaddrs[0]][0][0], locs[C_START + vaddrs[0]]
+
+
+@test
+def cluster_scrape_targets_are_divided_among_nodes_and_taken_over_when_one_dies():
+    """Two nodes load the same scrape config of 6 real Go net/http/pprof targets: once both
+    heartbeats are in, each target is scraped by exactly one node (the one both name in
+    /api/v1/targets' scrapedBy), both nodes scrape some; node b killed, a scrapes all six
+    within the heartbeat age (6 s) and an interval."""
+    from test_scrape import Target, scrape_config
+    with contextlib.ExitStack() as stack, Cluster() as c:
+        targets = [stack.enter_context(Target()) for _ in range(6)]
+        cfg = scrape_config("cluster-shard", {"interval": "1s", "targets": [
+            {"job": "app", "url": t.url, "profiles": ["heap"], "labels": {"n": str(i)}} for i, t in enumerate(targets)]})
+        a = c.node("a", extra=["--scrape-config", cfg])
+        b = c.node("b", extra=["--scrape-config", cfg])
+
+        def counts(node):
+            return {x["url"]: (x["scrapes"], x.get("scrapedBy")) for x in node.get_json("/api/v1/targets")["targets"]}
+
+        deadline = time.time() + 30
+        while True:  # both nodes name the same owner for every target, and both own some
+            ca, cb = counts(a), counts(b)
+            owners = {u: ca[u][1] for u in ca}
+            if owners == {u: cb[u][1] for u in cb} and set(owners.values()) == {"a", "b"}:
+                break
+            assert time.time() < deadline, (ca, cb)
+            time.sleep(0.5)
+        time.sleep(2.5)  # past any scrape begun under the older division
+        before = {"a": counts(a), "b": counts(b)}
+        time.sleep(3.5)
+        after = {"a": counts(a), "b": counts(b)}
+        for t in targets:
+            grew = sorted(n for n in "ab" if after[n][t.url][0] > before[n][t.url][0])
+            assert grew == [owners[t.url]], (t.url, owners[t.url], before, after)
+        b.proc.kill()
+        b.proc.wait()
+        time.sleep(6 + 2 + 1.5)  # the heartbeat age, a's refresh, an interval
+        first = counts(a)
+        time.sleep(2.5)
+        last = counts(a)
+        assert all(last[t.url][0] > first[t.url][0] and last[t.url][1] == "a" for t in targets), (first, last)
