@@ -25,12 +25,16 @@ static const char USAGE[] =
     "  get KEY        write the object to standard output\n"
     "  head KEY       print the object's size in bytes\n"
     "  ls [PREFIX]    print `KEY SIZE` for every object under PREFIX, in key order\n"
-    "  rm KEY         delete the object\n\n"
+    "  rm KEY         delete the object\n"
+    "  abort-stale SECONDS [PREFIX]\n"
+    "                 abort the multipart uploads begun more than SECONDS ago (a crashed put's parts)\n\n"
     "Flags:\n"
     "  --if-absent         put: only create; an existing KEY is left alone (exit 3)\n"
     "  --range OFF:LEN,..  get: only these byte ranges, written one after another\n"
     "  --threads N         get: read from N threads at once, which must agree (default 1)\n"
     "  --page N            ls: objects per ListObjectsV2 page (default 1000)\n"
+    "  --multipart-threshold BYTES\n"
+    "                      put: a larger FILE goes up in parts (default 67108864, 64 MiB)\n"
     "  --timeout-ms MS     connect timeout, and stall timeout, per attempt (default 5000/30000)\n"
     "  --retries N         extra attempts after a 5xx or a connection failure (default 2)\n"
     "  --access-key KEY, --secret-key SECRET\n\n"
@@ -169,6 +173,12 @@ static int run(objstore_t *s, const char *cmd, const char **pos, size_t npos, co
     if (!strcmp(cmd, "ls") && npos <= 3)
         return objstore_list(s, npos == 3 ? pos[2] : "", print_entry, NULL, &err) ? fail(&err) : 0;
     if (!strcmp(cmd, "rm") && npos == 3) return objstore_delete(s, pos[2], &err) ? fail(&err) : 0;
+    if (!strcmp(cmd, "abort-stale") && npos >= 3 && npos <= 4) {
+        size_t n = 0;
+        if (objstore_abort_stale(s, npos == 4 ? pos[3] : "", atoll(pos[2]), &n, &err)) return fail(&err);
+        printf("aborted %zu\n", n);
+        return 0;
+    }
     fprintf(stderr, "hearth objstore: `%s` with %zu argument(s) is not a command (see hearth objstore --help)\n", cmd,
             npos - 2);
     return 2;
@@ -176,10 +186,11 @@ static int run(objstore_t *s, const char *cmd, const char **pos, size_t npos, co
 
 int cli_objstore(int argc, char **argv) {
     const char *ak = NULL, *sk = NULL, *if_absent = NULL, *range = NULL, *threads = NULL, *page = NULL, *timeout = NULL,
-               *retries = NULL;
+               *retries = NULL, *multipart = NULL;
     const cli_opt_t opts[] = {
-        {"access-key", &ak, 0},   {"secret-key", &sk, 0}, {"if-absent", &if_absent, 1}, {"range", &range, 0},
-        {"threads", &threads, 0}, {"page", &page, 0},     {"timeout-ms", &timeout, 0},  {"retries", &retries, 0},
+        {"access-key", &ak, 0},      {"secret-key", &sk, 0},   {"if-absent", &if_absent, 1},
+        {"range", &range, 0},        {"threads", &threads, 0}, {"page", &page, 0},
+        {"timeout-ms", &timeout, 0}, {"retries", &retries, 0}, {"multipart-threshold", &multipart, 0},
     };
     const char *pos[4];
     size_t npos;
@@ -197,6 +208,7 @@ int cli_objstore(int argc, char **argv) {
                    : atoi(retries) > 0 ? atoi(retries)
                                        : -1, /* objstore: 0 is its default */
         .list_page = page ? atoi(page) : 0,
+        .multipart_threshold = multipart ? strtoull(multipart, NULL, 10) : 0,
     };
     hr_err_t err = {0};
     objstore_t *s = objstore_open(&cfg, &err);

@@ -73,6 +73,7 @@ typedef struct {
     char s3_access_key[256], s3_secret_key[256];
     char cache_dir[2048];
     size_t cache_bytes;
+    size_t multipart_threshold;
     int64_t flush_interval_ns;
     size_t flush_bytes;
     int64_t ack_timeout_ns;

@@ -67,12 +67,28 @@ static int scrape_shard_refresh(app_t *a, scraper_t *sc) {
     return rc;
 }
 
+/* Multipart uploads a crashed node left in the object store are aborted once a day old
+ * (no put takes a day), looked for hourly by the nodes that compact. */
+#define STALE_UPLOAD_AGE_S (24 * 3600)
+#define STALE_UPLOAD_SCAN_NS (3600 * 1000000000LL)
+
+static void abort_stale_uploads(app_t *a, int64_t *last_ns) {
+    if (!a->objects || time_mono_ns() - *last_ns < STALE_UPLOAD_SCAN_NS) return;
+    *last_ns = time_mono_ns();
+    size_t n = 0;
+    hr_err_t err = {0};
+    if (objstore_abort_stale(a->objects, "", STALE_UPLOAD_AGE_S, &n, &err))
+        log_warn("objstore.stale_scan_failed", "err=\"%s\"", err.msg);
+    else if (n) log_info("objstore.stale_uploads_aborted", "count=%zu", n);
+}
+
 /* The background upkeep every few seconds: on one node, cuts when the head limits
  * are reached; with the compact role, retention, compaction and (a cluster) deleting
- * trashed objects; in a cluster, a heartbeat in the catalog. */
+ * trashed objects and stale multipart uploads; in a cluster, a heartbeat in the catalog. */
 static void *cutter_main(void *arg) {
     cutter_t *c = arg;
     app_t *a = c->app;
+    int64_t stale_scan_ns = time_mono_ns() - STALE_UPLOAD_SCAN_NS; /* the first pass scans */
     while (!pause_ms(c, 2000)) {
         hr_err_t err = {0};
         if (!clustered(a) && store_maybe_cut(a->store, &err) < 0) log_error("head.cut_failed", "err=\"%s\"", err.msg);
@@ -86,6 +102,7 @@ static void *cutter_main(void *arg) {
         }
         if (rc < 0) log_error("compaction.failed", "err=\"%s\"", err.msg);
         if (store_collect_trash(a->store, &err) < 0) log_warn("trash.failed", "err=\"%s\"", err.msg);
+        abort_stale_uploads(a, &stale_scan_ns);
     }
     return NULL;
 }
@@ -158,6 +175,7 @@ static int symbolize_start(app_t *a, hr_err_t *err) {
  * printing why not. */
 static int cluster_config(app_t *a, store_config_t *sc, char *cache_dir, size_t cap) {
     objstore_config_t oc = {.url = a->cfg.object_store,
+                            .multipart_threshold = a->cfg.multipart_threshold,
                             .access_key = a->cfg.s3_access_key[0] ? a->cfg.s3_access_key : NULL,
                             .secret_key = a->cfg.s3_secret_key[0] ? a->cfg.s3_secret_key : NULL};
     hr_err_t err = {0};

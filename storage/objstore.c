@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -36,6 +37,10 @@
 #define KEY_MAX 1024     /* S3's limit on an object name, in bytes */
 #define ERRBODY_MAX 4096 /* of an error answer kept to find its <Code> */
 #define LIST_ANSWER_MAX (16u << 20)
+#define MULTIPART_THRESHOLD (64ull << 20) /* default: files larger go up in parts */
+#define PART_MIN (5ull << 20)             /* S3's smallest part (but the last) */
+#define PART_MAX (16ull << 20)
+#define PARTS_MAX 10000 /* S3's most parts of one upload */
 
 static const char EMPTY_SHA256[] = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
@@ -43,6 +48,7 @@ struct objstore {
     char *endpoint, *bucket, *prefix, *region, *access, *secret, *sigv4;
     long connect_ms, stall_ms, timeout_ms;
     int retries, list_page;
+    uint64_t multipart_threshold, part_size;
     pthread_mutex_t mu; /* guards pool, npool */
     CURL *pool[POOL_MAX];
     size_t npool;
@@ -238,6 +244,9 @@ objstore_t *objstore_open(const objstore_config_t *cfg, hr_err_t *err) {
     s->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : 0;
     s->retries = cfg->retries > 0 ? cfg->retries : cfg->retries < 0 ? 0 : 2;
     s->list_page = cfg->list_page > 0 && cfg->list_page <= 1000 ? cfg->list_page : 1000;
+    s->multipart_threshold = cfg->multipart_threshold ? cfg->multipart_threshold : MULTIPART_THRESHOLD;
+    if (s->multipart_threshold < PART_MIN) s->multipart_threshold = PART_MIN;
+    s->part_size = s->multipart_threshold < PART_MAX ? s->multipart_threshold : PART_MAX;
     return s;
 }
 
@@ -269,17 +278,19 @@ static void pool_give(objstore_t *s, CURL *c) {
 /* ---------------------------------------------------------------- one request */
 
 typedef struct {
-    const char *method; /* GET, PUT, HEAD, DELETE */
+    const char *method; /* GET, PUT, HEAD, DELETE, POST */
     const char *key;    /* relative to the prefix; NULL: the bucket (a listing) */
     const char *query;  /* canonical (sorted, encoded) or NULL */
     char range[64];     /* the Range header's value, or "" */
     int if_absent;
     const uint8_t *data; /* a PUT's body from memory, */
     size_t n, sent;
-    FILE *f; /* or from a file of n bytes */
+    FILE *f; /* or from a file: n bytes from off */
+    uint64_t off;
     char sha[65];
-    buf_t *out; /* a 2xx answer's body (NULL: none expected) */
-    size_t max; /* more than this is refused */
+    char etag[160]; /* the answer's ETag header (a part's), or "" */
+    buf_t *out;     /* a 2xx answer's body (NULL: none expected) */
+    size_t max;     /* more than this is refused */
     int over;
     long status;
     uint64_t length; /* the answer's Content-Length (a HEAD's object size) */
@@ -306,14 +317,28 @@ static size_t on_body(char *p, size_t size, size_t nm, void *ctx) {
 static size_t on_send(char *p, size_t size, size_t nm, void *ctx) {
     req_t *r = ctx;
     size_t room = size * nm;
+    size_t k = r->n - r->sent < room ? r->n - r->sent : room; /* a part's file goes on past its n bytes */
     if (r->f) {
-        size_t k = fread(p, 1, room, r->f);
-        return k || !ferror(r->f) ? k : CURL_READFUNC_ABORT;
+        k = fread(p, 1, k, r->f);
+        if (!k && ferror(r->f)) return CURL_READFUNC_ABORT;
+    } else {
+        memcpy(p, r->data + r->sent, k);
     }
-    size_t k = r->n - r->sent < room ? r->n - r->sent : room;
-    memcpy(p, r->data + r->sent, k);
     r->sent += k;
     return k;
+}
+
+/* Keeps the ETag header (a part's, which completing the upload names). */
+static size_t on_header(char *p, size_t size, size_t nm, void *ctx) {
+    req_t *r = ctx;
+    size_t n = size * nm;
+    if (n > 5 && !strncasecmp(p, "etag:", 5)) {
+        const char *v = p + 5, *end = p + n;
+        while (v < end && (*v == ' ' || *v == '\t')) v++;
+        while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ')) end--;
+        snprintf(r->etag, sizeof r->etag, "%.*s", (int)(end - v), v);
+    }
+    return n;
 }
 
 /* ENDPOINT/BUCKET[/PREFIX/KEY], the path encoded as SigV4's canonical URI wants. */
@@ -352,8 +377,14 @@ static int setup(objstore_t *s, req_t *r, const char *url, struct curl_slist **h
     curl_easy_setopt(c, CURLOPT_USERAGENT, "hearth-objstore");
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
     if (!strcmp(r->method, "HEAD")) curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
-    else if (!strcmp(r->method, "PUT")) {
+    else if (!strcmp(r->method, "POST")) { /* a multipart upload's start and end: bodies from memory */
+        curl_easy_setopt(c, CURLOPT_POST, 1L);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, r->data ? (const char *)r->data : "");
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->n);
+    } else if (!strcmp(r->method, "PUT")) {
         curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
         curl_easy_setopt(c, CURLOPT_READFUNCTION, on_send);
         curl_easy_setopt(c, CURLOPT_READDATA, r);
@@ -367,9 +398,9 @@ typedef enum { ATTEMPT_OK, ATTEMPT_TRANSIENT, ATTEMPT_FINAL } attempt_t;
 
 static attempt_t attempt(objstore_t *s, req_t *r, const char *url, char *cerr, size_t cerr_n) {
     struct curl_slist *hdr = NULL;
-    r->status = 0, r->over = 0, r->sent = 0;
+    r->status = 0, r->over = 0, r->sent = 0, r->etag[0] = 0;
     r->errbody.len = 0;
-    if (r->f && fseek(r->f, 0, SEEK_SET))
+    if (r->f && fseeko(r->f, (off_t)r->off, SEEK_SET))
         return snprintf(cerr, cerr_n, "cannot rewind: %s", strerror(errno)), ATTEMPT_FINAL;
     curl_easy_reset(r->c); /* keeps the handle's connections */
     if (setup(s, r, url, &hdr)) return curl_slist_free_all(hdr), snprintf(cerr, cerr_n, "out of memory"), ATTEMPT_FINAL;
@@ -469,6 +500,7 @@ static int check_key(const char *key, hr_err_t *err) {
 
 /* ---------------------------------------------------------------- operations */
 
+/* The SHA-256 of n bytes at p, or (f) of the file's n bytes from its position. */
 static int sha256_hex(const void *p, size_t n, FILE *f, char out[65], hr_err_t *err) {
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
     unsigned char md[32];
@@ -477,8 +509,9 @@ static int sha256_hex(const void *p, size_t n, FILE *f, char out[65], hr_err_t *
     if (ok && p) ok = EVP_DigestUpdate(ctx, p, n);
     if (ok && f) {
         unsigned char chunk[65536];
-        size_t k;
-        while (ok && (k = fread(chunk, 1, sizeof chunk, f)) > 0) ok = EVP_DigestUpdate(ctx, chunk, k);
+        size_t k, left = n;
+        while (ok && left && (k = fread(chunk, 1, left < sizeof chunk ? left : sizeof chunk, f)) > 0)
+            ok = EVP_DigestUpdate(ctx, chunk, k), left -= k;
         if (ferror(f)) return EVP_MD_CTX_free(ctx), hr_fail(err, HR_EIO, "cannot read: %s", strerror(errno));
     }
     ok = ok && EVP_DigestFinal_ex(ctx, md, &mdn) && mdn == 32;
@@ -511,6 +544,164 @@ int objstore_put(objstore_t *s, const char *key, const void *data, size_t n, int
     return r.status == 412 ? 1 : 0;
 }
 
+/* ---------------------------------------------------------------- multipart uploads */
+
+/* POST KEY?uploads=: a new multipart upload's id, query-encoded into qid. */
+static int mp_start(objstore_t *s, const char *key, buf_t *qid, hr_err_t *err) {
+    buf_t ans, id;
+    buf_init(&ans), buf_init(&id);
+    req_t r = {.method = "POST", .key = key, .query = "uploads=", .out = &ans, .max = 65536};
+    const char *v;
+    size_t vn;
+    int rc = perform(s, &r, err);
+    if (rc == 0 &&
+        (!ans.data || !xml_find((const char *)ans.data, (const char *)ans.data + ans.len, "UploadId", &v, &vn) || !vn ||
+         objstore_xml_unescape(&id, v, vn)))
+        rc = hr_fail(err, HR_EINTERNAL, "%s: the store started a multipart upload without an <UploadId>", key);
+    if (rc == 0) objstore_encode(qid, (const char *)id.data, id.len, 0);
+    if (rc == 0 && qid->oom) rc = hr_fail(err, HR_ENOMEM, "out of memory");
+    buf_free(&ans), buf_free(&id);
+    return rc;
+}
+
+/* PUT KEY?partNumber=N&uploadId=ID: the file's n bytes from off, retried as any put;
+ * its ETag appended to etags as CompleteMultipartUpload lists it. */
+static int mp_part(objstore_t *s, const char *key, const char *qid, int part, FILE *f, uint64_t off, uint64_t n,
+                   buf_t *etags, hr_err_t *err) {
+    char q[600];
+    if (snprintf(q, sizeof q, "partNumber=%d&uploadId=%s", part, qid) >= (int)sizeof q)
+        return hr_fail(err, HR_EINTERNAL, "%s: an upload id too long to send", key);
+    req_t r = {.method = "PUT", .key = key, .query = q, .f = f, .off = off, .n = (size_t)n};
+    if (fseeko(f, (off_t)off, SEEK_SET)) return hr_fail(err, HR_EIO, "cannot seek: %s", strerror(errno));
+    if (sha256_hex(NULL, (size_t)n, f, r.sha, err) || perform(s, &r, err)) return -1;
+    if (!r.etag[0]) return hr_fail(err, HR_EINTERNAL, "%s: part %d stored without an ETag", key, part);
+    buf_printf(etags, "<Part><PartNumber>%d</PartNumber><ETag>%s</ETag></Part>", part, r.etag);
+    return etags->oom ? hr_fail(err, HR_ENOMEM, "out of memory") : 0;
+}
+
+/* POST KEY?uploadId=ID with the parts: the object appears whole. S3 may answer 200 and
+ * put its error in the body, which is then the error. */
+static int mp_complete(objstore_t *s, const char *key, const char *qid, const buf_t *etags, hr_err_t *err) {
+    char q[600];
+    buf_t body, ans;
+    buf_init(&body), buf_init(&ans);
+    snprintf(q, sizeof q, "uploadId=%s", qid);
+    buf_printf(&body, "<CompleteMultipartUpload>%.*s</CompleteMultipartUpload>", (int)etags->len,
+               etags->data ? (const char *)etags->data : "");
+    req_t r = {.method = "POST", .key = key, .query = q, .data = body.data, .n = body.len, .out = &ans, .max = 65536};
+    int rc = body.oom ? hr_fail(err, HR_ENOMEM, "out of memory") : sha256_hex(body.data, body.len, NULL, r.sha, err);
+    if (rc == 0) rc = perform(s, &r, err);
+    const char *v;
+    size_t vn;
+    if (rc == 0 && ans.data && memmem(ans.data, ans.len, "<Error>", 7)) {
+        int found = xml_find((const char *)ans.data, (const char *)ans.data + ans.len, "Code", &v, &vn);
+        rc = hr_fail(err, HR_EIO, "%s: completing the multipart upload failed (%.*s)", key, found ? (int)vn : 1,
+                     found ? v : "?");
+    }
+    buf_free(&body), buf_free(&ans);
+    return rc;
+}
+
+/* DELETE KEY?uploadId=ID: the parts stored so far are dropped (best effort: a stale
+ * upload left behind is what objstore_abort_stale is for). */
+static void mp_abort(objstore_t *s, const char *key, const char *qid) {
+    char q[600];
+    hr_err_t e = {0};
+    snprintf(q, sizeof q, "uploadId=%s", qid);
+    req_t r = {.method = "DELETE", .key = key, .query = q};
+    if (perform(s, &r, &e))
+        log_warn("objstore.multipart_abort_failed", "key=%s err=\"%s\" (objstore_abort_stale removes it later)", key,
+                 e.msg);
+}
+
+/* The file f of size bytes as a multipart upload: parts of part_size (each retried as
+ * any request is), completed, or aborted on the first failure. */
+static int put_multipart(objstore_t *s, const char *key, FILE *f, uint64_t size, hr_err_t *err) {
+    uint64_t part = s->part_size;
+    while ((size + part - 1) / part > PARTS_MAX) part *= 2;
+    buf_t qid, etags;
+    buf_init(&qid), buf_init(&etags);
+    int rc = mp_start(s, key, &qid, err);
+    if (rc == 0) buf_putc(&qid, 0);
+    for (uint64_t off = 0, i = 1; rc == 0 && off < size; off += part, i++)
+        rc =
+            mp_part(s, key, (const char *)qid.data, (int)i, f, off, size - off < part ? size - off : part, &etags, err);
+    if (rc == 0) rc = mp_complete(s, key, (const char *)qid.data, &etags, err);
+    if (rc && qid.len) mp_abort(s, key, (const char *)qid.data);
+    buf_free(&qid), buf_free(&etags);
+    return rc;
+}
+
+/* One <Upload> of a ListMultipartUploads page: aborted when begun before cutoff. */
+static int stale_upload(objstore_t *s, const char *u, const char *ue, size_t skip, time_t cutoff, size_t *aborted,
+                        hr_err_t *err) {
+    const char *k, *id, *when;
+    size_t kn, idn, whenn;
+    if (!xml_find(u, ue, "Key", &k, &kn) || !xml_find(u, ue, "UploadId", &id, &idn) ||
+        !xml_find(u, ue, "Initiated", &when, &whenn))
+        return hr_fail(err, HR_EINTERNAL, "object store: an <Upload> without <Key>, <UploadId> or <Initiated>");
+    char t[40];
+    struct tm tm = {0};
+    snprintf(t, sizeof t, "%.*s", (int)(whenn < 39 ? whenn : 39), when);
+    if (!strptime(t, "%Y-%m-%dT%H:%M:%S", &tm) || timegm(&tm) >= cutoff) return 0;
+    buf_t key, rawid, qid;
+    buf_init(&key), buf_init(&rawid), buf_init(&qid);
+    int rc = objstore_xml_unescape(&key, k, kn) || objstore_xml_unescape(&rawid, id, idn) ? -1 : 0;
+    if (rc == 0) objstore_encode(&qid, (const char *)rawid.data, rawid.len, 0), buf_putc(&qid, 0), buf_putc(&key, 0);
+    if (rc || key.oom || qid.oom || key.len - 1 < skip) {
+        rc = hr_fail(err, HR_EINTERNAL, "object store: a bad <Upload> in the multipart listing");
+    } else {
+        mp_abort(s, (const char *)key.data + skip, (const char *)qid.data);
+        log_info("objstore.stale_multipart_aborted", "key=%s initiated=%s", (const char *)key.data + skip, t);
+        (*aborted)++;
+    }
+    buf_free(&key), buf_free(&rawid), buf_free(&qid);
+    return rc;
+}
+
+int objstore_abort_stale(objstore_t *s, const char *prefix, int64_t max_age_s, size_t *aborted, hr_err_t *err) {
+    buf_t full, q, ans, kmark, umark;
+    buf_init(&full), buf_init(&q), buf_init(&ans), buf_init(&kmark), buf_init(&umark);
+    if (*s->prefix) buf_printf(&full, "%s/", s->prefix);
+    size_t skip = full.len;
+    buf_append(&full, prefix, strlen(prefix));
+    time_t cutoff = time(NULL) - (time_t)max_age_s;
+    *aborted = 0;
+    int rc = 0, more = 1;
+    while (rc == 0 && more) {
+        q.len = 0, ans.len = 0;
+        if (kmark.len) { /* the canonical query: names in byte order */
+            buf_printf(&q, "key-marker=");
+            objstore_encode(&q, (const char *)kmark.data, kmark.len, 0);
+            buf_putc(&q, '&');
+        }
+        buf_printf(&q, "prefix=");
+        objstore_encode(&q, (const char *)full.data, full.len, 0);
+        if (umark.len) {
+            buf_printf(&q, "&upload-id-marker=");
+            objstore_encode(&q, (const char *)umark.data, umark.len, 0);
+        }
+        buf_printf(&q, "&uploads=");
+        buf_putc(&q, 0);
+        req_t r = {.method = "GET", .query = (const char *)q.data, .out = &ans, .max = LIST_ANSWER_MAX};
+        rc = q.oom ? hr_fail(err, HR_ENOMEM, "out of memory") : perform(s, &r, err);
+        const char *p = ans.data ? (const char *)ans.data : "", *end = p + ans.len, *u, *v;
+        size_t vn;
+        for (const char *at = p; rc == 0 && (u = memmem(at, (size_t)(end - at), "<Upload>", 8)); at = u + 8) {
+            const char *ue = memmem(u, (size_t)(end - u), "</Upload>", 9);
+            if (!ue) rc = hr_fail(err, HR_EINTERNAL, "object store: an unterminated <Upload>");
+            else rc = stale_upload(s, u, ue, skip, cutoff, aborted, err);
+        }
+        more = rc == 0 && xml_find(p, end, "IsTruncated", &v, &vn) && vn == 4 && !memcmp(v, "true", 4);
+        kmark.len = umark.len = 0;
+        if (more && xml_find(p, end, "NextKeyMarker", &v, &vn)) objstore_xml_unescape(&kmark, v, vn);
+        if (more && xml_find(p, end, "NextUploadIdMarker", &v, &vn)) objstore_xml_unescape(&umark, v, vn);
+        if (more && !kmark.len) rc = hr_fail(err, HR_EINTERNAL, "object store: a truncated listing without a marker");
+    }
+    buf_free(&full), buf_free(&q), buf_free(&ans), buf_free(&kmark), buf_free(&umark);
+    return rc;
+}
+
 int objstore_put_file(objstore_t *s, const char *key, const char *path, int flags, hr_err_t *err) {
     if (check_key(key, err)) return -1;
     FILE *f = fopen(path, "rb");
@@ -519,7 +710,8 @@ int objstore_put_file(objstore_t *s, const char *key, const char *path, int flag
     req_t r = {.method = "PUT", .key = key, .f = f, .if_absent = flags & OBJSTORE_IF_ABSENT};
     int rc = -1;
     if (fstat(fileno(f), &st)) hr_fail(err, HR_EIO, "%s: %s", path, strerror(errno));
-    else if ((r.n = (size_t)st.st_size), sha256_hex(NULL, 0, f, r.sha, err)) (void)0;
+    else if ((uint64_t)st.st_size > s->multipart_threshold) rc = put_multipart(s, key, f, (uint64_t)st.st_size, err);
+    else if ((r.n = (size_t)st.st_size), sha256_hex(NULL, r.n, f, r.sha, err)) (void)0;
     else if (perform_put(s, &r, err) == 0) rc = r.status == 412 ? 1 : 0;
     fclose(f);
     return rc;

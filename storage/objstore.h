@@ -36,14 +36,16 @@
 typedef struct objstore objstore_t;
 
 typedef struct {
-    const char *url;         /* s3://bucket/prefix?endpoint=...&region=... (required) */
-    const char *access_key;  /* NULL: $AWS_ACCESS_KEY_ID */
-    const char *secret_key;  /* NULL: $AWS_SECRET_ACCESS_KEY; copied, wiped at objstore_free */
-    long connect_timeout_ms; /* 0: 5000 */
-    long stall_timeout_ms;   /* a transfer moving under 1 KiB/s this long fails; 0: 30000 */
-    long timeout_ms;         /* whole attempt; 0: none (the stall timeout bounds it) */
-    int retries;             /* extra attempts after a transient failure; 0: 2, <0: none */
-    int list_page;           /* max-keys of one ListObjectsV2 page; 0: 1000 */
+    const char *url;              /* s3://bucket/prefix?endpoint=...&region=... (required) */
+    const char *access_key;       /* NULL: $AWS_ACCESS_KEY_ID */
+    const char *secret_key;       /* NULL: $AWS_SECRET_ACCESS_KEY; copied, wiped at objstore_free */
+    long connect_timeout_ms;      /* 0: 5000 */
+    long stall_timeout_ms;        /* a transfer moving under 1 KiB/s this long fails; 0: 30000 */
+    long timeout_ms;              /* whole attempt; 0: none (the stall timeout bounds it) */
+    int retries;                  /* extra attempts after a transient failure; 0: 2, <0: none */
+    int list_page;                /* max-keys of one ListObjectsV2 page; 0: 1000 */
+    uint64_t multipart_threshold; /* objstore_put_file of a larger file goes up in parts; 0: 64 MiB
+                                   * (at least 5 MiB, S3's smallest part) */
 } objstore_config_t;
 
 /* Parses cfg->url and keeps copies of what it needs (cfg may go away afterwards).
@@ -65,8 +67,17 @@ enum { OBJSTORE_IF_ABSENT = 1 }; /* flags of the puts: create only (If-None-Matc
 int objstore_put(objstore_t *s, const char *key, const void *data, size_t n, int flags, hr_err_t *err);
 /* As objstore_put, streaming the file at path: it is read once to hash it (SigV4 signs
  * the body's SHA-256) and again, chunk by chunk, to send it, so it must not change
- * meanwhile. Memory use does not grow with the file. */
+ * meanwhile. Memory use does not grow with the file. A file over multipart_threshold
+ * goes up as a multipart upload: parts of min(threshold, 16 MiB) (more, past 10,000
+ * parts), each hashed and sent on its own and retried as any request is, so a stall
+ * costs one part, not the file; the upload is aborted when a part or the completion
+ * fails. Multipart puts are plain (flags' condition is not sent): callers put them only
+ * under keys unique by construction. */
 int objstore_put_file(objstore_t *s, const char *key, const char *path, int flags, hr_err_t *err);
+/* Aborts the multipart uploads under prefix ("" for all) begun more than max_age_s
+ * seconds ago (ListMultipartUploads' Initiated): the parts of a crashed put, which the
+ * store keeps, and bills, until aborted. The number aborted in *aborted. */
+int objstore_abort_stale(objstore_t *s, const char *prefix, int64_t max_age_s, size_t *aborted, hr_err_t *err);
 
 /* A byte range of an object: len bytes from off (len > 0). */
 typedef struct {

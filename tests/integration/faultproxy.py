@@ -10,7 +10,9 @@ node runs:
 
 each GET answer with a 2xx status then has, with that probability: one byte of its body
 inverted ("flip"), only half its body sent under the full Content-Length before the connection
-closes ("short"), or a pause of stall_s before its body ("stall"). Other methods pass untouched.
+closes ("short"), or a pause of stall_s before its body ("stall"). A multipart upload's part
+(a PUT with partNumber=) may instead be answered 500 without reaching the gateway ("part_fail"),
+or stored and then answered only after stall_s ("part_stall"). Other requests pass untouched.
 A seeded random.Random draws the faults, and the seed is printed, so a failing run can be
 replayed (HEARTH_TEST_SEED=N). `damaged` counts the answers it damaged.
 """
@@ -46,6 +48,13 @@ class FaultProxy:
             def _forward(self):
                 n = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(n) if n else None
+                part = self.command == "PUT" and "partNumber=" in self.path
+                part_fault = proxy.draw(("part_fail", "part_stall")) if part else None
+                if part_fault == "part_fail":
+                    self.send_response_only(500, "Internal Server Error")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP}
                 up = http.client.HTTPConnection("127.0.0.1", proxy.upstream_port, timeout=60)
                 try:
@@ -54,6 +63,8 @@ class FaultProxy:
                     data = resp.read()
                 finally:
                     up.close()
+                if part_fault == "part_stall":
+                    time.sleep(proxy.stall_s)
                 fault = proxy.draw() if self.command == "GET" and 200 <= resp.status < 300 and data else None
                 self.send_response_only(resp.status, resp.reason)
                 for k, v in resp.getheaders():
@@ -83,11 +94,13 @@ class FaultProxy:
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
-    def draw(self):
-        """The fault for the next GET answer, or None."""
+    def draw(self, kinds=("flip", "short", "stall")):
+        """The fault for the next answer among kinds (a GET's by default), or None."""
         with self.lock:
             x = self.rng.random()
             for name, p in self.faults.items():
+                if name not in kinds:
+                    continue
                 if x < p:
                     self.damaged += 1
                     return name

@@ -215,3 +215,51 @@ def objstore_stopped_server_is_a_transient_error_in_bounded_time():
     finally:
         gw.start_gateway()
     assert ok(objstore(url, "get", "k")) == b"before"
+
+
+def gateways():
+    """Both S3 servers the cluster runs on: Ceph's radosgw and OpenStack Swift's s3api."""
+    return [("radosgw", s3server.shared(), lambda gw: gw.rgw_port), ("swift", s3server.shared_swift(),
+                                                                      lambda gw: gw.port)]
+
+
+@test
+def objstore_multipart_puts_retry_parts_abort_on_failure_and_clean_up_stale_uploads():
+    """A file over --multipart-threshold goes up in parts, on radosgw and on Swift's S3 API: it
+    reads back byte for byte as one object. Parts answered 500 half the time are retried and the
+    put succeeds; parts that always fail end the put with EIO and abort its upload, so nothing is
+    left; a put killed mid-way leaves an upload that abort-stale removes once older than its
+    age, and not before."""
+    from faultproxy import FaultProxy
+    data = os.urandom(13 << 20)
+    path = testfile(data)
+    thr = ["--multipart-threshold", str(6 << 20)]
+    for name, gw, port_of in gateways():
+        b = gw.create_bucket(f"hearth-mp-{os.getpid()}-{next(_buckets)}")
+        url, env = gw.url(b, "blocks"), gw.env()
+        ok(objstore(url, "put", "whole", path, *thr, env=env))
+        assert ok(objstore(url, "get", "whole", env=env)) == data, name
+        assert ok(objstore(url, "ls", env=env)).decode().split() == ["whole", str(len(data))], name
+        with FaultProxy(port_of(gw)) as px:
+            purl = url.replace(gw.endpoint, px.endpoint)
+            px.faults = {"part_fail": 0.4}
+            ok(objstore(purl, "put", "retried", path, *thr, "--retries", "8", env=env))
+            assert ok(objstore(url, "get", "retried", env=env)) == data, name
+            px.faults = {"part_fail": 1.0}
+            failed(objstore(purl, "put", "failed", path, *thr, "--retries", "1", env=env), "EIO")
+            px.faults, px.stall_s = {"part_stall": 1.0}, 60
+            before = px.damaged
+            p = subprocess.Popen([ARGS.binary, "objstore", purl, "put", "killed", path, *thr],
+                                 env=dict(os.environ, **env), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            deadline = time.time() + 60
+            while px.damaged == before:  # the first part is stored, its answer held back
+                assert time.time() < deadline and p.poll() is None, name
+                time.sleep(0.05)
+            p.kill()
+            p.wait()
+        time.sleep(2.2)  # the killed upload is over a second old, counted in whole seconds
+        assert ok(objstore(url, "abort-stale", "3600", env=env)) == b"aborted 0\n", name
+        assert ok(objstore(url, "abort-stale", "1", env=env)) == b"aborted 1\n", name  # the killed one only
+        assert ok(objstore(url, "abort-stale", "0", env=env)) == b"aborted 0\n", name
+        keys = ok(objstore(url, "ls", env=env)).decode().split()[::2]
+        assert keys == ["retried", "whole"], (name, keys)
