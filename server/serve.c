@@ -67,6 +67,15 @@ static int scrape_shard_refresh(app_t *a, scraper_t *sc) {
     return rc;
 }
 
+/* Tells one background thread to stop, and waits for it. */
+static void cutter_stop(cutter_t *c, pthread_t th) {
+    pthread_mutex_lock(&c->mu);
+    c->stop = 1;
+    pthread_cond_signal(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    pthread_join(th, NULL);
+}
+
 /* Multipart uploads a crashed node left in the object store are aborted once a day old
  * (no put takes a day), looked for hourly by the nodes that compact. */
 #define STALE_UPLOAD_AGE_S (24 * 3600)
@@ -368,18 +377,13 @@ static int serve(app_t *a) {
     while (sigwait(&sigs, &sig) == 0 && sig == SIGHUP) reload_auth(a);
     log_info("server.stopping", "signal=%d", sig);
     atomic_store(&a->stopping, 1);
-    cutter_t *threads[] = {&cut, &fl};
-    for (size_t i = 0; i < 2; i++) {
-        pthread_mutex_lock(&threads[i]->mu);
-        threads[i]->stop = 1;
-        pthread_cond_signal(&threads[i]->cv);
-        pthread_mutex_unlock(&threads[i]->mu);
-    }
-    pthread_join(th, NULL);
-    if (flushing) pthread_join(flt, NULL);
+    cutter_stop(&cut, th);
+    /* Every producer of uploads stops before the flusher: in a cluster an upload in flight
+     * (a request, a scrape) is answered only once a flush stored it. */
     grpc_stop(grpc);
     http_stop(http); /* waits for in-flight requests, which may read a->scraper (/metrics) */
     scraper_stop(atomic_exchange(&a->scraper, NULL));
+    if (flushing) cutter_stop(&fl, flt);
     rules_stop(a); /* after http: the API reads the provisioned rules */
     int rc = 0;
     if (store_cut(a->store, &err)) {

@@ -166,6 +166,10 @@ class RadosGateway:
         if not keep_logs:
             shutil.rmtree(self.dir, ignore_errors=True)
 
+    @property
+    def port(self):
+        return self.rgw_port
+
     def url(self, bucket, prefix=""):
         """The s3:// URL Hearth takes for bucket/prefix on this gateway."""
         return f"s3://{bucket}/{prefix}?endpoint={self.endpoint}&region=us-east-1"

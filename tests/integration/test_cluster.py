@@ -46,7 +46,7 @@ import pgserver
 import s3server
 from faultproxy import FaultProxy
 from protowire import pb_decode, pb_packed
-from harness import ARGS, CONNECT, CPU, T0, Server, cpu_files, metric, node_agent_dir, test, types_of
+from harness import ARGS, CONNECT, CPU, T0, TESTS, Server, area_of, cpu_files, metric, node_agent_dir, test, types_of
 
 FLUSH = "200ms"
 ACK_TIMEOUT = "5s"  # --ack-timeout of the outage tests' nodes: a batch not stored by then gets 503
@@ -58,6 +58,7 @@ RECOVER_S = 30  # and pushes succeed again within this many seconds of the servi
 # values of every stack of (function, file, line) with its labels); a failure reports both.
 PPROF_BYTES = True
 SPAN = {"from": T0 - 10, "until": T0 + 100000}
+GATEWAY = [s3server.shared]  # the S3 server a Cluster() runs on; the _on_swift variants swap it
 _ids = iter(range(1, 10**6))
 
 
@@ -72,7 +73,7 @@ class Cluster:
     started, every one of them stopped on the way out (by PID, through harness.Server)."""
 
     def __init__(self, gw=None):
-        self.pg, self.gw = pgserver.shared(), gw or s3server.shared()
+        self.pg, self.gw = pgserver.shared(), gw or GATEWAY[0]()
         n = next(_ids)
         self.db = f"hearth_it_{os.getpid()}_{n}"
         self.catalog = self.pg.create_database(self.db)
@@ -575,7 +576,7 @@ def cluster_damaged_object_reads_answer_5xx_never_a_smaller_total():
     answer may be a 200 with a smaller total; with the fault gone, the same process answers
     exactly; under random faults every answer is exact or a 5xx."""
     want = ref_totals()
-    with Cluster() as c, FaultProxy(c.gw.rgw_port) as px:
+    with Cluster() as c, FaultProxy(c.gw.port) as px:
         a = c.node("a", "ingest")
         for i, p in enumerate(cpu_files(6)):
             push_ok(a, p, f"dmg{i}", T0)
@@ -820,3 +821,28 @@ def cluster_scrape_targets_are_divided_among_nodes_and_taken_over_when_one_dies(
         time.sleep(2.5)
         last = counts(a)
         assert all(last[t.url][0] > first[t.url][0] and last[t.url][1] == "a" for t in targets), (first, last)
+
+
+# ---------------------------------------------------------------- every test on Swift too
+
+# Tests that run on radosgw alone: the outage test stops and restarts the gateway's own daemon,
+# and the Swift test is about Swift already.
+RADOSGW_ONLY = {cluster_object_store_outage_refuses_then_recovers, cluster_on_swift_s3_api_without_conditional_writes}
+
+
+def on_swift(fn):
+    """fn with every Cluster() on OpenStack Swift's S3 API (no conditional writes) instead of
+    radosgw: the cluster suite runs on both S3 servers."""
+    def variant():
+        GATEWAY[0] = s3server.shared_swift
+        try:
+            fn()
+        finally:
+            GATEWAY[0] = s3server.shared
+    variant.__name__, variant.__module__ = fn.__name__ + "_on_swift", fn.__module__
+    variant.__doc__ = f"{fn.__name__}, with the cluster on Swift's S3 API."
+    return variant
+
+
+for _fn in [f for f in TESTS if area_of(f) == "cluster" and f not in RADOSGW_ONLY]:
+    test(on_swift(_fn))
