@@ -113,7 +113,7 @@ test: test-deps
 test-asan: test-deps
 	$(MAKE) hearth-asan build/asan/unit-tests
 	ASAN_OPTIONS=detect_leaks=1 build/asan/unit-tests $(TESTDATA)
-	ASAN_OPTIONS=detect_leaks=1 python3 tests/integration/run.py --binary ./hearth-asan --testdata $(TESTDATA) --quick --skip _on_swift
+	ASAN_OPTIONS=detect_leaks=1 python3 tests/integration/run.py --binary ./hearth-asan --testdata $(TESTDATA) --quick --skip _on_swift --skip _on_azure
 
 # Every allocation of the ingest, cut, compaction and query paths failing in turn, then
 # every file operation of the store-changing paths, once and persistently
@@ -130,7 +130,7 @@ test-oom: test-deps
 test-tsan: test-deps
 	$(MAKE) hearth-tsan build/tsan/unit-tests
 	TSAN_OPTIONS="halt_on_error=1 exitcode=66" build/tsan/unit-tests -k at_once -k unlocked $(TESTDATA)
-	TSAN_OPTIONS="halt_on_error=0 exitcode=66" python3 tests/integration/run.py --binary ./hearth-tsan --testdata $(TESTDATA) --skip web_ui --skip _on_swift
+	TSAN_OPTIONS="halt_on_error=0 exitcode=66" python3 tests/integration/run.py --binary ./hearth-tsan --testdata $(TESTDATA) --skip web_ui --skip _on_swift --skip _on_azure
 
 # The server under valgrind memcheck for two cycles (ingest/query/flush/shutdown, and
 # symbolization with Connect merges, a group-by and a diff): any leak or memory error

@@ -16,10 +16,12 @@
 
 static const char USAGE[] =
     "Usage: hearth objstore URL COMMAND [ARGS] [flags]\n\n"
-    "A client for S3-compatible object stores (a building block of the cluster mode, not yet\n"
-    "used by the server). URL is s3://BUCKET/PREFIX?endpoint=http://HOST:PORT&region=REGION;\n"
+    "A client for the object stores of the cluster mode. URL is\n"
+    "s3://BUCKET/PREFIX?endpoint=http://HOST:PORT&region=REGION (S3), or\n"
+    "azblob://CONTAINER/PREFIX?endpoint=https://ACCOUNT.blob.core.windows.net (Azure Blob Storage);\n"
     "keys are relative to PREFIX. The keys come from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY\n"
-    "(or the flags, which other users of the machine can see in the process list).\n\n"
+    "(Azure: AZURE_STORAGE_ACCOUNT with AZURE_STORAGE_KEY or AZURE_STORAGE_SAS_TOKEN), or the\n"
+    "flags, which other users of the machine can see in the process list.\n\n"
     "Commands:\n"
     "  put KEY FILE   store FILE, streamed (FILE `-`: standard input, read into memory first)\n"
     "  get KEY        write the object to standard output\n"

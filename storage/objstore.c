@@ -31,7 +31,9 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "common/base64.h"
 #include "common/log.h"
+#include "storage/azblob.h"
 
 #define POOL_MAX 8       /* idle easy handles kept (each holds its connections) */
 #define KEY_MAX 1024     /* S3's limit on an object name, in bytes */
@@ -46,6 +48,12 @@ static const char EMPTY_SHA256[] = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b
 
 struct objstore {
     char *endpoint, *bucket, *prefix, *region, *access, *secret, *sigv4;
+    /* azblob:// (Azure Blob Storage, azblob.h): the bucket is the container; requests are
+     * signed with the account key (Shared Key), or carry a SAS token instead. */
+    int azure;
+    char *account, *sas;
+    uint8_t *azkey;
+    size_t azkeylen;
     long connect_ms, stall_ms, timeout_ms;
     int retries, list_page;
     uint64_t multipart_threshold, part_size;
@@ -183,12 +191,13 @@ static int parse_params(objstore_t *s, const char *q, hr_err_t *err) {
         const char *eq = memchr(q, '=', n);
         if (!eq) return hr_fail(err, HR_EINVAL, "object store URL: `%.*s` is not name=value", (int)n, q);
         size_t nl = (size_t)(eq - q);
-        char **slot = nl == 8 && !memcmp(q, "endpoint", 8) ? &s->endpoint
-                      : nl == 6 && !memcmp(q, "region", 6) ? &s->region
-                                                           : NULL;
+        char **slot = nl == 8 && !memcmp(q, "endpoint", 8)              ? &s->endpoint
+                      : nl == 6 && !memcmp(q, "region", 6) && !s->azure ? &s->region
+                      : nl == 7 && !memcmp(q, "account", 7) && s->azure ? &s->account
+                                                                        : NULL;
         if (!slot)
-            return hr_fail(err, HR_EINVAL, "object store URL: unknown parameter `%.*s` (use endpoint, region)", (int)nl,
-                           q);
+            return hr_fail(err, HR_EINVAL, "object store URL: unknown parameter `%.*s` (use endpoint, %s)", (int)nl, q,
+                           s->azure ? "account" : "region");
         free(*slot);
         *slot = url_decode(eq + 1, n - nl - 1);
         if (!*slot) return hr_fail(err, HR_EINVAL, "object store URL: bad percent-encoding in `%.*s`", (int)n, q);
@@ -198,9 +207,12 @@ static int parse_params(objstore_t *s, const char *q, hr_err_t *err) {
 }
 
 static int parse_url(objstore_t *s, const char *url, hr_err_t *err) {
-    if (!url || strncmp(url, "s3://", 5))
-        return hr_fail(err, HR_EINVAL, "object store URL must look like s3://bucket/prefix?endpoint=http://host:port");
-    const char *p = url + 5, *q = strchr(p, '?');
+    s->azure = url && !strncmp(url, "azblob://", 9);
+    if (!url || (strncmp(url, "s3://", 5) && !s->azure))
+        return hr_fail(err, HR_EINVAL,
+                       "object store URL must look like s3://bucket/prefix?endpoint=http://host:port or "
+                       "azblob://container/prefix?endpoint=https://ACCOUNT.blob.core.windows.net");
+    const char *p = url + (s->azure ? 9 : 5), *q = strchr(p, '?');
     size_t path_n = q ? (size_t)(q - p) : strlen(p), bn = strcspn(p, "/?");
     if (bn < 3 || bn > 63) return hr_fail(err, HR_EINVAL, "object store URL: a bucket name has 3 to 63 characters");
     s->bucket = dup_n(p, bn);
@@ -218,13 +230,38 @@ static int parse_url(objstore_t *s, const char *url, hr_err_t *err) {
     return 0;
 }
 
+/* Azure's account and its key (base64) or a SAS token: from the config, else the
+ * environment Azure's own tools read (AZURE_STORAGE_ACCOUNT, AZURE_STORAGE_KEY,
+ * AZURE_STORAGE_SAS_TOKEN), the account also from the URL's account=. */
+static int azure_credentials(objstore_t *s, const objstore_config_t *cfg, hr_err_t *err) {
+    const char *acct = cfg->access_key ? cfg->access_key : getenv("AZURE_STORAGE_ACCOUNT");
+    const char *key = cfg->secret_key ? cfg->secret_key : getenv("AZURE_STORAGE_KEY");
+    const char *sas = getenv("AZURE_STORAGE_SAS_TOKEN");
+    if (acct && *acct) {
+        free(s->account);
+        if (!(s->account = strdup(acct))) return hr_fail(err, HR_ENOMEM, "out of memory");
+    }
+    if (!s->account || !*s->account)
+        return hr_fail(err, HR_EINVAL,
+                       "azure object store: no account (AZURE_STORAGE_ACCOUNT, or account= in the URL)");
+    if (sas && *sas) {
+        if (!(s->sas = strdup(sas[0] == '?' ? sas + 1 : sas))) return hr_fail(err, HR_ENOMEM, "out of memory");
+        return 0;
+    }
+    if (!key || !*key || base64_decode(key, strlen(key), &s->azkey, &s->azkeylen) || !s->azkeylen)
+        return hr_fail(err, HR_EINVAL,
+                       "azure object store: no usable key (AZURE_STORAGE_KEY, base64) and no AZURE_STORAGE_SAS_TOKEN");
+    return 0;
+}
+
 objstore_t *objstore_open(const objstore_config_t *cfg, hr_err_t *err) {
     objstore_t *s = calloc(1, sizeof *s);
     if (!s) return hr_fail(err, HR_ENOMEM, "out of memory"), NULL;
     pthread_mutex_init(&s->mu, NULL);
     if (parse_url(s, cfg->url, err)) return objstore_free(s), NULL;
-    const char *ak = cfg->access_key ? cfg->access_key : getenv("AWS_ACCESS_KEY_ID");
-    const char *sk = cfg->secret_key ? cfg->secret_key : getenv("AWS_SECRET_ACCESS_KEY");
+    if (s->azure && azure_credentials(s, cfg, err)) return objstore_free(s), NULL;
+    const char *ak = s->azure ? "-" : cfg->access_key ? cfg->access_key : getenv("AWS_ACCESS_KEY_ID");
+    const char *sk = s->azure ? "-" : cfg->secret_key ? cfg->secret_key : getenv("AWS_SECRET_ACCESS_KEY");
     if (!ak || !*ak || !sk || !*sk) {
         objstore_free(s);
         hr_fail(err, HR_EINVAL,
@@ -256,6 +293,8 @@ void objstore_free(objstore_t *s) {
     if (s->secret) explicit_bzero(s->secret, strlen(s->secret));
     free(s->endpoint), free(s->bucket), free(s->prefix), free(s->region);
     free(s->access), free(s->secret), free(s->sigv4);
+    if (s->azkey) explicit_bzero(s->azkey, s->azkeylen);
+    free(s->account), free(s->sas), free(s->azkey);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }
@@ -283,6 +322,7 @@ typedef struct {
     const char *query;  /* canonical (sorted, encoded) or NULL */
     char range[64];     /* the Range header's value, or "" */
     int if_absent;
+    int blob;            /* Azure's Put Blob: x-ms-blob-type (not for blocks and block lists) */
     const uint8_t *data; /* a PUT's body from memory, */
     size_t n, sent;
     FILE *f; /* or from a file: n bytes from off */
@@ -355,20 +395,58 @@ static void object_url(const objstore_t *s, const char *key, buf_t *u) {
     }
 }
 
+/* Azure's headers for r, and its Shared Key signature unless a SAS token rides in the
+ * URL: the signature covers the headers sent, so they are all listed here once. */
+static int azure_headers(objstore_t *s, req_t *r, const char *url, struct curl_slist **hdr) {
+    char date[64], line[600];
+    azblob_date(time(NULL), date, sizeof date);
+    azblob_header_t h[6] = {{"x-ms-date", date}, {"x-ms-version", AZBLOB_VERSION}};
+    size_t nh = 2;
+    if (r->blob) h[nh++] = (azblob_header_t){"x-ms-blob-type", "BlockBlob"};
+    if (r->range[0]) h[nh++] = (azblob_header_t){"Range", r->range};
+    if (r->if_absent) h[nh++] = (azblob_header_t){"If-None-Match", "*"};
+    for (size_t i = 0; i < nh; i++) {
+        snprintf(line, sizeof line, "%s: %s", h[i].name, h[i].value);
+        *hdr = curl_slist_append(*hdr, line);
+    }
+    *hdr = curl_slist_append(*hdr, "Expect:"); /* no 100-continue round trip */
+    if (s->sas) return *hdr ? 0 : -1;
+    const char *path = strstr(url, "://"), *q;
+    path = path ? strchr(path + 3, '/') : NULL;
+    if (!path || !*hdr) return -1;
+    q = strchr(path, '?');
+    char *p = strndup(path, q ? (size_t)(q - path) : strlen(path));
+    buf_t auth;
+    buf_init(&auth);
+    buf_printf(&auth, "Authorization: ");
+    hr_err_t err = {0};
+    int rc = p ? azblob_sign(s->account, s->azkey, s->azkeylen, r->method, p, q ? q + 1 : NULL,
+                             strcmp(r->method, "PUT") ? 0 : r->n, h, nh, &auth, &err)
+               : -1;
+    if (rc == 0) buf_putc(&auth, 0), *hdr = curl_slist_append(*hdr, (const char *)auth.data);
+    free(p);
+    buf_free(&auth);
+    return rc || !*hdr ? -1 : 0;
+}
+
 static int setup(objstore_t *s, req_t *r, const char *url, struct curl_slist **hdr) {
     CURL *c = r->c;
     char h[160];
-    snprintf(h, sizeof h, "x-amz-content-sha256: %s", r->sha[0] ? r->sha : EMPTY_SHA256);
-    *hdr = curl_slist_append(*hdr, h);
-    if (r->range[0]) snprintf(h, sizeof h, "Range: %s", r->range), *hdr = curl_slist_append(*hdr, h);
-    if (r->if_absent) *hdr = curl_slist_append(*hdr, "If-None-Match: *");
-    if (!*hdr) return -1;
+    if (s->azure) {
+        if (azure_headers(s, r, url, hdr)) return -1;
+    } else {
+        snprintf(h, sizeof h, "x-amz-content-sha256: %s", r->sha[0] ? r->sha : EMPTY_SHA256);
+        *hdr = curl_slist_append(*hdr, h);
+        if (r->range[0]) snprintf(h, sizeof h, "Range: %s", r->range), *hdr = curl_slist_append(*hdr, h);
+        if (r->if_absent) *hdr = curl_slist_append(*hdr, "If-None-Match: *");
+        if (!*hdr) return -1;
+        curl_easy_setopt(c, CURLOPT_AWS_SIGV4, s->sigv4);
+        curl_easy_setopt(c, CURLOPT_USERNAME, s->access);
+        curl_easy_setopt(c, CURLOPT_PASSWORD, s->secret);
+    }
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_PATH_AS_IS, 1L);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, *hdr);
-    curl_easy_setopt(c, CURLOPT_AWS_SIGV4, s->sigv4);
-    curl_easy_setopt(c, CURLOPT_USERNAME, s->access);
-    curl_easy_setopt(c, CURLOPT_PASSWORD, s->secret);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, s->connect_ms);
     curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1024L);
@@ -434,6 +512,7 @@ static int perform(objstore_t *s, req_t *r, hr_err_t *err) {
     buf_init(&u);
     object_url(s, r->key, &u);
     if (r->query) buf_printf(&u, "?%s", r->query);
+    if (s->sas) buf_printf(&u, "%c%s", r->query ? '&' : '?', s->sas);
     buf_putc(&u, 0);
     buf_init(&r->errbody);
     r->c = u.oom ? NULL : pool_take(s);
@@ -476,13 +555,14 @@ static int perform(objstore_t *s, req_t *r, hr_err_t *err) {
         hr_fail(err, HR_EIO, "object store answered %ld%s%s%s after %d attempt%s (%s %s)", r->status,
                 code[0] ? " (" : "", code, code[0] ? ")" : "", tries, tries > 1 ? "s" : "", r->method, what);
     else if (r->status >= 200 && r->status <= 299) rc = 0;
-    else if (r->status == 412 && r->if_absent) rc = 0;
+    else if ((r->status == 412 || (s->azure && r->status == 409)) && r->if_absent) rc = 0, r->status = 412;
     else if (r->status == 404)
         hr_fail(err, HR_ENOTFOUND, "%s/%s%s%s: not found (%s)", s->bucket, s->prefix, *s->prefix ? "/" : "", what,
                 code[0] ? code : "404");
     else if (r->status == 401 || r->status == 403)
-        hr_fail(err, HR_EINVAL, "object store refused the request (%ld %s): check the access key and secret key",
-                r->status, code[0] ? code : "AccessDenied");
+        hr_fail(err, HR_EINVAL, "object store refused the request (%ld %s): check the %s", r->status,
+                code[0] ? code : "AccessDenied",
+                s->azure ? "account, its key or the SAS token" : "access key and secret key");
     else if (r->status == 416)
         hr_fail(err, HR_EINVAL, "%s: range %s is past the end of the object", what, r->range + 6);
     else
@@ -539,7 +619,8 @@ static int perform_put(objstore_t *s, req_t *r, hr_err_t *err) {
 
 int objstore_put(objstore_t *s, const char *key, const void *data, size_t n, int flags, hr_err_t *err) {
     if (check_key(key, err)) return -1;
-    req_t r = {.method = "PUT", .key = key, .data = data, .n = n, .if_absent = flags & OBJSTORE_IF_ABSENT};
+    req_t r = {
+        .method = "PUT", .key = key, .data = data, .n = n, .if_absent = flags & OBJSTORE_IF_ABSENT, .blob = s->azure};
     if (sha256_hex(data, n, NULL, r.sha, err) || perform_put(s, &r, err)) return -1;
     return r.status == 412 ? 1 : 0;
 }
@@ -660,6 +741,7 @@ static int stale_upload(objstore_t *s, const char *u, const char *ue, size_t ski
 }
 
 int objstore_abort_stale(objstore_t *s, const char *prefix, int64_t max_age_s, size_t *aborted, hr_err_t *err) {
+    if (s->azure) return *aborted = 0, 0; /* Azure drops a blob's uncommitted blocks after a week itself */
     buf_t full, q, ans, kmark, umark;
     buf_init(&full), buf_init(&q), buf_init(&ans), buf_init(&kmark), buf_init(&umark);
     if (*s->prefix) buf_printf(&full, "%s/", s->prefix);
@@ -702,15 +784,44 @@ int objstore_abort_stale(objstore_t *s, const char *prefix, int64_t max_age_s, s
     return rc;
 }
 
+/* Azure's way: Put Block per part (its id in the query), then Put Block List naming them
+ * in order. Nothing to abort on failure: uncommitted blocks never become the blob. */
+static int put_blocks(objstore_t *s, const char *key, FILE *f, uint64_t size, hr_err_t *err) {
+    uint64_t part = s->part_size;
+    while ((size + part - 1) / part > PARTS_MAX) part *= 2;
+    buf_t list, id, q;
+    buf_init(&list), buf_init(&id), buf_init(&q);
+    buf_printf(&list, "<?xml version=\"1.0\" encoding=\"utf-8\"?><BlockList>");
+    int rc = 0;
+    for (uint64_t off = 0, i = 1; rc == 0 && off < size; off += part, i++) {
+        uint64_t n = size - off < part ? size - off : part;
+        id.len = q.len = 0;
+        azblob_block_id((int)i, &id);
+        buf_printf(&q, "blockid=");
+        objstore_encode(&q, (const char *)id.data, id.len, 0);
+        buf_printf(&q, "&comp=block");
+        buf_putc(&q, 0);
+        req_t r = {.method = "PUT", .key = key, .query = (const char *)q.data, .f = f, .off = off, .n = (size_t)n};
+        rc = q.oom || id.oom ? hr_fail(err, HR_ENOMEM, "out of memory") : perform(s, &r, err);
+        buf_printf(&list, "<Latest>%.*s</Latest>", (int)id.len, (const char *)id.data);
+    }
+    buf_printf(&list, "</BlockList>");
+    req_t r = {.method = "PUT", .key = key, .query = "comp=blocklist", .data = list.data, .n = list.len};
+    if (rc == 0) rc = list.oom ? hr_fail(err, HR_ENOMEM, "out of memory") : perform(s, &r, err);
+    buf_free(&list), buf_free(&id), buf_free(&q);
+    return rc;
+}
+
 int objstore_put_file(objstore_t *s, const char *key, const char *path, int flags, hr_err_t *err) {
     if (check_key(key, err)) return -1;
     FILE *f = fopen(path, "rb");
     if (!f) return hr_fail(err, errno == ENOENT ? HR_ENOTFOUND : HR_EIO, "%s: %s", path, strerror(errno));
     struct stat st;
-    req_t r = {.method = "PUT", .key = key, .f = f, .if_absent = flags & OBJSTORE_IF_ABSENT};
+    req_t r = {.method = "PUT", .key = key, .f = f, .if_absent = flags & OBJSTORE_IF_ABSENT, .blob = s->azure};
     int rc = -1;
     if (fstat(fileno(f), &st)) hr_fail(err, HR_EIO, "%s: %s", path, strerror(errno));
-    else if ((uint64_t)st.st_size > s->multipart_threshold) rc = put_multipart(s, key, f, (uint64_t)st.st_size, err);
+    else if ((uint64_t)st.st_size > s->multipart_threshold)
+        rc = (s->azure ? put_blocks : put_multipart)(s, key, f, (uint64_t)st.st_size, err);
     else if ((r.n = (size_t)st.st_size), sha256_hex(NULL, r.n, f, r.sha, err)) (void)0;
     else if (perform_put(s, &r, err) == 0) rc = r.status == 412 ? 1 : 0;
     fclose(f);
@@ -757,7 +868,11 @@ int objstore_head(objstore_t *s, const char *key, uint64_t *size, hr_err_t *err)
 int objstore_delete(objstore_t *s, const char *key, hr_err_t *err) {
     if (check_key(key, err)) return -1;
     req_t r = {.method = "DELETE", .key = key};
-    return perform(s, &r, err);
+    hr_err_t e = {0};
+    if (perform(s, &r, &e) == 0) return 0;
+    if (s->azure && e.code == HR_ENOTFOUND) return 0; /* as S3 answers it: gone is gone */
+    *err = e;
+    return -1;
 }
 
 /* One page of a listing: calls fn per <Contents>, and leaves the next page's token in
@@ -802,6 +917,23 @@ static int list_page(const buf_t *ans, size_t skip, objstore_list_fn fn, void *c
     return rc;
 }
 
+/* A listing page's query: ListObjectsV2's canonical one (names in byte order, values
+ * encoded), or List Blobs'; token: where the last page ended ("" for the first). */
+static void list_query(const objstore_t *s, const buf_t *token, const buf_t *full, buf_t *q) {
+    const char *first = s->azure ? "comp=list" : "", *tok = s->azure ? "&marker=" : "continuation-token=";
+    buf_printf(q, "%s", first);
+    if (token->len) {
+        buf_printf(q, "%s", tok);
+        objstore_encode(q, (const char *)token->data, token->len, 0);
+        if (!s->azure) buf_putc(q, '&');
+    }
+    if (s->azure) buf_printf(q, "&maxresults=%d&prefix=", s->list_page);
+    else buf_printf(q, "list-type=2&max-keys=%d&prefix=", s->list_page);
+    objstore_encode(q, (const char *)full->data, full->len, 0);
+    if (s->azure) buf_printf(q, "&restype=container");
+    buf_putc(q, 0);
+}
+
 int objstore_list(objstore_t *s, const char *prefix, objstore_list_fn fn, void *ctx, hr_err_t *err) {
     buf_t full, q, ans, token;
     buf_init(&full), buf_init(&q), buf_init(&ans), buf_init(&token);
@@ -810,23 +942,17 @@ int objstore_list(objstore_t *s, const char *prefix, objstore_list_fn fn, void *
     buf_append(&full, prefix, strlen(prefix));
     int rc = 0;
     do {
-        /* The canonical query: names in byte order, values encoded. */
         q.len = 0, ans.len = 0;
-        if (token.len) {
-            buf_printf(&q, "continuation-token=");
-            objstore_encode(&q, (const char *)token.data, token.len, 0);
-            buf_putc(&q, '&');
-        }
-        buf_printf(&q, "list-type=2&max-keys=%d&prefix=", s->list_page);
-        objstore_encode(&q, (const char *)full.data, full.len, 0);
-        buf_putc(&q, 0);
+        list_query(s, &token, &full, &q);
         if (q.oom || full.oom) {
             rc = hr_fail(err, HR_ENOMEM, "out of memory");
             break;
         }
         req_t r = {.method = "GET", .query = (const char *)q.data, .out = &ans, .max = LIST_ANSWER_MAX};
         rc = perform(s, &r, err);
-        if (rc == 0) rc = list_page(&ans, skip, fn, ctx, &token, err);
+        if (rc == 0 && s->azure)
+            rc = azblob_list_page(ans.data ? (const char *)ans.data : "", ans.len, skip, fn, ctx, &token, err);
+        else if (rc == 0) rc = list_page(&ans, skip, fn, ctx, &token, err);
     } while (rc == 0 && token.len);
     buf_free(&full), buf_free(&q), buf_free(&ans), buf_free(&token);
     return rc < 0 ? -1 : 0;

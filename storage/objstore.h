@@ -1,13 +1,17 @@
 /* objstore.h - a client for S3-compatible object stores (AWS S3, Ceph RGW, ...).
  *
- * The building block of the cluster mode (issue 15): immutable blocks as objects, read
- * back by byte range. Not used by the server yet; `hearth objstore` (cli/objstore.c)
- * drives it from the command line and the integration tests.
+ * The building block of the cluster mode: immutable blocks as objects, read back by
+ * byte range. `hearth objstore` (cli/objstore.c) drives it from the command line and
+ * the integration tests.
  *
  * A store is opened from a URL,
  *     s3://BUCKET[/PREFIX]?endpoint=http://HOST:PORT[&region=us-east-1]
- * and every key below is relative to PREFIX (the object is PREFIX/KEY). Requests are
- * path-style (ENDPOINT/BUCKET/PREFIX/KEY) and signed with AWS Signature V4 by libcurl.
+ *     azblob://CONTAINER[/PREFIX]?endpoint=https://ACCOUNT.blob.core.windows.net[&account=A]
+ * and every key below is relative to PREFIX (the object is PREFIX/KEY). S3 requests are
+ * path-style (ENDPOINT/BUCKET/PREFIX/KEY) and signed with AWS Signature V4 by libcurl;
+ * Azure Blob Storage's (ENDPOINT/CONTAINER/PREFIX/KEY) carry a Shared Key signature
+ * (azblob.h) or a SAS token, and the same calls map to its Put Blob, Get Blob, List
+ * Blobs and Put Block (List).
  *
  * Errors follow common/err.h, with one rule for callers: HR_EIO is the only transient
  * code (the store answered 5xx, could not be reached, or stalled past its timeout;

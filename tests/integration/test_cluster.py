@@ -42,6 +42,7 @@ import threading
 import time
 import urllib.parse
 
+import azserver
 import pgserver
 import s3server
 from faultproxy import FaultProxy
@@ -58,7 +59,7 @@ RECOVER_S = 30  # and pushes succeed again within this many seconds of the servi
 # values of every stack of (function, file, line) with its labels); a failure reports both.
 PPROF_BYTES = True
 SPAN = {"from": T0 - 10, "until": T0 + 100000}
-GATEWAY = [s3server.shared]  # the S3 server a Cluster() runs on; the _on_swift variants swap it
+GATEWAY = [s3server.shared]  # the object store a Cluster() runs on; the _on_swift/_on_azure variants swap it
 _ids = iter(range(1, 10**6))
 
 
@@ -86,7 +87,8 @@ class Cluster:
         start=False. node.cache is its cache dir. endpoint: reach the object store there (a
         faultproxy.FaultProxy's) instead of at the gateway itself."""
         data = tempfile.mkdtemp(prefix=f"hearth-node-{name}-", dir=ARGS.tmp)
-        store = self.store if endpoint is None else self.store.replace(self.gw.endpoint, endpoint)
+        proxied = endpoint.split("://", 1)[1] if endpoint else None  # host:port: Azurite's path keeps its account
+        store = self.store if endpoint is None else self.store.replace(f"127.0.0.1:{self.gw.port}", proxied)
         srv = Server(data_dir=data, env=self.gw.env(), extra=[
             "--catalog", self.catalog, "--object-store", store, "--cache-dir", os.path.join(data, "cache"),
             "--flush-interval", FLUSH, "--target", target, "--node-name", name] + list(extra))
@@ -794,25 +796,36 @@ def cluster_scrape_targets_are_divided_among_nodes_and_taken_over_when_one_dies(
         cfg = scrape_config("cluster-shard", {"interval": "1s", "targets": [
             {"job": "app", "url": t.url, "profiles": ["heap"], "labels": {"n": str(i)}} for i, t in enumerate(targets)]})
         a = c.node("a", extra=["--scrape-config", cfg])
-        b = c.node("b", extra=["--scrape-config", cfg])
 
         def counts(node):
             return {x["url"]: (x["scrapes"], x.get("scrapedBy")) for x in node.get_json("/api/v1/targets")["targets"]}
 
-        deadline = time.time() + 30
-        while True:  # both nodes name the same owner for every target, and both own some
-            ca, cb = counts(a), counts(b)
-            owners = {u: ca[u][1] for u in ca}
-            if owners == {u: cb[u][1] for u in cb} and set(owners.values()) == {"a", "b"}:
+        def agreed(b):
+            """The owner of each target once both nodes name the same one for every target."""
+            deadline = time.time() + 30
+            while True:
+                ca, cb = counts(a), counts(b)
+                owners = {u: ca[u][1] for u in ca}
+                if owners == {u: cb[u][1] for u in cb} and set(owners.values()) <= {"a", b.name}:
+                    return owners
+                assert time.time() < deadline, (ca, cb)
+                time.sleep(0.5)
+
+        # Which node a target goes to follows from hashes of the node names and the targets'
+        # URLs (random ports): all six land on one node 1 time in 32, and b then takes another name.
+        for name in ("b", "b2", "b3", "b4", "b5"):
+            b = c.node(name, extra=["--scrape-config", cfg])
+            owners = agreed(b)
+            if set(owners.values()) == {"a", name}:
                 break
-            assert time.time() < deadline, (ca, cb)
-            time.sleep(0.5)
+            b.stop()
+        assert set(owners.values()) == {"a", b.name}, owners
         time.sleep(2.5)  # past any scrape begun under the older division
-        before = {"a": counts(a), "b": counts(b)}
+        before = {"a": counts(a), b.name: counts(b)}
         time.sleep(3.5)
-        after = {"a": counts(a), "b": counts(b)}
+        after = {"a": counts(a), b.name: counts(b)}
         for t in targets:
-            grew = sorted(n for n in "ab" if after[n][t.url][0] > before[n][t.url][0])
+            grew = sorted(n for n in before if after[n][t.url][0] > before[n][t.url][0])
             assert grew == [owners[t.url]], (t.url, owners[t.url], before, after)
         b.proc.kill()
         b.proc.wait()
@@ -823,26 +836,31 @@ def cluster_scrape_targets_are_divided_among_nodes_and_taken_over_when_one_dies(
         assert all(last[t.url][0] > first[t.url][0] and last[t.url][1] == "a" for t in targets), (first, last)
 
 
-# ---------------------------------------------------------------- every test on Swift too
+# ---------------------------------------------------------------- every test on Swift and Azure too
 
 # Tests that run on radosgw alone: the outage test stops and restarts the gateway's own daemon,
 # and the Swift test is about Swift already.
 RADOSGW_ONLY = {cluster_object_store_outage_refuses_then_recovers, cluster_on_swift_s3_api_without_conditional_writes}
+STORES = {"swift": (s3server.shared_swift, "OpenStack Swift's S3 API (no conditional writes)"),
+          "azure": (azserver.shared, "Azure Blob Storage (Microsoft's Azurite emulator)")}
 
 
-def on_swift(fn):
-    """fn with every Cluster() on OpenStack Swift's S3 API (no conditional writes) instead of
-    radosgw: the cluster suite runs on both S3 servers."""
+def on_store(fn, name):
+    """fn with every Cluster() on another object store instead of radosgw: the cluster suite runs
+    on radosgw, Swift's S3 API and Azure Blob Storage."""
+    factory, what = STORES[name]
+
     def variant():
-        GATEWAY[0] = s3server.shared_swift
+        GATEWAY[0] = factory
         try:
             fn()
         finally:
             GATEWAY[0] = s3server.shared
-    variant.__name__, variant.__module__ = fn.__name__ + "_on_swift", fn.__module__
-    variant.__doc__ = f"{fn.__name__}, with the cluster on Swift's S3 API."
+    variant.__name__, variant.__module__ = f"{fn.__name__}_on_{name}", fn.__module__
+    variant.__doc__ = f"{fn.__name__}, with the cluster on {what}."
     return variant
 
 
 for _fn in [f for f in TESTS if area_of(f) == "cluster" and f not in RADOSGW_ONLY]:
-    test(on_swift(_fn))
+    for _name in STORES:
+        test(on_store(_fn, _name))

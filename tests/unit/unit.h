@@ -124,6 +124,7 @@ int unit_finish(const char *suite, int ok, int bad);
     X(test_symbolize_cache_persists)                                                                                   \
     X(test_symbolize_rewrite)                                                                                          \
     X(test_objstore_encodings)                                                                                         \
+    X(test_azblob_signing_and_listing)                                                                                 \
     X(test_objstore_open)                                                                                              \
     X(test_objstore_retries)                                                                                           \
     X(test_workers_run_jobs_at_once_up_to_the_cap)                                                                     \
