@@ -197,6 +197,11 @@ static void render_storage(const metrics_t *m, const store_stats_t *s, buf_t *o)
     scalar(o, "hearth_block_window_loads_total", "counter",
            "Partitions decoded in part: the rows of a range inside them (into the partition's window slot).",
            s->window_loads);
+    family(o, "hearth_catalog_syncs_total", "counter",
+           "Cluster mode: block list syncs, read whole or as the changes since the last (the catalog's change log).");
+    buf_printf(
+        o, "hearth_catalog_syncs_total{kind=\"full\"} %llu\nhearth_catalog_syncs_total{kind=\"incremental\"} %llu\n",
+        (unsigned long long)s->syncs_full, (unsigned long long)s->syncs_incremental);
     scalar(o, "hearth_head_cuts_total", "counter", "Heads cut into blocks.", s->cuts);
     family(o, "hearth_head_cut_seconds_total", "counter",
            "Time cuts took to write, verify and commit their blocks (ingest does not wait for it).");

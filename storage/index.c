@@ -329,6 +329,18 @@ int index_blocks(index_t *ix, block_meta_t **out, size_t *n, hr_err_t *err) {
     LOCKED(ix, ix->ops->blocks(ix->db, out, n, err));
 }
 
+int index_block_changes(index_t *ix, int64_t since, int64_t upto, block_meta_t **added, size_t *nadd, int64_t **removed,
+                        size_t *nrem, int *complete, hr_err_t *err) {
+    *added = NULL, *removed = NULL, *nadd = *nrem = 0, *complete = 0;
+    if (!ix->ops->block_changes) return 0; /* no log: the caller reads the whole list */
+    LOCKED(ix, ix->ops->block_changes(ix->db, since, upto, added, nadd, removed, nrem, complete, err));
+}
+
+int index_prune_log(index_t *ix, int64_t keep, hr_err_t *err) {
+    if (!ix->ops->prune_log) return 0;
+    LOCKED(ix, ix->ops->prune_log(ix->db, keep, err));
+}
+
 int index_next_block_id(index_t *ix, int64_t *id, hr_err_t *err) {
     LOCKED(ix, ix->ops->next_block_id(ix->db, id, err));
 }

@@ -90,6 +90,14 @@ int index_sync(index_t *ix, int64_t *version, hr_err_t *err);
 
 /* The block catalog. */
 int index_blocks(index_t *ix, block_meta_t **out, size_t *n, hr_err_t *err);
+/* A shared catalog's block changes of versions (since, upto] from its change log, read in
+ * one snapshot: the blocks added that are still there, the ids removed (both malloc'd).
+ * *complete is 0 when the log cannot tell them all (a version without a log row: pruned,
+ * or written by a node older than the log), and the caller reads the whole list. */
+int index_block_changes(index_t *ix, int64_t since, int64_t upto, block_meta_t **added, size_t *nadd, int64_t **removed,
+                        size_t *nrem, int *complete, hr_err_t *err);
+/* Drops change log rows more than keep versions old. */
+int index_prune_log(index_t *ix, int64_t keep, hr_err_t *err);
 int index_next_block_id(index_t *ix, int64_t *id, hr_err_t *err);
 /* Registers blocks and moves the WAL checkpoint to wal_segment in one transaction. */
 int index_commit_blocks(index_t *ix, const block_meta_t *b, size_t n, uint32_t wal_segment, hr_err_t *err);

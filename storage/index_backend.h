@@ -42,6 +42,9 @@ typedef struct {
     int (*trash_take)(void *db, size_t max, char ***keys, size_t *n, hr_err_t *err);
     int (*peers)(void *db, const char *self, int max_age_s, char ***addrs, size_t *n, hr_err_t *err);
     int (*scrapers)(void *db, int max_age_s, char ***names, size_t *n, hr_err_t *err);
+    int (*block_changes)(void *db, int64_t since, int64_t upto, block_meta_t **added, size_t *nadd, int64_t **removed,
+                         size_t *nrem, int *complete, hr_err_t *err);
+    int (*prune_log)(void *db, int64_t keep, hr_err_t *err);
     void (*close)(void *db);
 } index_backend_t;
 

@@ -20,7 +20,12 @@ typedef struct {
     PGconn *c;
     char *conninfo;
     int64_t trash_delay_ms;
+    int64_t txn_version; /* the version the open transaction's bump made: its change log rows' */
 } pg_t;
+
+/* The catalog schema this binary writes (hearth_meta's schema_version): 2 added the
+ * change log (hearth_block_log). A catalog a newer binary upgraded is refused. */
+#define PG_SCHEMA_VERSION 2
 
 static const char *SCHEMA =
     "SELECT pg_advisory_xact_lock(7306582);"
@@ -42,7 +47,13 @@ static const char *SCHEMA =
     "  heartbeat timestamptz NOT NULL);"
     /* Added with sharded scraping: an older catalog gains it, older nodes leave it false
      * (they scrape every target of their own config, as they always did). */
-    "ALTER TABLE hearth_nodes ADD COLUMN IF NOT EXISTS scrapes boolean NOT NULL DEFAULT false;";
+    "ALTER TABLE hearth_nodes ADD COLUMN IF NOT EXISTS scrapes boolean NOT NULL DEFAULT false;"
+    /* The change log: a row per block added ('a') or removed ('r') and per series added
+     * ('s'), at the version its transaction bumped to, so a node applies only what
+     * changed since the version it read (block_changes). */
+    "CREATE TABLE IF NOT EXISTS hearth_block_log(version bigint NOT NULL, kind char(1) NOT NULL, id bigint NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS hearth_block_log_by_version ON hearth_block_log(version);"
+    "UPDATE hearth_meta SET value = 2 WHERE key = 'schema_version' AND value < 2;";
 
 /* A message from libpq on one line (it spreads some over several, for terminals). */
 static int pg_fail(pg_t *p, hr_err_t *err, const char *what, const PGresult *r) {
@@ -107,7 +118,21 @@ static int finish(pg_t *p, int rc, hr_err_t *err) {
 
 /* Every change starts with this: other nodes see the new version and re-read. */
 static int bump(pg_t *p, hr_err_t *err) {
-    return exec(p, "UPDATE hearth_meta SET value = value + 1 WHERE key = 'version'", 0, NULL, err);
+    PGresult *r =
+        run(p, "UPDATE hearth_meta SET value = value + 1 WHERE key = 'version' RETURNING value", 0, NULL, err);
+    if (!r) return -1;
+    p->txn_version = PQntuples(r) ? strtoll(PQgetvalue(r, 0, 0), NULL, 10) : 0;
+    PQclear(r);
+    return 0;
+}
+
+/* A change log row of the open transaction. */
+static int log_change(pg_t *p, char kind, int64_t id, hr_err_t *err) {
+    char v[24], i[24], k[2] = {kind, 0};
+    snprintf(v, sizeof v, "%lld", (long long)p->txn_version);
+    snprintf(i, sizeof i, "%lld", (long long)id);
+    const char *vals[] = {v, k, i};
+    return exec(p, "INSERT INTO hearth_block_log VALUES($1, $2, $3)", 3, vals, err);
 }
 
 static int version(void *db, int64_t *v, hr_err_t *err) {
@@ -175,6 +200,7 @@ static int add_series(void *db, uint32_t proposed, const char *tenant, const cha
     int found = rc == 0 ? find_series(p, vals, id, err) : -1;
     if (found == 0) rc = insert_series(p, vals, l, id, err);
     else if (found < 0) rc = -1;
+    if (rc == 0) rc = log_change(p, 's', found == 0 ? *id : 0, err); /* every version has its row */
     return finish(p, rc, err);
 }
 
@@ -203,6 +229,66 @@ static int blocks(void *db, block_meta_t **out, size_t *n, hr_err_t *err) {
     return 0;
 }
 
+/* The block changes of versions (since, upto], in one snapshot: blocks added that are
+ * still there (their rows) and ids removed. *complete is 0 when some version of them has
+ * no log row (written by a node before the change log, or pruned): the caller then reads
+ * the whole list. */
+static int block_changes(void *db, int64_t since, int64_t upto, block_meta_t **added, size_t *nadd, int64_t **removed,
+                         size_t *nrem, int *complete, hr_err_t *err) {
+    char s[24], u[24];
+    snprintf(s, sizeof s, "%lld", (long long)since);
+    snprintf(u, sizeof u, "%lld", (long long)upto);
+    const char *vals[] = {s, u};
+    PGresult *r = run(db,
+                      "SELECT l.id, l.kind, b.tenant, b.key, b.min_time, b.max_time, b.profiles, b.samples, b.bytes,"
+                      " (SELECT count(DISTINCT version) FROM hearth_block_log WHERE version > $1 AND version <= $2)"
+                      " FROM hearth_block_log l LEFT JOIN hearth_blocks b ON b.id = l.id AND l.kind = 'a'"
+                      " WHERE l.version > $1 AND l.kind <> 's' ORDER BY l.version",
+                      2, vals, err);
+    *added = NULL, *removed = NULL, *nadd = *nrem = 0, *complete = 0;
+    if (!r) return -1;
+    size_t rows = (size_t)PQntuples(r);
+    /* The count rides on every row; with no block rows, it is asked alone. */
+    PGresult *c =
+        rows ? NULL
+             : run(db, "SELECT count(DISTINCT version) FROM hearth_block_log WHERE version > $1 AND version <= $2", 2,
+                   vals, err);
+    if (!rows && !c) return PQclear(r), -1;
+    int64_t versions = strtoll(rows ? PQgetvalue(r, 0, 9) : PQgetvalue(c, 0, 0), NULL, 10);
+    PQclear(c);
+    *complete = versions == upto - since;
+    *added = calloc(rows ? rows : 1, sizeof **added);
+    *removed = calloc(rows ? rows : 1, sizeof **removed);
+    if (!*added || !*removed) return PQclear(r), hr_fail(err, HR_ENOMEM, "out of memory");
+    for (size_t i = 0; i < rows; i++) {
+        int64_t id = strtoll(PQgetvalue(r, (int)i, 0), NULL, 10);
+        if (*PQgetvalue(r, (int)i, 1) == 'r') {
+            (*removed)[(*nrem)++] = id;
+        } else if (!PQgetisnull(r, (int)i, 2)) { /* added, and still there */
+            block_meta_t *b = &(*added)[(*nadd)++];
+            b->id = id;
+            snprintf(b->tenant, sizeof b->tenant, "%s", PQgetvalue(r, (int)i, 2));
+            snprintf(b->path, sizeof b->path, "%s", PQgetvalue(r, (int)i, 3));
+            int64_t *f[] = {&b->min_time, &b->max_time, &b->profiles, &b->samples, &b->bytes};
+            for (int k = 0; k < 5; k++) *f[k] = strtoll(PQgetvalue(r, (int)i, 4 + k), NULL, 10);
+        }
+    }
+    PQclear(r);
+    return 0;
+}
+
+/* Drops change log rows more than keep versions old: a node that far behind reads the
+ * whole list instead. */
+static int prune_log(void *db, int64_t keep, hr_err_t *err) {
+    char k[24];
+    snprintf(k, sizeof k, "%lld", (long long)keep);
+    const char *vals[] = {k};
+    return exec(db,
+                "DELETE FROM hearth_block_log WHERE version < (SELECT value FROM hearth_meta WHERE key = 'version')"
+                " - $1::bigint",
+                1, vals, err);
+}
+
 static int next_block_id(void *db, int64_t *id, hr_err_t *err) {
     PGresult *r = run(db, "SELECT nextval('hearth_block_ids')", 0, NULL, err);
     if (!r) return -1;
@@ -217,7 +303,9 @@ static int insert_blocks(pg_t *p, const block_meta_t *b, size_t n, hr_err_t *err
         const int64_t v[] = {b[i].id, b[i].min_time, b[i].max_time, b[i].profiles, b[i].samples, b[i].bytes};
         for (int k = 0; k < 6; k++) snprintf(num[k], sizeof num[k], "%lld", (long long)v[k]);
         const char *vals[] = {num[0], b[i].tenant, b[i].path, num[1], num[2], num[3], num[4], num[5]};
-        if (exec(p, "INSERT INTO hearth_blocks VALUES($1, $2, $3, $4, $5, $6, $7, $8)", 8, vals, err)) return -1;
+        if (exec(p, "INSERT INTO hearth_blocks VALUES($1, $2, $3, $4, $5, $6, $7, $8)", 8, vals, err) ||
+            log_change(p, 'a', b[i].id, err))
+            return -1;
     }
     return 0;
 }
@@ -241,14 +329,17 @@ static int drop_blocks(pg_t *p, const int64_t *ids, size_t n, size_t *gone, hr_e
     buf_putc(&a, '}');
     buf_putc(&a, 0);
     if (a.oom) return buf_free(&a), hr_fail(err, HR_ENOMEM, "out of memory");
-    char delay[24];
+    char delay[24], ver[24];
     snprintf(delay, sizeof delay, "%lld", (long long)p->trash_delay_ms);
-    const char *vals[] = {(const char *)a.data, delay};
+    snprintf(ver, sizeof ver, "%lld", (long long)p->txn_version);
+    const char *vals[] = {(const char *)a.data, delay, ver};
     PGresult *r = run(p,
-                      "WITH gone AS (DELETE FROM hearth_blocks WHERE id = ANY($1::bigint[]) RETURNING key)"
-                      " INSERT INTO hearth_trash SELECT key, now() + $2::bigint * interval '1 millisecond' FROM gone"
-                      " ON CONFLICT DO NOTHING RETURNING key",
-                      2, vals, err);
+                      "WITH gone AS (DELETE FROM hearth_blocks WHERE id = ANY($1::bigint[]) RETURNING id, key),"
+                      " trashed AS (INSERT INTO hearth_trash SELECT key, now() + $2::bigint * interval '1 millisecond'"
+                      " FROM gone ON CONFLICT DO NOTHING),"
+                      " logged AS (INSERT INTO hearth_block_log SELECT $3::bigint, 'r', id FROM gone)"
+                      " SELECT id FROM gone",
+                      3, vals, err);
     buf_free(&a);
     if (!r) return -1;
     *gone = (size_t)PQntuples(r);
@@ -376,9 +467,26 @@ static const index_backend_t OPS = {
     .heartbeat = heartbeat,
     .peers = peers,
     .scrapers = scrapers,
+    .block_changes = block_changes,
+    .prune_log = prune_log,
     .trash_take = trash_take,
     .close = pg_close,
 };
+
+/* A catalog a newer binary upgraded is not written by this one: its nodes rely on
+ * what this one would not keep. */
+static int schema_check(pg_t *p, hr_err_t *err) {
+    PGresult *r = run(p, "SELECT value FROM hearth_meta WHERE key = 'schema_version'", 0, NULL, err);
+    if (!r) return -1;
+    long long v = PQntuples(r) ? strtoll(PQgetvalue(r, 0, 0), NULL, 10) : 0;
+    PQclear(r);
+    if (v > PG_SCHEMA_VERSION)
+        return hr_fail(err, HR_EINVAL,
+                       "the catalog's schema version is %lld, newer than this binary's %d: upgrade this node's "
+                       "Hearth to the version the other nodes run",
+                       v, PG_SCHEMA_VERSION);
+    return 0;
+}
 
 void *index_pg_open(const index_pg_config_t *cfg, const index_backend_t **ops, hr_err_t *err) {
     pg_t *p = calloc(1, sizeof *p);
@@ -387,7 +495,7 @@ void *index_pg_open(const index_pg_config_t *cfg, const index_backend_t **ops, h
         return hr_fail(err, HR_ENOMEM, "out of memory"), NULL;
     }
     p->trash_delay_ms = cfg->trash_delay_ms;
-    if (begin(p, err) || finish(p, exec(p, SCHEMA, 0, NULL, err), err)) {
+    if (begin(p, err) || finish(p, exec(p, SCHEMA, 0, NULL, err), err) || schema_check(p, err)) {
         pg_close(p);
         return NULL;
     }

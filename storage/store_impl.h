@@ -119,6 +119,7 @@ struct store {
     hr_err_t flush_err;     /* the last failed cut's error */
     uint64_t failed;        /* bit g % 64 set: generation g's cut failed (its uploads got 503) */
     int64_t blocks_version; /* the catalog version s->blocks was last read at (-1: never) */
+    uint64_t syncs[2];      /* block list syncs: read whole [0], from the change log [1] */
 };
 
 static inline int64_t store_now_ns(void) {

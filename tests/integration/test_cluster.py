@@ -476,6 +476,45 @@ def cluster_upload_to_one_node_is_read_at_once_through_another():
 
 
 @test
+def cluster_block_list_changes_are_read_from_the_change_log():
+    """A query node reads the block list whole once, then only the catalog's changes
+    (hearth_block_log): pushes and a compaction through other nodes arrive as changes and every
+    total stays exact. A version with no log row (a node older than the log) makes the next
+    sync read the whole list again; a catalog a newer binary upgraded is refused at start."""
+    totals = ref_totals()
+    with Cluster() as c:
+        a, q = c.node("a", "ingest"), c.node("q", "query")
+        files = cpu_files(6)
+        for i, p in enumerate(files):
+            push_ok(a, p, "log", T0 + i)
+            assert total(q, "log") == sum(totals[:i + 1]), f"after push {i} ({c.logs()})"
+        full, inc = (metric(q, 'hearth_catalog_syncs_total{kind="%s"}' % k) for k in ("full", "incremental"))
+        assert full == 1 and inc >= 5, (full, inc)
+        kinds = dict((k, int(n)) for k, n in c.psql("SELECT kind, count(*) FROM hearth_block_log GROUP BY kind"))
+        assert kinds.get("a", 0) >= 6 and kinds.get("s", 0) >= 1, kinds
+        comp = c.node("k", "compact", ["--compact-min-blocks", "2"])
+        deadline = time.time() + 60
+        while not c.psql("SELECT count(*) FROM hearth_block_log WHERE kind = 'r'")[0][0] != "0":
+            assert time.time() < deadline, f"no compaction ({c.logs()})"
+            time.sleep(0.5)
+        assert total(q, "log") == sum(totals[:6])
+        comp.stop()
+        c.psql("UPDATE hearth_meta SET value = value + 1 WHERE key = 'version'")  # as a pre-log node's change
+        assert total(q, "log") == sum(totals[:6])
+        assert metric(q, 'hearth_catalog_syncs_total{kind="full"}') == 2
+        assert metric(q, "hearth_blocks") == c.block_count()
+        c.psql("UPDATE hearth_meta SET value = 3 WHERE key = 'schema_version'")
+        late = c.node("late", "query", start=False)
+        try:
+            late.start()
+            raise AssertionError("a node started on a catalog of a newer schema")
+        except RuntimeError as e:
+            assert "schema version is 3" in str(e), e
+        c.nodes.remove(late)  # it exited as it should
+        late.log.close()
+
+
+@test
 def cluster_on_swift_s3_api_without_conditional_writes():
     """The same cluster on OpenStack Swift's S3 API (Debian's swift-proxy with s3api), which
     answers a conditional put 501: each node's first block put falls back to a plain put (its
