@@ -108,7 +108,7 @@ TESTDATA ?= $(abspath ../shared/testdata)
 test: test-deps
 	$(MAKE) hearth build/rel/unit-tests
 	build/rel/unit-tests $(TESTDATA)
-	python3 tests/integration/run.py --binary ./hearth --testdata $(TESTDATA)
+	python3 tests/integration/run.py --binary ./hearth --testdata $(TESTDATA) -j 2
 
 test-asan: test-deps
 	$(MAKE) hearth-asan build/asan/unit-tests

@@ -8,11 +8,43 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <time.h>
+
 #include "cli/cli.h"
 #include "common/log.h"
 #include "ingest/format.h"
 #include "storage/fsutil.h"
 #include "wire/client.h"
+#include "wire/gzip.h"
+#include "wire/profile.pb-c.h"
+
+/* The time a pprof recorded (time_nanos, in seconds), or 0 when it has none or is not
+ * a pprof: the server stores it there unless --from says otherwise. */
+static int64_t recorded_time(const uint8_t *p, size_t n) {
+    uint8_t *raw = NULL;
+    size_t rn = n;
+    hr_err_t err = {0};
+    if (gz_is_gzip(p, n) && gz_inflate(p, n, (size_t)1 << 30, &raw, &rn, &err)) return 0;
+    Perftools__Profiles__Profile *prof = perftools__profiles__profile__unpack(NULL, rn, raw ? raw : p);
+    free(raw);
+    int64_t t = prof ? prof->time_nanos / 1000000000 : 0;
+    if (prof) perftools__profiles__profile__free_unpacked(prof, NULL);
+    return t;
+}
+
+/* A pushed profile an hour old or more lands where the UI's default range (the last
+ * hour) does not look: said once, with the time, so an empty graph is not a mystery. */
+static void hint_old(const char *file, int64_t t) {
+    char when[64];
+    time_t tt = (time_t)t;
+    struct tm tm;
+    gmtime_r(&tt, &tm);
+    strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", &tm);
+    fprintf(stderr,
+            "hearth push: note: %s is stored at the time it recorded, %s (%.1f hours ago), which the UI's "
+            "default range (the last hour) does not show: choose that range, or push with --from now\n",
+            file, when, (double)(time(NULL) - t) / 3600);
+}
 
 static const char USAGE[] =
     "Usage: hearth push FILE... --name NAME [flags]\n\n"
@@ -42,7 +74,9 @@ int cli_push(int argc, char **argv) {
         fprintf(stderr, "hearth push: need at least one FILE and --name (e.g. --name 'api.cpu{env=prod}')\n");
         return 2;
     }
-    int tty = isatty(2), failed = 0;
+    int tty = isatty(2), failed = 0, hinted = 0;
+    const char *pending_hint = NULL;
+    int64_t pending_t = 0;
     size_t bytes = 0;
     for (size_t i = 0; i < nfiles; i++) {
         uint8_t *data;
@@ -63,6 +97,8 @@ int cli_push(int argc, char **argv) {
             failed++;
         } else {
             bytes += n;
+            int64_t t = from || hinted || strcmp(f, "pprof") ? 0 : recorded_time(data, n);
+            if (t > 0 && time(NULL) - t >= 3600) hinted = 1, pending_hint = files[i], pending_t = t;
         }
         if (tty) fprintf(stderr, "\r[%zu/%zu] %s", i + 1, nfiles, files[i]);
         else log_info("push.progress", "file=\"%s\" done=%zu total=%zu status=%ld", files[i], i + 1, nfiles, r.status);
@@ -73,5 +109,6 @@ int cli_push(int argc, char **argv) {
     if (tty) fputc('\n', stderr);
     printf("pushed %zu of %zu files (%zu bytes)%s\n", nfiles - (size_t)failed, nfiles, bytes,
            failed ? "; see the errors above" : "");
+    if (pending_hint) hint_old(pending_hint, pending_t);
     return failed ? 1 : 0;
 }

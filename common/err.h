@@ -27,9 +27,13 @@ typedef enum {
     HR_EDENIED    /* the caller may not touch this resource, e.g. another tenant's (403) */
 } hr_code_t;
 
+/* A message holds what a person needs to act on, whole: a list of the accepted values
+ * may run long, and one cut mid-word helps nobody. */
+#define HR_MSG_MAX 1024
+
 typedef struct {
     hr_code_t code;
-    char msg[256];
+    char msg[HR_MSG_MAX];
 } hr_err_t;
 
 /* Fills err (if not NULL) with code and a printf-formatted message; returns -1 so a

@@ -99,7 +99,7 @@ const char *ptype_from_suffix(const char *suffix) {
  * names that may carry it, in preference order. Rows of one short name are tried
  * in order: `cpu` is CPU time, in a process_cpu profile or, from the Node agent, in
  * its wall profile; then a sample count. block and mutex never stand in for each
- * other: that is the confusion issue 11.1 is about. */
+ * other: that is the confusion the naming is about. */
 static const struct {
     const char *short_name, *sample_type, *unit, *names[2], *fallback;
 } SHORT_NAMES[] = {

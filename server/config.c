@@ -128,7 +128,8 @@ static const opt_t OPTS[] = {
     {"debuginfo-dir", "", "folder of debug files named by build ID: ID, ID.debuginfo or ID/debuginfo", T_STR,
      O(debuginfo_dir)},
     {"debuginfod-urls", "",
-     "space-separated debuginfod servers to fetch debug files from; empty: the DEBUGINFOD_URLS environment variable",
+     "space-separated debuginfod servers to fetch debug files from (default: the DEBUGINFOD_URLS environment "
+     "variable)",
      T_STR, O(debuginfod_urls)},
     {"debuginfod-negative-ttl", "5m", "a build ID no source has is not asked for again for this long", T_DURATION,
      O(debuginfod_negative_ttl_ns)},
@@ -162,7 +163,7 @@ static const opt_t OPTS[] = {
      "cluster mode: this node's roles: all, ingest (accepts uploads), query (answers queries) or compact "
      "(compaction and retention only)",
      T_TARGET, O(target)},
-    {"node-name", "", "cluster mode: this node's name in the catalog (default: hostname:port)", T_STR, O(node_name)},
+    {"node-name", "", "cluster mode: this node's name in the catalog (default: HOSTNAME/LISTEN)", T_STR, O(node_name)},
     {"query-split", "true",
      "cluster mode: a merge's block partitions are divided among this node and the other live query nodes, each "
      "merging its share",
@@ -179,8 +180,9 @@ static const opt_t OPTS[] = {
      "debug files never take the data disk below this much free space: it stays for profile uploads and the WAL",
      T_SIZE, O(debuginfo_keep_free)},
     {"max-debuginfo-bytes", "1GiB",
-     "largest debug file upload (PUT /api/v1/debuginfo/ID), instead of max-body-bytes; held in memory as it arrives, "
-     "so within max-inflight-body-bytes too",
+     "largest debug file or source archive upload (PUT /api/v1/debuginfo/ID), instead of max-body-bytes; written to "
+     "disk as it arrives (no memory budget), and also the most a debuginfod download or an archive's unpacked files "
+     "may take",
      T_SIZE, O(max_debuginfo_bytes)},
 };
 #define NOPTS (sizeof OPTS / sizeof *OPTS)
@@ -306,6 +308,7 @@ void config_usage(FILE *out) {
                  "       hearth push FILE... --name NAME   upload profiles to a server\n"
                  "       hearth query SELECTOR             merge and print (a top table by default)\n"
                  "       hearth check DATA_DIR             verify blocks, catalog and WAL\n"
+                 "       hearth objstore URL COMMAND       put, get, list an object store (S3, Azure) by hand\n"
                  "       hearth version\n"
                  "Each command has --help with examples.\n\n"
                  "serve (the default) runs the Hearth server. Agents push pprof or folded stacks to /ingest\n"
@@ -315,8 +318,12 @@ void config_usage(FILE *out) {
     for (size_t i = 0; i < NOPTS; i++) {
         char env[64];
         env_name(&OPTS[i], env, sizeof env);
-        fprintf(out, "  --%-24s %s\n  %-26s default: %s; env %s\n", OPTS[i].name, OPTS[i].help, "",
-                OPTS[i].def[0] ? OPTS[i].def : "(none)", env);
+        /* An empty default whose help says what it means (the help's own "default") is
+         * not printed again as "(none)". */
+        int said = !OPTS[i].def[0] && strstr(OPTS[i].help, "default");
+        fprintf(out, "  --%-24s %s\n  %-26s ", OPTS[i].name, OPTS[i].help, "");
+        if (!said) fprintf(out, "default: %s; ", OPTS[i].def[0] ? OPTS[i].def : "(none)");
+        fprintf(out, "env %s\n", env);
     }
     fprintf(out, "  --%-24s read settings from FILE (`key = value` lines); env HEARTH_CONFIG\n", "config FILE");
     fprintf(out, "  --%-24s print every setting with its value and source, then exit\n", "print-config");

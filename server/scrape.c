@@ -69,7 +69,7 @@ typedef struct {
     int up;
     int64_t last_ns, duration_ns;
     unsigned long long scrapes, failures;
-    char error[512];
+    char error[HR_MSG_MAX + 16];
 } job_t;
 
 typedef struct target {
@@ -311,7 +311,7 @@ static void scrape_one(job_t *j) {
     int64_t t0 = time_now_ns();
     client_resp_t r;
     hr_err_t err = {0};
-    char why[512] = "";
+    char why[HR_MSG_MAX + 16] = "";
     if (client_get_bounded(url, t->timeout_s, s->app->cfg.max_body_bytes, &t->stop, &r))
         snprintf(why, sizeof why, "%s", r.error);
     else if (store_kept(j, &r.body, &err)) snprintf(why, sizeof why, "storing: %s", err.msg);

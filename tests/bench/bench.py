@@ -14,7 +14,7 @@
    (--only-load runs just these; --skip-load leaves them out).
 Uploads come from tests/bench/loadgen (Go, `make build/loadgen`), so the tail measured is the
 server's, not a Python client's.
-The fleet benchmark of issue 12 (one service's 7-day query on 1, 20 and 200-service stores,
+The fleet benchmark (one service's 7-day query on 1, 20 and 200-service stores,
 hourly blocks and compacted) is tests/bench/fleet.py, run by `make bench-fleet`; it takes long
 enough at 200 services to have its own target.
 Not a test: nothing here asserts a target.

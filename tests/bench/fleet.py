@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fleet benchmark (issue 12, make bench-fleet): one service's 7-day query on stores that hold
+"""Fleet benchmark (make bench-fleet): one service's 7-day query on stores that hold
 1, 20 and 200 services, built the way a live server fills them.
 
 The store. Every service has its own binary: its own mapping, its own function names

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark of query-time symbolization (issue 14): one address-only profile of N distinct
+"""Benchmark of query-time symbolization: one address-only profile of N distinct
 addresses (default 20,000) spread over the text of the shared Go test binary (DWARF,
 ../shared/testdata/symbolize), queried as pprof four times:
 

@@ -43,9 +43,24 @@ def configure(**settings):
 # ---------------------------------------------------------------- server control
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free loopback port: any the kernel picks, or, in one of run.py -j's processes, one of
+    its own range (HEARTH_TEST_PORT_BASE, 4,000 ports below the kernel's ephemeral ones), so two
+    processes never pick the same one."""
+    base = int(os.environ.get("HEARTH_TEST_PORT_BASE", "0"))
+    for _ in range(200):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", random.randrange(base, base + 4000) if base else 0))
+            except OSError:
+                continue
+            port = s.getsockname()[1]
+        if port not in _GIVEN:  # handed out before but maybe not bound yet: not again
+            _GIVEN.add(port)
+            return port
+    raise RuntimeError("no free port in the range")
+
+
+_GIVEN = set()
 
 
 class Server:

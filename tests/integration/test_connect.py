@@ -231,7 +231,7 @@ def grafana_querier_connect_proto_and_json():
         assert query(srv, CPU + sel)["total"] == 2 * cpu_total
 
 
-# ---------------------------------------------------------------- issue 11: 5. Connect options: served or refused
+# ---------------------------------------------------------------- Connect options: served or refused
 
 def stack_selector(names):
     """types.v1.StackTraceSelector{call_site: [Location{name}]} in binary proto."""

@@ -1,4 +1,4 @@
-"""HTTP-layer attacks (issue 10): each test performs the attack on a real server over
+"""HTTP-layer attacks: each test performs the attack on a real server over
 loopback sockets and checks the server refuses it early and keeps serving others.
 
 Covered: every route of the table (read from `hearth --print-routes`) refuses requests
@@ -100,10 +100,12 @@ def refusal_only(url, b):
 def http_attacks_every_route_needs_its_role_and_tenant():
     rows = routes()
     # Every path the server answers is a row; the walk below covers each one.
-    assert len(rows) == 45, len(rows)
+    assert len(rows) == 50, len(rows)
     paths = {r[2] for r in rows}
     for p in ("/render-diff", "/pyroscope/render-diff", "/api/v1/labels", "/labels", "/label-values", "/js/",
-              "/v1development/profiles", "/otlp/v1development/profiles"):
+              "/v1development/profiles", "/otlp/v1development/profiles",
+              "/parca.profilestore.v1alpha1.ProfileStoreService/WriteRaw",
+              "/parca.debuginfo.v1alpha1.DebuginfoService/Upload"):
         assert p in paths, p
     wrong = {"read": ["w-tok"], "write": ["r-tok"], "admin": ["r-tok", "w-tok"]}
     right = {"read": "r-tok", "write": "w-tok", "admin": "a-tok"}

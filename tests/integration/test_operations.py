@@ -180,7 +180,7 @@ def timeouts_idle_connections_and_slow_queries():
                                {"Content-Type": "application/json"})
         assert st == 504 and json.loads(b)["code"] == "deadline_exceeded", (st, b)
         assert metric(srv, 'hearth_limit_refusals_total{limit="query_timeout"}') == 2
-        # Discovery runs under the same deadline (issue 10: a slow selector there ran unbounded).
+        # Discovery runs under the same deadline (a slow selector there ran unbounded).
         st, b = srv.get("/api/v1/labels")
         assert st == 504 and "--query-timeout" in json.loads(b)["error"], (st, b)
         s = socket.create_connection(("127.0.0.1", srv.port))

@@ -276,7 +276,7 @@ def gauges_average_over_time():
         assert b["metadata"]["units"] == "bytes"
 
 
-# ---------------------------------------------------------------- issue 11: 6. merged pprof dates
+# ---------------------------------------------------------------- merged pprof dates
 
 def pprof_dates(raw):
     """(time_nanos, duration_nanos) of a pprof, gzipped or not."""

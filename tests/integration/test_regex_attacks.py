@@ -1,4 +1,4 @@
-"""Regex attacks on a real server (issue 10, item 5: "one short regex exhausts memory").
+"""Regex attacks on a real server ("one short regex exhausts memory").
 
 Selectors arrive in URLs and request bodies. With glibc's regcomp, {x=~"a{0,32767}"} grew the
 server to 24 GB until the kernel killed it, and a slow pattern matched every series under the

@@ -1,4 +1,4 @@
-"""Recording rules (issue 27): metrics from profiles, evaluated per interval and sent by
+"""Recording rules: metrics from profiles, evaluated per interval and sent by
 remote write to a real Prometheus (Debian's, started on a loopback port with its remote
 write receiver). What Prometheus stores must be what /api/v1/timeseries answers for the
 same query, group_by, focus and step, point by point."""

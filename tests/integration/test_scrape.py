@@ -1,7 +1,7 @@
 """Scraping: Hearth pulls profiles from Go programs that serve net/http/pprof.
 
 All six profiles of a real target with its health, metrics and a target that is down; then
-(issue 11, items 1-3) what each endpoint is stored as, and each (target, profile) scraped on its
+what each endpoint is stored as, and each (target, profile) scraped on its
 own schedule.
 
 The target is tests/integration/goprof in `serve` mode, which keeps every /debug/pprof/ answer

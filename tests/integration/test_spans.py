@@ -1,4 +1,4 @@
-"""Span profiles and single-profile merges (issue 11, item 4 and 5): span ids are kept per
+"""Span profiles and single-profile merges: span ids are kept per
 sample, not as series; Grafana's SelectMergeSpanProfile and profile_id_selector are served.
 
 The reference is `go tool pprof -tagfocus span_id=...` on the same file: Hearth's merge of

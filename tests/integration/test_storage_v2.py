@@ -1,4 +1,4 @@
-"""Block format version 2 (issue 12): partitioned reads, footer totals, and upgrade from version 1."""
+"""Block format version 2: partitioned reads, footer totals, and upgrade from version 1."""
 import os
 import shutil
 import subprocess

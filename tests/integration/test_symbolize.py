@@ -1,4 +1,4 @@
-"""Query-time symbolization (issue 14): address-only profiles get function names, lines and
+"""Query-time symbolization: address-only profiles get function names, lines and
 inlined frames from debug files found in --debuginfo-dir, uploads or a debuginfod server.
 
 The reference answers are the tools' own: binutils' addr2line -f -i for DWARF files, and

@@ -160,7 +160,7 @@ static char *first_value(const char *text) {
 }
 
 /* Selector values are PromQL string literals: Go escapes in "..." and '...', raw
- * backticks, and an escape Prometheus does not know is an error (issue 11.7). */
+ * backticks, and an escape Prometheus does not know is an error. */
 void test_selector_string_escapes(void) {
     static const struct {
         const char *text, *want; /* want NULL: refused */
@@ -233,7 +233,7 @@ static long max_rss_kb(void) {
 
 /* Regexes mean what they mean in PromQL (Go's syntax, anchored, `.` matching a
  * newline), and patterns that made glibc's regcomp take gigabytes or exponential
- * time are refused at parse time, at once and in little memory (issue 10). */
+ * time are refused at parse time, at once and in little memory. */
 void test_selector_regex(void) {
     labels_t l;
     labels_init(&l);
@@ -338,7 +338,7 @@ static void count(void *ctx, const series_t *s) {
 }
 
 /* Discovery and selection match without the index lock and stop at the deadline
- * (issue 10: a slow selector stalled every tenant's ingest and ignored --query-timeout). */
+ * (a slow selector stalled every tenant's ingest and ignored --query-timeout). */
 void test_catalog_unlocked_and_deadline(void) {
     store_t *st = new_store("catalog");
     put_folded(st, "api.cpu", "main;a 1\n", 100, 100);
@@ -665,7 +665,7 @@ void test_pprof_output(void) {
     batch_destroy(&b);
     labels_destroy(&l);
     buf_free(&out);
-    /* Dated by the profile, not by the query range [0, 200 s] (issue 11.6): it was
+    /* Dated by the profile, not by the query range [0, 200 s]: it was
      * taken at 100 s and its own duration_nanos is 1,204,887,616 ns. */
     buf_init(&out);
     CHECK(render_pprof_raw(&m, &out, &err) == 0);
@@ -678,7 +678,7 @@ void test_pprof_output(void) {
     store_close(s);
 }
 
-/* The renderer table (issue 13.2): rows by name and kind, the names a 400 lists, and
+/* The renderer table: rows by name and kind, the names a 400 lists, and
  * query_render building the trees a row reads and refusing a diff of two types. */
 void test_render_table(void) {
     store_t *s = new_store("table");
@@ -738,7 +738,7 @@ static void check_strings(const catalog_strings_t *s, const char *want) {
     buf_free(&b);
 }
 
-/* Discovery answers (issue 13.3): sorted and distinct, one allocation each, the union
+/* Discovery answers: sorted and distinct, one allocation each, the union
  * of several queries, pseudo-labels only when asked, and the deadline honoured. */
 void test_catalog_answers(void) {
     store_t *st = new_store("answers");
