@@ -46,6 +46,8 @@ async function singleView(page) {
   const total = await page.$eval('.flame-canvas', (c) => Number(c.dataset.total));
   check(total === E.total, `root total ${total} == ${E.total}`);
   check((await page.textContent('#summary')).includes(E.totalText), 'summary shows the formatted total');
+  check(!/\d{3}\.\d+ (ms|s|min|µs|KiB|MiB|GiB)/.test(await page.textContent('#summary')) && !/\b1 profiles/.test(await page.textContent('#summary')),
+    'values carry three significant digits (not 350.00 ms), and one profile is singular');
   const root = await locate(page, 'total');
   await page.mouse.move(root.x, root.y);
   const tip = await page.textContent('.tooltip:not(.tooltip-side)');

@@ -21,7 +21,8 @@ def js_value(v, unit):
     if unit == "nanoseconds":
         for div, suf in ((60e9, " min"), (1e9, " s"), (1e6, " ms"), (1e3, " \u00b5s")):
             if abs(v) >= div:
-                return f"{v / div:.2f}{suf}"
+                x = v / div  # three significant digits, as sig3
+                return (f"{x:.0f}" if abs(x) >= 100 else f"{x:.1f}" if abs(x) >= 10 else f"{x:.2f}") + suf
         return f"{round(v)} ns"
     raise ValueError(unit)
 

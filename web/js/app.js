@@ -8,7 +8,7 @@ import { FlameGraph } from './flamegraph.js';
 import { TimeSeries } from './timeseries.js';
 import { DiffTable, FleetTable, TopTable } from './table.js';
 import { Heatmap } from './heatmap.js';
-import { formatTime, formatValue, percent, sampleUnit, typeName } from './format.js';
+import { formatTime, formatValue, percent, plural, sampleUnit, typeName } from './format.js';
 
 const $ = (id) => document.getElementById(id);
 const EMBED = location.pathname.replace(/\/+$/, '') === '/embed';
@@ -419,8 +419,8 @@ class App {
     if (!EMBED) {
       $('single-banner').hidden = !s.profile;
       if (s.profile) $('single-info').textContent = `One profile: ${formatTime(Number(s.profile.split('-')[1]) / 1e6)}, ` +
-        `${fb.metadata.profiles} profile, total ${formatValue(fb.flamebearer.numTicks, unit)}`;
-      $('summary').textContent = fb ? `${fb.metadata.profiles} profiles, total ${formatValue(total, unit)} (${fb.metadata.aggregation})` : '';
+        `${plural(fb.metadata.profiles, 'profile')}, total ${formatValue(fb.flamebearer.numTicks, unit)}`;
+      $('summary').textContent = fb ? `${plural(fb.metadata.profiles, 'profile')}, total ${formatValue(total, unit)} (${fb.metadata.aggregation})` : '';
     }
     if (!total && s.view !== 'timeseries') this.showStatus('empty', `No data: nothing matches ${s.query} in this time range.`);
     else this.showStatus('', '');
@@ -563,7 +563,7 @@ class App {
     });
     $('profiles-body').replaceChildren(...rows);
     $('profiles-note').textContent = list.truncated ? `Showing the newest ${list.profiles.length} of ${list.count} profiles.` :
-      `${list.count} profiles.`;
+      `${plural(list.count, 'profile')}.`;
     if (!list.count) this.showStatus('empty', `No profiles of ${s.query} in this time range.`);
     else this.showStatus('', '');
   }
@@ -580,7 +580,7 @@ class App {
     drawChart();
     this.fleet.setData(doc, unit);
     const groups = new Set(doc.functions.flatMap((f) => f.groups.map((g) => JSON.stringify(g.labels)))).size;
-    $('fleet-note').textContent = `Top ${doc.functions.length} functions of ${doc.profiles} profiles, total ` +
+    $('fleet-note').textContent = `Top ${doc.functions.length} functions of ${plural(doc.profiles, 'profile')}, total ` +
       `${formatValue(doc.total, unit)}, across ${groups} ${by} values. Click a function for where it is spent.`;
     setEmpty(!doc.total);
     if (!doc.total) this.showStatus('empty', `No data: nothing matches ${s.query} in this time range.`);

@@ -9,25 +9,36 @@ export function sampleUnit(typeId) {
   return parts.length >= 3 ? parts[2] : 'count';
 }
 
+// Three significant digits, no trailing decimals a reader does not need: 350 ms, 35.2 ms, 3.52 ms.
+function sig3(x) {
+  const a = Math.abs(x);
+  return x.toFixed(a >= 100 ? 0 : a >= 10 ? 1 : 2);
+}
+
 export function formatValue(v, unit) {
   const a = Math.abs(v);
   if (unit === 'nanoseconds') {
-    if (a >= 60e9) return (v / 60e9).toFixed(2) + ' min';
-    if (a >= 1e9) return (v / 1e9).toFixed(2) + ' s';
-    if (a >= 1e6) return (v / 1e6).toFixed(2) + ' ms';
-    if (a >= 1e3) return (v / 1e3).toFixed(2) + ' µs';
+    if (a >= 60e9) return sig3(v / 60e9) + ' min';
+    if (a >= 1e9) return sig3(v / 1e9) + ' s';
+    if (a >= 1e6) return sig3(v / 1e6) + ' ms';
+    if (a >= 1e3) return sig3(v / 1e3) + ' µs';
     return Math.round(v) + ' ns';
   }
   if (unit === 'bytes') {
     const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
     let i = 0, x = v;
     while (Math.abs(x) >= 1024 && i < units.length - 1) { x /= 1024; i++; }
-    return (i ? x.toFixed(2) : Math.round(x)) + ' ' + units[i];
+    return (i ? sig3(x) : Math.round(x)) + ' ' + units[i];
   }
-  if (a >= 1e9) return (v / 1e9).toFixed(2) + ' G';
-  if (a >= 1e6) return (v / 1e6).toFixed(2) + ' M';
-  if (a >= 1e4) return (v / 1e3).toFixed(1) + ' k';
+  if (a >= 1e9) return sig3(v / 1e9) + ' G';
+  if (a >= 1e6) return sig3(v / 1e6) + ' M';
+  if (a >= 1e4) return sig3(v / 1e3) + ' k';
   return String(Math.round(v));
+}
+
+// "1 profile", "2 profiles".
+export function plural(n, word) {
+  return `${n} ${word}${n === 1 ? '' : 's'}`;
 }
 
 export function percent(part, whole) {

@@ -35,8 +35,12 @@ export function timeTicks(from, until, maxTicks) {
 }
 
 // 3-5 round values from 0 to at least max (1, 2, 2.5 or 5 times a power of ten).
-export function valueTicks(max) {
+export function valueTicks(max, unit) {
   if (!(max > 0)) return [0];
+  if (unit === 'bytes' && max >= 1024) { // round in the unit shown: 0, 2, 4 MiB, not 2.38 MiB
+    const scale = 1024 ** Math.min(4, Math.floor(Math.log(max) / Math.log(1024)));
+    return valueTicks(max / scale).map((v) => v * scale);
+  }
   const raw = max / 4, pow = 10 ** Math.floor(Math.log10(raw));
   const step = [1, 2, 2.5, 5, 10].map((m) => m * pow).find((s) => max / s <= 4) || 10 * pow;
   const out = [];
@@ -149,7 +153,7 @@ export class TimeSeries {
     const style = getComputedStyle(c);
     const fg = style.getPropertyValue('--fg').trim() || '#333', line = style.getPropertyValue('--accent').trim() || '#d9480f';
     const shown = this.groups ? this.groups.flatMap((g) => g.points) : this.points;
-    const yt = valueTicks(Math.max(...shown.map((p) => p.value), 0));
+    const yt = valueTicks(Math.max(...shown.map((p) => p.value), 0), this.unit);
     const max = Math.max(1, yt[yt.length - 1]);
     const yOf = (v) => H - PAD.b - (v / max) * (H - PAD.t - PAD.b);
     for (const band of this.bands) {
