@@ -531,6 +531,38 @@ static int pick_short(const selector_t *sel, const catalog_strings_t *t, hr_err_
     return rc;
 }
 
+/* `shop.cpu{}` when no series of service "shop" exist: a pprof pushed with the name
+ * `shop.cpu` is stored as service "shop.cpu", and the legacy name then means that
+ * service (its type picked by the short name as for any app) rather than an empty
+ * answer. The service_name matcher legacy_type added becomes the whole name when the
+ * store has series of it. 1 when rewritten, 0 when not, -1 with err. */
+static int legacy_whole_name(store_t *st, const catalog_query_t *q, selector_t *sel, catalog_strings_t *t,
+                             hr_err_t *err) {
+    matcher_t *m = sel->n ? &sel->m[0] : NULL;
+    if (!sel->short_type || !m || m->op != MATCH_EQ || strcmp(m->name, "service_name")) return 0;
+    size_t n = strlen(m->value) + strlen(sel->short_type) + 2;
+    char *whole = malloc(n);
+    if (!whole) return hr_fail(err, HR_ENOMEM, "out of memory");
+    snprintf(whole, n, "%s.%s", m->value, sel->short_type);
+    char *was = m->value;
+    m->value = whole;
+    selector_t probe = *sel;
+    probe.profile_type = NULL;
+    catalog_query_t all = {q->tenant, &probe, 0, 0, 0, q->deadline_ns};
+    catalog_strings_t w = {0};
+    int rc = type_ids(st, &all, &w, err);
+    if (rc == 0 && w.n) { /* the whole name's series: keep it */
+        free(was);
+        free(t->v);
+        *t = w;
+        return 1;
+    }
+    free(w.v);
+    m->value = was;
+    free(whole);
+    return rc;
+}
+
 int catalog_resolve_type(store_t *st, const catalog_query_t *q, selector_t *sel, int need_type, hr_err_t *err) {
     if (!sel->short_type && (sel->profile_type || !need_type)) return 0;
     selector_t probe = *sel; /* the same matchers, any type */
@@ -538,6 +570,7 @@ int catalog_resolve_type(store_t *st, const catalog_query_t *q, selector_t *sel,
     catalog_query_t all = {q->tenant, &probe, 0, 0, 0, q->deadline_ns};
     catalog_strings_t t;
     int rc = type_ids(st, &all, &t, err);
+    if (rc == 0 && sel->short_type && !t.n && legacy_whole_name(st, q, sel, &t, err) < 0) rc = -1;
     if (rc == 0 && sel->short_type && t.n) {
         char *type = NULL;
         if ((rc = pick_short(sel, &t, err, &type)) == 0) free(sel->profile_type), sel->profile_type = type;

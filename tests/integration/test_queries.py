@@ -15,8 +15,8 @@ import threading
 import urllib.parse
 
 from harness import (
-    ARGS, CPU, T0, Server, cli, connect_json, connect_proto, cpu_files, memory_slack, metric, proc_status_kib, push,
-    query, read_testdata, test, types_of)
+    ARGS, CPU, CPU_FILE, T0, Server, cli, connect_json, connect_proto, cpu_files, memory_slack, metric, proc_status_kib,
+    push, query, read_testdata, test, types_of)
 from pprof_ref import pprof_peek, pprof_raw, pprof_top
 from protowire import pb_decode, pb_encode_field, pb_field, pb_put_varint
 
@@ -868,3 +868,19 @@ def dot_call_graph_matches_go_tool_pprof_dot():
                                                                    start=(T0 - 10) * 1000, end=(T0 + 60) * 1000,
                                                                    format="PROFILE_FORMAT_DOT", maxNodes=7))
         assert st == 200 and len(dot_graph(js["dot"])[0]) == 7, js["dot"][:500]
+
+
+@test
+def legacy_name_means_a_service_stored_under_the_whole_name():
+    """A pprof pushed as `shop.cpu` is service "shop.cpu"; asking `shop.cpu{}` (Pyroscope's
+    app.TYPE form, which reads as service "shop") answers that service's profiles instead of an
+    empty graph, while an app with series of its own keeps its meaning."""
+    cpu = read_testdata(CPU_FILE)
+    with Server() as srv:
+        for name in ("shop.cpu", "web"):
+            st, body = srv.ingest(cpu, name=name, format="pprof", **{"from": T0})
+            assert st == 200, body
+        whole = query(srv, CPU + '{service_name="shop.cpu"}')["total"]
+        assert whole > 0 and query(srv, "shop.cpu{}")["total"] == whole
+        assert query(srv, "web.cpu{}")["total"] == query(srv, CPU + '{service_name="web"}')["total"] == whole
+        assert query(srv, "nope.cpu{}")["total"] == 0
