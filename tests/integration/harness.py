@@ -198,6 +198,13 @@ def read_testdata(rel):
 CPU_FILE = "pprof/go-runtime-cpu-00.pb.gz"  # the first of the six, as read_testdata takes it
 
 
+def sanitized():
+    """Whether the binary under test is a sanitizer build, whose timing says nothing about
+    Hearth's: wall-clock asserts are skipped for it (their functional checks still run)."""
+    name = os.path.basename(ARGS.binary)
+    return "asan" in name or "tsan" in name
+
+
 def memory_slack():
     """How much more memory the server binary under test takes for the same work:
     ThreadSanitizer's shadow memory multiplies every allocation."""

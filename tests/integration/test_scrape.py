@@ -14,7 +14,7 @@ import tempfile
 import time
 import urllib.request
 
-from harness import ARGS, CPU, Server, cli, free_port, query, test
+from harness import ARGS, CPU, Server, cli, free_port, query, sanitized, test
 from pprof_ref import build_goprof, pprof_raw
 
 
@@ -210,12 +210,13 @@ def each_scraped_profile_keeps_its_own_schedule():
     assert len(cpu) >= 4, cpu  # 10 s of 2 s profiles
     start, end = min(s for s, _ in cpu), max(e for _, e in cpu)
     covered = sum(e - s for s, e in cpu) / (end - start)
-    assert max(gaps(cpu)) < 0.5 and covered > 0.9, (gaps(cpu), covered)  # one after another: 25% before
+    timed = not sanitized()  # a sanitizer build's timing says nothing about the schedule
+    assert not timed or (max(gaps(cpu)) < 0.5 and covered > 0.9), (gaps(cpu), covered)  # back to back: 25% before
     for kind in ("allocs", "mutex", "block"):
         starts = sorted(s for _, p, s, _ in log if p.endswith("/" + kind))
         steps = [b - a for a, b in zip(starts, starts[1:])]
-        assert len(starts) >= 3 and all(abs(x - 3) < 0.5 for x in steps), (kind, steps)
-    assert stop_s < 3, stop_s  # CPU fetches are always in flight here: stopping cancels them
+        assert len(starts) >= 3 and (not timed or all(abs(x - 3) < 0.5 for x in steps)), (kind, steps)
+    assert not timed or stop_s < 3, stop_s  # CPU fetches are always in flight here: stopping cancels them
 
 
 @test

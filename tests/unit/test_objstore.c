@@ -226,7 +226,11 @@ void test_objstore_retries(void) {
     double took = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     CHECK_INT(err.code, HR_EIO);
     CHECK(strstr(err.msg, "after 2 attempts: Operation too slow") != NULL);
-    CHECK(took >= 1.5 && took < 3.5);
+#if !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
+    CHECK(took >= 1.5 && took < 3.5); /* a sanitizer build's timing says nothing about the client's */
+#else
+    (void)took;
+#endif
     script_stop(d, &s, os);
     buf_free(&out);
 }
