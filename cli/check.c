@@ -17,7 +17,7 @@
 
 #include "cli/cli.h"
 #include "storage/block.h"
-#include "storage/fsutil.h"
+#include "common/fsutil.h"
 #include "storage/index.h"
 #include "storage/objstore.h"
 #include "storage/wal.h"

@@ -13,7 +13,7 @@
 #include "cli/cli.h"
 #include "common/log.h"
 #include "ingest/format.h"
-#include "storage/fsutil.h"
+#include "common/fsutil.h"
 #include "wire/client.h"
 #include "wire/gzip.h"
 #include "wire/profile.pb-c.h"

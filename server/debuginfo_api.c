@@ -16,7 +16,7 @@
 #include "server/app.h"
 #include "server/connect.h"
 #include "server/grpc.h"
-#include "storage/fsutil.h"
+#include "common/fsutil.h"
 #include "wire/debuginfo.pb-c.h"
 #include "wire/parca_debuginfo.pb-c.h"
 

@@ -21,7 +21,7 @@
 #include "common/log.h"
 #include "common/timeparse.h"
 #include "server/workers.h"
-#include "storage/fsutil.h"
+#include "common/fsutil.h"
 #include "wire/gzip.h"
 
 #define GRPC_MAX_STREAMS 100 /* concurrent calls per connection (SETTINGS_MAX_CONCURRENT_STREAMS) */

@@ -29,7 +29,7 @@
 #include "server/deadline.h"
 #include "server/linger.h"
 #include "server/workers.h"
-#include "storage/fsutil.h"
+#include "common/fsutil.h"
 
 /* MHD's per-connection memory holds the request line, headers and one record per
  * query parameter, and libmicrohttpd 0.9.75 zeroes all of it after every request, so

@@ -17,7 +17,7 @@
 #include "query/merge.h"
 #include "query/render.h"
 #include "server/app.h"
-#include "storage/fsutil.h"
+#include "common/fsutil.h"
 #include "symbolize/debuginfo.h"
 
 #define HOUR_NS (3600LL * 1000000000)

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "server/app.h"
-#include "storage/fsutil.h"
+#include "common/fsutil.h"
 
 static const char *content_type(const char *path) {
     const char *dot = strrchr(path, '.');

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "common/buf.h"
-#include "storage/fsutil.h"
+#include "common/fsutil.h"
 #include "storage/objstore.h"
 
 static void doc_path(const app_t *a, const char *kind, const char *tenant, char *out, size_t cap) {

@@ -10,7 +10,6 @@
 #include <time.h>
 
 #include "common/base64.h"
-#include "storage/objstore.h"
 
 /* The standard headers of the string to sign, in its order. */
 static const char *const STANDARD[] = {
@@ -146,55 +145,6 @@ void azblob_date(int64_t unix_s, char *out, size_t cap) {
                                          "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
     snprintf(out, cap, "%s, %02d %s %04d %02d:%02d:%02d GMT", DAYS[tm.tm_wday], tm.tm_mday, MONTHS[tm.tm_mon],
              tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
-}
-
-/* The text of the first <tag>...</tag> in [p, end): 1 with *v, *vn, or 0. */
-static int find(const char *p, const char *end, const char *tag, const char **v, size_t *vn) {
-    char open[64], close[64];
-    int on = snprintf(open, sizeof open, "<%s>", tag), cn = snprintf(close, sizeof close, "</%s>", tag);
-    const char *a = memmem(p, (size_t)(end - p), open, (size_t)on);
-    if (!a) return 0;
-    a += on;
-    const char *b = memmem(a, (size_t)(end - a), close, (size_t)cn);
-    if (!b) return 0;
-    *v = a, *vn = (size_t)(b - a);
-    return 1;
-}
-
-int azblob_list_page(const char *xml, size_t n, size_t skip, int (*fn)(void *, const char *, uint64_t), void *ctx,
-                     buf_t *next, hr_err_t *err) {
-    const char *p = xml, *end = xml + n, *b, *v;
-    size_t vn;
-    buf_t name;
-    buf_init(&name);
-    int rc = 0;
-    next->len = 0;
-    while (rc == 0 && (b = memmem(p, (size_t)(end - p), "<Blob>", 6))) {
-        const char *be = memmem(b, (size_t)(end - b), "</Blob>", 7);
-        const char *sv;
-        size_t sn;
-        if (!be || !find(b, be, "Name", &v, &vn) || !find(b, be, "Content-Length", &sv, &sn) || !sn || sn > 20) {
-            rc = hr_fail(err, HR_EINTERNAL, "azure listing: a <Blob> without <Name> or <Content-Length>");
-            break;
-        }
-        char num[24], *numend;
-        snprintf(num, sizeof num, "%.*s", (int)sn, sv);
-        unsigned long long size = strtoull(num, &numend, 10);
-        name.len = 0;
-        if (objstore_xml_unescape(&name, v, vn) || *numend) {
-            rc = hr_fail(err, name.oom ? HR_ENOMEM : HR_EINTERNAL, "azure listing: a bad <Name> or <Content-Length>");
-            break;
-        }
-        buf_putc(&name, 0);
-        if (name.oom) rc = hr_fail(err, HR_ENOMEM, "out of memory");
-        else if (name.len - 1 < skip) rc = hr_fail(err, HR_EINTERNAL, "azure listing: a blob outside the prefix");
-        else if (fn(ctx, (const char *)name.data + skip, size)) rc = 1;
-        p = be + 7;
-    }
-    buf_free(&name);
-    if (rc == 0 && find(xml, end, "NextMarker", &v, &vn) && vn && objstore_xml_unescape(next, v, vn))
-        rc = hr_fail(err, HR_EINTERNAL, "azure listing: a bad <NextMarker>");
-    return rc;
 }
 
 void azblob_block_id(int part, buf_t *out) {

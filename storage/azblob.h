@@ -1,6 +1,6 @@
 /* azblob.h - the rules of Azure Blob Storage's REST API that the object store client
- * (objstore.c) follows when its URL is azblob://: Shared Key signing, the List Blobs
- * answer, block ids. Pure functions over strings, so the unit tests check them against
+ * (objstore.c) follows when its URL is azblob://: Shared Key signing, dates, block
+ * ids (the List Blobs answer is read with the S3 listing's XML helpers, objstore.c). Pure functions over strings, so the unit tests check them against
  * the documented examples without a server.
  *
  * Shared Key (learn.microsoft.com, "Authorize with Shared Key"): the string to sign is
@@ -36,12 +36,6 @@ int azblob_sign(const char *account, const uint8_t *key, size_t keylen, const ch
 
 /* The time as x-ms-date wants it (RFC 1123, GMT), into out[cap]. */
 void azblob_date(int64_t unix_s, char *out, size_t cap);
-
-/* Calls fn(ctx, name + skip, size) for every <Blob> of a List Blobs answer, in order,
- * and leaves its <NextMarker> in next (empty on the last page). 1 when fn stopped, 0,
- * or -1 with err (HR_EINTERNAL for an answer that does not read as one). */
-int azblob_list_page(const char *xml, size_t n, size_t skip, int (*fn)(void *, const char *, uint64_t), void *ctx,
-                     buf_t *next, hr_err_t *err);
 
 /* The block id of part (1-based) of a block blob upload, base64 of a fixed-width
  * decimal (every id of a blob has the same length, as Azure requires). */

@@ -15,9 +15,8 @@
 #include <zstd.h>
 
 #include "common/vec.h"
-#include "storage/compact.h"
 #include "storage/functab.h"
-#include "storage/fsutil.h"
+#include "common/fsutil.h"
 
 enum {
     SEC_META = 1,
@@ -1082,7 +1081,7 @@ static segment_t *decode_v2(const uint8_t *p, size_t n, hr_err_t *err) {
         free(st.total);
         segment_free(m);
     }
-    if (rc == 0) all = compact_segments((const segment_t *const *)parts, ix->nparts, err);
+    if (rc == 0) all = segment_merge((const segment_t *const *)parts, ix->nparts, err);
     for (size_t i = 0; parts && i < ix->nparts; i++) segment_free(parts[i]);
     free(parts);
     block_index_free(ix);

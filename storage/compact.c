@@ -1,6 +1,5 @@
-/* compact.c - see compact.h (merging segments) and store.h (store_compact: planning,
- * writing and swapping in compaction runs). */
-#include "storage/compact.h"
+/* compact.c - store_compact (store.h): planning, writing and swapping in compaction
+ * runs; their inputs' profiles are merged by segment_merge (segment.h). */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,46 +9,6 @@
 #include "common/log.h"
 #include "common/vec.h"
 #include "storage/store_impl.h"
-
-/* Copies one segment's profiles into out, remapping stack ids into out's symtab. */
-static int copy_segment(segment_t *out, const segment_t *in, uint32_t **stacks, size_t *cap, hr_err_t *err) {
-    symtab_remap_t m;
-    if (symtab_remap_init(&m, in->sym)) return hr_fail(err, HR_ENOMEM, "out of memory");
-    int rc = 0;
-    for (size_t i = 0; i < in->nprofiles && rc == 0; i++) {
-        const seg_profile_t *p = &in->profiles[i];
-        if (VEC_RESERVE(*stacks, *cap, p->nsamples + 1)) {
-            rc = hr_fail(err, HR_ENOMEM, "out of memory");
-            break;
-        }
-        for (uint32_t k = 0; k < p->nsamples && rc == 0; k++) {
-            uint32_t id = symtab_import_stack(out->sym, &m, in->stacks[p->first + k]);
-            if (id == SYM_NONE) rc = hr_fail(err, HR_ENOMEM, "out of memory interning symbols");
-            (*stacks)[k] = id;
-        }
-        if (rc == 0 &&
-            (segment_add(out, p->series, p->time_ns, p->duration_ns, *stacks, in->values + p->first, p->nsamples) ||
-             segment_import_spans(out, &m, p->nspans ? in->spans + p->span_first : NULL, p->nspans)))
-            rc = hr_fail(err, HR_ENOMEM, "out of memory");
-    }
-    symtab_remap_destroy(&m);
-    return rc;
-}
-
-segment_t *compact_segments(const segment_t *const *in, size_t n, hr_err_t *err) {
-    segment_t *out = segment_new();
-    if (!out) return hr_fail(err, HR_ENOMEM, "out of memory"), NULL;
-    uint32_t *stacks = NULL;
-    size_t cap = 0;
-    int rc = 0;
-    for (size_t i = 0; i < n && rc == 0; i++) rc = copy_segment(out, in[i], &stacks, &cap, err);
-    free(stacks);
-    if (rc) {
-        segment_free(out);
-        return NULL;
-    }
-    return out;
-}
 
 /* ---- store_compact ---- */
 
@@ -359,8 +318,6 @@ static int wanted(const run_t *r, size_t i, size_t p, const char *key) {
 static int merge_inputs(store_t *s, run_t *r, const char *key, segment_t **out, hr_err_t *err) {
     *out = segment_new();
     if (!*out) return hr_fail(err, HR_ENOMEM, "out of memory");
-    uint32_t *stacks = NULL;
-    size_t cap = 0;
     int rc = 1;
     for (size_t i = 0; i < r->n && rc == 1; i++)
         for (size_t p = 0; p < r->ix[i]->nparts && rc == 1; p++) {
@@ -368,10 +325,9 @@ static int merge_inputs(store_t *s, run_t *r, const char *key, segment_t **out, 
             if (!wanted(r, i, p, key)) continue;
             if (read_input(s, r, i, p, &in, err)) rc = -1;
             else if (!in) rc = 0;
-            else if (copy_segment(*out, in, &stacks, &cap, err)) rc = -1;
+            else if (segment_append(*out, in, err)) rc = -1;
             segment_free(in);
         }
-    free(stacks);
     if (rc != 1) {
         segment_free(*out);
         *out = NULL;

@@ -16,7 +16,7 @@
 #include "common/hash.h"
 #include "common/log.h"
 #include "common/vec.h"
-#include "storage/fsutil.h"
+#include "common/fsutil.h"
 
 /* One cached range. Entries are few (a node caches partitions, not samples), so they
  * are an array searched linearly; `used` orders them for eviction. */

@@ -157,6 +157,43 @@ static int xml_find(const char *p, const char *end, const char *tag, const char 
     return 1;
 }
 
+int objstore_azure_list_page(const char *xml, size_t n, size_t skip, objstore_list_fn fn, void *ctx, buf_t *next,
+                             hr_err_t *err) {
+    const char *p = xml, *end = xml + n, *b, *v;
+    size_t vn;
+    buf_t name;
+    buf_init(&name);
+    int rc = 0;
+    next->len = 0;
+    while (rc == 0 && (b = memmem(p, (size_t)(end - p), "<Blob>", 6))) {
+        const char *be = memmem(b, (size_t)(end - b), "</Blob>", 7);
+        const char *sv;
+        size_t sn;
+        if (!be || !xml_find(b, be, "Name", &v, &vn) || !xml_find(b, be, "Content-Length", &sv, &sn) || !sn ||
+            sn > 20) {
+            rc = hr_fail(err, HR_EINTERNAL, "azure listing: a <Blob> without <Name> or <Content-Length>");
+            break;
+        }
+        char num[24], *numend;
+        snprintf(num, sizeof num, "%.*s", (int)sn, sv);
+        unsigned long long size = strtoull(num, &numend, 10);
+        name.len = 0;
+        if (objstore_xml_unescape(&name, v, vn) || *numend) {
+            rc = hr_fail(err, name.oom ? HR_ENOMEM : HR_EINTERNAL, "azure listing: a bad <Name> or <Content-Length>");
+            break;
+        }
+        buf_putc(&name, 0);
+        if (name.oom) rc = hr_fail(err, HR_ENOMEM, "out of memory");
+        else if (name.len - 1 < skip) rc = hr_fail(err, HR_EINTERNAL, "azure listing: a blob outside the prefix");
+        else if (fn(ctx, (const char *)name.data + skip, size)) rc = 1;
+        p = be + 7;
+    }
+    buf_free(&name);
+    if (rc == 0 && xml_find(xml, end, "NextMarker", &v, &vn) && vn && objstore_xml_unescape(next, v, vn))
+        rc = hr_fail(err, HR_EINTERNAL, "azure listing: a bad <NextMarker>");
+    return rc;
+}
+
 /* ---------------------------------------------------------------- opening */
 
 static char *dup_n(const char *s, size_t n) {
@@ -951,7 +988,7 @@ int objstore_list(objstore_t *s, const char *prefix, objstore_list_fn fn, void *
         req_t r = {.method = "GET", .query = (const char *)q.data, .out = &ans, .max = LIST_ANSWER_MAX};
         rc = perform(s, &r, err);
         if (rc == 0 && s->azure)
-            rc = azblob_list_page(ans.data ? (const char *)ans.data : "", ans.len, skip, fn, ctx, &token, err);
+            rc = objstore_azure_list_page(ans.data ? (const char *)ans.data : "", ans.len, skip, fn, ctx, &token, err);
         else if (rc == 0) rc = list_page(&ans, skip, fn, ctx, &token, err);
     } while (rc == 0 && token.len);
     buf_free(&full), buf_free(&q), buf_free(&ans), buf_free(&token);

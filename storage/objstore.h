@@ -112,6 +112,11 @@ int objstore_list(objstore_t *s, const char *prefix, objstore_list_fn fn, void *
 /* Appends s percent-encoded as SigV4 wants (every byte but A-Z a-z 0-9 - _ . ~, and
  * '/' too unless keep_slash), with upper-case hex. */
 void objstore_encode(buf_t *out, const char *s, size_t n, int keep_slash);
+/* Calls fn(ctx, name + skip, size) for every <Blob> of an Azure List Blobs answer, in
+ * order, and leaves its <NextMarker> in next (empty on the last page). 1 when fn
+ * stopped, 0, or -1 with err (HR_EINTERNAL for an answer that does not read as one). */
+int objstore_azure_list_page(const char *xml, size_t n, size_t skip, objstore_list_fn fn, void *ctx, buf_t *next,
+                             hr_err_t *err);
 /* Decodes XML's five entities and &#N; / &#xN; in [p, p+n) into out. -1 on a bad one. */
 int objstore_xml_unescape(buf_t *out, const char *p, size_t n);
 

@@ -135,4 +135,14 @@ segment_t *segment_select(const segment_t *s, const uint32_t *rows, size_t n, hr
  * every stack id in s->sym's range. For assert(): it reads the whole row. */
 int segment_row_valid(const segment_t *s, size_t i);
 
+/* A new segment holding every profile of in[0..n), or NULL (err set); the inputs are
+ * only read. Every profile row is kept as it was (series, time, duration, samples,
+ * spans), while stacks, locations, functions, mappings and strings are re-interned into
+ * one symtab, so what the inputs repeated is stored once: what compaction and a
+ * version-1 block's read-whole path need. */
+segment_t *segment_merge(const segment_t *const *in, size_t n, hr_err_t *err);
+/* segment_merge one input at a time: in's profiles appended to out, re-interned into
+ * out's symtab (in is only read). 0, or -1 with err (out may then hold part of in). */
+int segment_append(segment_t *out, const segment_t *in, hr_err_t *err);
+
 #endif

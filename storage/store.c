@@ -15,8 +15,7 @@
 #include "common/timeparse.h"
 #include "common/vec.h"
 #include "storage/block.h"
-#include "storage/compact.h"
-#include "storage/fsutil.h"
+#include "common/fsutil.h"
 
 /* Deletes block files the catalog does not know: left by a cut that crashed before
  * its commit, so the WAL still holds their data. */

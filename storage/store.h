@@ -111,7 +111,7 @@ int store_apply_retention(store_t *s, int64_t now_ns, hr_err_t *err);
  * partition in more than one of them; a tier applies while --retention is 0 or at
  * least four of its windows), else a day run (compact_min_blocks or more time-adjacent
  * blocks starting on one UTC day, each under compact_max_bytes / 2). It merges the run a
- * partition key (service) at a time (compact.h) into blocks of about
+ * partition key (service) at a time (segment_merge, segment.h) into blocks of about
  * compact_max_bytes each (a block is closed once it reaches that size; a run with a
  * version-1 block is capped at compact_max_bytes of input and written as one block),
  * and swaps them in: files written and synced first, then one catalog transaction

@@ -14,7 +14,7 @@
 
 #include "common/log.h"
 #include "common/vec.h"
-#include "storage/fsutil.h"
+#include "common/fsutil.h"
 
 #define MAX_RECORD ((uint32_t)1 << 30)
 #define FRAME_HDR 16

@@ -17,7 +17,7 @@
 #include "common/log.h"
 #include "common/timeparse.h"
 #include "common/vec.h"
-#include "storage/fsutil.h"
+#include "common/fsutil.h"
 #include "symbolize/buildid.h"
 #include "symbolize/elf.h"
 #include "symbolize/source_archive.h"

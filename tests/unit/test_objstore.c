@@ -281,12 +281,12 @@ void test_azblob_signing_and_listing(void) {
         "</Blobs><NextMarker>m2</NextMarker></EnumerationResults>";
     buf_t names, next;
     buf_init(&names), buf_init(&next);
-    CHECK_INT(azblob_list_page(xml, strlen(xml), 4, collect_blob, &names, &next, &err), 0);
+    CHECK_INT(objstore_azure_list_page(xml, strlen(xml), 4, collect_blob, &names, &next, &err), 0);
     buf_putc(&names, 0), buf_putc(&next, 0);
     CHECK_STR((char *)names.data, "a&b=12;c=0;");
     CHECK_STR((char *)next.data, "m2");
     const char *bad = "<Blob><Name>x</Name></Blob>";
-    CHECK_INT(azblob_list_page(bad, strlen(bad), 0, collect_blob, &names, &next, &err), -1);
+    CHECK_INT(objstore_azure_list_page(bad, strlen(bad), 0, collect_blob, &names, &next, &err), -1);
     buf_t id;
     buf_init(&id);
     azblob_block_id(7, &id);

@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include "storage/block.h"
-#include "storage/compact.h"
 #include "storage/functab.h"
 #include "storage/store.h"
 #include "storage/symdict.h"
@@ -393,7 +392,7 @@ void test_block_span_samples(void) {
         CHECK(x[0].trace_hi == 0x4bf9 && x[0].trace_lo == 0x4736 && !span_has_trace(&x[1]));
         const segment_t *both[] = {s, d};
         hr_err_t err = {0};
-        segment_t *c = compact_segments(both, 2, &err);
+        segment_t *c = segment_merge(both, 2, &err);
         CHECK(c && c->nspans == 4 && c->profiles[2].nspans == 2);
         segment_free(c);
         segment_free(d);
@@ -1047,7 +1046,7 @@ static int64_t leaf_total(const segment_t *s, const char *leaf) {
     return sum;
 }
 
-void test_compact_segments(void) {
+void test_segment_merge(void) {
     segment_t *a = sample_segment(), *b = sample_segment();
     const char *c[] = {"main", "c"};
     uint32_t sc = make_stack(b->sym, c, 2);
@@ -1055,7 +1054,7 @@ void test_compact_segments(void) {
     segment_add(b, 3, 3000, 10, &sc, &v, 1);
     hr_err_t err = {0};
     const segment_t *in[] = {a, b};
-    segment_t *m = compact_segments(in, 2, &err);
+    segment_t *m = segment_merge(in, 2, &err);
     CHECK(m != NULL);
     if (m) {
         CHECK_INT(m->nprofiles, a->nprofiles + b->nprofiles);

@@ -86,7 +86,7 @@ int unit_finish(const char *suite, int ok, int bad);
     X(test_failed_cut_keeps_its_frozen_heads)                                                                          \
     X(test_ingest_cut_and_scan_at_once)                                                                                \
     X(test_retention)                                                                                                  \
-    X(test_compact_segments)                                                                                           \
+    X(test_segment_merge)                                                                                              \
     X(test_store_compaction)                                                                                           \
     X(test_appname)                                                                                                    \
     X(test_folded)                                                                                                     \

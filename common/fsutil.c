@@ -1,5 +1,5 @@
 /* fsutil.c - see fsutil.h. */
-#include "storage/fsutil.h"
+#include "common/fsutil.h"
 
 #include <errno.h>
 #include <fcntl.h>
