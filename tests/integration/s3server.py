@@ -18,6 +18,7 @@ import signal
 import subprocess
 import tempfile
 import time
+import urllib.error
 import urllib.request
 import uuid
 
@@ -234,10 +235,31 @@ class SwiftS3:
         env = dict(os.environ, D=os.path.join(self.dir, "swift"), PORT=str(self.port),
                    MEMCACHE_PORT=str(self.mc_port))
         r = subprocess.run(["sh", os.path.realpath(SWIFT_SCRIPT)], env=env, capture_output=True, text=True, timeout=120)
+        # The script gives its daemons 10 s, which a loaded machine (a sanitizer run on two
+        # cores) can exceed; they go on starting, so they get a minute more here.
+        if r.returncode and "did not start" in r.stderr and self._up(60):
+            return self
         if r.returncode:
             self.stop(keep_logs=True)
             raise RuntimeError(f"swift-s3.sh failed: {r.stdout[-1000:]} {r.stderr[-2000:]}")
         return self
+
+    def _up(self, timeout):
+        """Whether the proxy and its three servers answer within timeout seconds (the ports
+        swift-s3.sh gives them: the proxy's + 120, 121, 122)."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                urllib.request.urlopen(f"{self.endpoint}/healthcheck", timeout=2).read()
+                for p in (self.port + 120, self.port + 121, self.port + 122):
+                    try:
+                        urllib.request.urlopen(f"http://127.0.0.1:{p}/", timeout=2).read()
+                    except urllib.error.HTTPError:
+                        pass  # it answers
+                return True
+            except OSError:
+                time.sleep(0.5)
+        return False
 
     def stop(self, keep_logs=False):
         run = os.path.join(self.dir, "swift", "run")
