@@ -204,6 +204,16 @@ static int add_series(void *db, uint32_t proposed, const char *tenant, const cha
     return finish(p, rc, err);
 }
 
+/* Row i of r as a block: id at column col, then tenant, key, min_time, max_time,
+ * profiles, samples, bytes. */
+static void block_row(const PGresult *r, int i, int col, block_meta_t *b) {
+    b->id = strtoll(PQgetvalue(r, i, col), NULL, 10);
+    snprintf(b->tenant, sizeof b->tenant, "%s", PQgetvalue(r, i, col + 1));
+    snprintf(b->path, sizeof b->path, "%s", PQgetvalue(r, i, col + 2));
+    int64_t *f[] = {&b->min_time, &b->max_time, &b->profiles, &b->samples, &b->bytes};
+    for (int k = 0; k < 5; k++) *f[k] = strtoll(PQgetvalue(r, i, col + 3 + k), NULL, 10);
+}
+
 static int blocks(void *db, block_meta_t **out, size_t *n, hr_err_t *err) {
     *out = NULL, *n = 0;
     PGresult *r = run(db,
@@ -216,20 +226,13 @@ static int blocks(void *db, block_meta_t **out, size_t *n, hr_err_t *err) {
         PQclear(r);
         return hr_fail(err, HR_ENOMEM, "out of memory");
     }
-    for (size_t i = 0; i < rows; i++) {
-        block_meta_t *b = &(*out)[i];
-        b->id = strtoll(PQgetvalue(r, (int)i, 0), NULL, 10);
-        snprintf(b->tenant, sizeof b->tenant, "%s", PQgetvalue(r, (int)i, 1));
-        snprintf(b->path, sizeof b->path, "%s", PQgetvalue(r, (int)i, 2));
-        int64_t *f[] = {&b->min_time, &b->max_time, &b->profiles, &b->samples, &b->bytes};
-        for (int k = 0; k < 5; k++) *f[k] = strtoll(PQgetvalue(r, (int)i, 3 + k), NULL, 10);
-    }
+    for (size_t i = 0; i < rows; i++) block_row(r, (int)i, 0, &(*out)[i]);
     *n = rows;
     PQclear(r);
     return 0;
 }
 
-/* The block changes of versions (since, upto], in one snapshot: blocks added that are
+/* The block changes since version since, in one snapshot: blocks added that are
  * still there (their rows) and ids removed. *complete is 0 when some version of them has
  * no log row (written by a node before the change log, or pruned): the caller then reads
  * the whole list. */
@@ -239,39 +242,28 @@ static int block_changes(void *db, int64_t since, int64_t upto, block_meta_t **a
     snprintf(s, sizeof s, "%lld", (long long)since);
     snprintf(u, sizeof u, "%lld", (long long)upto);
     const char *vals[] = {s, u};
+    *added = NULL, *removed = NULL, *nadd = *nrem = 0, *complete = 0;
+    /* Versions up to upto committed before upto was read, so their rows are all there
+     * for a statement of their own; the changes past upto are applied too, idempotently. */
+    PGresult *c = run(db, "SELECT count(DISTINCT version) FROM hearth_block_log WHERE version > $1 AND version <= $2",
+                      2, vals, err);
+    if (!c) return -1;
+    *complete = strtoll(PQgetvalue(c, 0, 0), NULL, 10) == upto - since;
+    PQclear(c);
+    if (!*complete) return 0;
     PGresult *r = run(db,
-                      "SELECT l.id, l.kind, b.tenant, b.key, b.min_time, b.max_time, b.profiles, b.samples, b.bytes,"
-                      " (SELECT count(DISTINCT version) FROM hearth_block_log WHERE version > $1 AND version <= $2)"
+                      "SELECT l.kind, l.id, b.tenant, b.key, b.min_time, b.max_time, b.profiles, b.samples, b.bytes"
                       " FROM hearth_block_log l LEFT JOIN hearth_blocks b ON b.id = l.id AND l.kind = 'a'"
                       " WHERE l.version > $1 AND l.kind <> 's' ORDER BY l.version",
-                      2, vals, err);
-    *added = NULL, *removed = NULL, *nadd = *nrem = 0, *complete = 0;
+                      1, vals, err);
     if (!r) return -1;
     size_t rows = (size_t)PQntuples(r);
-    /* The count rides on every row; with no block rows, it is asked alone. */
-    PGresult *c =
-        rows ? NULL
-             : run(db, "SELECT count(DISTINCT version) FROM hearth_block_log WHERE version > $1 AND version <= $2", 2,
-                   vals, err);
-    if (!rows && !c) return PQclear(r), -1;
-    int64_t versions = strtoll(rows ? PQgetvalue(r, 0, 9) : PQgetvalue(c, 0, 0), NULL, 10);
-    PQclear(c);
-    *complete = versions == upto - since;
     *added = calloc(rows ? rows : 1, sizeof **added);
     *removed = calloc(rows ? rows : 1, sizeof **removed);
     if (!*added || !*removed) return PQclear(r), hr_fail(err, HR_ENOMEM, "out of memory");
     for (size_t i = 0; i < rows; i++) {
-        int64_t id = strtoll(PQgetvalue(r, (int)i, 0), NULL, 10);
-        if (*PQgetvalue(r, (int)i, 1) == 'r') {
-            (*removed)[(*nrem)++] = id;
-        } else if (!PQgetisnull(r, (int)i, 2)) { /* added, and still there */
-            block_meta_t *b = &(*added)[(*nadd)++];
-            b->id = id;
-            snprintf(b->tenant, sizeof b->tenant, "%s", PQgetvalue(r, (int)i, 2));
-            snprintf(b->path, sizeof b->path, "%s", PQgetvalue(r, (int)i, 3));
-            int64_t *f[] = {&b->min_time, &b->max_time, &b->profiles, &b->samples, &b->bytes};
-            for (int k = 0; k < 5; k++) *f[k] = strtoll(PQgetvalue(r, (int)i, 4 + k), NULL, 10);
-        }
+        if (*PQgetvalue(r, (int)i, 0) == 'r') (*removed)[(*nrem)++] = strtoll(PQgetvalue(r, (int)i, 1), NULL, 10);
+        else if (!PQgetisnull(r, (int)i, 2)) block_row(r, (int)i, 1, &(*added)[(*nadd)++]); /* added, still there */
     }
     PQclear(r);
     return 0;

@@ -417,17 +417,22 @@ static void object_key(const char *name, const char *suffix, char *out, size_t c
     snprintf(out, cap, "debuginfo/%s%s", name, suffix);
 }
 
-/* Whether the shared upload name exists (*exists) and who owns it (owner[cap], "" for
- * nobody). 0, or -1 with err when the store cannot say. */
-static int shared_owner(const debuginfo_t *d, const char *name, int *exists, char *owner, size_t cap, hr_err_t *err) {
+/* Whether the shared upload name exists (*exists), its size (*size, may be NULL) and who
+ * owns it (owner[cap], "" for nobody; owner NULL: not read). 0, or -1 with err when the
+ * store cannot say. */
+static int shared_owner(const debuginfo_t *d, const char *name, int *exists, uint64_t *size, char *owner, size_t cap,
+                        hr_err_t *err) {
     char key[PATH_CAP];
-    uint64_t size = 0;
+    uint64_t n = 0;
     buf_t b;
     object_key(name, "", key, sizeof key);
-    *exists = 0, owner[0] = 0;
+    *exists = 0;
+    if (owner) owner[0] = 0;
     hr_err_t e = {0};
-    if (objstore_head(d->objects, key, &size, &e)) return e.code == HR_ENOTFOUND ? 0 : (*err = e, -1);
+    if (objstore_head(d->objects, key, &n, &e)) return e.code == HR_ENOTFOUND ? 0 : (*err = e, -1);
     *exists = 1;
+    if (size) *size = n;
+    if (!owner) return 0;
     object_key(name, ".owner", key, sizeof key);
     buf_init(&b);
     int rc = objstore_get(d->objects, key, cap - 1, &b, &e);
@@ -439,7 +444,7 @@ static int shared_owner(const debuginfo_t *d, const char *name, int *exists, cha
 /* 0 when tenant may replace or delete the shared upload name. */
 static int may_touch_shared(const debuginfo_t *d, const char *name, const char *tenant, int *exists, hr_err_t *err) {
     char owner[130];
-    if (shared_owner(d, name, exists, owner, sizeof owner, err)) return -1;
+    if (shared_owner(d, name, exists, NULL, owner, sizeof owner, err)) return -1;
     if (!*exists || !owner[0] || !strcmp(owner, tenant)) return 0;
     return hr_fail(err, HR_EDENIED,
                    "%s was uploaded by another tenant: only it may replace or delete the file (which symbolizes "
@@ -484,8 +489,7 @@ static debuginfo_found_t fetch_object(debuginfo_t *d, const char *id, debuginfo_
     hr_err_t err = {0};
     upload_name(id, kind, name, sizeof name);
     object_key(name, "", key, sizeof key);
-    if (shared_owner(d, name, &exists, owner, sizeof owner, &err) ||
-        (exists && objstore_head(d->objects, key, &size, &err))) {
+    if (shared_owner(d, name, &exists, &size, owner, sizeof owner, &err)) {
         log_event(LOG_WARN, "symbolize.shared_debuginfo_unreadable", "name=%s err=\"%s\"", name, err.msg);
         return DEBUGINFO_LATE;
     }
@@ -531,13 +535,13 @@ static int unpublish(debuginfo_t *d, const char *name, const char *tenant, int *
 }
 
 int debuginfo_has(debuginfo_t *d, const char *id, debuginfo_kind_t kind) {
-    char name[300], path[PATH_CAP], owner[130];
+    char name[300], path[PATH_CAP];
     int exists = 0;
     hr_err_t err = {0};
     upload_name(id, kind, name, sizeof name);
     snprintf(path, sizeof path, "%s/%s", d->uploads, name);
     if (is_file(path)) return 1;
-    return d->objects && shared_owner(d, name, &exists, owner, sizeof owner, &err) == 0 && exists;
+    return d->objects && shared_owner(d, name, &exists, NULL, NULL, 0, &err) == 0 && exists;
 }
 
 int debuginfo_store_file(debuginfo_t *d, const char *id, debuginfo_kind_t kind, const char *tenant, const char *path,
@@ -619,14 +623,14 @@ static int list_shared_json(debuginfo_t *d, const char *tenant, buf_t *out, hr_e
         char owner[130], sources[300];
         int exists;
         if (!build_id_valid(l.names[i])) continue; /* ID.owner, ID.sources */
-        if ((rc = shared_owner(d, l.names[i], &exists, owner, sizeof owner, err)) ||
+        if ((rc = shared_owner(d, l.names[i], &exists, NULL, owner, sizeof owner, err)) ||
             (owner[0] && strcmp(owner, tenant)))
             continue;
         buf_printf(out, "%s{\"build_id\":\"%s\",\"size\":%llu", out->data[out->len - 1] == '[' ? "" : ",", l.names[i],
                    (unsigned long long)l.sizes[i]);
         upload_name(l.names[i], DEBUGINFO_SOURCES, sources, sizeof sources);
         int64_t ss = shared_size(&l, sources);
-        if (ss >= 0 && (rc = shared_owner(d, sources, &exists, owner, sizeof owner, err)) == 0 &&
+        if (ss >= 0 && (rc = shared_owner(d, sources, &exists, NULL, owner, sizeof owner, err)) == 0 &&
             (!owner[0] || !strcmp(owner, tenant)))
             buf_printf(out, ",\"sources_size\":%lld", (long long)ss);
         buf_putc(out, '}');

@@ -256,10 +256,10 @@ def objstore_multipart_puts_retry_parts_abort_on_failure_and_clean_up_stale_uplo
                 time.sleep(0.05)
             p.kill()
             p.wait()
-        time.sleep(2.2)  # the killed upload is over a second old, counted in whole seconds
         assert ok(objstore(url, "abort-stale", "3600", env=env)) == b"aborted 0\n", name
-        # The killed one. Swift lists multipart uploads from its container listing, which it
-        # updates after the fact: asked again until the upload shows, within 15 s.
+        # The killed one, once over a second old (ages count whole seconds); Swift lists
+        # multipart uploads from its container listing, which it updates after the fact:
+        # asked until it shows, within 15 s.
         aborted, deadline = 0, time.time() + 15
         while not aborted and time.time() < deadline:
             aborted = int(ok(objstore(url, "abort-stale", "1", env=env)).split()[1])
