@@ -44,6 +44,15 @@ static inline void idset_prefetch(const idset_t *s, uint64_t hash) {
     if (s->cap) __builtin_prefetch(&s->slots[idset_tag(hash) & (s->cap - 1)]);
 }
 
+/* The id in the slot a lookup of hash begins at when that slot's hash bits match
+ * (the likely answer, unconfirmed), else UINT32_MAX: for prefetching the entry a
+ * lookup will compare, once idset_prefetch brought the slot in. */
+static inline uint32_t idset_peek(const idset_t *s, uint64_t hash) {
+    if (!s->cap) return UINT32_MAX;
+    uint64_t t = idset_tag(hash), v = s->slots[t & (s->cap - 1)];
+    return v >> 32 == t ? (uint32_t)v : UINT32_MAX;
+}
+
 void idset_init(idset_t *s);
 void idset_free(idset_t *s);
 /* Looks up key; returns its id, or UINT32_MAX if absent. */

@@ -150,30 +150,48 @@ size_t symdict_refs(symdict_t *d) { return d->refs; }
 
 size_t symdict_bytes(symdict_t *d) { return d->grow_bytes; }
 
-/* Fills map[s] with d's id for each stack s of src: found by fingerprint, or copied
- * into grow. mu held. 0 or -1 (OOM; grow may then hold some of src's stacks, which
- * is harmless: they are valid entries). */
-static int map_stacks(symdict_t *d, const symtab_t *src, uint32_t *map) {
-    size_t missing = 0;
-    map[0] = 0; /* the empty stack is stack 0 everywhere */
-    const sym_fp_t *fp = src->fp[SYM_FP_STACKS];
-    for (size_t s = 1; s < src->nstacks && s < PREFETCH_AHEAD; s++) idset_prefetch(&d->by_fp, fp[s].a);
-    for (size_t s = 1; s < src->nstacks; s++) {
-        /* A cold fleet query maps every stack of thousands of partitions: a cache miss
-         * each, unless they overlap. */
-        if (s + PREFETCH_AHEAD < src->nstacks) idset_prefetch(&d->by_fp, fp[s + PREFETCH_AHEAD].a);
-        uint32_t id = by_fp(d, &fp[s]);
-        map[s] = id ? id : UINT32_MAX;
-        missing += !id;
+/* Fills map[s] with d's id for each stack s that seg's samples or span samples name:
+ * found by fingerprint, or copied into grow; map has room for every stack of seg->sym.
+ * Only those are looked up: the trie's inner stacks (most of a partition's, and a
+ * cache miss each in a cold fleet query) are reached through them when copied and
+ * are never named by a sample after adoption. mu held. 0 or -1 (OOM; grow may then
+ * hold some of the stacks, which is harmless: they are valid entries). */
+static int map_stacks(symdict_t *d, const segment_t *seg, uint32_t *map) {
+    const symtab_t *src = seg->sym;
+    uint32_t *want = malloc((src->nstacks + 1) * sizeof *want);
+    if (!want) return -1;
+    memset(map, 0, src->nstacks * sizeof *map); /* 0: not named (or the empty stack) */
+    size_t n = 0, missing = 0;
+    for (size_t i = 0; i < seg->nsamples + seg->nspans; i++) {
+        uint32_t s = i < seg->nsamples ? seg->stacks[i] : seg->spans[i - seg->nsamples].stack;
+        if (s && !map[s]) map[s] = UINT32_MAX, want[n++] = s;
     }
-    if (!missing) return 0;
-    symtab_remap_t m;
-    if (symtab_remap_init(&m, src)) return -1;
+    const sym_fp_t *fp = src->fp[SYM_FP_STACKS];
+    for (size_t k = 0; k < n && k < PREFETCH_AHEAD; k++) idset_prefetch(&d->by_fp, fp[want[k]].a);
+    const sym_fp_t *known = d->grow->fp[SYM_FP_STACKS];
+    for (size_t k = 0; k < n; k++) {
+        /* A cold fleet query maps the stacks of thousands of partitions: two cache misses
+         * each (the set's slot, then the fingerprint it names), unless they overlap. So
+         * the slot is fetched PREFETCH_AHEAD lookups ahead, and halfway there the
+         * fingerprint its id names. */
+        if (k + PREFETCH_AHEAD < n) idset_prefetch(&d->by_fp, fp[want[k + PREFETCH_AHEAD]].a);
+        if (k + PREFETCH_AHEAD / 2 < n) {
+            uint32_t id = idset_peek(&d->by_fp, fp[want[k + PREFETCH_AHEAD / 2]].a);
+            if (id != UINT32_MAX) __builtin_prefetch(&known[id]);
+        }
+        uint32_t id = by_fp(d, &fp[want[k]]);
+        if (id) map[want[k]] = id;
+        else want[missing++] = want[k]; /* k >= missing: the list is rewritten behind the reader */
+    }
     int rc = 0;
-    for (size_t s = 0; s < src->nstacks && rc == 0; s++)
-        if (map[s] == UINT32_MAX && (map[s] = symtab_import_stack(d->grow, &m, (uint32_t)s)) == SYM_NONE) rc = -1;
+    symtab_remap_t m = {0}; /* destroying a zeroed one frees nothing */
+    if (missing && symtab_remap_init(&m, src)) rc = -1;
+    for (size_t k = 0; k < missing && rc == 0; k++)
+        if ((map[want[k]] = symtab_import_stack(d->grow, &m, want[k])) == SYM_NONE) rc = -1;
     symtab_remap_destroy(&m);
-    return rc ? rc : index_new(d);
+    if (missing && rc == 0) rc = index_new(d);
+    free(want);
+    return rc;
 }
 
 /* symdict_adopt for a function table: its names become strings of grow. */
@@ -212,7 +230,7 @@ int symdict_adopt(symdict_t *d, segment_t *seg) {
     uint32_t *map = malloc((src->nstacks + 1) * sizeof *map);
     if (!map) return -1;
     pthread_mutex_lock(&d->mu);
-    int rc = map_stacks(d, src, map);
+    int rc = map_stacks(d, seg, map);
     size_t need = d->grow->nstacks;
     if (rc == 0) d->refs++;
     pthread_mutex_unlock(&d->mu);

@@ -211,6 +211,35 @@ void test_symdict_shares_stacks(void) {
     CHECK_INT(bytes, 0);
 }
 
+/* A partition whose samples name an inner stack of another (main, and main;a;x under
+ * it) and a deep stack whose ancestors the dictionary lacks: the named stacks map by
+ * content, the unnamed inner ones come along as their ancestors, and nothing else. */
+void test_symdict_maps_the_stacks_samples_name(void) {
+    const char *deep[] = {"main", "a", "x"};
+    const char **p1[] = {deep};
+    symdict_t *d = symdict_new(NULL);
+    segment_t *s1 = dict_segment(p1, 1, 3), *s2 = segment_new();
+    uint32_t st[2] = {make_stack(s2->sym, deep, 1), make_stack(s2->sym, deep, 3)}; /* main; main;a;x */
+    int64_t v[2] = {5, 7};
+    segment_add(s2, 1, 1000, 10, st, v, 2);
+    symtab_fingerprint_stacks(s2->sym);
+    CHECK(d && symdict_adopt(d, s1) == 0 && symdict_adopt(d, s2) == 0);
+    const symtab_t *ver = symdict_acquire(d, s2->dict_stacks, 0);
+    CHECK(ver && ver->nstacks == 4); /* the empty stack, main, main;a, main;a;x: one copy */
+    CHECK(s1->stacks[0] == s2->stacks[1] && s2->stacks[0] != s2->stacks[1]);
+    if (ver) {
+        CHECK_INT(leaf_value(s2, ver, "main"), 5);
+        CHECK_INT(leaf_value(s2, ver, "x"), 7);
+        CHECK_INT(leaf_value(s1, ver, "x"), 1);
+        symdict_release(d, ver);
+    }
+    segment_free(s1);
+    symdict_unref(d);
+    segment_free(s2);
+    symdict_unref(d);
+    symdict_unref(d);
+}
+
 /* The entry of `name` in series i of t (names not yet re-numbered), or NULL. */
 static const char *ft_entry(const functab_t *t, size_t i, const char *name, int64_t *self, int64_t *total) {
     for (size_t e = t->first[i]; e < t->first[i + 1]; e++)
