@@ -109,7 +109,7 @@ void buf_reader_init(buf_reader_t *r, const void *p, size_t n) {
 
 size_t buf_reader_left(const buf_reader_t *r) { return (size_t)(r->end - r->p); }
 
-uint64_t buf_get_uvarint(buf_reader_t *r) {
+uint64_t buf_get_uvarint_slow(buf_reader_t *r) {
     uint64_t v = 0;
     for (int shift = 0; shift < 64; shift += 7) {
         if (r->p >= r->end) break;
@@ -120,11 +120,6 @@ uint64_t buf_get_uvarint(buf_reader_t *r) {
     r->bad = 1;
     r->p = r->end;
     return 0;
-}
-
-int64_t buf_get_svarint(buf_reader_t *r) {
-    uint64_t u = buf_get_uvarint(r);
-    return (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
 }
 
 const uint8_t *buf_get_raw(buf_reader_t *r, size_t n) {

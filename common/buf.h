@@ -40,8 +40,18 @@ typedef struct {
 } buf_reader_t;
 
 void buf_reader_init(buf_reader_t *r, const void *p, size_t n);
-uint64_t buf_get_uvarint(buf_reader_t *r);
-int64_t buf_get_svarint(buf_reader_t *r);
+/* Reads a varint; a truncated or over-long one sets r->bad, empties r and reads 0. */
+uint64_t buf_get_uvarint_slow(buf_reader_t *r);
+/* Inline for the one-byte case, which most of a block's columns are (small deltas
+ * and counts): decoding a cold fleet query's partitions is mostly these calls. */
+static inline uint64_t buf_get_uvarint(buf_reader_t *r) {
+    if (r->p < r->end && *r->p < 0x80) return *r->p++;
+    return buf_get_uvarint_slow(r);
+}
+static inline int64_t buf_get_svarint(buf_reader_t *r) {
+    uint64_t u = buf_get_uvarint(r);
+    return (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+}
 uint32_t buf_get_u32le(buf_reader_t *r);
 uint64_t buf_get_u64le(buf_reader_t *r);
 /* Returns a pointer into the reader's memory (borrowed) and its length. */
