@@ -69,3 +69,61 @@ int idset_add(idset_t *s, uint64_t hash, uint32_t id) {
     s->len++;
     return 0;
 }
+
+/* ---- u64map ---- */
+
+void u64map_init(u64map_t *m) { memset(m, 0, sizeof *m); }
+
+void u64map_free(u64map_t *m) {
+    free(m->keys);
+    free(m->vals);
+    u64map_init(m);
+}
+
+/* The slot of stored key k (key + 1): its own, or the empty one where it would go. */
+static size_t u64_slot(const uint64_t *keys, size_t cap, uint64_t k) {
+    size_t i = (size_t)(hash_mix(k, 0x2545f4914f6cdd1dULL)) & (cap - 1);
+    while (keys[i] && keys[i] != k) i = (i + 1) & (cap - 1);
+    return i;
+}
+
+uint64_t *u64map_get(const u64map_t *m, uint64_t key) {
+    if (key == UINT64_MAX) return m->has_max ? (uint64_t *)&m->max_val : NULL;
+    if (!m->cap) return NULL;
+    size_t i = u64_slot(m->keys, m->cap, key + 1);
+    return m->keys[i] ? &m->vals[i] : NULL;
+}
+
+static int u64_grow(u64map_t *m) {
+    size_t cap = m->cap ? m->cap * 2 : 64;
+    uint64_t *k = calloc(cap, sizeof *k), *v = malloc(cap * sizeof *v);
+    if (!k || !v) {
+        free(k), free(v);
+        return -1;
+    }
+    for (size_t i = 0; i < m->cap; i++)
+        if (m->keys[i]) {
+            size_t j = u64_slot(k, cap, m->keys[i]);
+            k[j] = m->keys[i], v[j] = m->vals[i];
+        }
+    free(m->keys), free(m->vals);
+    m->keys = k, m->vals = v, m->cap = cap;
+    return 0;
+}
+
+uint64_t *u64map_put(u64map_t *m, uint64_t key, int *added) {
+    int dummy;
+    if (!added) added = &dummy;
+    *added = 0;
+    if (key == UINT64_MAX) {
+        if (!m->has_max) m->has_max = 1, m->max_val = 0, *added = 1;
+        return &m->max_val;
+    }
+    uint64_t *have = u64map_get(m, key);
+    if (have) return have;
+    if ((m->len + 1) * 2 > m->cap && u64_grow(m)) return NULL;
+    size_t i = u64_slot(m->keys, m->cap, key + 1);
+    m->keys[i] = key + 1, m->vals[i] = 0, m->len++;
+    *added = 1;
+    return &m->vals[i];
+}

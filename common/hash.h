@@ -1,10 +1,14 @@
-/* hash.h - hashing and an open-addressing set of 32-bit ids.
+/* hash.h - hashing, an open-addressing set of 32-bit ids, and a map of 64-bit keys.
  *
  * The interning tables (symbols, series) store their entries in arrays and need a
  * set that answers "is an entry equal to this key already there, and what is its
  * id?". idset_t keeps only (hash, id) pairs; equality is decided by a callback that
  * compares the candidate id's entry with the key, so entries are never duplicated
- * inside the table. */
+ * inside the table.
+ *
+ * Everything else that looks a number up by a number (counts per series, JFR pool
+ * indices, a symbolization cache's addresses, call graph edges) uses u64map_t: the
+ * key is its own equality, so the map holds (key, value) pairs itself. */
 #ifndef HEARTH_HASH_H
 #define HEARTH_HASH_H
 
@@ -61,5 +65,27 @@ uint32_t idset_find(const idset_t *s, uint64_t hash, const void *key, idset_eq_f
 int idset_add(idset_t *s, uint64_t hash, uint32_t id);
 /* Makes room for n entries in all, so adding them does not rehash. 0 or -1 (OOM). */
 int idset_reserve(idset_t *s, size_t n);
+
+/* uint64 -> uint64, linear probing at load <= 1/2. Any key, 0 and UINT64_MAX too.
+ * Zero the struct (or u64map_init) to start; u64map_free gives the memory back. */
+typedef struct {
+    uint64_t *keys; /* key + 1 per slot; 0: empty */
+    uint64_t *vals;
+    size_t cap, len;
+    int has_max; /* UINT64_MAX, whose key + 1 would be 0, is kept here */
+    uint64_t max_val;
+} u64map_t;
+
+void u64map_init(u64map_t *m);
+void u64map_free(u64map_t *m);
+/* The value of key, or NULL when absent; valid until the next u64map_put. */
+uint64_t *u64map_get(const u64map_t *m, uint64_t key);
+/* The value of key, added as 0 when absent (*added, may be NULL, says which); valid
+ * until the next put. NULL on OOM (the map unchanged). */
+uint64_t *u64map_put(u64map_t *m, uint64_t key, int *added);
+/* Keys in the map. */
+static inline size_t u64map_count(const u64map_t *m) { return m->len + (size_t)m->has_max; }
+/* Bytes the map holds. */
+static inline size_t u64map_bytes(const u64map_t *m) { return m->cap * 2 * sizeof(uint64_t); }
 
 #endif

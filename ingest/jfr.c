@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "common/arena.h"
+#include "common/hash.h"
 #include "common/vec.h"
 #include "wire/gzip.h"
 #include "wire/jfr_labels.pb-c.h"
@@ -328,47 +329,17 @@ static void read_struct(rd_t *r, const meta_t *m, size_t ci, const char *const *
 
 /* ---- constant pools ---- */
 
-/* uint64 -> uint32, open addressing; for pool indices. */
-typedef struct {
-    uint64_t *k;
-    uint32_t *v;
-    size_t cap, len;
-} u64map_t;
-
+/* Pool indices -> positions (common/hash.h's u64map_t): UINT32_MAX when absent. */
 static uint32_t map_get(const u64map_t *m, uint64_t k) {
-    if (!m->cap) return UINT32_MAX;
-    for (size_t i = (size_t)(k * 0x9e3779b97f4a7c15ULL) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
-        if (m->v[i] == UINT32_MAX) return UINT32_MAX;
-        if (m->k[i] == k) return m->v[i];
-    }
+    const uint64_t *v = u64map_get(m, k);
+    return v ? (uint32_t)*v : UINT32_MAX;
 }
 
 static int map_put(u64map_t *m, uint64_t k, uint32_t v) {
-    if ((m->len + 1) * 2 > m->cap) {
-        u64map_t n = {0};
-        n.cap = m->cap ? m->cap * 2 : 64;
-        n.k = malloc(n.cap * sizeof *n.k);
-        n.v = malloc(n.cap * sizeof *n.v);
-        if (!n.k || !n.v) {
-            free(n.k), free(n.v);
-            return -1;
-        }
-        memset(n.v, 0xff, n.cap * sizeof *n.v);
-        for (size_t i = 0; i < m->cap; i++)
-            if (m->v[i] != UINT32_MAX) map_put(&n, m->k[i], m->v[i]);
-        free(m->k), free(m->v);
-        *m = n;
-    }
-    size_t i = (size_t)(k * 0x9e3779b97f4a7c15ULL) & (m->cap - 1);
-    while (m->v[i] != UINT32_MAX && m->k[i] != k) i = (i + 1) & (m->cap - 1);
-    if (m->v[i] == UINT32_MAX) m->len++;
-    m->k[i] = k, m->v[i] = v;
+    uint64_t *slot = u64map_put(m, k, NULL);
+    if (!slot) return -1;
+    *slot = v;
     return 0;
-}
-
-static void map_free(u64map_t *m) {
-    free(m->k), free(m->v);
-    memset(m, 0, sizeof *m);
 }
 
 typedef struct {
@@ -398,7 +369,7 @@ typedef struct {
 } pools_t;
 
 static void pools_free(pools_t *p) {
-    map_free(&p->sym), map_free(&p->cls), map_free(&p->meth), map_free(&p->stack), map_free(&p->state);
+    u64map_free(&p->sym), u64map_free(&p->cls), u64map_free(&p->meth), u64map_free(&p->stack), u64map_free(&p->state);
     free(p->syms), free(p->cls_name), free(p->meth_v), free(p->stack_first), free(p->frames);
     arena_free(p->ar);
     memset(p, 0, sizeof *p);
@@ -881,7 +852,7 @@ static int read_chunk(const uint8_t *chunk, size_t size, conv_t *c, hr_err_t *er
     rc = read_events(chunk, size, tps, &m, &ec, &p, c, &s, err);
     /* Sampled threads are valued once every setting of the chunk has been seen. */
     if (rc == 0) rc = add_timed_all(c, &s, err);
-    map_free(&s.done);
+    u64map_free(&s.done);
     buf_free(&s.name);
 out:
     meta_free(&m);

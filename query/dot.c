@@ -11,25 +11,30 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/hash.h"
 #include "query/render.h"
 
 typedef struct {
-    uint64_t key; /* caller name << 32 | callee name; 0: empty slot (name 0 is "", never a frame) */
+    uint64_t key; /* caller name << 32 | callee name */
     int64_t weight;
     uint32_t active; /* times the pair is on the path being walked */
 } edge_t;
 
+/* The call graph's edges: at most one per tree node, found by key through `at`. */
 typedef struct {
     const tree_t *t;
+    u64map_t at; /* key -> index in e */
     edge_t *e;
-    size_t cap, n;
+    size_t n;
+    int oom;
 } edges_t;
 
-static edge_t *edge_slot(edges_t *g, uint64_t key) {
-    size_t i = (size_t)((key * 0x9e3779b97f4a7c15ULL) >> 20) & (g->cap - 1);
-    while (g->e[i].key && g->e[i].key != key) i = (i + 1) & (g->cap - 1);
-    if (!g->e[i].key) g->e[i].key = key, g->n++;
-    return &g->e[i];
+static edge_t *edge_of(edges_t *g, uint64_t key) {
+    int added;
+    uint64_t *i = u64map_put(&g->at, key, &added);
+    if (!i) return NULL;
+    if (added) *i = g->n, g->e[g->n++] = (edge_t){key, 0, 0};
+    return &g->e[*i];
 }
 
 /* A pair adds a node's total when it is not already on the path above (once per sample). */
@@ -38,7 +43,8 @@ static int edge_visit(void *ctx, uint32_t node, size_t depth, int enter) {
     edges_t *g = ctx;
     const tree_node_t *n = &g->t->n[node];
     if (node == 0 || n->parent == 0) return 1;
-    edge_t *e = edge_slot(g, (uint64_t)g->t->n[n->parent].name << 32 | n->name);
+    edge_t *e = edge_of(g, (uint64_t)g->t->n[n->parent].name << 32 | n->name);
+    if (!e) return g->oom = 1, 0; /* the walk goes on; the answer is refused */
     if (enter && e->active++ == 0) e->weight += n->total;
     if (!enter) e->active--;
     return 1;
@@ -107,12 +113,13 @@ static void write_edge(buf_t *out, size_t from, size_t to, const char *a, const 
 }
 
 int render_dot(const tree_t *t, const merge_result_t *r, size_t max_nodes, buf_t *out) {
-    size_t ns = t->sym->nstrings, cap = 16;
-    while (cap < 2 * t->len) cap *= 2;
+    size_t ns = t->sym->nstrings;
     int64_t *self = NULL, *total = NULL;
-    edges_t g = {t, calloc(cap, sizeof(edge_t)), cap, 0};
+    edges_t g = {.t = t, .e = malloc((t->len + 1) * sizeof(edge_t))};
     uint32_t *ids = malloc((ns + 1) * sizeof *ids), *node_of = calloc(ns + 1, sizeof *node_of);
-    int rc = g.e && ids && node_of && top_sums(t, r, &self, &total) == 0 && tree_walk(t, edge_visit, &g) == 0 ? 0 : -1;
+    int rc = g.e && ids && node_of && top_sums(t, r, &self, &total) == 0 && tree_walk(t, edge_visit, &g) == 0 && !g.oom
+                 ? 0
+                 : -1;
     size_t n = 0;
     for (size_t i = 0; rc == 0 && i < ns; i++)
         if (total[i] || self[i]) ids[n++] = (uint32_t)i;
@@ -136,10 +143,10 @@ int render_dot(const tree_t *t, const merge_result_t *r, size_t max_nodes, buf_t
         for (size_t i = 0; i < n; i++)
             write_node(out, i + 1, symtab_str(t->sym, ids[i]), self[ids[i]], total[ids[i]], all, max_flat, u);
         size_t ne = 0; /* the kept edges, heaviest first, to the front of g.e */
-        for (size_t i = 0; i < g.cap; i++) {
+        for (size_t i = 0; i < g.n; i++) {
             const edge_t *e = &g.e[i];
             uint32_t a = (uint32_t)(e->key >> 32), b = (uint32_t)e->key;
-            if (e->key && a != b && node_of[a] && node_of[b] && e->weight) g.e[ne++] = *e; /* no self edge, as pprof */
+            if (a != b && node_of[a] && node_of[b] && e->weight) g.e[ne++] = *e; /* no self edge, as pprof */
         }
         qsort_r(g.e, ne, sizeof *g.e, by_weight, node_of);
         for (size_t i = 0; i < ne; i++) {
@@ -150,5 +157,6 @@ int render_dot(const tree_t *t, const merge_result_t *r, size_t max_nodes, buf_t
         buf_printf(out, "}\n");
     }
     free(self), free(total), free(g.e), free(ids), free(node_of);
+    u64map_free(&g.at);
     return rc || out->oom ? -1 : 0;
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/hash.h"
 #include "common/log.h"
 #include "common/timeparse.h"
 #include "common/vec.h"
@@ -17,46 +18,6 @@
 #include "query/tree.h"
 #include "storage/functab.h"
 #include "storage/symdict.h"
-
-/* Counts of profiles per series (and per series and bucket), for gauge weights. */
-typedef struct {
-    uint64_t *keys;
-    uint32_t *vals;
-    size_t cap, len;
-} countmap_t;
-
-static uint32_t *countmap_slot(countmap_t *m, uint64_t key) {
-    if ((m->len + 1) * 2 > m->cap) {
-        size_t ncap = m->cap ? m->cap * 2 : 1024;
-        uint64_t *k = calloc(ncap, sizeof *k);
-        uint32_t *v = calloc(ncap, sizeof *v);
-        if (!k || !v) {
-            free(k);
-            free(v);
-            return NULL;
-        }
-        for (size_t i = 0; i < m->cap; i++)
-            if (m->keys[i]) {
-                size_t j = (m->keys[i] * 0x9e3779b97f4a7c15ULL) & (ncap - 1);
-                while (k[j]) j = (j + 1) & (ncap - 1);
-                k[j] = m->keys[i];
-                v[j] = m->vals[i];
-            }
-        free(m->keys);
-        free(m->vals);
-        m->keys = k;
-        m->vals = v;
-        m->cap = ncap;
-    }
-    key++; /* 0 marks an empty slot */
-    size_t j = (key * 0x9e3779b97f4a7c15ULL) & (m->cap - 1);
-    while (m->keys[j] && m->keys[j] != key) j = (j + 1) & (m->cap - 1);
-    if (!m->keys[j]) {
-        m->keys[j] = key;
-        m->len++;
-    }
-    return &m->vals[j];
-}
 
 /* A merge reads the store in up to four passes, each with the least it needs:
  * COUNT (gauges): rows per series, for the averaging weights, from block footers;
@@ -112,15 +73,15 @@ typedef struct {
     int overflow;     /* function sums past int64 */
     int split_failed; /* planning or adding the split failed (split_err says why) */
     hr_err_t split_err;
-    countmap_t per_series, per_bucket;
-    sym_fpmap_t copied;         /* output stack ids by fingerprint: a stack already copied from one
+    u64map_t per_series, per_bucket; /* profiles per series (and per series and bucket), for gauge weights */
+    sym_fpmap_t copied;              /* output stack ids by fingerprint: a stack already copied from one
                          * segment (or dictionary) is recognised in the next by content,
                          * without interning it again */
-    uint32_t *in_bucket;        /* profiles per timeline step, for average_timeline */
-    const merge_split_t *split; /* NULL, or the groups a split merge also sums into */
-    size_t charged;             /* bytes taken from q->mem so far */
-    hr_err_t limit_err;         /* why q->mem refused more */
-    uint32_t *part_in_bucket;   /* in_bucket per part, nparts x nbuckets */
+    uint32_t *in_bucket;             /* profiles per timeline step, for average_timeline */
+    const merge_split_t *split;      /* NULL, or the groups a split merge also sums into */
+    size_t charged;                  /* bytes taken from q->mem so far */
+    hr_err_t limit_err;              /* why q->mem refused more */
+    uint32_t *part_in_bucket;        /* in_bucket per part, nparts x nbuckets */
     double *acc;
     size_t acc_cap;
     dict_acc_t *daccs; /* one per dictionary the scan met */
@@ -196,9 +157,10 @@ static int count_segment(scan_ctx_t *c, const segment_t *seg) {
     for (size_t i = 0; i < seg->nprofiles; i++) {
         const seg_profile_t *p = &seg->profiles[i];
         if (!row_selected(c, p)) continue;
-        uint32_t *a = countmap_slot(&c->per_series, p->series);
-        uint32_t *b =
-            c->r->nbuckets ? countmap_slot(&c->per_bucket, (uint64_t)p->series << 24 | bucket_of(c, p->time_ns)) : NULL;
+        uint64_t *a = u64map_put(&c->per_series, p->series, NULL);
+        uint64_t *b = c->r->nbuckets
+                          ? u64map_put(&c->per_bucket, (uint64_t)p->series << 24 | bucket_of(c, p->time_ns), NULL)
+                          : NULL;
         if (!a || (c->r->nbuckets && !b)) return -1;
         (*a)++;
         if (b) (*b)++;
@@ -436,7 +398,7 @@ static int add_totals(scan_ctx_t *c, const seg_profile_t *p, int64_t total, doub
     double bw = 1;
     int avg = r->nbuckets && c->q->average_timeline;
     if (r->nbuckets && !avg && r->gauge) {
-        uint32_t *n = countmap_slot(&c->per_bucket, (uint64_t)p->series << 24 | b);
+        uint64_t *n = u64map_put(&c->per_bucket, (uint64_t)p->series << 24 | b, NULL);
         if (!n) return -1;
         bw = 1.0 / *n;
     }
@@ -463,7 +425,7 @@ static int merge_rows(scan_ctx_t *c, const segment_t *seg, const uint8_t *keep, 
         if (!row_selected(c, p)) continue;
         double w = 1;
         if (r->gauge) {
-            uint32_t *n = countmap_slot(&c->per_series, p->series);
+            uint64_t *n = u64map_put(&c->per_series, p->series, NULL);
             if (!n) return -1;
             if (!*n) continue; /* not counted: cannot happen under one read lock, but never divide by 0 */
             w = 1.0 / *n;
@@ -782,10 +744,8 @@ static int merge_exec(store_t *st, const merge_query_t *q, merge_result_t *r, co
     else if (rc && c.oom) hr_fail(err, HR_ENOMEM, "out of memory during merge");
     free(c.bits);
     free(c.acc);
-    free(c.per_series.keys);
-    free(c.per_series.vals);
-    free(c.per_bucket.keys);
-    free(c.per_bucket.vals);
+    u64map_free(&c.per_series);
+    u64map_free(&c.per_bucket);
     sym_fpmap_free(&c.copied);
     free_daccs(&c);
     free_split(&c.sp);

@@ -4,8 +4,8 @@
  *   u32le payload length, u32le CRC-32 of the payload, payload:
  *   uvarint address, uvarint frame count, per frame: bytes name, bytes system name,
  *   bytes file (each a uvarint length and the bytes), svarint line.
- * In memory the payloads sit back to back in one buffer, found by an open-addressing
- * hash of address to offset, so a load is one read and no allocation per record. */
+ * In memory the payloads sit back to back in one buffer, found by a map of address to
+ * offset (common/hash.h), so a load is one read and no allocation per record. */
 #include "symbolize/cache.h"
 
 #include <errno.h>
@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "common/hash.h"
 #include "common/log.h"
 
 #define MAGIC "HSYMC1\n"
@@ -24,35 +25,10 @@
 
 struct symcache {
     char *path;
-    buf_t pending;     /* records appended since the last flush, as the file holds them */
-    buf_t data;        /* payloads */
-    uint64_t *keys;    /* address per slot */
-    uint64_t *offs;    /* payload offset + 1 per slot; 0 = empty */
-    size_t cap, count; /* cap a power of two */
+    buf_t pending;    /* records appended since the last flush, as the file holds them */
+    buf_t data;       /* payloads */
+    u64map_t by_addr; /* address -> payload offset in data */
 };
-
-static size_t slot_of(const symcache_t *c, uint64_t addr) {
-    size_t j = (size_t)((addr * 0x9e3779b97f4a7c15ULL) >> 17) & (c->cap - 1);
-    while (c->offs[j] && c->keys[j] != addr) j = (j + 1) & (c->cap - 1);
-    return j;
-}
-
-static int grow(symcache_t *c) {
-    size_t ncap = c->cap ? c->cap * 2 : 256;
-    symcache_t n = {.cap = ncap, .keys = calloc(ncap, sizeof(uint64_t)), .offs = calloc(ncap, sizeof(uint64_t))};
-    if (!n.keys || !n.offs) {
-        free(n.keys), free(n.offs);
-        return -1;
-    }
-    for (size_t i = 0; i < c->cap; i++)
-        if (c->offs[i]) {
-            size_t j = slot_of(&n, c->keys[i]);
-            n.keys[j] = c->keys[i], n.offs[j] = c->offs[i];
-        }
-    free(c->keys), free(c->offs);
-    c->keys = n.keys, c->offs = n.offs, c->cap = ncap;
-    return 0;
-}
 
 /* Indexes the payload at data[off, off+len): its address is its first varint. */
 static int index_payload(symcache_t *c, size_t off, size_t len) {
@@ -60,10 +36,9 @@ static int index_payload(symcache_t *c, size_t off, size_t len) {
     buf_reader_init(&r, c->data.data + off, len);
     uint64_t addr = buf_get_uvarint(&r);
     if (r.bad) return 0;
-    if ((c->count + 1) * 2 > c->cap && grow(c)) return -1;
-    size_t j = slot_of(c, addr);
-    if (!c->offs[j]) c->count++;
-    c->keys[j] = addr, c->offs[j] = off + 1; /* a later record of an address wins */
+    uint64_t *slot = u64map_put(&c->by_addr, addr, NULL);
+    if (!slot) return -1;
+    *slot = off; /* a later record of an address wins */
     return 0;
 }
 
@@ -125,7 +100,7 @@ symcache_t *symcache_open(const char *path, hr_err_t *err) {
         symcache_close(c);
         return NULL;
     }
-    int rc = grow(c) ? hr_fail(err, HR_ENOMEM, "out of memory") : load(c, fd, err);
+    int rc = load(c, fd, err);
     close(fd); /* a fleet has thousands of binaries: no descriptor is held between uses */
     if (rc) {
         symcache_close(c);
@@ -152,12 +127,12 @@ void symcache_close(symcache_t *c) {
     symcache_flush(c);
     buf_free(&c->pending);
     buf_free(&c->data);
-    free(c->keys), free(c->offs);
+    u64map_free(&c->by_addr);
     free(c->path);
     free(c);
 }
 
-size_t symcache_count(const symcache_t *c) { return c->count; }
+size_t symcache_count(const symcache_t *c) { return u64map_count(&c->by_addr); }
 
 /* A string field of a payload as a NUL-terminated copy (frames_push copies again;
  * records are short, and this keeps the reader simple). */
@@ -172,9 +147,9 @@ static int get_str(buf_reader_t *r, char *tmp, size_t cap, const char **out) {
 }
 
 int symcache_get(const symcache_t *c, uint64_t addr, frames_t *out) {
-    size_t j = slot_of(c, addr);
-    if (!c->offs[j]) return 0;
-    size_t off = (size_t)c->offs[j] - 1;
+    const uint64_t *at = u64map_get(&c->by_addr, addr);
+    if (!at) return 0;
+    size_t off = (size_t)*at;
     buf_reader_t r;
     buf_reader_init(&r, c->data.data + off, c->data.len - off);
     buf_get_uvarint(&r);

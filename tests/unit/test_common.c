@@ -1,10 +1,11 @@
-/* test_common.c - varints, time parsing, JSON escaping. */
+/* test_common.c - varints, time parsing, JSON escaping, arenas, the u64 map. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "common/arena.h"
 #include "common/buf.h"
+#include "common/hash.h"
 #include "common/jsonw.h"
 #include "common/timeparse.h"
 #include "tests/unit/unit.h"
@@ -113,4 +114,36 @@ void test_arena_zeroed_aligned_and_large(void) {
     CHECK(first[0] == 0 && first[2] == 0); /* no later allocation overlapped it */
     CHECK(!arena_oom(a));
     arena_free(a);
+}
+
+/* The map keeps every key, 0 and UINT64_MAX among them, through growth; a put of a
+ * key present returns its value, not a new one; absent keys read NULL. */
+void test_u64map_any_key(void) {
+    u64map_t m;
+    u64map_init(&m);
+    CHECK(!u64map_get(&m, 0) && !u64map_get(&m, UINT64_MAX));
+    int added = 0, ok = 1;
+    for (uint64_t k = 0; k < 5000 && ok; k++) {
+        uint64_t key = k * 0x10001 + (k & 1 ? UINT64_MAX - 20000 * 0x10001 : 0);
+        uint64_t *v = u64map_put(&m, key, &added);
+        ok = v && added;
+        if (v) *v = k;
+    }
+    CHECK(ok);
+    uint64_t *top = u64map_put(&m, UINT64_MAX, &added);
+    CHECK(top && added);
+    if (top) *top = 77;
+    CHECK(u64map_put(&m, UINT64_MAX, &added) == top && !added);
+    for (uint64_t k = 0; k < 5000 && ok; k++) {
+        uint64_t key = k * 0x10001 + (k & 1 ? UINT64_MAX - 20000 * 0x10001 : 0);
+        const uint64_t *v = u64map_get(&m, key);
+        ok = v && *v == k;
+    }
+    CHECK(ok);
+    CHECK(u64map_get(&m, 3) == NULL && u64map_get(&m, UINT64_MAX) && *u64map_get(&m, UINT64_MAX) == 77);
+    CHECK_INT(u64map_count(&m), 5001);
+    uint64_t *zero = u64map_put(&m, 0, &added);
+    CHECK(zero && !added && *zero == 0);
+    u64map_free(&m);
+    CHECK(!u64map_get(&m, 0) && u64map_count(&m) == 0);
 }

@@ -59,6 +59,7 @@ int unit_finish(const char *suite, int ok, int bad);
 // clang-format off: one test per line
 #define UNIT_TESTS(X)                                                                                                  \
     X(test_varint_roundtrip)                                                                                           \
+    X(test_u64map_any_key)                                                                                             \
     X(test_buf_decimal)                                                                                                \
     X(test_timeparse)                                                                                                  \
     X(test_jsonw)                                                                                                      \
