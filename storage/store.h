@@ -14,17 +14,10 @@
  * totals or the partitions (one per service, block.h) holding selected series,
  * decoded on first use into a cache bounded by block_cache_bytes.
  *
- * Locks (store_impl.h has the order): `cut` (rwlock) is held shared by ingests and
- * exclusively by a cut for the instant it freezes the heads, so no ingest can be in
- * the WAL but not in the head when the WAL is rotated; `cutting` (mutex) runs one cut
- * at a time; `data` (rwlock) guards the block list and `head_lock` (rwlock) the heads,
- * which ingest alone writes: a scan holds `head_lock` only while it reads the heads,
- * so ingest waits for no scan of blocks; `compact` (mutex) serializes compaction
- * with retention, the two operations that remove blocks. The index's own mutex
- * (index.h) is the innermost: taken by a cut and by compaction and retention, by
- * ingest before `cut`, never while `data` is held, and nothing is called under it;
- * queries match selectors on a snapshot of the series after releasing it
- * (query/catalog.h). */
+ * Locking: ingest waits for no scan of blocks and for no block being written; a cut
+ * holds ingest off only for the instant it freezes the heads; compaction and
+ * retention, the two operations that remove blocks, run one at a time. Every lock of
+ * storage/ and their order are listed once, in store_impl.h. */
 #ifndef HEARTH_STORE_H
 #define HEARTH_STORE_H
 

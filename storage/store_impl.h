@@ -5,14 +5,27 @@
  * compact.c (merging small blocks into day blocks) and retention.c (deleting old
  * blocks). Nothing outside storage/ includes it.
  *
- * Locks, outermost first: `compact` (one compaction or retention run at a time),
- * `cutting` (one cut at a time; retention takes it too, so the block list changes
- * under one of them at once), `cut` (written for the instant a cut freezes the heads;
- * read by every ingest from stage to commit), `data` (the block list: written for
- * swaps, read by scans), `head_lock` (the heads: written by ingest's stage and commit and
- * by a cut's swaps, read by scans for the heads alone), `cache_mu` (decoded
- * partitions, pins, block footers attached late, `bad`). No ingest ever waits for a
- * block being written or for a scan of blocks. */
+ * The locks of storage/, the one place their order is written. A thread holding one
+ * takes only locks further down the list, never one above it:
+ *   1. `compact` (store): one compaction or retention run at a time.
+ *   2. `cutting` (store): one cut at a time; retention takes it too, so the block list
+ *      changes under one of them at once.
+ *   3. `cut` (store, rwlock): written for the instant a cut freezes the heads and
+ *      rotates the WAL; read by every ingest from stage to commit, so no ingest is in
+ *      the WAL but not in the head when the WAL is rotated.
+ *   4. `data` (store, rwlock): the block list; written for swaps, read by scans.
+ *   5. `head_lock` (store, rwlock): the heads; written by ingest's stage and commit and
+ *      by a cut's swaps, read by scans for the heads alone, so ingest waits for no
+ *      scan of blocks.
+ *   6. `cache_mu` (store): decoded partitions, pins, block footers attached late, `bad`.
+ *   7. `sync_mu`, then `mu` (wal.c): one fsync at a time, then the file and counters.
+ * Leaves, under which nothing else is taken: the index's `mu` and its innermost
+ * `db_mu` (index.c; never taken while `data` is held: ingest resolves its series
+ * before taking `cut`, and a query matches selectors on a snapshot after releasing
+ * it), `durable_mu` (cluster.c's acknowledgements), each dictionary's `mu`
+ * (symdict.c), the object cache's and the object store's pool's `mu` (objcache.c,
+ * objstore.c). No ingest ever waits for a block being written or for a scan of
+ * blocks. */
 #ifndef HEARTH_STORE_IMPL_H
 #define HEARTH_STORE_IMPL_H
 
