@@ -107,6 +107,5 @@ long connect_method(const http_req_t *req, const char *prefix, const char *servi
     char msg[160];
     snprintf(msg, sizeof msg, "no such method in %s", service);
     if (i == n) return connect_error(resp, 404, msg), -1;
-    if (req->body_too_big) return connect_error(resp, 413, "request body exceeds --max-body-bytes"), -1;
     return connect_codec(req, codec, resp) ? -1 : (long)i;
 }

@@ -57,8 +57,6 @@ static int keep(app_t *a, const char *id, debuginfo_kind_t kind, const char *ten
 }
 
 static void put(app_t *a, http_req_t *req, http_resp_t *resp, const char *id, debuginfo_kind_t kind) {
-    if (req->body_too_big)
-        return http_error(resp, 413, "upload exceeds --max-debuginfo-bytes %zu", a->cfg.max_debuginfo_bytes);
     if (req->spool_error) return http_error(resp, 507, "the upload could not be written to disk");
     hr_err_t err = {0};
     if (keep(a, id, kind, req->tenant, req->spool_path[0] ? req->spool_path : NULL, req->body.data, req->received,

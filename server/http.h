@@ -19,8 +19,8 @@
  * Between the two the HTTP layer refuses by itself: a Content-Length over max_body
  * (413, before reading), and a body that would take the bytes held by all in-flight
  * bodies past max_inflight_body (503; reserved by Content-Length up front, or chunk by
- * chunk for chunked uploads). A chunked body past max_body is read and dropped and the
- * handler sees body_too_big. multipart/form-data bodies are split into fields by MHD's
+ * chunk for chunked uploads). A chunked body past max_body is read and dropped and
+ * body_too_big set, which the router answers with a 413 before any handler runs. multipart/form-data bodies are split into fields by MHD's
  * post processor as they arrive.
  *
  * Slow clients: each request must fully arrive within read_timeout (deadline.h), one
@@ -56,7 +56,7 @@ typedef struct http_req {
     buf_t body;        /* the raw body; empty for multipart (see fields) */
     size_t received;   /* body bytes received, for limits and metrics */
     uint64_t declared; /* the Content-Length, for admit; UINT64_MAX when none (chunked) */
-    int body_too_big;
+    int body_too_big;  /* a chunked body ran past max_body (its bytes were dropped) */
     int multipart;
     void *pp; /* struct MHD_PostProcessor * */
     http_field_t fields[HTTP_MAX_FIELDS];

@@ -76,13 +76,6 @@ static int choose_body(http_req_t *req, ingest_request_t *r, http_resp_t *resp) 
 }
 
 void api_ingest(app_t *a, http_req_t *req, http_resp_t *resp) {
-    if (strcmp(req->method, "POST")) return http_error(resp, 405, "use POST for /ingest");
-    if (!atomic_load(&a->ready)) return http_error(resp, 503, "starting up: WAL replay in progress");
-    if (req->body_too_big) {
-        metrics_ingest_error(&a->metrics, HR_ETOOBIG);
-        return http_error(resp, 413, "request body exceeds the limit of %zu bytes (--max-body-bytes)",
-                          a->cfg.max_body_bytes);
-    }
     ingest_request_t r = {.tenant = req->tenant, .name = http_arg(req, "name"), .spy_name = http_arg(req, "spyName")};
     r.received_ns = time_now_ns();
     r.sample_rate = sample_rate_arg(req);

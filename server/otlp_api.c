@@ -63,12 +63,6 @@ static void reply(http_resp_t *resp, ingest_format_t f, const ingest_partial_t *
 }
 
 void api_otlp_profiles(app_t *a, http_req_t *req, http_resp_t *resp) {
-    if (!atomic_load(&a->ready)) return http_error(resp, 503, "starting up: WAL replay in progress");
-    if (req->body_too_big) {
-        metrics_ingest_error(&a->metrics, HR_ETOOBIG);
-        return http_error(resp, 413, "request body exceeds the limit of %zu bytes (--max-body-bytes)",
-                          a->cfg.max_body_bytes);
-    }
     ingest_format_t f;
     if (otlp_codec(req, &f, resp) || otlp_encoding(req, resp)) {
         metrics_ingest_error(&a->metrics, hr_code_of_status(resp->status));

@@ -14,12 +14,6 @@
 
 /* Decodes, logs and applies a push-style request; replies in its encoding. */
 static void push_body(app_t *a, http_req_t *req, http_resp_t *resp, ingest_format_t f) {
-    if (strcmp(req->method, "POST")) return connect_error(resp, 400, "use POST (Connect unary)");
-    if (!atomic_load(&a->ready)) return connect_error(resp, 503, "starting up: WAL replay in progress");
-    if (req->body_too_big) {
-        metrics_ingest_error(&a->metrics, HR_ETOOBIG);
-        return connect_error(resp, 413, "request body exceeds --max-body-bytes");
-    }
     ingest_request_t r = {.tenant = req->tenant,
                           .name = "",
                           .format = f,

@@ -4,8 +4,10 @@
  * credential needs (none for health, metrics and the UI's static files), which
  * concurrency limiter it runs under and its handler. Admission (app_admit, called by
  * the HTTP layer with the headers only, before any body byte) is driven by the row:
- * tenant, authentication, role and the limiter's slot all come from it, so a path
- * cannot be served without the checks its row states. A path without a row is 404.
+ * tenant, authentication, role, the limiter's slot and, for rows that store profiles,
+ * the end of WAL replay all come from it, so a path cannot be served without the
+ * checks its row states; a body over the row's size limit is refused once it is in
+ * (app_handle), before any handler runs. A path without a row is 404.
  * `hearth --print-routes` prints the table; the integration tests walk it. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -121,6 +123,8 @@ typedef enum { M_GET = 1, M_POST = 2, M_PUT = 4, M_DELETE = 8 } method_t; /* M_G
 typedef enum { NEED_NONE = 0, NEED_READ = ROLE_READ, NEED_WRITE = ROLE_WRITE, NEED_ADMIN = ROLE_ADMIN } need_t;
 typedef enum { LIM_NONE, LIM_INGEST, LIM_QUERY } limiter_t;
 typedef enum { ERR_JSON, ERR_CONNECT } errfmt_t; /* refusals in Hearth's or Connect's error shape */
+/* A row's last column: profiles it stores go through the WAL, so they wait for its replay. */
+enum { STORES = 1 };
 
 typedef struct route {
     const char *path;
@@ -132,80 +136,81 @@ typedef struct route {
     limiter_t limiter;
     errfmt_t errfmt;
     void (*fn)(app_t *a, http_req_t *req, http_resp_t *resp);
+    unsigned stores; /* STORES: refused (503) until WAL replay has ended */
 } route_t;
 
 /* First match wins; exact rows and prefixes do not overlap. */
 static const route_t ROUTES[] = {
     /* Writes: agents and push clients. */
-    {"/ingest", 0, M_POST, NEED_WRITE, 0, LIM_INGEST, ERR_JSON, api_ingest},
-    {"/pyroscope/ingest", 0, M_POST, NEED_WRITE, 0, LIM_INGEST, ERR_JSON, api_ingest},
-    {"/push.v1.PusherService/Push", 0, M_POST, NEED_WRITE, 0, LIM_INGEST, ERR_CONNECT, api_push},
-    {"/api/profiles/writeraw", 0, M_POST, NEED_WRITE, 0, LIM_INGEST, ERR_JSON, api_parca_writeraw},
+    {"/ingest", 0, M_POST, NEED_WRITE, 0, LIM_INGEST, ERR_JSON, api_ingest, STORES},
+    {"/pyroscope/ingest", 0, M_POST, NEED_WRITE, 0, LIM_INGEST, ERR_JSON, api_ingest, STORES},
+    {"/push.v1.PusherService/Push", 0, M_POST, NEED_WRITE, 0, LIM_INGEST, ERR_CONNECT, api_push, STORES},
+    {"/api/profiles/writeraw", 0, M_POST, NEED_WRITE, 0, LIM_INGEST, ERR_JSON, api_parca_writeraw, STORES},
     {"/parca.profilestore.v1alpha1.ProfileStoreService/WriteRaw", 0, M_POST, NEED_WRITE, 0, LIM_INGEST, ERR_CONNECT,
-     api_parca_writeraw_rpc},
-    {"/v1development/profiles", 0, M_POST, NEED_WRITE, 0, LIM_INGEST, ERR_JSON, api_otlp_profiles},
-    {"/otlp/v1development/profiles", 0, M_POST, NEED_WRITE, 0, LIM_INGEST, ERR_JSON, api_otlp_profiles},
+     api_parca_writeraw_rpc, STORES},
+    {"/v1development/profiles", 0, M_POST, NEED_WRITE, 0, LIM_INGEST, ERR_JSON, api_otlp_profiles, STORES},
+    {"/otlp/v1development/profiles", 0, M_POST, NEED_WRITE, 0, LIM_INGEST, ERR_JSON, api_otlp_profiles, STORES},
     /* Merges. */
-    {QUERIER_PREFIX, 1, M_POST, NEED_READ, 0, LIM_QUERY, ERR_CONNECT, api_querier},
+    {QUERIER_PREFIX, 1, M_POST, NEED_READ, 0, LIM_QUERY, ERR_CONNECT, api_querier, 0},
     /* UI settings: whoever may read a tenant's profiles keeps its Drilldown settings. */
-    {SETTINGS_PREFIX, 1, M_POST, NEED_READ, 0, LIM_NONE, ERR_CONNECT, api_settings},
+    {SETTINGS_PREFIX, 1, M_POST, NEED_READ, 0, LIM_NONE, ERR_CONNECT, api_settings, 0},
     /* Ad-hoc profiles: uploads kept apart from the tenant's services, for whoever reads it. */
-    {ADHOC_PREFIX, 1, M_POST, NEED_READ, 0, LIM_QUERY, ERR_CONNECT, api_adhoc},
-    {RULES_PREFIX, 1, M_POST, NEED_READ, 0, LIM_NONE, ERR_CONNECT, api_rules},
-    {"/api/v1/query", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_query},
-    {"/api/v1/timeseries", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_timeseries},
-    {"/api/v1/diff", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_diff},
-    {"/api/v1/profiles", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_profiles},
+    {ADHOC_PREFIX, 1, M_POST, NEED_READ, 0, LIM_QUERY, ERR_CONNECT, api_adhoc, 0},
+    {RULES_PREFIX, 1, M_POST, NEED_READ, 0, LIM_NONE, ERR_CONNECT, api_rules, 0},
+    {"/api/v1/query", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_query, 0},
+    {"/api/v1/timeseries", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_timeseries, 0},
+    {"/api/v1/diff", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_diff, 0},
+    {"/api/v1/profiles", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_profiles, 0},
     /* A peer's share of a split merge (split_api.c). A busy node refuses it at once (429) and
      * the asking node merges that share itself. */
-    {"/api/v1/internal/merge-share", 0, M_POST, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_merge_share},
-    {"/pyroscope/render", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_pyroscope_render},
-    {"/render", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_pyroscope_render},
-    {"/pyroscope/render-diff", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_pyroscope_render_diff},
-    {"/render-diff", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_pyroscope_render_diff},
+    {"/api/v1/internal/merge-share", 0, M_POST, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_merge_share, 0},
+    {"/pyroscope/render", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_pyroscope_render, 0},
+    {"/render", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_pyroscope_render, 0},
+    {"/pyroscope/render-diff", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_pyroscope_render_diff, 0},
+    {"/render-diff", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_pyroscope_render_diff, 0},
     /* Discovery: scans the index, so it shares the query limiter. */
-    {"/api/v1/series", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_series},
-    {"/api/v1/profile-types", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_profile_types},
-    {"/api/v1/labels", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, labels},
-    {"/api/v1/labels/", 1, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, label_values},
-    {"/pyroscope/labels", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_pyroscope_labels},
-    {"/labels", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_pyroscope_labels},
-    {"/pyroscope/label-values", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_pyroscope_label_values},
-    {"/label-values", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_pyroscope_label_values},
-    {"/api/v1/targets", 0, M_GET, NEED_READ, 0, LIM_NONE, ERR_JSON, targets},
+    {"/api/v1/series", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_series, 0},
+    {"/api/v1/profile-types", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_profile_types, 0},
+    {"/api/v1/labels", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, labels, 0},
+    {"/api/v1/labels/", 1, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, label_values, 0},
+    {"/pyroscope/labels", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_pyroscope_labels, 0},
+    {"/labels", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_pyroscope_labels, 0},
+    {"/pyroscope/label-values", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_pyroscope_label_values, 0},
+    {"/label-values", 0, M_GET, NEED_READ, 0, LIM_QUERY, ERR_JSON, api_pyroscope_label_values, 0},
+    {"/api/v1/targets", 0, M_GET, NEED_READ, 0, LIM_NONE, ERR_JSON, targets, 0},
     /* Debug files for symbolization (debuginfo_api.c). */
-    {"/api/v1/debuginfo", 0, M_GET, NEED_READ, 0, LIM_NONE, ERR_JSON, api_debuginfo_list},
+    {"/api/v1/debuginfo", 0, M_GET, NEED_READ, 0, LIM_NONE, ERR_JSON, api_debuginfo_list, 0},
     {"/api/v1/debuginfo/", 1, M_PUT, NEED_WRITE, offsetof(config_t, max_debuginfo_bytes), LIM_INGEST, ERR_JSON,
-     api_debuginfo},
-    {"/api/v1/debuginfo/", 1, M_DELETE, NEED_ADMIN, 0, LIM_NONE, ERR_JSON, api_debuginfo},
+     api_debuginfo, 0},
+    {"/api/v1/debuginfo/", 1, M_DELETE, NEED_ADMIN, 0, LIM_NONE, ERR_JSON, api_debuginfo, 0},
     {"/debuginfo.v1alpha1.DebuginfoService/ShouldInitiateUpload", 0, M_POST, NEED_WRITE, 0, LIM_INGEST, ERR_CONNECT,
-     api_debuginfo_should_upload},
+     api_debuginfo_should_upload, 0},
     {"/debuginfo.v1alpha1.DebuginfoService/UploadFinished", 0, M_POST, NEED_WRITE, 0, LIM_INGEST, ERR_CONNECT,
-     api_debuginfo_upload_finished},
+     api_debuginfo_upload_finished, 0},
     {"/debuginfo.v1alpha1.DebuginfoService/Upload/", 1, M_POST, NEED_WRITE, offsetof(config_t, max_debuginfo_bytes),
-     LIM_INGEST, ERR_JSON, api_debuginfo_upload},
+     LIM_INGEST, ERR_JSON, api_debuginfo_upload, 0},
     {"/parca.debuginfo.v1alpha1.DebuginfoService/ShouldInitiateUpload", 0, M_POST, NEED_WRITE, 0, LIM_INGEST,
-     ERR_CONNECT, api_parca_should_upload},
+     ERR_CONNECT, api_parca_should_upload, 0},
     {"/parca.debuginfo.v1alpha1.DebuginfoService/InitiateUpload", 0, M_POST, NEED_WRITE, 0, LIM_INGEST, ERR_CONNECT,
-     api_parca_initiate_upload},
+     api_parca_initiate_upload, 0},
     {"/parca.debuginfo.v1alpha1.DebuginfoService/MarkUploadFinished", 0, M_POST, NEED_WRITE, 0, LIM_INGEST, ERR_CONNECT,
-     api_parca_upload_finished},
+     api_parca_upload_finished, 0},
     {"/parca.debuginfo.v1alpha1.DebuginfoService/Upload", 0, M_POST, NEED_WRITE,
-     offsetof(config_t, max_debuginfo_bytes), LIM_INGEST, ERR_CONNECT, api_parca_upload},
+     offsetof(config_t, max_debuginfo_bytes), LIM_INGEST, ERR_CONNECT, api_parca_upload, 0},
     /* Administration. */
-    {"/api/v1/admin/flush", 0, M_POST, NEED_ADMIN, 0, LIM_NONE, ERR_JSON, flush},
-    {"/api/v1/admin/compact", 0, M_POST, NEED_ADMIN, 0, LIM_NONE, ERR_JSON, compact},
+    {"/api/v1/admin/flush", 0, M_POST, NEED_ADMIN, 0, LIM_NONE, ERR_JSON, flush, 0},
+    {"/api/v1/admin/compact", 0, M_POST, NEED_ADMIN, 0, LIM_NONE, ERR_JSON, compact, 0},
     /* Probes and the server's own metrics: no tenant, no credential. */
-    {"/healthz", 0, M_GET, NEED_NONE, 0, LIM_NONE, ERR_JSON, healthz},
-    {"/ready", 0, M_GET, NEED_NONE, 0, LIM_NONE, ERR_JSON, ready},
-    {"/metrics", 0, M_GET, NEED_NONE, 0, LIM_NONE, ERR_JSON, metrics},
+    {"/healthz", 0, M_GET, NEED_NONE, 0, LIM_NONE, ERR_JSON, healthz, 0},
+    {"/ready", 0, M_GET, NEED_NONE, 0, LIM_NONE, ERR_JSON, ready, 0},
+    {"/metrics", 0, M_GET, NEED_NONE, 0, LIM_NONE, ERR_JSON, metrics, 0},
     /* The web UI's static files (web/): public; the data they show comes from the rows above. */
-    {"/", 0, M_GET, NEED_NONE, 0, LIM_NONE, ERR_JSON, static_serve},
-    {"/embed", 0, M_GET, NEED_NONE, 0, LIM_NONE, ERR_JSON, static_serve},
-    {"/index.html", 0, M_GET, NEED_NONE, 0, LIM_NONE, ERR_JSON, static_serve},
-    {"/style.css", 0, M_GET, NEED_NONE, 0, LIM_NONE, ERR_JSON, static_serve},
-    {"/favicon.svg", 0, M_GET, NEED_NONE, 0, LIM_NONE, ERR_JSON, static_serve},
-    {"/js/", 1, M_GET, NEED_NONE, 0, LIM_NONE, ERR_JSON, static_serve},
+    {"/", 0, M_GET, NEED_NONE, 0, LIM_NONE, ERR_JSON, static_serve, 0},
+    {"/embed", 0, M_GET, NEED_NONE, 0, LIM_NONE, ERR_JSON, static_serve, 0},
+    {"/index.html", 0, M_GET, NEED_NONE, 0, LIM_NONE, ERR_JSON, static_serve, 0},
+    {"/style.css", 0, M_GET, NEED_NONE, 0, LIM_NONE, ERR_JSON, static_serve, 0},
+    {"/favicon.svg", 0, M_GET, NEED_NONE, 0, LIM_NONE, ERR_JSON, static_serve, 0},
+    {"/js/", 1, M_GET, NEED_NONE, 0, LIM_NONE, ERR_JSON, static_serve, 0},
 };
 #define NROUTES (sizeof ROUTES / sizeof *ROUTES)
 
@@ -349,6 +354,7 @@ int app_admit(void *app, http_req_t *req, http_resp_t *resp) {
     if (!role_allows(a, rt->limiter))
         return refuse(rt, resp, 404, "this node (--target=%s) does not serve %s; send it to a node with the %s role",
                       config_target_name(a->cfg.target), req->url, LIMITER_NAMES[rt->limiter]);
+    if (rt->stores && !atomic_load(&a->ready)) return refuse(rt, resp, 503, "starting up: WAL replay in progress");
     if (resolve_tenant(a, rt, req, resp) || limiter_take(a, rt, req, resp)) return -1;
     /* Before the body: a tenant over its rate is refused before sending it. A declared
      * length is charged now; a chunked body when it has arrived (app_handle). */
@@ -380,6 +386,13 @@ void app_handle(void *app, http_req_t *req, http_resp_t *resp) {
     const route_t *rt = req->route;
     resp->tenant = req->tenant;
     if (rt->limiter == LIM_INGEST && req->declared == UINT64_MAX) rate_take(a, req->tenant, req->received, 0);
+    if (req->body_too_big) { /* a body without a Content-Length, past the row's limit */
+        if (rt->limiter == LIM_INGEST) metrics_ingest_error(&a->metrics, HR_ETOOBIG);
+        refuse(rt, resp, 413, "request body exceeds the limit of %zu bytes (%s)",
+               req->max_body ? req->max_body : a->cfg.max_body_bytes,
+               req->max_body ? "--max-debuginfo-bytes" : "--max-body-bytes");
+        return;
+    }
     rt->fn(a, req, resp);
     if (rt->limiter == LIM_QUERY && resp->status == 504) metrics_refused(&a->metrics, LIMIT_QUERY_TIMEOUT);
 }

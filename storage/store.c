@@ -577,7 +577,9 @@ static int cmp_part_ref(const void *a, const void *b) {
     return (x->part > y->part) - (x->part < y->part);
 }
 
-void store_part_refs_sort(store_part_ref_t *refs, size_t n) { qsort(refs, n, sizeof *refs, cmp_part_ref); }
+void store_part_refs_sort(store_part_ref_t *refs, size_t n) {
+    if (n) qsort(refs, n, sizeof *refs, cmp_part_ref); /* an empty share may have no array: qsort wants one */
+}
 
 int store_part_picked(const store_filter_t *f, int64_t block, size_t p) {
     store_part_ref_t key = {block, (uint32_t)p};
