@@ -11,7 +11,7 @@
  *   1. ingest/NAME.c and NAME.h: the decoder, with the table's signature
  *      (ingest_decode_fn), and a sniffer if the bytes can tell the format;
  *   2. its WAL code: the next unused number in ingest_format_t (request.h), also
- *      listed in storage/FORMAT.md;
+ *      listed in storage/format/wal.md;
  *   3. one row in FORMATS (format.c). */
 #ifndef HEARTH_FORMAT_H
 #define HEARTH_FORMAT_H

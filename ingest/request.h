@@ -17,7 +17,7 @@
 #include "common/budget.h"
 #include "storage/batch.h"
 
-/* A format's code in the WAL record (storage/FORMAT.md): a code is never reused or
+/* A format's code in the WAL record (storage/format/wal.md): a code is never reused or
  * renumbered, since records written by older binaries must replay. The table of
  * formats is format.c. PUSH_* are Pyroscope push.v1 bodies (binary protobuf or
  * JSON), kept as received. */

@@ -77,7 +77,7 @@ static int rows_in_order(const segment_t *s, const uint32_t *order, size_t n) {
 }
 #endif
 
-/* The PROFILES column block of rows order[0..n) with their value units (see FORMAT.md). */
+/* The PROFILES column block of rows order[0..n) with their value units (see format/block.md). */
 static void encode_profiles(const segment_t *s, const uint32_t *order, const int64_t *unit, size_t n, buf_t *b) {
     assert(rows_in_order(s, order, n)); /* else a series delta wraps and the block is refused */
     uint32_t prev_series = 0;
@@ -103,7 +103,7 @@ static void encode_profiles(const segment_t *s, const uint32_t *order, const int
 /* The value unit of a row: the greatest common divisor of its values (1 for a row
  * without samples, or when it would not fit an int64). A CPU profile's nanoseconds are
  * all multiples of its sampling period, so dividing by it stores counts: small varints
- * that compress to about half (FORMAT.md, "value units"). */
+ * that compress to about half (format/block.md, "value units"). */
 static int64_t row_unit(const segment_t *s, const seg_profile_t *p) {
     uint64_t g = 0;
     for (uint32_t j = 0; j < p->nsamples && g != 1; j++) g = buf_gcd(g, s->values[p->first + j]);
@@ -928,7 +928,7 @@ int block_part_has(const block_part_t *p, uint32_t series) {
     return lo < p->nseries && p->series[lo] == series;
 }
 
-/* ---- summaries (FORMAT.md): a partition of pre-merged rows alone, standing for
+/* ---- summaries (format/block.md): a partition of pre-merged rows alone, standing for
  * the other partitions of its key in the block that its time range holds ---- */
 
 /* 1 when summary partition s stands for partition q (s != q): same key, and s's range

@@ -1,7 +1,7 @@
 /* block.h - immutable block files: a segment's columns and symbols, zstd-compressed.
  *
  * Version 2 (written today) is partitioned so a reader touches only what it selects
- * (storage/FORMAT.md has the byte-level description):
+ * (storage/format/block.md has the byte-level description):
  *   header    "HRTHBLK2" | u32 version | u32 0
  *   partition SYMBOLS | PROFILES | SAMPLES sections, one partition per key
  *   footer    FOOTER section: per partition its key, byte range, counts, time range
@@ -63,7 +63,7 @@ block_writer_t *block_writer_new(const char *path, int zstd_level, hr_err_t *err
  * guarantees it; each key is added once). An empty p adds nothing. 0, or -1 with
  * err; after a failure only block_writer_free may follow. */
 int block_writer_add(block_writer_t *w, const char *key, const segment_t *p, hr_err_t *err);
-/* Adds a summary partition of key (storage/FORMAT.md): the pre-merged rows and
+/* Adds a summary partition of key (storage/format/block.md): the pre-merged rows and
  * function table of p, without its rows. p's rows must be exactly those of key's
  * partitions added to this block whose time ranges lie in p's (commit verifies it),
  * so a merge covering p's range can read the summary in their place. Adds nothing
@@ -83,7 +83,7 @@ typedef struct {
     int merged;         /* pre-merged rows present (BLOCK_VIEW_MERGED) */
     int spans;          /* span samples present (in the rows view; segment.h) */
     int traces;         /* ... with their trace ids */
-    int units;          /* rows carry value units (FORMAT.md); every block since they exist */
+    int units;          /* rows carry value units (format/block.md); every block since they exist */
     uint64_t funcs_len; /* bytes of its FUNCS section (the function table, storage/functab.h),
                          * the last of its range; 0: it has none */
     int summary;        /* pre-merged rows only, standing for the partitions in `covers` of

@@ -4,7 +4,7 @@
  * "Which functions cost the most across the fleet" needs no stacks: only, per
  * function name, the value of the samples whose leaf frame it is (self) and of those
  * whose stack holds it anywhere, counted once however often it recurs (total, pprof's
- * `cum`). A block partition stores that table beside its pre-merged rows (FORMAT.md,
+ * `cum`). A block partition stores that table beside its pre-merged rows (format/block.md,
  * the FUNCS section), so a top table over a range covering the partition reads a few
  * kilobytes per service instead of its symbols and samples, and sums arrays instead
  * of building a call tree (query/merge.c).
@@ -50,7 +50,7 @@ typedef struct functab {
  * for this partition, not an error); NULL with err on OOM. */
 functab_t *functab_build(const symtab_t *sym, const struct segment *merged, int *none, hr_err_t *err);
 
-/* The FUNCS section's raw bytes (FORMAT.md). */
+/* The FUNCS section's raw bytes (format/block.md). */
 void functab_encode(const functab_t *t, buf_t *out);
 /* Reads functab_encode's bytes for a partition of these series (copied), validating
  * every count, order and index. NULL with err (HR_EUNPROC) on malformed input. */

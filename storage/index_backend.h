@@ -6,7 +6,7 @@
  * Both keep the same tables (series, their labels, blocks); PostgreSQL adds what
  * nodes share: a version bumped by every change (so a node knows when to re-read),
  * compaction jobs with leases, heartbeats, and a trash of replaced blocks' objects
- * deleted after a delay (storage/FORMAT.md, "Cluster catalog"). */
+ * deleted after a delay (storage/format/catalog.md). */
 #ifndef HEARTH_INDEX_BACKEND_H
 #define HEARTH_INDEX_BACKEND_H
 

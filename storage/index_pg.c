@@ -1,5 +1,5 @@
 /* index_pg.c - the cluster catalog in PostgreSQL: see index_backend.h and
- * storage/FORMAT.md ("Cluster catalog").
+ * storage/format/catalog.md.
  *
  * One connection, used by one call at a time (index.c's mutex). A call that finds
  * the server gone fails with HR_EIO, and the next call reconnects, so a node rides

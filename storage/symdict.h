@@ -1,7 +1,7 @@
 /* symdict.h - a partition key's shared symbols: one copy of a service's symbols for
  * every decoded block partition of it.
  *
- * Each block partition carries a complete symbol table of its own (FORMAT.md), so a
+ * Each block partition carries a complete symbol table of its own (format/block.md), so a
  * week of one service's hourly blocks holds 168 copies of nearly the same symbols.
  * Decoded that way, a fleet's week outgrows the block cache and a merge re-maps every
  * copy into its result. Instead the block cache re-numbers each partition it decodes

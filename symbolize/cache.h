@@ -4,7 +4,7 @@
  * the same query after a restart, must not pay it again. A symcache_t holds the
  * resolved frames of one build ID's addresses in memory (a hash of address to the
  * record's bytes) and appends each new answer to its file, DATA/symcache/BUILD_ID
- * (format in storage/FORMAT.md, "Symbolization cache"). Only answers read from a
+ * (format in storage/format/symcache.md). Only answers read from a
  * debug file are kept; an address with no file yet is never cached, so debug info
  * that arrives later applies. Replacing or deleting a build ID's debug info deletes
  * its cache file (symbolizer_invalidate).
