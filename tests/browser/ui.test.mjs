@@ -273,6 +273,9 @@ async function diffView(page) {
   await page.waitForFunction(() => Number(document.querySelector('.diff-table').dataset.rows) > 0);
   const dt = await page.$$eval('.diff-table tbody tr:first-child td', (tds) => tds.map((t) => t.textContent));
   check(dt.length === 4 && /pp$/.test(dt[3]), `the diff table lists functions with their change: ${dt}`);
+  const cut = await page.$$eval('.diff-table tbody tr td:not(:first-child)',
+    (tds) => tds.filter((t) => t.scrollWidth > t.clientWidth + 1).map((t) => t.textContent));
+  check(cut.length === 0, `no value or share in the diff table is cut: ${cut.slice(0, 3)}`);
   check((await page.$eval('.diff-table', (t) => Number(t.dataset.rows))) === E.diff.functions,
     'one row per function of either side');
   await page.screenshot({ path: path.join(OUT, 'diff.png') });
@@ -280,6 +283,8 @@ async function diffView(page) {
   check(new URL(page.url()).searchParams.get('cmp') === 'absolute', 'absolute mode is in the URL');
   const lf = await page.inputValue('#left-from');
   check(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$/.test(lf), `range fields show dates, not epoch numbers: ${lf}`);
+  const cutDates = await page.$$eval('.diffbar input:not([type=radio])', (xs) => xs.filter((x) => x.value && x.scrollWidth > x.clientWidth).map((x) => x.value));
+  check(cutDates.length === 0, `every range field shows its whole date: ${cutDates}`);
   await page.click('#diff-apply');
   check(new URL(page.url()).searchParams.get('left_from') === String(E.diff.leftFrom * 1000), 'a date field applies as unix ms');
   await waitGraph(page, 'double');
@@ -394,6 +399,8 @@ async function states(page) {
   await page.goto(`${BASE}/?${q({ query: E.query, tenant: 'someone-else' })}`);
   await page.waitForSelector('#status.empty');
   check((await page.textContent('#status')).includes('No profiles stored yet'), 'another tenant sees nothing');
+  check(!(await page.isVisible('.toolbar')) && !(await page.isVisible('.top-table')) && !(await page.isVisible('.flame-canvas')),
+    'an empty store shows its hint alone, no toolbar or empty table');
 }
 
 const browser = await chromium.launch({

@@ -329,7 +329,8 @@ class App {
           o.title = t;
           return o;
         }));
-        if (!types.length) {
+        if (!types.length) { /* a new store: the hint alone, no toolbar or empty panes */
+          setEmpty(true);
           this.showStatus('empty', 'No profiles stored yet. Push one, e.g.: curl --data-binary @cpu.pb.gz "' + location.origin +
             '/ingest?name=myapp&format=pprof"');
           return;
