@@ -159,6 +159,24 @@ class Server:
         self.stop()
 
 
+def wait_until(cond, timeout=30, interval=0.1, what="the condition"):
+    """Polls cond() until it returns something true, and returns that; fails the test after
+    timeout seconds. Tests wait for what they need this way, never with a fixed sleep, so a
+    fast machine does not wait and a loaded one (a sanitizer build, -j) does not flake.
+    cond may raise OSError (a server not listening yet): that counts as not yet."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            got = cond()
+        except OSError:
+            got = None
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"waited {timeout}s for {what}")
+        time.sleep(interval)
+
+
 def cli(*args, env=None, **kw):
     """The binary run as a command (hearth push/query/check, or flags alone), to completion."""
     return subprocess.run([ARGS.binary] + list(args), capture_output=True, text=True, timeout=120,

@@ -12,7 +12,7 @@ import time
 import urllib.parse
 import urllib.request
 
-from harness import ARGS, CPU, Server, free_port, test
+from harness import ARGS, CPU, Server, free_port, test, wait_until
 
 RULES_API = "/settings.v1.RecordingRulesService/"
 STEP = 2  # seconds: --recording-rules-interval in these tests
@@ -121,10 +121,10 @@ def recording_rules_send_to_prometheus_what_timeseries_answers():
                 return got, fgot
 
             # Each interval is evaluated one interval after it ends, then sent: poll until the last is in.
-            deadline = time.time() + 60
-            while sent() != (want, fwant) and time.time() < deadline:
-                time.sleep(0.2)
-            assert sent() == (want, fwant), (sent(), want, fwant)
+            try:
+                wait_until(lambda: sent() == (want, fwant), 60, 0.2, "every interval in Prometheus")
+            except AssertionError as e:
+                raise AssertionError((str(e), sent(), want, fwant))
             raw = prom.samples("hearth_cpu_nanoseconds")
             assert all(dict(l)["source"] == "hearth" for l in raw), raw.keys()
             # The API: list (provisioned first), get, generation checks, delete; bad rules refused.

@@ -14,7 +14,7 @@ import tempfile
 import time
 import urllib.request
 
-from harness import ARGS, CPU, Server, cli, free_port, query, sanitized, test
+from harness import ARGS, CPU, Server, cli, free_port, query, sanitized, test, wait_until
 from pprof_ref import build_goprof, pprof_raw
 
 
@@ -29,14 +29,9 @@ class Target:
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen([build_goprof(), "serve", f"127.0.0.1:{self.port}"],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            try:
-                urllib.request.urlopen(self.url + "/served", timeout=2).read()
-                return self
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError("goprof serve did not start")
+        wait_until(lambda: urllib.request.urlopen(self.url + "/served", timeout=2).read() is not None,
+                   what="goprof serve to start")
+        return self
 
     def __exit__(self, *exc):
         self.proc.kill()
@@ -62,13 +57,10 @@ def scrape_config(name, doc):
 
 
 def wait_scraped(srv, at_least, timeout):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
+    def done():
         t = srv.get_json("/api/v1/targets")["targets"]
-        if t and all(x["scrapes"] >= at_least for x in t):
-            return {x["profile"]: x for x in t}
-        time.sleep(0.2)
-    raise AssertionError(f"not every profile was scraped {at_least} times: {t}")
+        return t and all(x["scrapes"] >= at_least for x in t) and {x["profile"]: x for x in t}
+    return wait_until(done, timeout, 0.2, f"every profile scraped {at_least} times")
 
 
 def type_ids(srv, sel):
@@ -81,24 +73,17 @@ def scrapes_go_net_http_pprof_targets():
     target = subprocess.Popen([build_goprof(), "serve", f"127.0.0.1:{port}"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/debug/pprof/", timeout=2).read()
-                break
-            except OSError:
-                time.sleep(0.1)
+        wait_until(lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/debug/pprof/", timeout=2).read() is not None,
+                   what="the Go program to serve")
         cfg = os.path.join(ARGS.tmp, "scrape.json")
         json.dump({"interval": "3s", "cpu_seconds": 1, "targets": [
             {"job": "goapp", "url": f"http://127.0.0.1:{port}", "labels": {"env": "test"}},
             {"job": "down", "url": "http://127.0.0.1:1", "profiles": ["heap"]}]}, open(cfg, "w"))
         with Server(extra=["--scrape-config", cfg]) as srv:
-            deadline = time.time() + 40
-            while time.time() < deadline:
+            def all_scraped():
                 t = srv.get_json("/api/v1/targets")["targets"]
-                if all(x["scrapes"] >= 1 for x in t):
-                    break
-                time.sleep(0.5)
+                return t if all(x["scrapes"] >= 1 for x in t) else None
+            t = wait_until(all_scraped, 40, 0.5, "every target scraped once")
             by = {(x["job"], x["profile"]): x for x in t}
             assert set(p for j, p in by if j == "goapp") == {"cpu", "heap", "allocs", "mutex", "block", "goroutine"}
             for p in ("cpu", "heap", "allocs", "mutex", "block", "goroutine"):
@@ -122,13 +107,8 @@ def scrapes_go_net_http_pprof_targets():
             assert r.returncode == 0, (r.stdout + r.stderr).decode()
             # A target that stays down logs once, not on every failed scrape.
             down = 'hearth_scrapes_total{scrape_job="down",scrape_instance="127.0.0.1:1",profile="heap"} '
-            deadline = time.time() + 15
-            while time.time() < deadline:
-                m = srv.get("/metrics")[1].decode()
-                if int(m.split(down)[1].split()[0]) >= 3:
-                    break
-                time.sleep(0.5)
-            assert int(m.split(down)[1].split()[0]) >= 3, m
+            wait_until(lambda: int(srv.get("/metrics")[1].decode().split(down)[1].split()[0]) >= 3, 15, 0.5,
+                       "three failed scrapes of the down target")
             log = open(os.path.join(srv.log_dir, "server.log")).read()
             assert log.count("msg=scrape.failed job=down") == 1, log.count("msg=scrape.failed job=down")
         bad = os.path.join(ARGS.tmp, "bad-scrape.json")
@@ -296,13 +276,8 @@ def scrape_targets_from_files_and_http_discovery_relabeled():
                           for t in srv.get_json("/api/v1/targets")["targets"])
 
         def wait_for(srv, want, timeout=20):
-            deadline = time.time() + timeout
-            while time.time() < deadline:
-                got = [(j, i) for j, i, _ in targets(srv)]
-                if got == sorted(want):
-                    return
-                time.sleep(0.2)
-            raise AssertionError((got, sorted(want)))
+            wait_until(lambda: [(j, i) for j, i, _ in targets(srv)] == sorted(want), timeout, 0.2,
+                       f"the targets {sorted(want)}")
 
         try:
             with Server(extra=["--scrape-config", cfg]) as srv:
@@ -319,9 +294,7 @@ def scrape_targets_from_files_and_http_discovery_relabeled():
                 wait_for(srv, [("files", addr_b)] + web)
                 open(os.path.join(sd_dir, "sd-b.json"), "w").write("not json")  # the last good targets stay
                 log = os.path.join(srv.log_dir, "server.log")
-                deadline = time.time() + 20
-                while "sd-b.json: not a JSON array" not in open(log).read() and time.time() < deadline:
-                    time.sleep(0.2)
+                wait_until(lambda: "sd-b.json: not a JSON array" in open(log).read(), 20, 0.2, "the failed read logged")
                 assert "msg=scrape.discovery_failed" in open(log).read(), open(log).read()[-2000:]
                 assert [(j, i) for j, i, _ in targets(srv)] == sorted([("files", addr_b)] + web)
                 wait_scraped(srv, 1, 30)
