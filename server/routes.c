@@ -92,6 +92,13 @@ static void metrics(app_t *a, http_req_t *req, http_resp_t *resp) {
     scraper_t *sc = atomic_load(&a->scraper);
     if (sc) scraper_metrics(sc, &b);
     rules_metrics(a, &b);
+    buf_printf(
+        &b,
+        "# HELP hearth_limiter_slots_in_use Requests holding a slot of a concurrency limiter "
+        "(--max-concurrent-ingests, --max-concurrent-queries).\n"
+        "# TYPE hearth_limiter_slots_in_use gauge\n"
+        "hearth_limiter_slots_in_use{limiter=\"ingest\"} %d\nhearth_limiter_slots_in_use{limiter=\"query\"} %d\n",
+        atomic_load(&a->ingests), atomic_load(&a->queries));
     http_reply(resp, 200, "text/plain; version=0.0.4", &b);
 }
 

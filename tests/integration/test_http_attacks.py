@@ -19,7 +19,7 @@ import threading
 import time
 import urllib.parse
 
-from harness import ARGS, CPU, T0, Server, elf_with_build_id, metric, proc_status_kib, test
+from harness import ARGS, CPU, T0, Server, elf_with_build_id, metric, proc_status_kib, test, wait_until
 
 
 def routes():
@@ -31,6 +31,11 @@ def routes():
         assert m, line
         rows.append((m.group(1), m.group(2) == "prefix", m.group(3), m.group(4), m.group(5)))
     return rows
+
+
+def slots(srv, limiter):
+    """Requests holding a slot of the ingest or query limiter now."""
+    return metric(srv, 'hearth_limiter_slots_in_use{limiter="%s"}' % limiter)
 
 
 def connect(srv, timeout=5):
@@ -193,7 +198,7 @@ def http_attacks_busy_limits_refuse_before_the_body():
         body = b"main;a 1\n"
         holder = connect(srv)
         holder.sendall(head("POST", "/ingest?name=attack.cpu&format=folded&from=%d" % T0, length=len(body)) + body[:-1])
-        time.sleep(0.3)
+        wait_until(lambda: slots(srv, "ingest") == 1, 10, 0.05, "the holder admitted")
         late = connect(srv)
         late.sendall(head("POST", "/ingest?name=attack.cpu&format=folded", length=1 << 20))
         st, b = read_response(late)  # no body byte was sent
@@ -201,21 +206,20 @@ def http_attacks_busy_limits_refuse_before_the_body():
         holder.sendall(body[-1:])
         assert read_response(holder)[0] == 200
         holder.close()
+        wait_until(lambda: slots(srv, "ingest") == 0, 5, 0.05, "the holder's slot released")
         # A client that disconnects mid-body releases its slot.
         quitter = connect(srv)
         quitter.sendall(head("POST", "/ingest?name=attack.cpu&format=folded", length=100) + b"main;")
-        time.sleep(0.3)
+        wait_until(lambda: slots(srv, "ingest") == 1, 10, 0.05, "the quitter admitted")
         quitter.close()
-        deadline = time.time() + 5
-        while srv.ingest(body, name="attack.cpu", format="folded", **{"from": T0})[0] != 200:
-            assert time.time() < deadline, "the vanished client's ingest slot was not released"
-            time.sleep(0.1)
+        wait_until(lambda: slots(srv, "ingest") == 0, 5, 0.05, "the vanished client's ingest slot released")
+        assert srv.ingest(body, name="attack.cpu", format="folded", **{"from": T0})[0] == 200
         assert metric(srv, 'hearth_limit_refusals_total{limit="max_concurrent_ingests"}') >= 1
         # Discovery shares the query limiter with merges: hold the one query slot with a
         # Connect call whose body has not finished arriving.
         q = connect(srv)
         q.sendall(head("POST", "/querier.v1.QuerierService/LabelNames", {"Content-Type": "application/json"}, 2) + b"{")
-        time.sleep(0.3)
+        wait_until(lambda: slots(srv, "query") == 1, 10, 0.05, "the query slot taken")
         for path in ("/api/v1/labels", "/api/v1/series", "/api/v1/profile-types", "/labels", "/pyroscope/labels",
                      "/label-values?label=service_name", "/api/v1/labels/service_name/values"):
             st, b = srv.get(path)
@@ -226,10 +230,8 @@ def http_attacks_busy_limits_refuse_before_the_body():
         # The slot is released when the server has finished the request, just after the
         # client has read the answer: on a busy machine a request sent at once may still
         # find it taken.
-        deadline = time.time() + 5
-        while srv.get("/api/v1/labels")[0] != 200:
-            assert time.time() < deadline, "the query slot was not released"
-            time.sleep(0.05)
+        wait_until(lambda: slots(srv, "query") == 0, 5, 0.05, "the query slot released")
+        assert srv.get("/api/v1/labels")[0] == 200
     # A tenant over --ingest-rate-limit is refused on its headers too, before any body byte.
     with Server(extra=["--ingest-rate-limit", "1000"]) as srv:
         body = b"main;a 1\n" * 150  # 1,350 bytes: two fit the 2 s burst of 2,000 bytes
@@ -257,7 +259,7 @@ def http_attacks_body_size_and_inflight_budget():
             h = connect(srv)
             h.sendall(head("POST", "/ingest?name=attack.cpu&format=folded&from=%d" % T0, length=1 << 20) + b"main;")
             holders.append(h)
-        time.sleep(0.3)
+        wait_until(lambda: slots(srv, "ingest") == 2, 10, 0.05, "both holders admitted, their bodies reserved")
         s = connect(srv)
         s.sendall(head("POST", "/ingest?name=attack.cpu&format=folded", length=1 << 10))
         st, b = read_response(s)
