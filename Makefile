@@ -113,7 +113,7 @@ test: test-deps
 test-asan: test-deps
 	$(MAKE) hearth-asan build/asan/unit-tests
 	ASAN_OPTIONS=detect_leaks=1 build/asan/unit-tests $(TESTDATA)
-	ASAN_OPTIONS=detect_leaks=1 python3 tests/integration/run.py --binary ./hearth-asan --testdata $(TESTDATA) --quick --skip _on_swift --skip _on_azure
+	ASAN_OPTIONS=detect_leaks=1 python3 tests/integration/run.py --binary ./hearth-asan --testdata $(TESTDATA) --quick --skip _on_swift --skip _on_azure -j 2
 
 # Every allocation of the ingest, cut, compaction and query paths failing in turn, then
 # every file operation of the store-changing paths, once and persistently

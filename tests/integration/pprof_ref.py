@@ -6,12 +6,43 @@ are the expected answers. goprof (tests/integration/goprof) is a Go program that
 runtime profiles or serves them over net/http/pprof, as a scrape target.
 """
 import gzip
+import hashlib
 import os
 import re
 import subprocess
 
-from harness import ARGS, HERE
+from harness import ARGS, HERE, ROOT
 from protowire import pb_decode, pb_fields, pb_packed
+
+
+# `go tool pprof`'s answers for a file, kept across the suite's runs in one checkout (the release,
+# ASan and TSan runs ask the same questions of the same files; the answers depend only on the
+# file's bytes, the flags and the Go toolchain), under tests/out/, which is never committed.
+GO_PPROF_CACHE = os.path.join(ROOT, "tests", "out", "go-pprof-cache")
+_GO_VERSION = []
+
+
+def go_pprof(flags, path):
+    """The standard output of `go tool pprof FLAGS PATH` (a file, not a URL), from the cache
+    when the same toolchain answered the same flags for the same bytes before."""
+    if not _GO_VERSION:
+        _GO_VERSION.append(subprocess.run(["go", "version"], capture_output=True, text=True, check=True).stdout)
+    h = hashlib.sha256(_GO_VERSION[0].encode() + b"\0" + "\0".join(flags).encode() + b"\0")
+    with open(path, "rb") as f:
+        h.update(f.read())
+    kept = os.path.join(GO_PPROF_CACHE, h.hexdigest())
+    try:
+        with open(kept) as f:
+            return f.read()
+    except OSError:
+        pass
+    out = subprocess.run(["go", "tool", "pprof", *flags, path], capture_output=True, text=True, check=True).stdout
+    os.makedirs(GO_PPROF_CACHE, exist_ok=True)
+    tmp = f"{kept}.{os.getpid()}.tmp"  # run.py -j's processes share the folder: whole files only
+    with open(tmp, "w") as f:
+        f.write(out)
+    os.replace(tmp, kept)
+    return out
 
 
 def is_gauge(sample_type):
@@ -22,7 +53,7 @@ def pprof_raw(path, *extra, gauges_as_stored=False):
     """Sample types and per-type totals, as `go tool pprof -raw [extra]` reports them (which
     leaves out samples without locations: see unlocated_totals). gauges_as_stored: leave out
     the negative samples of gauge types, as Hearth does (a delta's inuse_* differences)."""
-    out = subprocess.run(["go", "tool", "pprof", "-raw", *extra, path], capture_output=True, text=True, check=True).stdout
+    out = go_pprof(["-raw", *extra], path)
     lines = out.splitlines()
     i = lines.index("Samples:")
     types = []
@@ -63,11 +94,10 @@ def unlocated_totals(path, ntypes):
 
 def pprof_top(path, sample_index, unit, *extra):
     """{function: (flat, cum)} from `go tool pprof -top [extra]`, with raw integer values."""
-    args = ["go", "tool", "pprof", "-top", "-nodecount=100000", "-nodefraction=0", "-edgefraction=0",
-            f"-sample_index={sample_index}", *extra]
+    args = ["-top", "-nodecount=100000", "-nodefraction=0", "-edgefraction=0", f"-sample_index={sample_index}", *extra]
     if unit in ("nanoseconds", "bytes"):
         args.append("-unit=" + ("ns" if unit == "nanoseconds" else "B"))
-    out = subprocess.run(args + [path], capture_output=True, text=True, check=True).stdout
+    out = go_pprof(args, path)
     res = {}
     row = re.compile(r"^\s*(-?\d+)(?:ns|B)?\s+\S+%\s+\S+%\s+(-?\d+)(?:ns|B)?\s+\S+%\s+(.+)$")
     for line in out.splitlines():
@@ -79,8 +109,7 @@ def pprof_top(path, sample_index, unit, *extra):
 
 def pprof_traces(path, sample_index):
     """[(root-first frame names, value)] of every sample, from `go tool pprof -traces`."""
-    out = subprocess.run(["go", "tool", "pprof", "-traces", f"-sample_index={sample_index}", "-unit=ns", path],
-                         capture_output=True, text=True, check=True).stdout
+    out = go_pprof(["-traces", f"-sample_index={sample_index}", "-unit=ns"], path)
     traces = []
     for block in out.split("-----------+-------------------------------------------------------")[1:]:
         frames, value = [], None
@@ -108,9 +137,7 @@ def build_goprof():
 
 def pprof_peek(path, function, sample_index=1, *extra):
     """`go tool pprof -peek '^function$'`: (flat, cum, {caller: value}, {callee: value}), values in ns."""
-    args = ["go", "tool", "pprof", "-peek", "^" + re.escape(function) + "$", "-unit=ns",
-            f"-sample_index={sample_index}", *extra, path]
-    out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
+    out = go_pprof(["-peek", "^" + re.escape(function) + "$", "-unit=ns", f"-sample_index={sample_index}", *extra], path)
     callers, callees, flat, cum, seen = {}, {}, None, None, False
     for line in out.splitlines():
         left, bar, name = line.partition("|")
