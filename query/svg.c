@@ -101,8 +101,8 @@ int render_svg(const tree_t *t, const merge_result_t *r, buf_t *out) {
                "<rect width=\"100%%\" height=\"100%%\" fill=\"#fff\"/>\n<text x=\"4\" y=\"16\">",
                SVG_WIDTH, height, SVG_WIDTH, height);
     xml_str(out, r->type_id);
-    buf_printf(out, ": %lld %s, %llu profiles</text>\n", (long long)total, r->type.sample_unit,
-               (unsigned long long)r->profiles);
+    buf_printf(out, ": %lld %s, %llu profile%s</text>\n", (long long)total, r->type.sample_unit,
+               (unsigned long long)r->profiles, r->profiles == 1 ? "" : "s");
     buf_append(out, body.data, body.len);
     buf_printf(out, "</svg>\n");
     if (body.oom || c.oom) rc = -1;

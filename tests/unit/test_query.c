@@ -426,6 +426,72 @@ void test_top_and_folded(void) {
     store_close(s);
 }
 
+/* One small merge (counts: main;f;g;f 3, main;h 5, main 1) through the renderers that
+ * had no test of their own: exact SVG frames, Pyroscope's tree bytes, one function's
+ * lines and its sandwich. */
+void test_renderers_svg_pyrotree_lines_sandwich(void) {
+    store_t *s = new_store("renderers");
+    put_folded(s, "app.cpu", "main;f;g;f 3\nmain;h 5\nmain 1\n", 100, 0);
+    selector_t sel;
+    hr_err_t err = {0};
+    CHECK(selector_parse("process_cpu:samples:count:cpu:nanoseconds{service_name=\"app\"}", &sel, &err) == 0);
+    merge_query_t q = {.tenant = "anonymous", .sel = &sel, .from = 0, .until = 200 * S, .want_stacks = 1};
+    merge_result_t m;
+    tree_t t = {0};
+    buf_t out;
+    buf_init(&out);
+    CHECK(merge_run(s, &q, &m, &err) == 0 && tree_build(&t, &m, &err) == 0);
+    /* SVG: the header names the type and total; one frame per node, the root as wide as the image. */
+    CHECK(render_svg(&t, &m, &out) == 0);
+    buf_putc(&out, 0);
+    const char *svg = (const char *)out.data;
+    CHECK(strstr(svg, "<svg xmlns=\"http://www.w3.org/2000/svg\"") != NULL);
+    CHECK(strstr(svg, "process_cpu:samples:count:cpu:nanoseconds: 9 count, 1 profile</text>") != NULL);
+    size_t frames = 0;
+    for (const char *p = svg; (p = strstr(p, "<rect x=")); p++) frames++;
+    CHECK_INT(frames, 6); /* total, main, f, g, f, h */
+    CHECK(strstr(svg, "<title>h (5 count, 55.56%)</title><rect x=") != NULL);
+    CHECK(strstr(svg, "<title>total (9 count, 100.00%)</title><rect x=\"0.0\"") != NULL);
+    /* Pyroscope's tree: depth first from a nameless root; each node name, self, children. */
+    out.len = 0;
+    CHECK(render_pyroscope_tree(&t, 0, &out) == 0);
+    /* root: "" 0 1 | main 1 2 | f 0 1 | g 0 1 | f 3 0 | h 5 0 (main's children in any order) */
+    static const uint8_t fgh[] = {0, 0, 1,   4, 'm', 'a', 'i', 'n', 1, 2, 1,   'f', 0,
+                                  1, 1, 'g', 0, 1,   1,   'f', 3,   0, 1, 'h', 5,   0};
+    static const uint8_t hfg[] = {0, 0, 1,   4, 'm', 'a', 'i', 'n', 1, 2, 1,   'h', 5,
+                                  0, 1, 'f', 0, 1,   1,   'g', 0,   1, 1, 'f', 3,   0};
+    CHECK(out.len == sizeof fgh && (!memcmp(out.data, fgh, sizeof fgh) || !memcmp(out.data, hfg, sizeof hfg)));
+    /* Lines of f: folded frames have no file or line; f's self is 3, its total 3 (once per sample). */
+    out.len = 0;
+    CHECK(render_lines(&m, "f", &out) == 0);
+    buf_putc(&out, 0);
+    json_t *doc = json_loads((const char *)out.data, 0, NULL);
+    CHECK(doc && json_integer_value(json_object_get(doc, "self")) == 3 &&
+          json_integer_value(json_object_get(doc, "total")) == 3);
+    json_decref(doc);
+    /* Sandwich of f: callers main above f (3), callees g under f (3), counted once per side. */
+    out.len = 0;
+    CHECK(render_sandwich(&m, "f", 0, &out, &err) == 0);
+    buf_putc(&out, 0);
+    doc = json_loads((const char *)out.data, 0, NULL);
+    json_t *callers = json_object_get(json_object_get(doc, "callers"), "flamebearer");
+    json_t *callees = json_object_get(json_object_get(doc, "callees"), "flamebearer");
+    CHECK(doc && callers && callees);
+    CHECK_INT(json_integer_value(json_object_get(callers, "numTicks")), 3);
+    CHECK_INT(json_integer_value(json_object_get(callees, "numTicks")), 3);
+    char *cn = json_dumps(json_object_get(callers, "names"), JSON_COMPACT);
+    char *ce = json_dumps(json_object_get(callees, "names"), JSON_COMPACT);
+    CHECK(cn && strstr(cn, "\"main\"") && !strstr(cn, "\"h\""));
+    CHECK(ce && strstr(ce, "\"g\"") && !strstr(ce, "\"main\""));
+    free(cn), free(ce);
+    json_decref(doc);
+    buf_free(&out);
+    tree_destroy(&t);
+    merge_result_destroy(&m);
+    selector_destroy(&sel);
+    store_close(s);
+}
+
 /* A split gives every partition to exactly one node, each share sorted, the loads within
  * one partition of each other; a share travels intact and damaged bytes are refused. */
 /* Stacks from two services' shared dictionaries and a head, with names in common, draw

@@ -105,6 +105,7 @@ int unit_finish(const char *suite, int ok, int bad);
     X(test_catalog_unlocked_and_deadline)                                                                              \
     X(test_flamebearer_layout)                                                                                         \
     X(test_top_and_folded)                                                                                             \
+    X(test_renderers_svg_pyrotree_lines_sandwich)                                                                      \
     X(test_max_nodes)                                                                                                  \
     X(test_tree_from_dictionaries)                                                                                     \
     X(test_split_and_share)                                                                                            \
