@@ -1,4 +1,5 @@
-/* The HTTP layer's own machinery: the handler pool and lingering close. */
+/* The server's own machinery: the handler pool, lingering close, relabeling, gRPC codes,
+ * the auth file and the flags. */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -9,6 +10,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <stdlib.h>
+
+#include "server/auth.h"
+#include "server/config.h"
 #include "server/grpc.h"
 #include "server/linger.h"
 #include "server/relabel.h"
@@ -190,4 +195,94 @@ void test_grpc_timeouts_and_status_codes(void) {
     static const int MAP[][2] = {{200, 0}, {400, 3},  {401, 16}, {403, 7},  {413, 8},
                                  {429, 8}, {503, 14}, {504, 4},  {501, 12}, {599, 13}};
     for (size_t i = 0; i < sizeof MAP / sizeof *MAP; i++) CHECK_INT(grpc_code_of_http(MAP[i][0]), MAP[i][1]);
+}
+
+/* Writes text to a fresh file under /tmp; its path in path[64]. */
+static void write_tmp(char path[64], const char *text) {
+    snprintf(path, 64, "/tmp/hearth-unit-XXXXXX");
+    int fd = mkstemp(path);
+    CHECK(fd >= 0 && write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+    if (fd >= 0) close(fd);
+}
+
+/* The auth file: comments and blank lines skipped, each credential bound to its tenant and
+ * role, Bearer and Basic (any case) checked, unknown and malformed headers refused; a bad
+ * line refuses the whole file naming its line. */
+void test_auth_file_and_headers(void) {
+    char path[64];
+    write_tmp(path, "# agents\nbearer tok-w team-a write\n\n  basic ann:s3cret team-b read # the UI\n"
+                    "bearer tok-admin ops admin\n");
+    hr_err_t err = {0};
+    auth_t *a = auth_load(path, &err);
+    CHECK(a && auth_count(a) == 3);
+    char tenant[129];
+    role_t role = 0;
+    CHECK(auth_check(a, "Bearer tok-w", tenant, sizeof tenant, &role) == 0 && !strcmp(tenant, "team-a") &&
+          role == ROLE_WRITE);
+    CHECK(auth_check(a, "bearer   tok-admin", tenant, sizeof tenant, &role) == 0 && role == ROLE_ADMIN);
+    CHECK(auth_check(a, "Basic YW5uOnMzY3JldA==", tenant, sizeof tenant, &role) == 0 && !strcmp(tenant, "team-b") &&
+          role == ROLE_READ);                                                       /* ann:s3cret */
+    CHECK(auth_check(a, "Basic YW5uOndyb25n", tenant, sizeof tenant, &role) == -1); /* ann:wrong */
+    CHECK(auth_check(a, "Bearer tok-", tenant, sizeof tenant, &role) == -1);
+    CHECK(auth_check(a, "Bearer tok-ww", tenant, sizeof tenant, &role) == -1);
+    CHECK(auth_check(a, "Token tok-w", tenant, sizeof tenant, &role) == -1);
+    CHECK(auth_check(a, "Basic !!!", tenant, sizeof tenant, &role) == -1);
+    CHECK(auth_check(a, NULL, tenant, sizeof tenant, &role) == -1);
+    auth_free(a);
+    unlink(path);
+    static const struct {
+        const char *text, *says;
+    } BAD[] = {
+        {"bearer tok team\n", ":1: want `bearer|basic SECRET TENANT ROLE`"},
+        {"# ok\ntoken tok team read\n", ":2: kind must be bearer or basic"},
+        {"basic nocolon team read\n", ":1: basic credentials are USER:PASSWORD"},
+        {"bearer tok te/am read\n", ":1: bad tenant id"},
+        {"bearer tok team root\n", ":1: role must be read, write or admin"},
+        {"# nothing\n\n", "holds no credentials"},
+    };
+    for (size_t i = 0; i < sizeof BAD / sizeof *BAD; i++) {
+        write_tmp(path, BAD[i].text);
+        err = (hr_err_t){0};
+        CHECK(auth_load(path, &err) == NULL && strstr(err.msg, BAD[i].says));
+        unlink(path);
+    }
+    CHECK(auth_load("/nonexistent/auth", &err) == NULL && strstr(err.msg, "cannot read auth file"));
+}
+
+/* Runs config_load on argv; its error text in msg[512]. */
+static int load_flags(config_t *c, char **argv, int argc, char msg[512]) {
+    FILE *f = tmpfile();
+    int rc = config_load(c, argc, argv, f);
+    msg[0] = 0;
+    if (f) {
+        rewind(f);
+        size_t n = fread(msg, 1, 511, f);
+        msg[n] = 0;
+        fclose(f);
+    }
+    return rc;
+}
+
+/* Flags: defaults, both flag spellings, sizes with units, the environment under the flags,
+ * and unknown flags, bad values and stray arguments refused with their name. */
+void test_config_flags_env_and_errors(void) {
+    static config_t c; /* large */
+    char msg[512];
+    char *plain[] = {"hearth"};
+    CHECK(load_flags(&c, plain, 1, msg) == 0 && c.max_body_bytes == (size_t)16 << 20);
+    char *sizes[] = {"hearth", "serve", "--max-body-bytes", "2MiB", "--block-cache-bytes=3GiB"};
+    CHECK(load_flags(&c, sizes, 5, msg) == 0 && c.max_body_bytes == (size_t)2 << 20 &&
+          c.block_cache_bytes == (size_t)3 << 30);
+    setenv("HEARTH_MAX_BODY_BYTES", "5MiB", 1);
+    CHECK(load_flags(&c, plain, 1, msg) == 0 && c.max_body_bytes == (size_t)5 << 20);
+    CHECK(load_flags(&c, sizes, 5, msg) == 0 && c.max_body_bytes == (size_t)2 << 20); /* the flag wins */
+    setenv("HEARTH_MAX_BODY_BYTES", "lots", 1);
+    CHECK(load_flags(&c, plain, 1, msg) == -1 && strstr(msg, "max-body-bytes"));
+    unsetenv("HEARTH_MAX_BODY_BYTES");
+    char *unknown[] = {"hearth", "--max-bodies", "1"};
+    CHECK(load_flags(&c, unknown, 3, msg) == -1 && strstr(msg, "unknown flag `--max-bodies`"));
+    char *stray[] = {"hearth", "serve", "extra"};
+    CHECK(load_flags(&c, stray, 3, msg) == -1 && strstr(msg, "unexpected argument `extra`"));
+    char *bad[] = {"hearth", "--wal-fsync", "sometimes"};
+    CHECK(load_flags(&c, bad, 3, msg) == -1 && strstr(msg, "wal-fsync"));
 }

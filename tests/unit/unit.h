@@ -134,6 +134,8 @@ int unit_finish(const char *suite, int ok, int bad);
     X(test_linger_drains_and_closes)                                                                                   \
     X(test_relabel_rules_as_prometheus_applies_them)                                                                   \
     X(test_grpc_timeouts_and_status_codes)                                                                             \
+    X(test_auth_file_and_headers)                                                                                      \
+    X(test_config_flags_env_and_errors)                                                                                \
     X(test_arena_zeroed_aligned_and_large)
 // clang-format on
 
