@@ -205,20 +205,24 @@ def scrape_cpu_seconds_over_the_interval_warns_and_runs_back_to_back():
         cfg = scrape_config("long-cpu", {"interval": "2s", "cpu_seconds": 3, "targets": [
             {"job": "golong", "url": tgt.url, "profiles": ["cpu", "goroutine"]}]})
         srv = Server(extra=["--scrape-config", cfg]).start()
-        try:
-            time.sleep(7)
+        def enough():  # two 3 s CPU profiles and three goroutine ones: about 7 s
             log = tgt.served()
+            n = lambda kind: sum(1 for _, p, _, _ in log if p.endswith(kind))
+            return log if n("/profile") >= 2 and n("/goroutine") >= 3 else None
+        try:
+            log = wait_until(enough, 60, 0.2, "two CPU and three goroutine profiles served")
             t0 = time.time()
         finally:
             srv.stop()
         stop_s = time.time() - t0
         warned = [l for l in srv.tail().splitlines() if "cpu_seconds" in l and "golong" in l]
         assert warned and "level=warn" in warned[0], srv.tail()
+    timed = not sanitized()  # a sanitizer build's timing says nothing about the schedule
     cpu = [(s, e) for _, p, s, e in log if p.endswith("/profile")]
-    assert len(cpu) >= 2 and max(gaps(cpu)) < 0.5, cpu
+    assert len(cpu) >= 2 and (not timed or max(gaps(cpu)) < 0.5), cpu
     goroutine = sorted(s for _, p, s, _ in log if p.endswith("/goroutine"))
-    assert len(goroutine) >= 3 and all(abs(b - a - 2) < 0.5 for a, b in zip(goroutine, goroutine[1:])), goroutine
-    assert stop_s < 3, stop_s
+    assert len(goroutine) >= 3 and (not timed or all(abs(b - a - 2) < 0.5 for a, b in zip(goroutine, goroutine[1:]))), goroutine
+    assert not timed or stop_s < 3, stop_s
 
 
 def shard_of(address, modulus):
