@@ -16,7 +16,7 @@ GEN_C    = $(patsubst %.proto,build/gen/%.pb-c.c,$(PROTOS))
 GEN_H    = $(GEN_C:.c=.h)
 
 # Everything but main.c (the subcommand dispatch at the top), which only the binaries link.
-LIB_SRC  = $(wildcard common/*.c wire/*.c ingest/*.c storage/*.c query/*.c symbolize/*.c cli/*.c server/*.c) $(wildcard common/*.cc)
+LIB_SRC  = $(wildcard common/*.c wire/*.c ingest/*.c storage/*.c catalog/*.c remote/*.c query/*.c symbolize/*.c cli/*.c server/*.c) $(wildcard common/*.cc)
 UNIT_SRC = $(wildcard tests/unit/*.c)
 
 # Three build flavours share the source list: release (./hearth), asan (./hearth-asan) and
@@ -229,7 +229,7 @@ fuzz-regress: test-deps
 
 # C sources under clang-format's rules (.clang-format); `make fmt` rewrites them,
 # `make fmt-check` (run by .ci/run) fails on any file that differs.
-FMT_SRC = $(wildcard main.c wire/*.[ch] common/*.[ch] common/*.cc storage/*.[ch] query/*.[ch] server/*.[ch] \
+FMT_SRC = $(wildcard main.c wire/*.[ch] common/*.[ch] common/*.cc storage/*.[ch] catalog/*.[ch] remote/*.[ch] query/*.[ch] server/*.[ch] \
             ingest/*.[ch] symbolize/*.[ch] cli/*.[ch] tests/unit/*.[ch] tests/fuzz/*.c tests/oom/*.[ch])
 .PHONY: fmt-check
 fmt:

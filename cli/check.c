@@ -18,8 +18,8 @@
 #include "cli/cli.h"
 #include "storage/block.h"
 #include "common/fsutil.h"
-#include "storage/index.h"
-#include "storage/objstore.h"
+#include "catalog/index.h"
+#include "remote/objstore.h"
 #include "storage/wal.h"
 
 static const char USAGE[] = "Usage: hearth check DATA_DIR [--quarantine]\n"

@@ -15,7 +15,7 @@
 int cli_push(int argc, char **argv);
 int cli_query(int argc, char **argv);
 int cli_check(int argc, char **argv);
-/* The S3 client by hand (storage/objstore.h): put, get, head, ls, rm. */
+/* The S3 client by hand (remote/objstore.h): put, get, head, ls, rm. */
 int cli_objstore(int argc, char **argv);
 
 /* Option parsing shared by the subcommands: `--name value`, `--name=value`, and

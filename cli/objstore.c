@@ -1,4 +1,4 @@
-/* objstore.c - `hearth objstore URL COMMAND`: the S3 client (storage/objstore.h) by hand.
+/* objstore.c - `hearth objstore URL COMMAND`: the S3 client (remote/objstore.h) by hand.
  *
  * Puts, gets (whole or by byte ranges), heads, lists and deletes objects, so an
  * operator can check an object store's URL and keys before pointing Hearth at it, and
@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "storage/objstore.h"
+#include "remote/objstore.h"
 
 static const char USAGE[] =
     "Usage: hearth objstore URL COMMAND [ARGS] [flags]\n\n"

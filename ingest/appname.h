@@ -10,7 +10,7 @@
 #include <stddef.h>
 
 #include "common/err.h"
-#include "storage/labels.h"
+#include "common/labels.h"
 
 /* Parses s: writes the application name into app and adds its labels to out. */
 int appname_parse(const char *s, char *app, size_t applen, labels_t *out, hr_err_t *err);

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "common/ptype.h"
-#include "storage/labels.h"
+#include "common/labels.h"
 
 static uint32_t frame_location(symtab_t *t, const char *s, size_t n) {
     uint32_t name = symtab_string(t, s, n);

@@ -42,7 +42,7 @@
 #include "common/err.h"
 #include "ingest/format.h"
 #include "storage/batch.h"
-#include "storage/labels.h"
+#include "common/labels.h"
 
 typedef struct {
     const labels_t *base;    /* series labels of every profile */

@@ -24,7 +24,7 @@
 #include "common/err.h"
 #include "common/budget.h"
 #include "storage/batch.h"
-#include "storage/labels.h"
+#include "common/labels.h"
 
 /* A pprof sample label key with more distinct values than this in one profile is not
  * made a series label (it would split the upload into as many series). */

@@ -24,7 +24,7 @@
 
 #include "common/err.h"
 #include "common/regex.h"
-#include "storage/labels.h"
+#include "common/labels.h"
 
 typedef enum { MATCH_EQ, MATCH_NEQ, MATCH_RE, MATCH_NRE } match_op_t;
 

@@ -17,7 +17,7 @@
 #include "server/auth.h"
 #include "server/metrics.h"
 #include "server/scrape.h"
-#include "storage/objstore.h"
+#include "remote/objstore.h"
 #include "storage/store.h"
 #include "symbolize/symbolizer.h"
 

@@ -10,7 +10,7 @@
 
 #include "common/base64.h"
 #include "common/vec.h"
-#include "storage/labels.h"
+#include "common/labels.h"
 
 typedef struct {
     int basic;

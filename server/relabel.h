@@ -16,7 +16,7 @@
 #include <jansson.h>
 
 #include "common/err.h"
-#include "storage/labels.h"
+#include "common/labels.h"
 
 typedef struct relabel_rule relabel_rule_t;
 

@@ -9,7 +9,7 @@
 #include "common/log.h"
 #include "common/timeparse.h"
 #include "server/relabel.h"
-#include "storage/labels.h"
+#include "common/labels.h"
 #include "wire/client.h"
 
 #define SD_MAX_BYTES (16u << 20) /* a file or HTTP answer of target groups */

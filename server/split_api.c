@@ -16,7 +16,7 @@
 #include "query/catalog.h"
 #include "query/share.h"
 #include "server/app.h"
-#include "storage/index.h"
+#include "catalog/index.h"
 #include "wire/client.h"
 
 #define PEER_MAX_AGE_S 6 /* three missed heartbeats and a node is not asked */

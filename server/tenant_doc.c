@@ -8,7 +8,7 @@
 
 #include "common/buf.h"
 #include "common/fsutil.h"
-#include "storage/objstore.h"
+#include "remote/objstore.h"
 
 static void doc_path(const app_t *a, const char *kind, const char *tenant, char *out, size_t cap) {
     if (a->objects) snprintf(out, cap, "%s/%s.json", kind, tenant);

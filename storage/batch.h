@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "storage/labels.h"
+#include "common/labels.h"
 #include "storage/segment.h"
 #include "storage/symtab.h"
 

@@ -26,8 +26,8 @@
 
 #include "common/err.h"
 #include "storage/batch.h"
-#include "storage/index.h"
-#include "storage/objstore.h"
+#include "catalog/index.h"
+#include "remote/objstore.h"
 #include "storage/segment.h"
 #include "storage/wal.h"
 

@@ -20,11 +20,11 @@
  *   6. `cache_mu` (store): decoded partitions, pins, block footers attached late, `bad`.
  *   7. `sync_mu`, then `mu` (wal.c): one fsync at a time, then the file and counters.
  * Leaves, under which nothing else is taken: the index's `mu` and its innermost
- * `db_mu` (index.c; never taken while `data` is held: ingest resolves its series
+ * `db_mu` (catalog/index.c; never taken while `data` is held: ingest resolves its series
  * before taking `cut`, and a query matches selectors on a snapshot after releasing
  * it), `durable_mu` (cluster.c's acknowledgements), each dictionary's `mu`
- * (symdict.c), the object cache's and the object store's pool's `mu` (objcache.c,
- * objstore.c). No ingest ever waits for a block being written or for a scan of
+ * (symdict.c), the object cache's and the object store's pool's `mu` (remote/objcache.c,
+ * remote/objstore.c). No ingest ever waits for a block being written or for a scan of
  * blocks. */
 #ifndef HEARTH_STORE_IMPL_H
 #define HEARTH_STORE_IMPL_H
@@ -35,7 +35,7 @@
 
 #include "common/hash.h"
 #include "storage/block.h"
-#include "storage/objcache.h"
+#include "remote/objcache.h"
 #include "storage/store.h"
 #include "storage/symdict.h"
 

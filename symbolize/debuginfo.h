@@ -32,7 +32,7 @@
 
 #include "common/buf.h"
 #include "common/err.h"
-#include "storage/objstore.h"
+#include "remote/objstore.h"
 
 typedef struct debuginfo debuginfo_t;
 

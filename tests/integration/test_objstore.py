@@ -1,4 +1,4 @@
-"""The S3 client (storage/objstore.c) against a real S3 server: Ceph's RADOS Gateway.
+"""The S3 client (remote/objstore.c) against a real S3 server: Ceph's RADOS Gateway.
 
 One gateway serves the whole area (s3server.shared(), about 13 s to start); each test works in
 its own bucket. The client is driven through `hearth objstore`, so the ASan and TSan builds run

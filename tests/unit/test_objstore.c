@@ -15,8 +15,8 @@
 
 #include "common/buf.h"
 #include "common/base64.h"
-#include "storage/azblob.h"
-#include "storage/objstore.h"
+#include "remote/azblob.h"
+#include "remote/objstore.h"
 #include "tests/unit/unit.h"
 #include "wire/client.h"
 

@@ -1,5 +1,5 @@
 /* index.c - see index.h. */
-#include "storage/index.h"
+#include "catalog/index.h"
 
 #include <assert.h>
 #include <jansson.h>
@@ -10,7 +10,7 @@
 
 #include "common/hash.h"
 #include "common/vec.h"
-#include "storage/index_backend.h"
+#include "catalog/backend.h"
 
 struct index {
     const index_backend_t *ops;

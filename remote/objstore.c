@@ -16,7 +16,7 @@
  * failure or a 5xx is tried again after 100, 200, 400 ms..., with the answer buffer
  * rolled back and the file rewound, so a retry sends and keeps exactly what the first
  * attempt would have. Anything else is final at once. */
-#include "storage/objstore.h"
+#include "remote/objstore.h"
 
 #include <assert.h>
 #include <curl/curl.h>
@@ -33,7 +33,7 @@
 
 #include "common/base64.h"
 #include "common/log.h"
-#include "storage/azblob.h"
+#include "remote/azblob.h"
 
 #define POOL_MAX 8       /* idle easy handles kept (each holds its connections) */
 #define KEY_MAX 1024     /* S3's limit on an object name, in bytes */

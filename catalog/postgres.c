@@ -1,4 +1,4 @@
-/* index_pg.c - the cluster catalog in PostgreSQL: see index_backend.h and
+/* postgres.c - the cluster catalog in PostgreSQL: see backend.h and
  * storage/format/catalog.md.
  *
  * One connection, used by one call at a time (index.c's mutex). A call that finds
@@ -14,7 +14,7 @@
 
 #include "common/buf.h"
 #include "common/vec.h"
-#include "storage/index_backend.h"
+#include "catalog/backend.h"
 
 typedef struct {
     PGconn *c;

@@ -1,11 +1,11 @@
-/* index_sqlite.c - the single-node catalog in SQLite: see index_backend.h. */
+/* sqlite.c - the single-node catalog in SQLite: see backend.h. */
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/vec.h"
-#include "storage/index_backend.h"
+#include "catalog/backend.h"
 
 typedef struct {
     sqlite3 *db;

@@ -1,5 +1,5 @@
 /* objcache.c - see objcache.h. */
-#include "storage/objcache.h"
+#include "remote/objcache.h"
 
 #include <dirent.h>
 #include <errno.h>

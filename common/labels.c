@@ -1,5 +1,5 @@
 /* labels.c - see labels.h. */
-#include "storage/labels.h"
+#include "common/labels.h"
 
 #include <stdint.h>
 #include <stdlib.h>

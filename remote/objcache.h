@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
-#include "storage/objstore.h"
+#include "remote/objstore.h"
 
 typedef struct objcache objcache_t;
 

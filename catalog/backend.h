@@ -1,4 +1,4 @@
-/* index_backend.h - where the catalog is kept: SQLite (one node) or PostgreSQL (a
+/* backend.h - where the catalog is kept: SQLite (one node) or PostgreSQL (a
  * cluster). Private to storage/: index.c keeps the in-memory mirror of the series and
  * the locking, and calls one of these for everything durable. Calls come one at a
  * time (under the index mutex), so a backend needs no lock of its own.
@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
-#include "storage/index.h"
+#include "catalog/index.h"
 
 /* One stored series, for index.c's mirror (strings borrowed for the call). */
 typedef int (*index_row_fn)(void *ctx, uint32_t id, const char *tenant, const char *ptype, const char *labels_json);

@@ -1,5 +1,5 @@
 /* azblob.c - see azblob.h. */
-#include "storage/azblob.h"
+#include "remote/azblob.h"
 
 #include <openssl/evp.h>
 #include <openssl/hmac.h>

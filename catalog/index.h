@@ -1,6 +1,6 @@
 /* index.h - the metadata store: series and their labels, the block catalog, the WAL
  * checkpoint and the schema version; in SQLite for one node, in PostgreSQL for a
- * cluster (index_backend.h), where it is shared by every node.
+ * cluster (backend.h), where it is shared by every node.
  *
  * The database is the durable truth; the series are also mirrored in memory (an array
  * indexed by series id) because every ingest and query consults them. Series ids
@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
-#include "storage/labels.h"
+#include "common/labels.h"
 
 #define INDEX_SCHEMA_VERSION 1
 
