@@ -11,12 +11,14 @@
 #include "common/ptype.h"
 #include "common/timeparse.h"
 #include "ingest/request.h"
+#include "query/callsite.h"
 #include "query/catalog.h"
 #include "query/merge.h"
 #include "query/render.h"
 #include "query/selector.h"
 #include "query/share.h"
 #include "query/split.h"
+#include "query/stackfilter.h"
 #include "query/tree.h"
 #include "tests/unit/unit.h"
 
@@ -893,4 +895,107 @@ void test_catalog_answers(void) {
     selector_destroy(&db);
     selector_destroy(&api);
     store_close(st);
+}
+
+/* A small symtab for the stack selectors: main > alpha > beta, main > gamma (in lib.go),
+ * main > [outer > inner] (one location, inner inlined into outer), main > 0x1234 (no
+ * symbols). Stack ids come back in *st in that order. */
+enum { ST_MAIN, ST_ALPHA, ST_BETA, ST_GAMMA, ST_INLINED, ST_ADDR, ST_N };
+
+static uint32_t fn(symtab_t *t, const char *name, const char *file) {
+    sym_function_t f = {.name = symtab_string(t, name, strlen(name)), .filename = symtab_string(t, file, strlen(file))};
+    return symtab_function(t, &f);
+}
+
+static uint32_t loc1(symtab_t *t, const char *name, const char *file) {
+    sym_line_t l = {.function = fn(t, name, file), .line = 1};
+    return symtab_location(t, 0, 0, &l, 1);
+}
+
+static symtab_t *selector_symtab(uint32_t st[ST_N]) {
+    symtab_t *t = symtab_new();
+    CHECK(t != NULL);
+    st[ST_MAIN] = symtab_stack(t, 0, loc1(t, "main", "main.go"));
+    st[ST_ALPHA] = symtab_stack(t, st[ST_MAIN], loc1(t, "alpha", "main.go"));
+    st[ST_BETA] = symtab_stack(t, st[ST_ALPHA], loc1(t, "beta", "main.go"));
+    st[ST_GAMMA] = symtab_stack(t, st[ST_MAIN], loc1(t, "gamma", "lib.go"));
+    sym_line_t in[2] = {{.function = fn(t, "inner", "main.go"), .line = 7},
+                        {.function = fn(t, "outer", "main.go"), .line = 3}};
+    st[ST_INLINED] = symtab_stack(t, st[ST_MAIN], symtab_location(t, 0, 0, in, 2));
+    st[ST_ADDR] = symtab_stack(t, st[ST_MAIN], symtab_location(t, 0, 0x1234, NULL, 0));
+    for (int i = 0; i < ST_N; i++) CHECK(st[i] != SYM_NONE);
+    return t;
+}
+
+/* The selected stacks of m as a string of their ST_ letters (m[st[i]] set: 'a' + i). */
+static void selected(const uint8_t *m, const uint32_t st[ST_N], char out[ST_N + 1]) {
+    size_t n = 0;
+    for (int i = 0; i < ST_N; i++)
+        if (m[st[i]]) out[n++] = (char)('a' + i);
+    out[n] = 0;
+}
+
+static void check_callsite(const symtab_t *t, const uint32_t st[ST_N], const char *const *names, size_t n,
+                           const char *want) {
+    callsite_t cs = {names, n};
+    uint8_t *m = callsite_match(t, &cs);
+    CHECK(m != NULL);
+    if (!m) return;
+    char got[ST_N + 1];
+    selected(m, st, got);
+    CHECK_STR(got, want);
+    free(m);
+}
+
+void test_callsite_prefixes(void) {
+    uint32_t st[ST_N];
+    symtab_t *t = selector_symtab(st);
+    check_callsite(t, st, NULL, 0, "abcdef"); /* an empty call site selects every stack */
+    const char *main_alpha[] = {"main", "alpha"};
+    check_callsite(t, st, main_alpha, 2, "bc"); /* the prefix and what is under it */
+    const char *alpha[] = {"alpha"};
+    check_callsite(t, st, alpha, 1, ""); /* rooted: a frame further down is no prefix */
+    const char *deep[] = {"main", "alpha", "beta", "delta"};
+    check_callsite(t, st, deep, 4, ""); /* longer than every stack */
+    const char *inl[] = {"main", "outer", "inner"};
+    check_callsite(t, st, inl, 3, "e"); /* inlined frames root first: caller, then callee */
+    const char *inl_wrong[] = {"main", "inner"};
+    check_callsite(t, st, inl_wrong, 2, "");
+    const char *addr[] = {"main", "0x1234"};
+    check_callsite(t, st, addr, 2, "f"); /* a location without symbols is its address */
+    symtab_free(t);
+}
+
+static void check_filter(const symtab_t *t, const uint32_t st[ST_N], const char *focus, const char *ignore,
+                         const char *want) {
+    hr_err_t err = {0};
+    stackfilter_t f = {0};
+    hr_regex_t *fo = focus ? hr_regex_compile(focus, &err) : NULL, *ig = ignore ? hr_regex_compile(ignore, &err) : NULL;
+    CHECK(!focus || fo);
+    CHECK(!ignore || ig);
+    f.focus = fo;
+    f.ignore = ig;
+    uint8_t *m = stackfilter_match(t, &f);
+    CHECK(m != NULL);
+    if (m) {
+        char got[ST_N + 1];
+        selected(m, st, got);
+        CHECK_STR(got, want);
+        CHECK_INT(m[0], 0); /* a sample without locations is dropped once a filter is set */
+        free(m);
+    }
+    hr_regex_free(fo);
+    hr_regex_free(ig);
+}
+
+void test_stackfilter_focus_and_ignore(void) {
+    uint32_t st[ST_N];
+    symtab_t *t = selector_symtab(st);
+    check_filter(t, st, "beta", NULL, "c");          /* focus: a location of the stack matches */
+    check_filter(t, st, "a$", NULL, "bcd");          /* unanchored search: alpha, beta, gamma */
+    check_filter(t, st, "lib\\.go", NULL, "d");      /* file names count too */
+    check_filter(t, st, "inner", NULL, "e");         /* any line of an inlined location */
+    check_filter(t, st, NULL, "alpha", "adef");      /* ignore drops every stack through it */
+    check_filter(t, st, "main", "alpha|gam", "aef"); /* ignore wins over focus */
+    symtab_free(t);
 }
