@@ -13,6 +13,7 @@
 #include "ingest/request.h"
 #include "query/callsite.h"
 #include "query/catalog.h"
+#include "query/groupby.h"
 #include "query/merge.h"
 #include "query/render.h"
 #include "query/selector.h"
@@ -998,4 +999,50 @@ void test_stackfilter_focus_and_ignore(void) {
     check_filter(t, st, NULL, "alpha", "adef");      /* ignore drops every stack through it */
     check_filter(t, st, "main", "alpha|gam", "aef"); /* ignore wins over focus */
     symtab_free(t);
+}
+
+/* Group-by: each group's numbers are the narrowed query's, ranked by total, the rest
+ * summed into "other"; a series without the label is the "" group. */
+void test_groupby_ranks_and_sums_other(void) {
+    store_t *st = new_store("groupby");
+    put_folded(st, "app.cpu{pod=a}", "main;x 5\n", 100, 100);
+    put_folded(st, "app.cpu{pod=b}", "main;x 3\n", 100, 100);
+    put_folded(st, "app.cpu{pod=b}", "main;y 7\n", 160, 100);
+    put_folded(st, "app.cpu", "main;z 1\n", 100, 100);
+    put_folded(st, "other.cpu{pod=a}", "main;w 50\n", 100, 100); /* not selected */
+    selector_t sel;
+    hr_err_t err = {0};
+    CHECK(selector_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds{service_name=\"app\"}", &sel, &err) == 0);
+    merge_query_t q = {.tenant = "anonymous", .sel = &sel, .from = 0, .until = 200 * S, .step = 60 * S};
+    merge_result_t whole;
+    CHECK(merge_run(st, &q, &whole, &err) == 0);
+    char *names[] = {"pod"};
+    for (size_t limit = 0; limit <= 2; limit += 2) {
+        grouped_t g;
+        CHECK(groupby_run(st, &q, &sel, names, 1, limit, &g, &err) == 0);
+        CHECK_INT(g.n, limit ? 2 : 3);
+        CHECK_INT(g.nother, limit ? 1 : 0);
+        if (g.n >= 2) {
+            CHECK_STR(g.v[0].vals[0], "b"); /* 10 before 5 before 1 */
+            CHECK_STR(g.v[1].vals[0], "a");
+            CHECK(g.v[0].m.total == 2 * g.v[1].m.total);
+            CHECK_INT(g.v[0].m.nbuckets, whole.nbuckets);
+            double sum = g.other_total;
+            for (size_t i = 0; i < g.n; i++) sum += g.v[i].m.total;
+            CHECK(sum == whole.total); /* the groups add up to the whole */
+            /* the "" group, 1 of 16: kept last, or summed into other past the limit */
+            if (limit) CHECK(g.other_total * 16 == whole.total && g.other != NULL);
+            else CHECK(!strcmp(g.v[2].vals[0], "") && g.v[2].m.total * 16 == whole.total);
+        }
+        grouped_destroy(&g);
+    }
+    char *too_many[GROUPBY_MAX_LABELS + 1];
+    for (size_t i = 0; i <= GROUPBY_MAX_LABELS; i++) too_many[i] = "pod";
+    grouped_t g;
+    hr_err_t e = {0};
+    CHECK(groupby_run(st, &q, &sel, too_many, GROUPBY_MAX_LABELS + 1, 0, &g, &e) == -1 && e.code == HR_EINVAL);
+    grouped_destroy(&g);
+    merge_result_destroy(&whole);
+    selector_destroy(&sel);
+    store_close(st);
 }

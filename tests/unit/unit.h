@@ -106,6 +106,7 @@ int unit_finish(const char *suite, int ok, int bad);
     X(test_flamebearer_layout)                                                                                         \
     X(test_callsite_prefixes)                                                                                          \
     X(test_stackfilter_focus_and_ignore)                                                                               \
+    X(test_groupby_ranks_and_sums_other)                                                                               \
     X(test_top_and_folded)                                                                                             \
     X(test_renderers_svg_pyrotree_lines_sandwich)                                                                      \
     X(test_max_nodes)                                                                                                  \
