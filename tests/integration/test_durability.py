@@ -19,7 +19,7 @@ import time
 
 from harness import (
     ARGS, CPU, CPU_FILE, T0, Server, cli, cpu_total, elf_with_build_id, free_port, metric, query, read_testdata,
-    test)
+    test, wait_until)
 from pprof_ref import pprof_raw
 
 
@@ -67,7 +67,7 @@ def restart_flush_and_kill9_keep_every_acknowledged_profile():
     acked, lock, stop = [], threading.Lock(), threading.Event()
     threads = start_pushers(srv, 4, lambda w, i: T0 + w * 20000 + i,
                             lambda i: b"main;work%d 7\nmain;idle 3\n" % (i % 5), "crash.cpu", acked, lock, stop)
-    time.sleep(0.8)
+    wait_until(lambda: len(acked) > 10, 30, 0.05, "some acknowledged pushes")
     srv.request("POST", "/api/v1/admin/flush")  # some data in a block, some only in the WAL
     time.sleep(random.uniform(0.3, 1.0))
     kill9_while_pushing(srv, stop, threads)
@@ -215,9 +215,7 @@ def background_cut_by_age_keeps_answers():
     want = pprof_raw(os.path.join(ARGS.testdata, "pprof", "go-runtime-cpu-01.pb.gz"))[1][1]
     with Server(data_dir, extra=["--block-duration", "1s"]) as srv:
         assert srv.ingest(body, name="aged", format="pprof", **{"from": T0})[0] == 200
-        deadline = time.time() + 20
-        while metric(srv, "hearth_blocks") < 1 and time.time() < deadline:
-            time.sleep(0.2)
+        wait_until(lambda: metric(srv, "hearth_blocks") >= 1, 20, 0.2, "the cut by age")
         assert metric(srv, "hearth_blocks") == 1 and metric(srv, "hearth_head_profiles") == 0
         assert query(srv, CPU + '{service_name="aged"}')["total"] == want
         assert srv.ingest(body, name="aged", format="pprof", **{"from": T0 + 10})[0] == 200
@@ -268,10 +266,10 @@ def compaction_merges_blocks_and_keeps_answers():
         for t in threads:
             t.start()
         st, body, _ = srv.request("POST", "/api/v1/admin/compact", b"")
-        deadline = time.time() + 20
-        while metric(srv, "hearth_compactions_total") < 1 and time.time() < deadline:
-            time.sleep(0.1)  # the background thread may have taken it first
-        time.sleep(0.3)
+        # the background thread may have taken it first
+        wait_until(lambda: metric(srv, "hearth_compactions_total") >= 1, 20, 0.1, "the compaction")
+        after = seen[0]
+        wait_until(lambda: seen[0] >= after + 2, 20, 0.05, "two more reads after the compaction")
         stop.set()
         for t in threads:
             t.join()
@@ -298,9 +296,7 @@ def retention_deletes_old_blocks():
         srv.request("POST", "/api/v1/admin/flush")
         assert srv.ingest(b"main;new 1\n", name="ret.cpu", format="folded", **{"from": "now-1m"})[0] == 200
         srv.request("POST", "/api/v1/admin/flush")
-        deadline = time.time() + 20
-        while metric(srv, "hearth_retention_deleted_blocks_total") < 1 and time.time() < deadline:
-            time.sleep(0.2)
+        wait_until(lambda: metric(srv, "hearth_retention_deleted_blocks_total") >= 1, 20, 0.2, "retention")
         assert metric(srv, "hearth_blocks") == 1
         assert query(srv, CPU + '{service_name="ret"}')["total"] == 0
         assert query(srv, CPU + '{service_name="ret"}', frm="now-1h", until="now")["total"] == 10000000
@@ -436,13 +432,8 @@ def crash_on_a_full_disk_restarts_read_only_and_recovers():
             r = cli("check", data_dir)
             assert r.returncode == 0, r.stdout + r.stderr
             os.unlink(os.path.join(mnt, "filler"))  # space returns: writes resume without a restart
-            deadline = time.time() + 30
-            while True:
-                st, b = srv.ingest(body, name="full", format="pprof", **{"from": T0 + 20})
-                if st == 200 or time.time() > deadline:
-                    break
-                time.sleep(0.5)
-            assert st == 200, (st, b)
+            wait_until(lambda: srv.ingest(body, name="full", format="pprof", **{"from": T0 + 20})[0] == 200,
+                       30, 0.5, "writes to resume once space returns")
             acked += 1
         finally:
             srv.stop()
