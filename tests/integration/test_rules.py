@@ -30,15 +30,12 @@ class Prometheus:
         self.proc = subprocess.Popen(["prometheus", "--config.file", cfg, "--storage.tsdb.path",
                                       os.path.join(self.dir, "data"), "--web.listen-address", f"127.0.0.1:{self.port}",
                                       "--web.enable-remote-write-receiver"], stdout=self.log, stderr=self.log)
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            try:
-                if urllib.request.urlopen(f"http://127.0.0.1:{self.port}/-/ready", timeout=1).status == 200:
-                    return
-            except OSError:
-                time.sleep(0.2)
-        self.stop()
-        raise AssertionError("prometheus did not become ready: " + open(self.log.name).read()[-2000:])
+        ready = lambda: urllib.request.urlopen(f"http://127.0.0.1:{self.port}/-/ready", timeout=1).status == 200
+        try:
+            wait_until(ready, 30, 0.2, "prometheus to become ready")
+        except AssertionError:
+            self.stop()
+            raise AssertionError("prometheus did not become ready: " + open(self.log.name).read()[-2000:])
 
     def url(self):
         return f"http://127.0.0.1:{self.port}/api/v1/write"

@@ -20,7 +20,8 @@ import threading
 import time
 import urllib.parse
 
-from harness import ARGS, T0, Server, elf_with_build_id, free_port, metric, proc_status_kib, query, test
+from harness import (ARGS, T0, Server, elf_with_build_id, free_port, metric, proc_status_kib, query, test,
+                     wait_until)
 from protowire import pb_decode, pb_field, pb_packed, pb_put_varint, pb_strs
 
 SYM = "symbolize"
@@ -615,10 +616,7 @@ def symbolize_a_silent_debuginfod_stalls_only_the_queries_that_need_it():
         first = {}
         th = threading.Thread(target=lambda: first.update(r=ask("parca-main", SAMPLES, a)))
         th.start()
-        deadline = time.time() + 10
-        while not silent.held:  # A's query is waiting on the download
-            assert time.time() < deadline, "A's query never asked the debuginfod server"
-            time.sleep(0.05)
+        wait_until(lambda: silent.held, 10, 0.05, "A's query to ask the debuginfod server")  # and wait on it
         names, _ = ask("cprog", CPU_NS, b)
         assert {"mix", "churn", "main"} <= names, names
         assert th.is_alive(), "tenant B's query answered only after A's had given up on its download"
@@ -771,11 +769,8 @@ def symbolize_uploads_stream_to_disk():
         conn.endheaders()
         conn.send(elf + bytes(5 << 20))
         conn.close()
-        deadline = time.time() + 10
         left = lambda: [f for f in os.listdir(os.path.join(srv.data_dir, "debuginfo")) if f.startswith(".upload-")]
-        while left() and time.time() < deadline:
-            time.sleep(0.1)
-        assert not left(), left()
+        wait_until(lambda: not left(), 10, 0.1, "the cut upload's temporary file to go")
         assert [x["build_id"] for x in srv.get_json("/api/v1/debuginfo")["debuginfo"]] == [PARCA_ID]
 
 
