@@ -163,7 +163,8 @@ def wait_until(cond, timeout=30, interval=0.1, what="the condition"):
     """Polls cond() until it returns something true, and returns that; fails the test after
     timeout seconds. Tests wait for what they need this way, never with a fixed sleep, so a
     fast machine does not wait and a loaded one (a sanitizer build, -j) does not flake.
-    cond may raise OSError (a server not listening yet): that counts as not yet."""
+    cond may raise OSError (a server not listening yet): that counts as not yet. what may be a
+    function, called for the failure's message (the state that was waited on, as it is then)."""
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -173,7 +174,7 @@ def wait_until(cond, timeout=30, interval=0.1, what="the condition"):
         if got:
             return got
         if time.monotonic() > deadline:
-            raise AssertionError(f"waited {timeout}s for {what}")
+            raise AssertionError(f"waited {timeout}s for {what() if callable(what) else what}")
         time.sleep(interval)
 
 

@@ -47,7 +47,8 @@ import pgserver
 import s3server
 from faultproxy import FaultProxy
 from protowire import pb_decode, pb_packed
-from harness import ARGS, CONNECT, CPU, T0, TESTS, Server, area_of, cpu_files, metric, node_agent_dir, test, types_of
+from harness import (ARGS, CONNECT, CPU, T0, TESTS, Server, area_of, cpu_files, metric, node_agent_dir, test, types_of,
+                     wait_until)
 
 FLUSH = "200ms"
 ACK_TIMEOUT = "5s"  # --ack-timeout of the outage tests' nodes: a batch not stored by then gets 503
@@ -363,13 +364,13 @@ def query_timed(srv, svc):
 
 def push_until_ok(srv, path, name, at, what):
     """Pushes (to a throwaway service) until the node takes uploads again, within RECOVER_S."""
-    end = time.time() + RECOVER_S
-    while True:
-        st, body, _ = push_timed(srv, path, name, at)
-        if st == 200:
-            return
-        assert time.time() < end, f"{what}: pushes still fail {RECOVER_S}s after the service returned: {st} {body[:300]!r}"
-        time.sleep(0.2)
+    last = [None, b""]  # the last push's status and body
+
+    def pushed():
+        last[:] = push_timed(srv, path, name, at)[:2]
+        return last[0] == 200
+    wait_until(pushed, RECOVER_S, 0.2,
+               lambda: f"{what}: pushes to succeed again after the service returned; last {last[0]} {last[1][:300]!r}")
 
 
 # ---------------------------------------------------------------- tests
@@ -396,10 +397,8 @@ def cluster_three_nodes_answer_like_a_single_node():
 
 def wait_peers(srv, n, timeout=20):
     """Waits until srv knows n live query peers from the catalog's heartbeats."""
-    end = time.time() + timeout
-    while metric(srv, "hearth_query_peers") < n:
-        assert time.time() < end, f"{srv.name} sees {metric(srv, 'hearth_query_peers')} peers, not {n}"
-        time.sleep(0.2)
+    wait_until(lambda: metric(srv, "hearth_query_peers") >= n, timeout, 0.2,
+               lambda: f"{srv.name} to see {n} peers (it sees {metric(srv, 'hearth_query_peers')})")
 
 
 @test
@@ -493,10 +492,8 @@ def cluster_block_list_changes_are_read_from_the_change_log():
         kinds = dict((k, int(n)) for k, n in c.psql("SELECT kind, count(*) FROM hearth_block_log GROUP BY kind"))
         assert kinds.get("a", 0) >= 6 and kinds.get("s", 0) >= 1, kinds
         comp = c.node("k", "compact", ["--compact-min-blocks", "2"])
-        deadline = time.time() + 60
-        while not c.psql("SELECT count(*) FROM hearth_block_log WHERE kind = 'r'")[0][0] != "0":
-            assert time.time() < deadline, f"no compaction ({c.logs()})"
-            time.sleep(0.5)
+        wait_until(lambda: c.psql("SELECT count(*) FROM hearth_block_log WHERE kind = 'r'")[0][0] != "0", 60, 0.5,
+                   lambda: f"a compaction ({c.logs()})")
         assert total(q, "log") == sum(totals[:6])
         comp.stop()
         c.psql("UPDATE hearth_meta SET value = value + 1 WHERE key = 'version'")  # as a pre-log node's change
@@ -841,14 +838,14 @@ def cluster_scrape_targets_are_divided_among_nodes_and_taken_over_when_one_dies(
 
         def agreed(b):
             """The owner of each target once both nodes name the same one for every target."""
-            deadline = time.time() + 30
-            while True:
-                ca, cb = counts(a), counts(b)
-                owners = {u: ca[u][1] for u in ca}
-                if owners == {u: cb[u][1] for u in cb} and set(owners.values()) <= {"a", b.name}:
-                    return owners
-                assert time.time() < deadline, (ca, cb)
-                time.sleep(0.5)
+            seen = []
+
+            def agree():
+                seen[:] = counts(a), counts(b)
+                owners = {u: seen[0][u][1] for u in seen[0]}
+                same = owners == {u: seen[1][u][1] for u in seen[1]}
+                return owners if same and set(owners.values()) <= {"a", b.name} else None
+            return wait_until(agree, 30, 0.5, lambda: f"both nodes to agree on the targets' owners: {seen}")
 
         # Which node a target goes to follows from hashes of the node names and the targets'
         # URLs (random ports): all six land on one node 1 time in 32, and b then takes another name.

@@ -275,10 +275,8 @@ def http_attacks_body_size_and_inflight_budget():
         s.close()
         assert metric(srv, 'hearth_limit_refusals_total{limit="max_inflight_body_bytes"}') == 2
         holders.pop().close()  # gives its 1 MiB back
-        deadline = time.time() + 5
-        while srv.ingest(b"main;a 1\n", name="attack.cpu", format="folded", **{"from": T0})[0] != 200:
-            assert time.time() < deadline, "the budget was not released"
-            time.sleep(0.1)
+        wait_until(lambda: srv.ingest(b"main;a 1\n", name="attack.cpu", format="folded", **{"from": T0})[0] == 200,
+                   5, 0.1, "the released budget to take an upload")
         for h in holders:
             h.close()
     bad = Server(extra=["--max-body-bytes", "4MiB", "--max-inflight-body-bytes", "1MiB"])
@@ -337,15 +335,7 @@ def http_attacks_slowloris_is_cut_off_and_one_address_is_capped():
         extra.close()
         for s in idle:
             s.close()
-        deadline = time.time() + 5
-        while True:
-            try:
-                if srv.get("/healthz")[0] == 200:
-                    break
-            except OSError:
-                pass
-            assert time.time() < deadline
-            time.sleep(0.1)
+        wait_until(lambda: srv.get("/healthz")[0] == 200, 5, 0.1, "the address's connections to be taken again")
 
 
 def raise_fd_limit(want):
