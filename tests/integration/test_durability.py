@@ -44,6 +44,14 @@ def start_pushers(srv, n, time_of, body_of, name, acked, lock, stop):
     return threads
 
 
+def seeded_rng(what):
+    """A random source for a test's timing, its seed printed so a failure can be replayed
+    (HEARTH_TEST_SEED sets it)."""
+    seed = int(os.environ.get("HEARTH_TEST_SEED", time.time()))
+    print(f"    {what}: seed {seed} (HEARTH_TEST_SEED={seed} replays it)", flush=True)
+    return random.Random(seed)
+
+
 def kill9_while_pushing(srv, stop, threads):
     """kill -9 the server with the pushers running, then stops them: pushes in flight fail unacknowledged."""
     srv.proc.send_signal(signal.SIGKILL)
@@ -69,7 +77,7 @@ def restart_flush_and_kill9_keep_every_acknowledged_profile():
                             lambda i: b"main;work%d 7\nmain;idle 3\n" % (i % 5), "crash.cpu", acked, lock, stop)
     wait_until(lambda: len(acked) > 10, 30, 0.05, "some acknowledged pushes")
     srv.request("POST", "/api/v1/admin/flush")  # some data in a block, some only in the WAL
-    time.sleep(random.uniform(0.3, 1.0))
+    time.sleep(seeded_rng("restart_flush_and_kill9").uniform(0.3, 1.0))  # the kill lands anywhere in a push
     kill9_while_pushing(srv, stop, threads)
     assert len(acked) > 20, f"only {len(acked)} pushes acknowledged"
     srv = Server(data_dir).start()
@@ -101,9 +109,7 @@ def restart_flush_and_kill9_keep_every_acknowledged_profile():
 @test
 def random_kill9_loop_loses_nothing_and_corrupts_nothing():
     data_dir = tempfile.mkdtemp(prefix="hearth-crashloop-", dir=ARGS.tmp)
-    seed = int(os.environ.get("HEARTH_TEST_SEED", time.time()))
-    print(f"    random_kill9_loop: seed {seed} (HEARTH_TEST_SEED={seed} replays it)", flush=True)
-    rng = random.Random(seed)
+    rng = seeded_rng("random_kill9_loop")
     acked, lock = [], threading.Lock()
     rounds = 3 if ARGS.quick else 6
     for rnd in range(rounds):
