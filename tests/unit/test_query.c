@@ -1022,7 +1022,7 @@ void test_groupby_ranks_and_sums_other(void) {
         CHECK(groupby_run(st, &q, &sel, names, 1, limit, &g, &err) == 0);
         CHECK_INT(g.n, limit ? 2 : 3);
         CHECK_INT(g.nother, limit ? 1 : 0);
-        if (g.n >= 2) {
+        if (g.n == (limit ? 2u : 3u)) {     /* else the groups below are not there to read */
             CHECK_STR(g.v[0].vals[0], "b"); /* 10 before 5 before 1 */
             CHECK_STR(g.v[1].vals[0], "a");
             CHECK(g.v[0].m.total == 2 * g.v[1].m.total);
