@@ -197,6 +197,10 @@ static void render_storage(const metrics_t *m, const store_stats_t *s, buf_t *o)
     scalar(o, "hearth_block_window_loads_total", "counter",
            "Partitions decoded in part: the rows of a range inside them (into the partition's window slot).",
            s->window_loads);
+    scalar(o, "hearth_block_symbols_decoded_total", "counter",
+           "Partition loads that decoded the partition's symbols; the others found every stack in their "
+           "service's shared dictionary by the fingerprints the block stores.",
+           s->symbols_decoded);
     family(o, "hearth_catalog_syncs_total", "counter",
            "Cluster mode: block list syncs, read whole or as the changes since the last (the catalog's change log).");
     buf_printf(

@@ -28,10 +28,24 @@ enum {
     SEC_MPROFILES = 6,
     SEC_MSAMPLES = 7, /* version 2: pre-merged rows */
     SEC_SPANS = 8,    /* version 2: span samples, when any */
-    SEC_FUNCS = 9     /* version 2: the function table (storage/functab.h), when written */
+    SEC_FUNCS = 9,    /* version 2: the function table (storage/functab.h), when written */
+    SEC_STACKS = 10   /* version 2: the fingerprints of the stacks rows name, when written */
 };
 /* footer partition flags */
-enum { PART_MERGED = 1, PART_SPANS = 2, PART_UNITS = 4, PART_FUNCS = 8, PART_SUMMARY = 16, PART_TRACES = 32 };
+enum {
+    PART_MERGED = 1,
+    PART_SPANS = 2,
+    PART_UNITS = 4,
+    PART_FUNCS = 8,
+    PART_SUMMARY = 16,
+    PART_TRACES = 32,
+    PART_STACKS = 64,
+    PART_KNOWN = 127 /* any other bit: a later format's, refused */
+};
+/* decode_part's flags beside the view (block.h's BLOCK_VIEW_DEFER_SYMBOLS, and this one:
+ * check the STACKS section against the symbols, as the writer and a whole-block read do). */
+#define VIEW_OF(v) ((v)&0xf)
+#define VIEW_VERIFY 0x20
 static const char MAGIC[8] = {'H', 'R', 'T', 'H', 'B', 'L', 'K', '1'};  /* version 1 */
 static const char MAGIC2[8] = {'H', 'R', 'T', 'H', 'B', 'L', 'K', '2'}; /* version 2 */
 static const char TAIL_MAGIC[4] = {'H', 'R', 'T', '2'};
@@ -182,6 +196,30 @@ static int put_sections(buf_t *out, uint32_t first_kind, buf_t *sec, int nsec, c
     return rc;
 }
 
+/* The STACKS section of p: its stack count, then the fingerprint (from fp, one per stack
+ * of p->sym) of every stack its samples and span samples name, ascending by id. */
+static void encode_stack_fps(const segment_t *p, const sym_fp_t *fp, buf_t *b) {
+    size_t n = p->sym->nstacks, count = 0;
+    uint8_t *named = calloc(n ? n : 1, 1);
+    if (!named) {
+        b->oom = 1;
+        return;
+    }
+    for (size_t i = 0; i < p->nsamples + p->nspans; i++) {
+        uint32_t st = i < p->nsamples ? p->stacks[i] : p->spans[i - p->nsamples].stack;
+        if (st && !named[st]) named[st] = 1, count++;
+    }
+    buf_put_uvarint(b, n);
+    buf_put_uvarint(b, count);
+    for (size_t st = 1, prev = 0; st < n; st++) {
+        if (!named[st]) continue;
+        buf_put_uvarint(b, st - prev), prev = st;
+        buf_put_u64le(b, fp[st].a);
+        buf_put_u64le(b, fp[st].b);
+    }
+    free(named);
+}
+
 static int cmp_u32(const void *a, const void *b) {
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
     return (x > y) - (x < y);
@@ -254,8 +292,8 @@ static segment_t *premerge(const segment_t *p, const uint32_t *order, hr_err_t *
  * row has span samples, then FUNCS when the partition has a function table (*ft, for
  * the caller to check it reads back; *funcs_len its section's bytes). *flags receives
  * the PART_* flags that apply. */
-static int encode_part(const segment_t *p, const uint32_t *order, int summary, const zenc_t *z, buf_t *out, int *flags,
-                       functab_t **ft, uint64_t *funcs_len, hr_err_t *err) {
+static int encode_part(const segment_t *p, const uint32_t *order, int summary, int stack_fps, const zenc_t *z,
+                       buf_t *out, int *flags, functab_t **ft, uint64_t *funcs_len, uint64_t *syms_len, hr_err_t *err) {
     uint32_t *morder = NULL;
     err->code = HR_OK;
     segment_t *m = premerge(p, order, err);
@@ -267,11 +305,13 @@ static int encode_part(const segment_t *p, const uint32_t *order, int summary, c
     int64_t *unit = row_units(p, order, p->nprofiles), *munit = m ? row_units(m, morder, m->nprofiles) : NULL;
     int none = 0;
     *ft = m ? functab_build(p->sym, m, &none, err) : NULL;
-    buf_t sec[7];
-    for (int i = 0; i < 7; i++) buf_init(&sec[i]);
-    sec[0].oom = !unit || (m && !munit) || (m && !*ft && !none); /* put_sections reports it */
-    if (!sec[0].oom) {
+    buf_t sec[8];
+    for (int i = 0; i < 8; i++) buf_init(&sec[i]);
+    sym_fp_t *fp = NULL;
+    sec[0].oom = !unit || (m && !munit) || (m && !*ft && !none) || (stack_fps && symtab_stack_fps(p->sym, &fp));
+    if (!sec[0].oom) { /* (put_sections reports an oom) */
         symtab_encode(p->sym, &sec[0]);
+        if (stack_fps) encode_stack_fps(p, fp, &sec[7]);
         size_t rows = summary ? 0 : p->nprofiles; /* a summary keeps only the pre-merged rows */
         encode_profiles(p, order, unit, rows, &sec[1]);
         encode_samples(p, order, unit, rows, &sec[2]);
@@ -282,18 +322,23 @@ static int encode_part(const segment_t *p, const uint32_t *order, int summary, c
     if (spans) encode_spans(p, order, p->nprofiles, traces, &sec[5]);
     if (*ft) functab_encode(*ft, &sec[6]);
     *flags = (m ? PART_MERGED : 0) | (spans ? PART_SPANS : 0) | PART_UNITS | (*ft ? PART_FUNCS : 0) |
-             (summary ? PART_SUMMARY : 0) | (traces ? PART_TRACES : 0);
+             (summary ? PART_SUMMARY : 0) | (traces ? PART_TRACES : 0) | (stack_fps ? PART_STACKS : 0);
+    free(fp);
     free(morder);
     free(unit);
     free(munit);
     premerged_free(m);
-    int rc = put_sections(out, SEC_SYMBOLS, sec, 3, z, err);
+    size_t start = out->len;
+    int rc = put_sections(out, SEC_SYMBOLS, sec, 1, z, err);
+    *syms_len = stack_fps ? out->len - start : 0;
+    rc = rc ? rc : stack_fps ? put_sections(out, SEC_STACKS, sec + 7, 1, z, err) : 0;
+    rc = rc ? rc : put_sections(out, SEC_PROFILES, sec + 1, 2, z, err);
     rc = rc ? rc : put_sections(out, SEC_MPROFILES, sec + 3, 2, z, err);
     rc = rc ? rc : spans ? put_sections(out, SEC_SPANS, sec + 5, 1, z, err) : 0;
     size_t at = out->len;
     rc = rc ? rc : *ft ? put_sections(out, SEC_FUNCS, sec + 6, 1, z, err) : 0;
     *funcs_len = out->len - at;
-    for (int i = 3; i < 7; i++) buf_free(&sec[i]); /* what put_sections did not take */
+    for (int i = 0; i < 8; i++) buf_free(&sec[i]); /* what put_sections did not take */
     return rc;
 }
 
@@ -331,8 +376,10 @@ static void footer_part(buf_t *f, const block_part_t *bp) {
     buf_put_uvarint(f, bp->len);
     buf_put_uvarint(f, (uint64_t)((bp->merged ? PART_MERGED : 0) | (bp->spans ? PART_SPANS : 0) |
                                   (bp->units ? PART_UNITS : 0) | (bp->funcs_len ? PART_FUNCS : 0) |
-                                  (bp->summary ? PART_SUMMARY : 0) | (bp->traces ? PART_TRACES : 0)));
+                                  (bp->summary ? PART_SUMMARY : 0) | (bp->traces ? PART_TRACES : 0) |
+                                  (bp->stacks ? PART_STACKS : 0)));
     if (bp->funcs_len) buf_put_uvarint(f, bp->funcs_len);
+    if (bp->stacks) buf_put_uvarint(f, bp->syms_len);
     buf_put_uvarint(f, bp->nprofiles);
     buf_put_uvarint(f, bp->nsamples);
     buf_put_svarint(f, bp->min_time);
@@ -494,8 +541,8 @@ static void skip_varints(buf_reader_t *r, uint64_t n) {
  * samples then lie at s->profiles[...].first as keep_rows placed them); the others'
  * bytes are stepped over. Values are multiplied back by the rows' units (NULL: stored
  * as they are). */
-static int decode_samples(segment_t *s, const uint8_t *p, size_t n, const int64_t *units, const seg_profile_t *all,
-                          size_t nall, const uint8_t *keep, hr_err_t *err) {
+static int decode_samples(segment_t *s, const uint8_t *p, size_t n, size_t nstacks, const int64_t *units,
+                          const seg_profile_t *all, size_t nall, const uint8_t *keep, hr_err_t *err) {
     if (s->nsamples > n) return hr_fail(err, HR_EUNPROC, "block: sample count exceeds data");
     if (alloc_samples(s, err)) return -1;
     buf_reader_t r;
@@ -512,7 +559,7 @@ static int decode_samples(segment_t *s, const uint8_t *p, size_t n, const int64_
             /* Strictly ascending within a profile (segment_add sums equal stacks); only the
              * first may be 0, the empty stack of a sample without locations. */
             if (d == 0 && j > 0) return hr_fail(err, HR_EUNPROC, "block: stack ids out of order");
-            if (d >= s->sym->nstacks - st) return hr_fail(err, HR_EUNPROC, "block: bad stack id"); /* no wrap-around */
+            if (d >= nstacks - st) return hr_fail(err, HR_EUNPROC, "block: bad stack id"); /* no wrap-around */
             st += d;
             s->stacks[row->first + j] = (uint32_t)st;
         }
@@ -568,7 +615,7 @@ static uint8_t *keep_rows(segment_t *s, const block_window_t *win, int64_t *unit
 
 /* The SPANS section (encode_spans) of decoded rows: every stack id in range, samples
  * in (stack, span) order without repeats, no span 0. */
-static int decode_spans(segment_t *s, const uint8_t *p, size_t n, int traces, hr_err_t *err) {
+static int decode_spans(segment_t *s, const uint8_t *p, size_t n, size_t nstacks, int traces, hr_err_t *err) {
     buf_reader_t r;
     buf_reader_init(&r, p, n);
     uint64_t total = 0, most = n / 10; /* a span sample takes 10 bytes or more */
@@ -586,7 +633,7 @@ static int decode_spans(segment_t *s, const uint8_t *p, size_t n, int traces, hr
         uint64_t st = 0;
         for (uint32_t j = 0; j < row->nspans; j++) {
             uint64_t d = buf_get_uvarint(&r);
-            if (d >= s->sym->nstacks - st) return hr_fail(err, HR_EUNPROC, "block: bad span stack id");
+            if (d >= nstacks - st) return hr_fail(err, HR_EUNPROC, "block: bad span stack id");
             st += d;
             s->spans[row->span_first + j].stack = (uint32_t)st;
         }
@@ -632,7 +679,7 @@ static segment_t *decode_v1(buf_reader_t *r, hr_err_t *err) {
         hr_fail(err, HR_EUNPROC, "block: sample count mismatch");
         goto fail;
     }
-    if (decode_samples(s, raw[3], rawlen[3], NULL, s->profiles, s->nprofiles, NULL, err)) goto fail;
+    if (decode_samples(s, raw[3], rawlen[3], s->sym->nstacks, NULL, s->profiles, s->nprofiles, NULL, err)) goto fail;
     s->min_time = np ? min_t : INT64_MAX;
     s->max_time = np ? max_t : INT64_MIN;
     for (int i = 0; i < NSECTIONS; i++) free(raw[i]);
@@ -666,8 +713,14 @@ static int skip_section(buf_reader_t *r, uint32_t want, hr_err_t *err) {
 }
 
 void block_part_range(const block_part_t *bp, int view, uint64_t *off, uint64_t *len) {
-    *off = view == BLOCK_VIEW_FUNCS ? bp->off + bp->len - bp->funcs_len : bp->off;
-    *len = view == BLOCK_VIEW_FUNCS ? bp->funcs_len : bp->len - bp->funcs_len;
+    uint64_t skip = (view & BLOCK_VIEW_DEFER_SYMBOLS) && bp->stacks ? bp->syms_len : 0; /* SYMBOLS leads */
+    if ((view & BLOCK_VIEW_SYMBOLS) && bp->stacks) {
+        *off = bp->off, *len = bp->syms_len;
+        return;
+    }
+    view = VIEW_OF(view);
+    *off = view == BLOCK_VIEW_FUNCS ? bp->off + bp->len - bp->funcs_len : bp->off + skip;
+    *len = view == BLOCK_VIEW_FUNCS ? bp->funcs_len : bp->len - bp->funcs_len - skip;
 }
 
 /* A partition's FUNCS section (p..p+n) as a segment holding only its function table. */
@@ -699,7 +752,7 @@ int block_window_narrows(const block_part_t *bp, const block_window_t *win) {
 
 /* The rows view's rows and samples (and spans), all or (win) those in the window. */
 static int decode_row_view(segment_t *s, const block_part_t *bp, uint8_t *const *raw, const size_t *rawlen,
-                           const block_window_t *win, hr_err_t *err) {
+                           size_t nstacks, const block_window_t *win, hr_err_t *err) {
     int64_t *units = NULL;
     seg_profile_t *all = NULL;
     uint8_t *keep = NULL;
@@ -707,10 +760,149 @@ static int decode_row_view(segment_t *s, const block_part_t *bp, uint8_t *const 
     if (rc == 0 && s->nsamples != bp->nsamples) rc = hr_fail(err, HR_EUNPROC, "block: sample count mismatch");
     size_t nall = s->nprofiles;
     if (rc == 0 && win && !(keep = keep_rows(s, win, units, &all))) rc = hr_fail(err, HR_ENOMEM, "out of memory");
-    if (rc == 0) rc = decode_samples(s, raw[2], rawlen[2], units, all ? all : s->profiles, nall, keep, err);
+    if (rc == 0) rc = decode_samples(s, raw[2], rawlen[2], nstacks, units, all ? all : s->profiles, nall, keep, err);
     free(units);
     free(all);
     free(keep);
+    return rc;
+}
+
+/* A STACKS section (raw): its partition's stack count, and ids[1..count] (ascending,
+ * below that count) with fps[1..count] their fingerprints ([0] is the empty stack's
+ * place, never read). Sized by the section's own bytes: an entry takes 17 or more. */
+typedef struct {
+    uint64_t nstacks;
+    uint32_t *ids;
+    sym_fp_t *fps;
+    size_t count;
+} stack_fps_t;
+
+static int parse_stack_fps(const uint8_t *p, size_t n, stack_fps_t *f, hr_err_t *err) {
+    buf_reader_t r;
+    buf_reader_init(&r, p, n);
+    f->nstacks = buf_get_uvarint(&r);
+    uint64_t c = buf_get_uvarint(&r);
+    if (r.bad || f->nstacks == 0 || f->nstacks > UINT32_MAX || c >= f->nstacks || c > buf_reader_left(&r) / 17)
+        return hr_fail(err, HR_EUNPROC, "block: bad stack fingerprint section");
+    f->count = (size_t)c;
+    f->ids = malloc((f->count + 1) * sizeof *f->ids);
+    f->fps = malloc((f->count + 1) * sizeof *f->fps);
+    if (!f->ids || !f->fps) return hr_fail(err, HR_ENOMEM, "out of memory");
+    f->ids[0] = 0, f->fps[0] = (sym_fp_t){0, 0};
+    uint64_t id = 0;
+    for (size_t k = 1; k <= f->count; k++) {
+        uint64_t d = buf_get_uvarint(&r);
+        if (d == 0 || d >= f->nstacks - id) return hr_fail(err, HR_EUNPROC, "block: bad stack fingerprint id");
+        id += d;
+        f->ids[k] = (uint32_t)id;
+        f->fps[k].a = buf_get_u64le(&r);
+        f->fps[k].b = buf_get_u64le(&r);
+    }
+    if (r.bad || buf_reader_left(&r)) return hr_fail(err, HR_EUNPROC, "block: bad stack fingerprint section");
+    return 0;
+}
+
+/* The index k (1..n) of stack id in ids[1..n] (ascending), searched from *at on, or 0
+ * when absent. A row names its stacks in ascending order, so each search of a row
+ * starts where the last ended (*at, left at the answer) and gallops forward. */
+static uint32_t local_stack(const uint32_t *ids, size_t n, uint32_t id, size_t *at) {
+    size_t lo = *at, hi = lo, step = 1; /* every ids[k < lo] is below id */
+    while (hi <= n && ids[hi] < id) lo = hi + 1, hi += step, step *= 2;
+    if (hi > n) hi = n + 1; /* ids[hi] >= id, or hi is past the end */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ids[mid] < id) lo = mid + 1;
+        else hi = mid;
+    }
+    *at = lo;
+    return lo <= n && ids[lo] == id ? (uint32_t)lo : 0;
+}
+
+/* Checks that every stack s's samples and span samples name (but the empty one) is
+ * listed in f, and with renumber replaces each by its index there. 0, or -1 with err. */
+static int stacks_listed(segment_t *s, const stack_fps_t *f, int renumber, const char *key, hr_err_t *err) {
+    for (size_t i = 0; i < s->nprofiles; i++) {
+        const seg_profile_t *row = &s->profiles[i];
+        size_t at = 1, span_at = 1;
+        for (uint64_t j = row->first; j < row->first + row->nsamples; j++) {
+            uint32_t k = s->stacks[j] ? local_stack(f->ids, f->count, s->stacks[j], &at) : 0;
+            if (s->stacks[j] && !k) goto unlisted;
+            if (renumber) s->stacks[j] = k;
+        }
+        for (uint64_t j = row->span_first; j < row->span_first + row->nspans; j++) {
+            uint32_t k = s->spans[j].stack ? local_stack(f->ids, f->count, s->spans[j].stack, &span_at) : 0;
+            if (s->spans[j].stack && !k) goto unlisted;
+            if (renumber) s->spans[j].stack = k;
+        }
+    }
+    return 0;
+unlisted:
+    return hr_fail(err, HR_EUNPROC, "block: partition `%s` names a stack its fingerprints do not list", key);
+}
+
+/* A whole read's check of a STACKS section (raw) against the decoded symbols: each
+ * listed fingerprint is its stack's, and the rows name only listed stacks. */
+static int stack_fps_match(segment_t *s, const uint8_t *raw, size_t n, const char *key, hr_err_t *err) {
+    stack_fps_t f = {0};
+    sym_fp_t *fp = NULL;
+    int rc = parse_stack_fps(raw, n, &f, err);
+    if (rc == 0 && f.nstacks != s->sym->nstacks)
+        rc = hr_fail(err, HR_EUNPROC, "block: partition `%s`: stack fingerprints of another table", key);
+    if (rc == 0 && symtab_stack_fps(s->sym, &fp)) rc = hr_fail(err, HR_ENOMEM, "out of memory");
+    for (size_t k = 1; rc == 0 && k <= f.count; k++)
+        if (fp[f.ids[k]].a != f.fps[k].a || fp[f.ids[k]].b != f.fps[k].b)
+            rc = hr_fail(err, HR_EUNPROC, "block: partition `%s`: a stack fingerprint does not match", key);
+    if (rc == 0) rc = stacks_listed(s, &f, 0, key, err);
+    free(fp);
+    free(f.ids);
+    free(f.fps);
+    return rc;
+}
+
+/* A BLOCK_VIEW_DEFER_SYMBOLS read's symbols: the listed fingerprints (raw, its STACKS
+ * section) become s's stacks 1..count. */
+static int defer_symbols(segment_t *s, const uint8_t *raw, size_t rawlen, const char *key, hr_err_t *err) {
+    stack_fps_t f = {0};
+    int rc = parse_stack_fps(raw, rawlen, &f, err);
+    if (rc == 0) rc = stacks_listed(s, &f, 1, key, err);
+    if (rc) {
+        free(f.ids);
+        free(f.fps);
+        return rc;
+    }
+    s->stack_src = f.ids, s->stack_fp = f.fps, s->nstack_fp = f.count;
+    return 0;
+}
+
+/* A BLOCK_VIEW_SYMBOLS read: the partition's SYMBOLS section (p..p+n) alone. */
+static segment_t *decode_symbols(const uint8_t *p, size_t n, const block_part_t *bp, hr_err_t *err) {
+    if (!bp->stacks)
+        return hr_fail(err, HR_EINTERNAL, "block: partition `%s` has no symbols to read alone", bp->key), NULL;
+    buf_reader_t r;
+    buf_reader_init(&r, p, n);
+    uint8_t *raw = NULL;
+    size_t rawlen = 0;
+    segment_t *s = calloc(1, sizeof *s);
+    if (!s) return hr_fail(err, HR_ENOMEM, "out of memory"), NULL;
+    s->min_time = INT64_MAX, s->max_time = INT64_MIN;
+    if (get_section(&r, SEC_SYMBOLS, &raw, &rawlen, err) == 0 && buf_reader_left(&r))
+        hr_fail(err, HR_EUNPROC, "block: partition `%s` has a bad symbols length", bp->key);
+    else if (raw) s->sym = symtab_decode(raw, rawlen, err);
+    free(raw);
+    if (!s->sym) {
+        segment_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+int block_part_symbols(segment_t *s, segment_t *syms, hr_err_t *err) {
+    int rc = syms->sym ? 0 : hr_fail(err, HR_EINTERNAL, "block: no symbols read");
+    for (size_t k = 1; rc == 0 && k <= s->nstack_fp; k++)
+        if (s->stack_src[k] >= syms->sym->nstacks)
+            rc = hr_fail(err, HR_EUNPROC, "block: stack fingerprints of another symbol table");
+    if (rc == 0 && !s->sym) s->sym = syms->sym, syms->sym = NULL;
+    segment_free(syms);
     return rc;
 }
 
@@ -718,22 +910,28 @@ static int decode_row_view(segment_t *s, const block_part_t *bp, uint8_t *const 
  * into a segment: its profile rows (with a window, those in it, without spans), or
  * (view BLOCK_VIEW_MERGED) its pre-merged rows, one per series, or (BLOCK_VIEW_FUNCS)
  * its function table. The footer's entry supplies the counts and the time base, which
- * the sections must match. */
+ * the sections must match. view may carry BLOCK_VIEW_DEFER_SYMBOLS and VIEW_VERIFY. */
 static segment_t *decode_part(const uint8_t *p, size_t n, const block_part_t *bp, int view, const block_window_t *win,
                               hr_err_t *err) {
+    int defer = (view & BLOCK_VIEW_DEFER_SYMBOLS) && bp->stacks, verify = (view & VIEW_VERIFY) && bp->stacks;
+    if (view & BLOCK_VIEW_SYMBOLS) return decode_symbols(p, n, bp, err);
+    view = VIEW_OF(view);
     if (view == BLOCK_VIEW_FUNCS) return decode_funcs(p, n, bp, err);
     buf_reader_t r;
     buf_reader_init(&r, p, n);
-    uint8_t *raw[5] = {0};
-    size_t rawlen[5] = {0};
+    uint8_t *raw[5] = {0}, *fps = NULL;
+    size_t rawlen[5] = {0}, fpslen = 0;
     segment_t *s = calloc(1, sizeof *s);
     if (!s) return hr_fail(err, HR_ENOMEM, "out of memory"), NULL;
     int merged = view == BLOCK_VIEW_MERGED, rc = 0;
     if (merged && !bp->merged) rc = hr_fail(err, HR_EINTERNAL, "block: partition `%s` is not pre-merged", bp->key);
-    if (merged || !block_window_narrows(bp, win)) win = NULL; /* every row */
+    if (merged || !block_window_narrows(bp, win)) win = NULL;                           /* every row */
+    if (rc == 0 && !defer) rc = get_section(&r, SEC_SYMBOLS, &raw[0], &rawlen[0], err); /* else not in p..p+n */
+    if (rc == 0 && bp->stacks)
+        rc = defer || verify ? get_section(&r, SEC_STACKS, &fps, &fpslen, err) : skip_section(&r, SEC_STACKS, err);
     static const uint32_t KINDS[5] = {SEC_SYMBOLS, SEC_PROFILES, SEC_SAMPLES, SEC_MPROFILES, SEC_MSAMPLES};
-    for (int i = 0; i < 5 && rc == 0; i++) {
-        int wanted = i == 0 || (i <= 2) != merged;
+    for (int i = 1; i < 5 && rc == 0; i++) {
+        int wanted = (i <= 2) != merged;
         rc = wanted ? get_section(&r, KINDS[i], &raw[i], &rawlen[i], err) : skip_section(&r, KINDS[i], err);
     }
     uint8_t *spans = NULL;
@@ -742,22 +940,35 @@ static segment_t *decode_part(const uint8_t *p, size_t n, const block_part_t *bp
         rc = merged || win ? skip_section(&r, SEC_SPANS, err) : get_section(&r, SEC_SPANS, &spans, &spanlen, err);
     if (rc == 0 && buf_reader_left(&r))
         rc = hr_fail(err, HR_EUNPROC, "block: partition `%s` has trailing bytes", bp->key);
-    if (rc == 0 && !(s->sym = symtab_decode(raw[0], rawlen[0], err))) rc = -1;
+    uint64_t nstacks = 0;
+    if (rc == 0 && defer) {
+        buf_reader_t fr; /* the stack count leads the section */
+        buf_reader_init(&fr, fps, fpslen);
+        nstacks = buf_get_uvarint(&fr);
+        if (fr.bad || nstacks == 0 || nstacks > UINT32_MAX)
+            rc = hr_fail(err, HR_EUNPROC, "block: bad stack fingerprint section");
+    } else if (rc == 0 && !(s->sym = symtab_decode(raw[0], rawlen[0], err))) {
+        rc = -1;
+    }
+    if (rc == 0 && s->sym) nstacks = s->sym->nstacks;
     if (rc == 0 && merged) {
         int64_t *units = NULL;
         rc = decode_rows(s, raw[3], rawlen[3], bp->nseries, bp->min_time, bp->units ? &units : NULL, err);
-        if (rc == 0) rc = decode_samples(s, raw[4], rawlen[4], units, s->profiles, s->nprofiles, NULL, err);
+        if (rc == 0) rc = decode_samples(s, raw[4], rawlen[4], nstacks, units, s->profiles, s->nprofiles, NULL, err);
         free(units);
     } else if (rc == 0) {
-        rc = decode_row_view(s, bp, raw, rawlen, win, err);
+        rc = decode_row_view(s, bp, raw, rawlen, nstacks, win, err);
     }
-    if (rc == 0 && spans) rc = decode_spans(s, spans, spanlen, bp->traces, err);
+    if (rc == 0 && spans) rc = decode_spans(s, spans, spanlen, nstacks, bp->traces, err);
     free(spans);
     /* Queries pick partitions and views by the footer's time range: it must hold. */
     for (size_t i = 0; rc == 0 && i < s->nprofiles; i++)
         if (s->profiles[i].time_ns < bp->min_time || s->profiles[i].time_ns > bp->max_time)
             rc = hr_fail(err, HR_EUNPROC, "block: partition `%s` has rows outside its time range", bp->key);
+    if (rc == 0 && defer) rc = defer_symbols(s, fps, fpslen, bp->key, err);
+    if (rc == 0 && verify) rc = stack_fps_match(s, fps, fpslen, bp->key, err);
     for (int i = 0; i < 5; i++) free(raw[i]);
+    free(fps);
     if (rc) {
         segment_free(s);
         return NULL;
@@ -792,7 +1003,9 @@ static int parse_part(buf_reader_t *r, block_part_t *p, uint64_t limit, hr_err_t
     p->units = (flags & PART_UNITS) != 0;
     p->summary = (flags & PART_SUMMARY) != 0;
     p->traces = (flags & PART_TRACES) != 0;
+    p->stacks = (flags & PART_STACKS) != 0;
     p->funcs_len = flags & PART_FUNCS ? buf_get_uvarint(r) : 0;
+    p->syms_len = flags & PART_STACKS ? buf_get_uvarint(r) : 0;
     uint64_t np = buf_get_uvarint(r), ns = buf_get_uvarint(r);
     p->min_time = buf_get_svarint(r);
     p->max_time = buf_get_svarint(r);
@@ -802,9 +1015,9 @@ static int parse_part(buf_reader_t *r, block_part_t *p, uint64_t limit, hr_err_t
     if (r->bad || !k || p->off < HEADER_BYTES || p->len > limit || p->off > limit - p->len ||
         nser > buf_reader_left(r) || (nser > np && !p->summary) || np > SIZE_MAX || ns > SIZE_MAX ||
         p->funcs_len >= p->len || ((flags & PART_FUNCS) && (!p->funcs_len || !p->merged)) ||
+        (p->stacks && (!p->syms_len || p->syms_len >= p->len - p->funcs_len)) ||
         (p->summary && (np || ns || !p->merged || p->spans || !nser || p->min_time > p->max_time)) ||
-        (p->traces && !p->spans) ||
-        (flags & ~(uint64_t)(PART_MERGED | PART_SPANS | PART_UNITS | PART_FUNCS | PART_SUMMARY | PART_TRACES)))
+        (p->traces && !p->spans) || (flags & ~(uint64_t)PART_KNOWN))
         return hr_fail(err, HR_EUNPROC, "block: bad footer partition entry");
     p->nprofiles = (size_t)np, p->nsamples = (size_t)ns, p->nseries = (size_t)nser;
     if (!(p->key = malloc(kl + 1)) || !(p->series = malloc((nser ? nser : 1) * sizeof *p->series)))
@@ -1064,10 +1277,11 @@ static segment_t *decode_v2(const uint8_t *p, size_t n, hr_err_t *err) {
         const block_part_t *bp = &ix->parts[i];
         uint64_t off, len;
         block_part_range(bp, BLOCK_VIEW_ROWS, &off, &len);
-        if (!(parts[i] = decode_part(p + off, (size_t)len, bp, BLOCK_VIEW_ROWS, NULL, err))) rc = -1;
+        if (!(parts[i] = decode_part(p + off, (size_t)len, bp, BLOCK_VIEW_ROWS | VIEW_VERIFY, NULL, err))) rc = -1;
         /* The whole block (hearth check, compaction) is verified whole: pre-merged rows too. */
-        segment_t *m =
-            rc == 0 && bp->merged ? decode_part(p + off, (size_t)len, bp, BLOCK_VIEW_MERGED, NULL, err) : NULL;
+        segment_t *m = rc == 0 && bp->merged
+                           ? decode_part(p + off, (size_t)len, bp, BLOCK_VIEW_MERGED | VIEW_VERIFY, NULL, err)
+                           : NULL;
         if (rc == 0 && bp->merged && (!m || (!bp->summary && !merged_matches(parts[i], NULL, m))))
             rc = m ? hr_fail(err, HR_EUNPROC, "block: pre-merged rows of partition `%s` do not match", bp->key) : -1;
         if (rc == 0 && bp->funcs_len && !funcs_match(p, bp, m, err)) rc = -1;
@@ -1136,12 +1350,14 @@ struct block_writer {
     size_t nsums, sums_cap;
     int64_t prev_series, prev_t; /* the footer rows' deltas run across partitions */
     block_summary_t sum;
+    int stack_fps; /* BLOCK_WRITE_STACK_FPS */
 };
 
-block_writer_t *block_writer_new(const char *path, int level, hr_err_t *err) {
+block_writer_t *block_writer_new(const char *path, int level, int flags, hr_err_t *err) {
     block_writer_t *w = calloc(1, sizeof *w);
     if (!w) return hr_fail(err, HR_ENOMEM, "out of memory"), NULL;
     w->fd = -1;
+    w->stack_fps = (flags & BLOCK_WRITE_STACK_FPS) != 0;
     w->z.level = level;
     if (!(w->z.cctx = ZSTD_createCCtx())) {
         free(w);
@@ -1213,15 +1429,21 @@ static int same_row(const segment_t *a, size_t i, const segment_t *b, size_t j) 
 static int part_matches(const segment_t *p, const uint32_t *order, const uint8_t *img, const block_part_t *bp,
                         const functab_t *ft, sum_totals_t *sums, hr_err_t *err) {
     size_t n = (size_t)(bp->len - bp->funcs_len);
-    segment_t *d = decode_part(img, n, bp, BLOCK_VIEW_ROWS, NULL, err), *m = NULL, *f = NULL;
+    segment_t *d = decode_part(img, n, bp, BLOCK_VIEW_ROWS | VIEW_VERIFY, NULL, err), *m = NULL, *f = NULL;
     int ok = d && d->nprofiles == (bp->summary ? 0 : p->nprofiles);
     for (size_t k = 0; ok && k < d->nprofiles; k++)
         ok = block_part_has(bp, d->profiles[k].series) && same_row(p, order[k], d, k);
     /* A summary's pre-merged rows must sum the rows it was made of (the source). */
     if (ok && bp->merged)
-        ok = (m = decode_part(img, n, bp, BLOCK_VIEW_MERGED, NULL, err)) &&
+        ok = (m = decode_part(img, n, bp, BLOCK_VIEW_MERGED | VIEW_VERIFY, NULL, err)) &&
              (bp->summary ? merged_matches(p, order, m) : merged_matches(d, NULL, m));
     if (ok && bp->summary && sums) ok = summary_totals(m, sums) == 0;
+    if (ok && bp->stacks) { /* a deferred read finds its sections past the footer's SYMBOLS length */
+        segment_t *lazy = decode_part(img + bp->syms_len, n - (size_t)bp->syms_len, bp,
+                                      BLOCK_VIEW_ROWS | BLOCK_VIEW_DEFER_SYMBOLS, NULL, err);
+        ok = lazy && lazy->nsamples == d->nsamples;
+        segment_free(lazy);
+    }
     if (ok && ft)
         ok = (f = decode_part(img + n, (size_t)bp->funcs_len, bp, BLOCK_VIEW_FUNCS, NULL, err)) &&
              functab_equal(ft, f->funcs);
@@ -1263,7 +1485,9 @@ static int add_part(block_writer_t *w, const char *key, const segment_t *p, int 
     int flags = 0;
     functab_t *ft = NULL;
     sum_totals_t st = {.part = w->nparts};
-    if (rc == 0) rc = encode_part(p, order, summary, &w->z, &w->out, &flags, &ft, &bp.funcs_len, err);
+    if (rc == 0)
+        rc =
+            encode_part(p, order, summary, w->stack_fps, &w->z, &w->out, &flags, &ft, &bp.funcs_len, &bp.syms_len, err);
     if (rc == 0 && summary && !(flags & PART_MERGED)) { /* sums that could overflow: no summary */
         w->out.len = at;
         rc = 1;
@@ -1272,6 +1496,7 @@ static int add_part(block_writer_t *w, const char *key, const segment_t *p, int 
         bp.off = w->flushed + at, bp.len = w->out.len - at;
         bp.merged = (flags & PART_MERGED) != 0, bp.spans = (flags & PART_SPANS) != 0;
         bp.units = (flags & PART_UNITS) != 0, bp.summary = summary, bp.traces = (flags & PART_TRACES) != 0;
+        bp.stacks = (flags & PART_STACKS) != 0;
         bp.nprofiles = summary ? 0 : p->nprofiles, bp.nsamples = summary ? 0 : p->nsamples;
         bp.min_time = p->min_time, bp.max_time = p->max_time;
         hr_err_t why = {0};
@@ -1317,6 +1542,7 @@ static int same_part(const block_part_t *a, const block_part_t *b) {
            a->spans == b->spans && a->nprofiles == b->nprofiles && a->nsamples == b->nsamples &&
            a->min_time == b->min_time && a->max_time == b->max_time && a->nseries == b->nseries &&
            a->funcs_len == b->funcs_len && a->summary == b->summary && a->traces == b->traces &&
+           a->stacks == b->stacks && a->syms_len == b->syms_len &&
            (!a->nseries || !memcmp(a->series, b->series, a->nseries * sizeof *a->series));
 }
 
@@ -1406,7 +1632,7 @@ static int add_by_key(block_writer_t *w, const segment_t *s, block_key_fn key, v
 }
 
 int block_encode(const segment_t *s, block_key_fn key, void *kctx, int level, buf_t *out, hr_err_t *err) {
-    block_writer_t *w = block_writer_new(NULL, level, err);
+    block_writer_t *w = block_writer_new(NULL, level, BLOCK_WRITE_STACK_FPS, err);
     int rc = w && add_by_key(w, s, key, kctx, err) == 0 ? block_writer_commit(w, NULL, out, err) : -1;
     block_writer_free(w);
     return rc;
@@ -1415,7 +1641,7 @@ int block_encode(const segment_t *s, block_key_fn key, void *kctx, int level, bu
 int block_write(const char *path, const segment_t *s, block_key_fn key, void *kctx, int level, size_t *bytes,
                 hr_err_t *err) {
     block_summary_t sum;
-    block_writer_t *w = block_writer_new(path, level, err);
+    block_writer_t *w = block_writer_new(path, level, BLOCK_WRITE_STACK_FPS, err);
     int rc = w && add_by_key(w, s, key, kctx, err) == 0 ? block_writer_commit(w, &sum, NULL, err) : -1;
     block_writer_free(w);
     if (rc == 0 && bytes) *bytes = (size_t)sum.bytes;

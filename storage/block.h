@@ -57,8 +57,15 @@ typedef struct {
 } block_summary_t;
 
 /* Starts a block at path (written to path.tmp until committed), or in memory when
- * path is NULL. NULL with err on failure. */
-block_writer_t *block_writer_new(const char *path, int zstd_level, hr_err_t *err);
+ * path is NULL; flags: 0 or BLOCK_WRITE_STACK_FPS. NULL with err on failure. */
+block_writer_t *block_writer_new(const char *path, int zstd_level, int flags, hr_err_t *err);
+/* Each partition stores the fingerprints of the stacks its rows name (its STACKS
+ * section, format/block.md), about 17 bytes a stack: a cold merge of many of a
+ * service's partitions then decodes the symbols of those that bring new stacks only.
+ * Cuts write them (block_write and block_encode do: an hourly block is one of
+ * hundreds a week's query reads); compaction does not, as its few large partitions
+ * gain little and are kept for long. */
+#define BLOCK_WRITE_STACK_FPS 1
 /* Adds one partition: every row of p, whose series all have this key (the caller
  * guarantees it; each key is added once). An empty p adds nothing. 0, or -1 with
  * err; after a failure only block_writer_free may follow. */
@@ -83,6 +90,8 @@ typedef struct {
     int merged;         /* pre-merged rows present (BLOCK_VIEW_MERGED) */
     int spans;          /* span samples present (in the rows view; segment.h) */
     int traces;         /* ... with their trace ids */
+    int stacks;         /* a STACKS section: the fingerprints of the stacks its rows name */
+    uint64_t syms_len;  /* with it, the bytes of its SYMBOLS section, the first of its range */
     int units;          /* rows carry value units (format/block.md); every block since they exist */
     uint64_t funcs_len; /* bytes of its FUNCS section (the function table, storage/functab.h),
                          * the last of its range; 0: it has none */
@@ -149,6 +158,20 @@ int block_part_has(const block_part_t *p, uint32_t series);
  * its function table (what a top table over such a range needs). */
 enum { BLOCK_VIEW_ROWS = 0, BLOCK_VIEW_MERGED = 1, BLOCK_VIEW_FUNCS = 2 };
 #define BLOCK_VIEWS 3
+/* Or'ed into the rows or pre-merged view: read the partition's stack fingerprints
+ * (its STACKS section) instead of its symbols when it has them: the read skips the
+ * SYMBOLS section's bytes (segment.h's stack_fp, stack_src). A shared dictionary that
+ * already knows every stack then never reads them (storage/symdict.h); a partition
+ * without the section is read whole, as without the flag. */
+#define BLOCK_VIEW_DEFER_SYMBOLS 0x10
+/* Instead of a view: the SYMBOLS section of a partition with stack fingerprints
+ * alone, as a segment with no rows and sym set (what a deferred read skipped). */
+#define BLOCK_VIEW_SYMBOLS 0x40
+/* Gives s, read with BLOCK_VIEW_DEFER_SYMBOLS, the symbols of syms (a BLOCK_VIEW_SYMBOLS
+ * read of the same partition, freed here): s's rows keep their stack ids
+ * 1..nstack_fp, stack_src naming each in s->sym. 0, or -1 with err (HR_EUNPROC: the
+ * fingerprints list stacks the table lacks). */
+int block_part_symbols(segment_t *s, segment_t *syms, hr_err_t *err);
 /* The bytes of the block a view of partition bp reads: the FUNCS view its function
  * table alone (a segment with no rows and `funcs` set, segment.h), the others every
  * section before it. */

@@ -218,15 +218,26 @@ static void load_failed(block_t *b, size_t p, int view, const hr_err_t *err) {
 
 /* Decodes a view of partition p of b (with win: the rows in it)
  * and re-numbers its symbols into its key's dictionary (*entry): fingerprints
- * recognise stacks across blocks, and the dictionary shares them by them. No lock
- * held: other scans go on. NULL with err. */
+ * recognise stacks across blocks, and the dictionary shares them by them. A
+ * partition that stored its stacks' fingerprints is read without its symbols, which
+ * are decoded only when the dictionary lacks one of its stacks. No lock held: other
+ * scans go on. NULL with err. */
 static segment_t *load(store_t *s, const block_t *b, size_t p, int view, const block_window_t *win, uint32_t *entry,
                        hr_err_t *err) {
-    segment_t *seg = store_read_part(s, &b->meta, b->ix, p, view, win, err);
-    if (seg && ((seg->sym && symtab_fingerprint_stacks(seg->sym)) || share_symbols(s, b, p, seg, entry))) {
+    segment_t *seg = store_read_part(s, &b->meta, b->ix, p, view | BLOCK_VIEW_DEFER_SYMBOLS, win, err);
+    if (!seg) return NULL;
+    if (seg->sym) s->symbols_decoded++; /* a block written before stack fingerprints */
+    int rc =
+        seg->sym && !seg->stack_fp && symtab_fingerprint_stacks(seg->sym) ? -1 : share_symbols(s, b, p, seg, entry);
+    if (rc == 1) { /* a stack new to the dictionary: copied from the symbols, read now */
+        s->symbols_decoded++;
+        segment_t *syms = store_read_part(s, &b->meta, b->ix, p, BLOCK_VIEW_SYMBOLS, NULL, err);
+        rc = !syms || block_part_symbols(seg, syms, err) ? -2 : share_symbols(s, b, p, seg, entry);
+    }
+    if (rc) {
         segment_free(seg);
-        seg = NULL;
-        hr_fail(err, HR_ENOMEM, "out of memory");
+        if (rc != -2) hr_fail(err, HR_ENOMEM, "out of memory");
+        return NULL;
     }
     return seg;
 }

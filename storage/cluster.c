@@ -165,7 +165,7 @@ static range_t *wanted_ranges(store_t *s, const char *tenant, const store_filter
             if (!store_part_wanted(b->ix, p, f) || !store_part_picked(f, b->meta.id, p)) continue;
             int view = store_part_view(bp, f);
             uint64_t off, len;
-            block_part_range(bp, view, &off, &len);
+            block_part_range(bp, view | BLOCK_VIEW_DEFER_SYMBOLS, &off, &len); /* as the cache reads it */
             if (part_cache(b, p, view)->cached || objcache_has(s->ocache, b->meta.path, off, len)) continue;
             if (VEC_RESERVE(v, cap, *n + 1)) {
                 pthread_mutex_unlock(&s->cache_mu);

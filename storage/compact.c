@@ -406,7 +406,7 @@ static int open_output(store_t *s, run_t *r, block_writer_t **w, hr_err_t *err) 
     char full[4096];
     if (VEC_RESERVE(r->out, r->out_cap, r->nout + 1)) return hr_fail(err, HR_ENOMEM, "out of memory");
     if (store_new_block(s, r->tenant, &r->out[r->nout], full, sizeof full, err)) return -1;
-    return (*w = block_writer_new(full, s->cfg.zstd_level, err)) ? 1 : -1;
+    return (*w = block_writer_new(full, s->cfg.zstd_level, 0, err)) ? 1 : -1;
 }
 
 /* Commits the output block being written, records it and publishes it (cluster.c).

@@ -28,6 +28,8 @@ void segment_free(segment_t *s) {
     free(s->values);
     free(s->spans);
     functab_free(s->funcs);
+    free(s->stack_fp);
+    free(s->stack_src);
     free(s);
 }
 

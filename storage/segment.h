@@ -65,6 +65,15 @@ typedef struct segment {
                                  * in a segment of that alone (no rows, sym NULL until a scan
                                  * hands it with its dictionary's names); else NULL */
     size_t dict_strings;        /* the dictionary's strings funcs' names need (all below it) */
+    /* A block partition read with its symbols deferred (BLOCK_VIEW_DEFER_SYMBOLS,
+     * storage/block.h), until the block cache adopts it into its dictionary: its rows'
+     * stack ids are 1..nstack_fp (0: the empty stack), stack_fp[k] the fingerprint the
+     * block stored for stack k and stack_src[k] its id in the partition's SYMBOLS
+     * table, which sym holds only once block_part_symbols gave it. Owned; NULL in any
+     * other segment. */
+    sym_fp_t *stack_fp;
+    uint32_t *stack_src;
+    size_t nstack_fp;
 } segment_t;
 
 /* A sample as (stack id, value): the unit segment rows and deltas are built from. */

@@ -902,6 +902,7 @@ void store_stats(store_t *s, store_stats_t *out) {
     out->dict_bytes = s->dict_bytes;
     out->part_loads = s->part_loads;
     out->window_loads = s->window_loads;
+    out->symbols_decoded = s->symbols_decoded;
     pthread_mutex_lock(&s->durable_mu);
     out->syncs_full = s->syncs[0], out->syncs_incremental = s->syncs[1];
     pthread_mutex_unlock(&s->durable_mu);

@@ -207,6 +207,8 @@ typedef struct {
     uint64_t part_loads;               /* partitions decoded into the cache (its misses) */
     uint64_t window_loads;             /* partitions decoded in part: the rows of a short range inside them */
     uint64_t funcs_loads;              /* of which function tables alone (storage/functab.h) */
+    uint64_t symbols_decoded;          /* loads that decoded a partition's symbols: the others found
+                                        * every stack in their service's dictionary by fingerprint */
     size_t series;
     uint64_t wal_bytes;
     uint64_t cuts, retention_deleted;

@@ -113,7 +113,8 @@ struct store {
     int decode_threads; /* partitions a scan decodes at once: the machine's cores, up to DECODE_MAX */
     uint64_t part_loads, funcs_loads, window_loads, cuts, retention_deleted, compactions, compacted_blocks,
         compactions_lost;
-    uint64_t cut_ns; /* the cuts' time, summed (store_stats_t.cut_ns) */
+    uint64_t cut_ns;                  /* the cuts' time, summed (store_stats_t.cut_ns) */
+    _Atomic uint64_t symbols_decoded; /* partitions whose symbols a cache load decoded (loads hold no lock) */
     /* Cluster mode (cluster.c): NULL objects means one node with local files. */
     objstore_t *objects;
     objcache_t *ocache;

@@ -150,23 +150,29 @@ size_t symdict_refs(symdict_t *d) { return d->refs; }
 
 size_t symdict_bytes(symdict_t *d) { return d->grow_bytes; }
 
+/* The stack ids seg's rows use: its symtab's, or the block's listed stacks when it was
+ * read with their fingerprints (segment.h's stack_fp). */
+static size_t stack_ids(const segment_t *seg) { return seg->stack_fp ? seg->nstack_fp + 1 : seg->sym->nstacks; }
+
 /* Fills map[s] with d's id for each stack s that seg's samples or span samples name:
- * found by fingerprint, or copied into grow; map has room for every stack of seg->sym.
+ * found by fingerprint, or copied into grow; map has room for stack_ids(seg).
  * Only those are looked up: the trie's inner stacks (most of a partition's, and a
  * cache miss each in a cold fleet query) are reached through them when copied and
- * are never named by a sample after adoption. mu held. 0 or -1 (OOM; grow may then
- * hold some of the stacks, which is harmless: they are valid entries). */
+ * are never named by a sample after adoption. mu held. 0; 1 when a stack is new and
+ * seg has no symbols to copy it from (grow unchanged); -1 (OOM; grow may then hold
+ * some of the stacks, which is harmless: they are valid entries). */
 static int map_stacks(symdict_t *d, const segment_t *seg, uint32_t *map) {
     const symtab_t *src = seg->sym;
-    uint32_t *want = malloc((src->nstacks + 1) * sizeof *want);
+    size_t nids = stack_ids(seg);
+    uint32_t *want = malloc((nids + 1) * sizeof *want);
     if (!want) return -1;
-    memset(map, 0, src->nstacks * sizeof *map); /* 0: not named (or the empty stack) */
+    memset(map, 0, nids * sizeof *map); /* 0: not named (or the empty stack) */
     size_t n = 0, missing = 0;
     for (size_t i = 0; i < seg->nsamples + seg->nspans; i++) {
         uint32_t s = i < seg->nsamples ? seg->stacks[i] : seg->spans[i - seg->nsamples].stack;
         if (s && !map[s]) map[s] = UINT32_MAX, want[n++] = s;
     }
-    const sym_fp_t *fp = src->fp[SYM_FP_STACKS];
+    const sym_fp_t *fp = seg->stack_fp ? seg->stack_fp : src->fp[SYM_FP_STACKS];
     for (size_t k = 0; k < n && k < PREFETCH_AHEAD; k++) idset_prefetch(&d->by_fp, fp[want[k]].a);
     const sym_fp_t *known = d->grow->fp[SYM_FP_STACKS];
     for (size_t k = 0; k < n; k++) {
@@ -183,11 +189,13 @@ static int map_stacks(symdict_t *d, const segment_t *seg, uint32_t *map) {
         if (id) map[want[k]] = id;
         else want[missing++] = want[k]; /* k >= missing: the list is rewritten behind the reader */
     }
-    int rc = 0;
+    int rc = missing && !src ? 1 : 0;
     symtab_remap_t m = {0}; /* destroying a zeroed one frees nothing */
-    if (missing && symtab_remap_init(&m, src)) rc = -1;
-    for (size_t k = 0; k < missing && rc == 0; k++)
-        if ((map[want[k]] = symtab_import_stack(d->grow, &m, want[k])) == SYM_NONE) rc = -1;
+    if (missing && rc == 0 && symtab_remap_init(&m, src)) rc = -1;
+    for (size_t k = 0; k < missing && rc == 0; k++) {
+        uint32_t id = seg->stack_src ? seg->stack_src[want[k]] : want[k]; /* its id in src */
+        if ((map[want[k]] = symtab_import_stack(d->grow, &m, id)) == SYM_NONE) rc = -1;
+    }
     symtab_remap_destroy(&m);
     if (missing && rc == 0) rc = index_new(d);
     free(want);
@@ -226,8 +234,9 @@ static int adopt_names(symdict_t *d, segment_t *seg) {
 int symdict_adopt(symdict_t *d, segment_t *seg) {
     if (seg->funcs) return adopt_names(d, seg);
     symtab_t *src = seg->sym;
-    if (src->nfp[SYM_FP_STACKS] < src->nstacks) return -1; /* not fingerprinted: a caller's bug, refused */
-    uint32_t *map = malloc((src->nstacks + 1) * sizeof *map);
+    if (!seg->stack_fp && (!src || src->nfp[SYM_FP_STACKS] < src->nstacks))
+        return -1; /* no fingerprints: a caller's bug, refused */
+    uint32_t *map = malloc((stack_ids(seg) + 1) * sizeof *map);
     if (!map) return -1;
     pthread_mutex_lock(&d->mu);
     int rc = map_stacks(d, seg, map);
@@ -238,6 +247,8 @@ int symdict_adopt(symdict_t *d, segment_t *seg) {
         for (size_t i = 0; i < seg->nsamples; i++) seg->stacks[i] = map[seg->stacks[i]];
         for (size_t i = 0; i < seg->nspans; i++) seg->spans[i].stack = map[seg->spans[i].stack];
         symtab_free(src);
+        free(seg->stack_fp), free(seg->stack_src);
+        seg->stack_fp = NULL, seg->stack_src = NULL, seg->nstack_fp = 0;
         seg->sym = NULL;
         seg->dict = d;
         seg->dict_stacks = need;

@@ -40,15 +40,19 @@ void symdict_unref(symdict_t *d);
 /* References held now (a hint for pruning: 1 means only the caller's). */
 size_t symdict_refs(symdict_t *d);
 
-/* Re-numbers seg's stacks (its samples' and span samples' stack ids) into d; seg->sym
- * must have its stack fingerprints (symtab_fingerprint_stacks). On success seg->sym is
- * freed and NULL, seg->dict is d, seg->dict_stacks the dictionary's size its ids need,
- * and the caller holds one more reference to d for seg (dropped when seg is freed).
+/* Re-numbers seg's stacks (its samples' and span samples' stack ids) into d. The
+ * stacks are known by the fingerprints a block stored (seg->stack_fp, a read with
+ * BLOCK_VIEW_DEFER_SYMBOLS) or else by seg->sym's own (symtab_fingerprint_stacks).
+ * On success seg->sym (and the stored fingerprints) are freed and NULL, seg->dict is
+ * d, seg->dict_stacks the dictionary's size its ids need, and the caller holds one
+ * more reference to d for seg (dropped when seg is freed). Returns 1, seg and d
+ * unchanged, when seg->sym is NULL and some stack is new to d: the caller decodes
+ * the symbols (block_part_symbols) and calls again.
  * Rows are then no longer sorted by stack id within a profile (merges do not need it;
  * block encoding never sees such a segment). For a function table (seg->funcs, no sym)
  * its names become d's strings instead: seg->dict_strings is then the dictionary's
  * strings its ids need, and the table's own names are freed.
- * 0, or -1 on OOM (seg unchanged). */
+ * 0, 1 (above), or -1 on OOM (seg unchanged). */
 int symdict_adopt(symdict_t *d, segment_t *seg);
 
 /* The newest version, holding at least `stacks` stacks and `strings` strings (a

@@ -354,6 +354,17 @@ int symtab_fingerprint_stacks(symtab_t *t) {
     return rc;
 }
 
+int symtab_stack_fps(const symtab_t *t, sym_fp_t **out) {
+    /* A copy of the table headers with fingerprint arrays of its own: t itself is only read. */
+    symtab_t w = *t;
+    for (int k = 0; k < 5; k++) w.fp[k] = NULL, w.nfp[k] = w.fp_cap[k] = 0;
+    int rc = symtab_fingerprint(&w);
+    for (int k = 0; k < SYM_FP_STACKS; k++) free(w.fp[k]);
+    if (rc) free(w.fp[SYM_FP_STACKS]);
+    *out = rc ? NULL : w.fp[SYM_FP_STACKS];
+    return rc;
+}
+
 static size_t fp_home(const sym_fpmap_t *m, sym_fp_t fp) {
     size_t j = fp.a & (m->cap - 1);
     while (m->slots[j].id && (m->slots[j].fp.a != fp.a || m->slots[j].fp.b != fp.b)) j = (j + 1) & (m->cap - 1);

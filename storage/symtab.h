@@ -125,6 +125,11 @@ int symtab_fingerprint(symtab_t *t);
  * read them. 0 or -1 (OOM). */
 int symtab_fingerprint_stacks(symtab_t *t);
 
+/* The fingerprints of every stack of t (t->nstacks of them, in a new array *out the
+ * caller frees), computed without touching t: a block writer's partition, which it
+ * only reads. 0 or -1 (OOM). */
+int symtab_stack_fps(const symtab_t *t, sym_fp_t **out);
+
 /* Stack ids by fingerprint: one slot of 24 bytes per stack, so a lookup reads one
  * cache line (merges map stacks of many symtabs into one, shared dictionaries
  * recognise a partition's stacks). Ids are non-zero: 0 marks an empty slot (stack 0,

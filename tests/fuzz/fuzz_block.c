@@ -32,6 +32,13 @@ static void window_reads(const uint8_t *data, size_t n) {
         uint64_t span = (uint64_t)bp->max_time - (uint64_t)bp->min_time;
         block_window_t w = {bp->min_time + (int64_t)(span / 3), bp->max_time - (int64_t)(span / 3)};
         segment_free(block_read_part_src(&src, ix, p, BLOCK_VIEW_ROWS, &w, &err));
+        /* Read with the stack fingerprints instead of the symbols, then those decoded. */
+        for (int view = 0; view < 2; view++) {
+            segment_t *s = block_read_part_src(&src, ix, p, view | BLOCK_VIEW_DEFER_SYMBOLS, NULL, &err);
+            segment_t *syms = s ? block_read_part_src(&src, ix, p, BLOCK_VIEW_SYMBOLS, NULL, &err) : NULL;
+            if (syms) block_part_symbols(s, syms, &err);
+            segment_free(s);
+        }
     }
     block_index_free(ix);
 }

@@ -311,6 +311,88 @@ void test_functab_sums_per_series(void) {
     segment_free(m);
 }
 
+/* Writes s as a one-partition block file at path (a mkstemp template). 0 or -1. */
+static int block_file(const segment_t *s, char *path) {
+    buf_t img;
+    buf_init(&img);
+    hr_err_t err = {0};
+    int fd = block_encode(s, NULL, NULL, 3, &img, &err) == 0 ? mkstemp(path) : -1;
+    int rc = fd >= 0 && write(fd, img.data, img.len) == (ssize_t)img.len ? 0 : -1;
+    if (fd >= 0) close(fd);
+    buf_free(&img);
+    return rc;
+}
+
+/* A partition stores the fingerprints of the stacks its rows name: read with
+ * BLOCK_VIEW_DEFER_SYMBOLS it leaves its symbols packed, a dictionary that knows
+ * every stack adopts it without them, one that lacks a stack asks for them (1), and
+ * every way gives the ids a whole read gives. */
+void test_block_stack_fingerprints_defer_symbols(void) {
+    const char *a[] = {"main", "a", "x"}, *b[] = {"main", "b"};
+    segment_t *s = segment_new();
+    uint32_t st[] = {0, make_stack(s->sym, a, 1), make_stack(s->sym, a, 3), make_stack(s->sym, b, 2)};
+    int64_t v[] = {1, 2, 3, 4};
+    segment_add(s, 1, 1000, 10, st, v, 4); /* the empty stack, main, main;a;x, main;b */
+    segment_add(s, 2, 2000, 10, st + 2, v, 1);
+    char path[] = "/tmp/hearth-unit-stackfp-XXXXXX";
+    hr_err_t err = {0};
+    block_index_t *ix = block_file(s, path) == 0 ? block_index_read(path, &err) : NULL;
+    CHECK(ix && ix->parts[0].stacks);
+    for (int view = 0; ix && view < 2; view++) {
+        block_src_t src;
+        CHECK(block_src_file(&src, path, &err) == 0);
+        segment_t *whole = block_read_part_src(&src, ix, 0, view, NULL, &err);
+        segment_t *lazy = block_read_part_src(&src, ix, 0, view | BLOCK_VIEW_DEFER_SYMBOLS, NULL, &err);
+        segment_t *again = block_read_part_src(&src, ix, 0, view | BLOCK_VIEW_DEFER_SYMBOLS, NULL, &err);
+        CHECK(whole && whole->sym && !whole->stack_fp);
+        CHECK(lazy && !lazy->sym && lazy->nstack_fp == 3); /* main, main;a;x, main;b */
+        if (!whole || !lazy || !again) {
+            segment_free(whole), segment_free(lazy), segment_free(again);
+            break;
+        }
+        sym_fp_t *fp = NULL;
+        CHECK(symtab_stack_fps(whole->sym, &fp) == 0);
+        CHECK_INT(lazy->nsamples, whole->nsamples);
+        for (size_t i = 0; fp && i < lazy->nsamples; i++) { /* local ids name the same stacks */
+            uint32_t k = lazy->stacks[i];
+            CHECK(k <= lazy->nstack_fp && lazy->stack_src[k] == whole->stacks[i]);
+            CHECK(k == 0 ||
+                  (lazy->stack_fp[k].a == fp[whole->stacks[i]].a && lazy->stack_fp[k].b == fp[whole->stacks[i]].b));
+        }
+        free(fp);
+        symdict_t *d = symdict_new(NULL);
+        CHECK(symdict_adopt(d, lazy) == 1 && !lazy->dict); /* all new: the symbols are needed */
+        segment_t *syms = block_read_part_src(&src, ix, 0, BLOCK_VIEW_SYMBOLS, NULL, &err);
+        CHECK(syms && syms->sym && syms->nprofiles == 0);
+        CHECK(syms && block_part_symbols(lazy, syms, &err) == 0 && lazy->sym);
+        CHECK(symdict_adopt(d, lazy) == 0 && !lazy->sym && !lazy->stack_fp && lazy->dict == d);
+        CHECK(symdict_adopt(d, again) == 0 && !again->sym && again->dict == d); /* known: never decoded */
+        CHECK(symtab_fingerprint_stacks(whole->sym) == 0 && symdict_adopt(d, whole) == 0);
+        for (size_t i = 0; i < lazy->nsamples; i++)
+            CHECK(lazy->stacks[i] == again->stacks[i] && lazy->stacks[i] == whole->stacks[i]);
+        const symtab_t *ver = symdict_acquire(d, whole->dict_stacks, 0);
+        CHECK(ver && ver->nstacks == 5); /* the empty stack, main, main;a, main;a;x, main;b */
+        if (ver) {
+            int64_t x = 0, b4 = 0; /* read through the dictionary; the empty stack has no leaf */
+            for (size_t i = 0; i < again->nsamples; i++) {
+                uint32_t id = again->stacks[i];
+                const sym_location_t *l = id ? &ver->locations[ver->stacks[id].location] : NULL;
+                const char *leaf = l ? symtab_str(ver, ver->functions[ver->lines[l->first_line].function].name) : "";
+                x += !strcmp(leaf, "x") ? again->values[i] : 0;
+                b4 += !strcmp(leaf, "b") ? again->values[i] : 0;
+            }
+            CHECK_INT(x, 4); /* main;a;x: 3 in one row and 1 in the other */
+            CHECK_INT(b4, 4);
+            symdict_release(d, ver);
+        }
+        segment_free(whole), segment_free(lazy), segment_free(again);
+        for (int k = 0; k < 4; k++) symdict_unref(d);
+    }
+    block_index_free(ix);
+    unlink(path);
+    segment_free(s);
+}
+
 static segment_t *sample_segment(void) {
     segment_t *s = segment_new();
     const char *a[] = {"main", "a"}, *b[] = {"main", "b"};
@@ -599,7 +681,7 @@ void test_block_writer(void) {
     unit_tmpdir("blkwriter", dir, sizeof dir);
     snprintf(path, sizeof path, "%s/w.blk", dir);
     hr_err_t err = {0};
-    block_writer_t *w = block_writer_new(path, 3, &err);
+    block_writer_t *w = block_writer_new(path, 3, 0, &err);
     CHECK(w != NULL);
     if (!w) return segment_free(s);
     CHECK(block_writer_add(w, "all", s, &err) == 0);
@@ -609,7 +691,7 @@ void test_block_writer(void) {
     CHECK(access(path, F_OK) != 0 && access(tmp, F_OK) != 0);
 
     segment_t *empty = segment_new();
-    w = block_writer_new(path, 3, &err);
+    w = block_writer_new(path, 3, 0, &err);
     block_summary_t sum = {0};
     CHECK(w && block_writer_add(w, "a", s, &err) == 0 && block_writer_add(w, "b", empty, &err) == 0);
     CHECK(w && block_writer_commit(w, &sum, NULL, &err) == 0);
@@ -642,7 +724,7 @@ void test_block_summaries(void) {
     char dir[512], path[600];
     unit_tmpdir("blksummary", dir, sizeof dir);
     snprintf(path, sizeof path, "%s/s.blk", dir);
-    block_writer_t *w = block_writer_new(path, 3, &err);
+    block_writer_t *w = block_writer_new(path, 3, 0, &err);
     CHECK(w && block_writer_add(w, "k", d1, &err) == 0 && block_writer_add(w, "k", d2, &err) == 0);
     CHECK(w && block_writer_add_summary(w, "k", s, &err) == 0);
     CHECK(w && block_writer_commit(w, NULL, NULL, &err) == 0);
@@ -672,7 +754,7 @@ void test_block_summaries(void) {
     segment_free(all);
     /* A summary of rows this block does not hold is refused, and no file is left. */
     snprintf(path, sizeof path, "%s/bad.blk", dir);
-    w = block_writer_new(path, 3, &err);
+    w = block_writer_new(path, 3, 0, &err);
     CHECK(w && block_writer_add(w, "k", d1, &err) == 0 && block_writer_add_summary(w, "k", s, &err) == 0);
     err = (hr_err_t){0};
     CHECK(w && block_writer_commit(w, NULL, NULL, &err) == -1 && err.code == HR_EINTERNAL);
