@@ -241,4 +241,5 @@ fmt-check:
 clean:
 	rm -rf build hearth hearth-asan
 
--include $(shell find build -name '*.d' 2>/dev/null)
+# build/v1src is another tree (build/hearth-v1): its dependency files name its own sources.
+-include $(shell find build -path build/v1src -prune -o -name '*.d' -print 2>/dev/null)

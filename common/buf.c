@@ -68,17 +68,6 @@ void buf_put_i64(buf_t *b, int64_t v) {
     while (n) b->data[b->len++] = (uint8_t)tmp[--n];
 }
 
-void buf_put_uvarint(buf_t *b, uint64_t v) {
-    if (buf_reserve(b, 10) != 0) return;
-    while (v >= 0x80) {
-        b->data[b->len++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    b->data[b->len++] = (uint8_t)v;
-}
-
-void buf_put_svarint(buf_t *b, int64_t v) { buf_put_uvarint(b, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63)); }
-
 void buf_put_u32le(buf_t *b, uint32_t v) {
     uint8_t x[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
     buf_append(b, x, 4);

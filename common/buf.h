@@ -25,8 +25,19 @@ void buf_putc(buf_t *b, uint8_t c);
 void buf_printf(buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* v in decimal, as printf's %lld writes it (answers print many numbers: no format parsing). */
 void buf_put_i64(buf_t *b, int64_t v);
-void buf_put_uvarint(buf_t *b, uint64_t v);
-void buf_put_svarint(buf_t *b, int64_t v); /* zigzag */
+/* Inline with a room check, as the readers below: a block's columns are written as
+ * millions of these, and a call into buf_reserve for each showed in a cut's profile. */
+static inline void buf_put_uvarint(buf_t *b, uint64_t v) {
+    if (b->oom || (b->cap - b->len < 10 && buf_reserve(b, 10) != 0)) return;
+    while (v >= 0x80) {
+        b->data[b->len++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    b->data[b->len++] = (uint8_t)v;
+}
+static inline void buf_put_svarint(buf_t *b, int64_t v) { /* zigzag */
+    buf_put_uvarint(b, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63));
+}
 void buf_put_u32le(buf_t *b, uint32_t v);
 void buf_put_u64le(buf_t *b, uint64_t v);
 /* A length-prefixed byte string. */
@@ -63,6 +74,7 @@ size_t buf_reader_left(const buf_reader_t *r);
  * which its values are stored divided so their varints stay small. */
 static inline uint64_t buf_gcd(uint64_t g, int64_t v) {
     uint64_t a = v < 0 ? -(uint64_t)v : (uint64_t)v;
+    if (g && a % g == 0) return g; /* the common case (a multiple of the period): one division */
     while (a) {
         uint64_t t = g % a;
         g = a, a = t;

@@ -14,6 +14,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include "common/sort.h"
 #include "common/vec.h"
 #include "storage/functab.h"
 #include "common/fsutil.h"
@@ -265,7 +266,7 @@ static segment_t *premerge(const segment_t *p, const uint32_t *order, hr_err_t *
                 if (!overflow) acc[st] += v; /* cannot overflow: |sum| <= mag */
             }
         }
-        qsort(touched, nt, sizeof *touched, cmp_u32);
+        sort_u32(touched, nt);
         size_t k = 0;
         for (size_t i = 0; i < nt; i++) {
             uint32_t st = touched[i];
@@ -345,6 +346,7 @@ static int encode_part(const segment_t *p, const uint32_t *order, int summary, i
 typedef struct {
     const char *key;
     uint32_t series;
+    uint32_t run; /* the series' place among s's distinct series, ascending */
 } series_key_t;
 
 static int cmp_series_key(const void *a, const void *b) {
@@ -363,7 +365,8 @@ static series_key_t *series_keys(const segment_t *s, const uint32_t *order, bloc
         uint32_t series = s->profiles[order[i]].series;
         if (*n && v[*n - 1].series == series) continue; /* order is by series first */
         const char *k = key ? key(kctx, series) : NULL;
-        v[(*n)++] = (series_key_t){k ? k : "", series};
+        v[*n] = (series_key_t){k ? k : "", series, (uint32_t)*n};
+        (*n)++;
     }
     qsort(v, *n, sizeof *v, cmp_series_key);
     return v;
@@ -818,25 +821,43 @@ static uint32_t local_stack(const uint32_t *ids, size_t n, uint32_t id, size_t *
     return lo <= n && ids[lo] == id ? (uint32_t)lo : 0;
 }
 
+/* Stack id -> its index in f (0: unlisted), as a table when one costs at most a few
+ * times the section itself (the section's stack count is the file's word, not a size
+ * read), else (or out of memory) NULL: the ids are then searched (local_stack). */
+static uint32_t *listed_table(const stack_fps_t *f) {
+    if (f->nstacks > 16 * ((uint64_t)f->count + 1) + 4096) return NULL;
+    uint32_t *t = calloc((size_t)f->nstacks, sizeof *t);
+    for (size_t k = 1; t && k <= f->count; k++) t[f->ids[k]] = (uint32_t)k;
+    return t;
+}
+
 /* Checks that every stack s's samples and span samples name (but the empty one) is
- * listed in f, and with renumber replaces each by its index there. 0, or -1 with err. */
+ * listed in f, and with renumber replaces each by its index there. 0, or -1 with err.
+ * The decoder has bounded every id by f's stack count. */
 static int stacks_listed(segment_t *s, const stack_fps_t *f, int renumber, const char *key, hr_err_t *err) {
+    /* Every stack listed (a partition naming all of its own): ids[k] == k, nothing to look up. */
+    if (f->count + 1 == f->nstacks) return 0;
+    uint32_t *t = listed_table(f);
+#define LISTED(id, at) ((id) == 0 ? 0 : t ? t[id] : local_stack(f->ids, f->count, (id), (at)))
     for (size_t i = 0; i < s->nprofiles; i++) {
         const seg_profile_t *row = &s->profiles[i];
         size_t at = 1, span_at = 1;
         for (uint64_t j = row->first; j < row->first + row->nsamples; j++) {
-            uint32_t k = s->stacks[j] ? local_stack(f->ids, f->count, s->stacks[j], &at) : 0;
+            uint32_t k = LISTED(s->stacks[j], &at);
             if (s->stacks[j] && !k) goto unlisted;
             if (renumber) s->stacks[j] = k;
         }
         for (uint64_t j = row->span_first; j < row->span_first + row->nspans; j++) {
-            uint32_t k = s->spans[j].stack ? local_stack(f->ids, f->count, s->spans[j].stack, &span_at) : 0;
+            uint32_t k = LISTED(s->spans[j].stack, &span_at);
             if (s->spans[j].stack && !k) goto unlisted;
             if (renumber) s->spans[j].stack = k;
         }
     }
+#undef LISTED
+    free(t);
     return 0;
 unlisted:
+    free(t);
     return hr_fail(err, HR_EUNPROC, "block: partition `%s` names a stack its fingerprints do not list", key);
 }
 
@@ -1433,14 +1454,18 @@ static int part_matches(const segment_t *p, const uint32_t *order, const uint8_t
     int ok = d && d->nprofiles == (bp->summary ? 0 : p->nprofiles);
     for (size_t k = 0; ok && k < d->nprofiles; k++)
         ok = block_part_has(bp, d->profiles[k].series) && same_row(p, order[k], d, k);
-    /* A summary's pre-merged rows must sum the rows it was made of (the source). */
+    /* A summary's pre-merged rows must sum the rows it was made of (the source). They
+     * are read as a cold query reads them, symbols deferred: the symbols and the
+     * fingerprints were checked against each other by d's read, and this one checks
+     * that the sections past the footer's SYMBOLS length read alone. */
+    int defer = bp->stacks ? BLOCK_VIEW_DEFER_SYMBOLS : 0;
+    size_t skip = defer ? (size_t)bp->syms_len : 0;
     if (ok && bp->merged)
-        ok = (m = decode_part(img, n, bp, BLOCK_VIEW_MERGED | VIEW_VERIFY, NULL, err)) &&
+        ok = (m = decode_part(img + skip, n - skip, bp, BLOCK_VIEW_MERGED | defer, NULL, err)) &&
              (bp->summary ? merged_matches(p, order, m) : merged_matches(d, NULL, m));
     if (ok && bp->summary && sums) ok = summary_totals(m, sums) == 0;
-    if (ok && bp->stacks) { /* a deferred read finds its sections past the footer's SYMBOLS length */
-        segment_t *lazy = decode_part(img + bp->syms_len, n - (size_t)bp->syms_len, bp,
-                                      BLOCK_VIEW_ROWS | BLOCK_VIEW_DEFER_SYMBOLS, NULL, err);
+    if (ok && defer && !bp->merged) { /* no pre-merged rows read that way: the rows are */
+        segment_t *lazy = decode_part(img + skip, n - skip, bp, BLOCK_VIEW_ROWS | defer, NULL, err);
         ok = lazy && lazy->nsamples == d->nsamples;
         segment_free(lazy);
     }
@@ -1590,42 +1615,44 @@ int block_writer_commit(block_writer_t *w, block_summary_t *sum, buf_t *image, h
     return 0;
 }
 
-/* Adds every row of s to w, one partition per key, each with only its symbols. */
+/* Adds every row of s to w, one partition per key, each with only its symbols. The
+ * rows are dealt into their partitions in one pass (a counting sort by partition that
+ * keeps each partition's rows in series-then-time order). */
 static int add_by_key(block_writer_t *w, const segment_t *s, block_key_fn key, void *kctx, hr_err_t *err) {
     uint32_t *order;
-    size_t nsk = 0;
+    size_t nsk = 0, nparts = 0;
     if (segment_sorted_order(s, &order)) return hr_fail(err, HR_ENOMEM, "out of memory");
     series_key_t *sk = series_keys(s, order, key, kctx, &nsk);
     uint32_t *rows = malloc((s->nprofiles ? s->nprofiles : 1) * sizeof *rows);
-    uint32_t *ids = malloc((nsk ? nsk : 1) * sizeof *ids);
-    int rc = sk && rows && ids ? 0 : hr_fail(err, HR_ENOMEM, "out of memory");
-    for (size_t a = 0; a < nsk && rc == 0;) {
-        size_t b = a, n = 0;
-        while (b < nsk && !strcmp(sk[b].key, sk[a].key)) b++;
-        /* sk[a..b) is sorted by series, and order by (series, time): one merge pass. */
-        for (size_t k = a; k < b; k++) {
-            ids[k - a] = sk[k].series;
-            assert(k == a || ids[k - a] > ids[k - a - 1]); /* searched below */
-        }
-        for (size_t i = 0; i < s->nprofiles; i++) {
-            uint32_t sid = s->profiles[order[i]].series;
-            size_t lo = 0, hi = b - a;
-            while (lo < hi) { /* the partition's series, by binary search */
-                size_t mid = (lo + hi) / 2;
-                if (ids[mid] < sid) lo = mid + 1;
-                else hi = mid;
-            }
-            if (lo < b - a && ids[lo] == sid) rows[n++] = order[i];
-        }
-        segment_t *p = segment_select(s, rows, n, err);
-        if (!p || block_writer_add(w, sk[a].key, p, err)) rc = -1;
-        segment_free(p);
-        a = b;
+    uint32_t *part_of = malloc((nsk ? nsk : 1) * sizeof *part_of); /* by run */
+    size_t *start = calloc(nsk + 2, sizeof *start), *first = malloc((nsk + 1) * sizeof *first);
+    int rc = sk && rows && part_of && start && first ? 0 : hr_fail(err, HR_ENOMEM, "out of memory");
+    for (size_t k = 0; rc == 0 && k < nsk; k++) {
+        if (k && strcmp(sk[k].key, sk[k - 1].key)) nparts++;
+        if (k == 0 || strcmp(sk[k].key, sk[k - 1].key)) first[nparts] = k;
+        part_of[sk[k].run] = (uint32_t)nparts;
+    }
+    if (nsk) nparts++;
+    for (size_t i = 0, run = 0; rc == 0 && i < s->nprofiles; i++) { /* rows per partition */
+        if (i && s->profiles[order[i]].series != s->profiles[order[i - 1]].series) run++;
+        start[part_of[run] + 2]++;
+    }
+    for (size_t p = 0; rc == 0 && p < nparts; p++) start[p + 2] += start[p + 1];
+    for (size_t i = 0, run = 0; rc == 0 && i < s->nprofiles; i++) { /* start[p + 1]: p's next row */
+        if (i && s->profiles[order[i]].series != s->profiles[order[i - 1]].series) run++;
+        rows[start[part_of[run] + 1]++] = order[i];
+    }
+    for (size_t p = 0; rc == 0 && p < nparts; p++) { /* start[p]..start[p + 1]: p's rows */
+        segment_t *seg = segment_select(s, rows + start[p], start[p + 1] - start[p], err);
+        if (!seg || block_writer_add(w, sk[first[p]].key, seg, err)) rc = -1;
+        segment_free(seg);
     }
     free(order);
     free(sk);
     free(rows);
-    free(ids);
+    free(part_of);
+    free(start);
+    free(first);
     if (rc == 0 && w->sum.profiles != s->nprofiles) /* every row landed in one partition */
         rc = hr_fail(err, HR_EINTERNAL, "refusing to write a block that lost rows while partitioning");
     return rc;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/sort.h"
 #include "common/vec.h"
 #include "storage/segment.h"
 
@@ -96,14 +97,9 @@ static void add_sample(sums_t *s, const symtab_t *sym, const uint32_t *local, ui
     s->self[local[sym->lines[leaf->first_line].function]] += v; /* lines[0]: the innermost frame */
 }
 
-static int cmp_u32(const void *a, const void *b) {
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return (x > y) - (x < y);
-}
-
 /* Appends the series' entries (ascending by name) to t and clears its sums. */
 static int emit_series(functab_t *t, sums_t *s) {
-    qsort(s->touched, s->ntouched, sizeof *s->touched, cmp_u32);
+    sort_u32(s->touched, s->ntouched);
     size_t n = t->nentries + s->ntouched;
     if (VEC_RESERVE(t->fn, s->cap[0], n) || VEC_RESERVE(t->self, s->cap[1], n) || VEC_RESERVE(t->total, s->cap[2], n))
         return -1;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/sort.h"
 #include "common/vec.h"
 #include "storage/functab.h"
 
@@ -210,11 +211,6 @@ int segment_row_valid(const segment_t *s, size_t i) {
 
 /* ---- segment_select ---- */
 
-static int cmp_stack_id(const void *a, const void *b) {
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return (x > y) - (x < y);
-}
-
 /* Imports into p the stacks rows[0..n) of s use (samples and spans), in increasing
  * order of s's ids. A stack's ancestors have smaller ids than it, so the stacks used
  * get ids in the same order they had in s, and rows that were sorted by stack stay
@@ -238,7 +234,7 @@ static int import_in_order(segment_t *p, symtab_remap_t *m, const segment_t *s, 
             else if (!seen[id]) seen[id] = 1, ids[k++] = id;
         }
     }
-    if (rc == 0 && k) qsort(ids, k, sizeof *ids, cmp_stack_id);
+    if (rc == 0) sort_u32(ids, k);
     for (size_t i = 0; i < k && rc == 0; i++)
         if (symtab_import_stack(p->sym, m, ids[i]) == SYM_NONE) rc = -1;
     free(seen);

@@ -60,6 +60,7 @@ int unit_finish(const char *suite, int ok, int bad);
 #define UNIT_TESTS(X)                                                                                                  \
     X(test_varint_roundtrip)                                                                                           \
     X(test_u64map_any_key)                                                                                             \
+    X(test_sort_u32)                                                                                                   \
     X(test_buf_decimal)                                                                                                \
     X(test_timeparse)                                                                                                  \
     X(test_jsonw)                                                                                                      \
