@@ -1355,7 +1355,8 @@ static void rows_of(const segment_t *seg, const uint32_t *order, row_t *v, size_
 }
 
 /* The block being written: partitions are encoded, checked and written one at a
- * time, so only one is ever in memory; the footer entries and rows accumulate. */
+ * time (two by add_by_key), so only one (two) is ever in memory; the footer entries
+ * and rows accumulate. */
 struct block_writer {
     int fd; /* -1: the image is kept in out */
     char path[4096], tmp[4100];
@@ -1496,59 +1497,99 @@ static int part_series(const segment_t *p, const uint32_t *order, block_part_t *
     return 0;
 }
 
+/* One partition on its way into a block: encoded and checked by prepare_part, which
+ * reads no writer state (so partitions can be prepared on two threads), then appended
+ * in order by commit_part. The rows are p's, or (src set) rows[0..nrows) of src, which
+ * prepare_part selects into a segment of their own (owned). */
+typedef struct {
+    const char *key;
+    const segment_t *p, *src;
+    const uint32_t *rows;
+    size_t nrows;
+    segment_t *owned;
+    int summary;
+    uint32_t *order;
+    block_part_t bp;
+    sum_totals_t st;
+    buf_t img; /* the partition's bytes, as they will stand in the block */
+    int rc;    /* 0, 1 (nothing to add: a summary whose sums could overflow) or -1 with err */
+    hr_err_t err;
+} part_job_t;
+
+static void part_job_free(part_job_t *j) {
+    free(j->order);
+    free(j->bp.key);
+    free(j->bp.series);
+    free(j->st.series);
+    free(j->st.total);
+    buf_free(&j->img);
+    segment_free(j->owned);
+}
+
+static int prepare_part(part_job_t *j, int stack_fps, const zenc_t *z) {
+    hr_err_t *err = &j->err;
+    if (j->src && !(j->p = j->owned = segment_select(j->src, j->rows, j->nrows, err))) return j->rc = -1;
+    const segment_t *p = j->p;
+    block_part_t *bp = &j->bp;
+    int rc = 0, flags = 0;
+    if (!(bp->key = strdup(j->key)) || segment_sorted_order(p, &j->order) || part_series(p, j->order, bp))
+        rc = hr_fail(err, HR_ENOMEM, "out of memory");
+    functab_t *ft = NULL;
+    if (rc == 0)
+        rc = encode_part(p, j->order, j->summary, stack_fps, z, &j->img, &flags, &ft, &bp->funcs_len, &bp->syms_len,
+                         err);
+    if (rc == 0 && j->summary && !(flags & PART_MERGED)) rc = 1; /* sums that could overflow: no summary */
+    if (rc == 0) {
+        bp->len = j->img.len;
+        bp->merged = (flags & PART_MERGED) != 0, bp->spans = (flags & PART_SPANS) != 0;
+        bp->units = (flags & PART_UNITS) != 0, bp->summary = j->summary, bp->traces = (flags & PART_TRACES) != 0;
+        bp->stacks = (flags & PART_STACKS) != 0;
+        bp->nprofiles = j->summary ? 0 : p->nprofiles, bp->nsamples = j->summary ? 0 : p->nsamples;
+        bp->min_time = p->min_time, bp->max_time = p->max_time;
+        hr_err_t why = {0};
+        if (!part_matches(p, j->order, j->img.data, bp, ft, j->summary ? &j->st : NULL, &why)) rc = refuse(err, &why);
+    }
+    functab_free(ft);
+    return j->rc = rc;
+}
+
+static int commit_part(block_writer_t *w, part_job_t *j, hr_err_t *err) {
+    if (j->rc < 0) {
+        *err = j->err;
+        return -1;
+    }
+    if (j->rc == 1) return 0;
+    const segment_t *p = j->p;
+    if (VEC_RESERVE(w->parted, w->parts_cap, w->nparts + 1) ||
+        VEC_RESERVE(w->rows, w->rows_cap, w->nrows + p->nprofiles) || VEC_RESERVE(w->sums, w->sums_cap, w->nsums + 1))
+        return hr_fail(err, HR_ENOMEM, "out of memory");
+    j->bp.off = w->flushed + w->out.len;
+    buf_append(&w->out, j->img.data, j->img.len);
+    if (w->out.oom) return hr_fail(err, HR_ENOMEM, "out of memory");
+    footer_part(&w->parts, &j->bp);
+    if (!j->summary) {
+        footer_rows(&w->totals, p, j->order, &w->prev_series, &w->prev_t);
+        rows_of(p, j->order, w->rows, &w->nrows);
+        w->sum.profiles += p->nprofiles, w->sum.samples += p->nsamples;
+    } else {
+        j->st.part = w->nparts;
+        w->sums[w->nsums++] = j->st, j->st.series = NULL, j->st.total = NULL;
+    }
+    w->parted[w->nparts++] = j->bp, j->bp.key = NULL, j->bp.series = NULL;
+    if (p->min_time < w->sum.min_time) w->sum.min_time = p->min_time;
+    if (p->max_time > w->sum.max_time) w->sum.max_time = p->max_time;
+    return flush(w, err);
+}
+
 /* Adds p as a partition of key, or (summary) its pre-merged rows alone. */
 static int add_part(block_writer_t *w, const char *key, const segment_t *p, int summary, hr_err_t *err) {
     if (!p->nprofiles) return 0;
-    uint32_t *order = NULL;
-    block_part_t bp = {.key = strdup(key)};
-    int rc = 0;
-    if (!bp.key || segment_sorted_order(p, &order) || part_series(p, order, &bp) ||
-        VEC_RESERVE(w->parted, w->parts_cap, w->nparts + 1) ||
-        VEC_RESERVE(w->rows, w->rows_cap, w->nrows + p->nprofiles) || VEC_RESERVE(w->sums, w->sums_cap, w->nsums + 1))
-        rc = hr_fail(err, HR_ENOMEM, "out of memory");
-    size_t at = w->out.len;
-    int flags = 0;
-    functab_t *ft = NULL;
-    sum_totals_t st = {.part = w->nparts};
-    if (rc == 0)
-        rc =
-            encode_part(p, order, summary, w->stack_fps, &w->z, &w->out, &flags, &ft, &bp.funcs_len, &bp.syms_len, err);
-    if (rc == 0 && summary && !(flags & PART_MERGED)) { /* sums that could overflow: no summary */
-        w->out.len = at;
-        rc = 1;
-    }
-    if (rc == 0) {
-        bp.off = w->flushed + at, bp.len = w->out.len - at;
-        bp.merged = (flags & PART_MERGED) != 0, bp.spans = (flags & PART_SPANS) != 0;
-        bp.units = (flags & PART_UNITS) != 0, bp.summary = summary, bp.traces = (flags & PART_TRACES) != 0;
-        bp.stacks = (flags & PART_STACKS) != 0;
-        bp.nprofiles = summary ? 0 : p->nprofiles, bp.nsamples = summary ? 0 : p->nsamples;
-        bp.min_time = p->min_time, bp.max_time = p->max_time;
-        hr_err_t why = {0};
-        if (!part_matches(p, order, w->out.data + at, &bp, ft, summary ? &st : NULL, &why)) rc = refuse(err, &why);
-    }
-    functab_free(ft);
-    if (rc == 0) {
-        footer_part(&w->parts, &bp);
-        if (!summary) {
-            footer_rows(&w->totals, p, order, &w->prev_series, &w->prev_t);
-            rows_of(p, order, w->rows, &w->nrows);
-            w->sum.profiles += p->nprofiles, w->sum.samples += p->nsamples;
-        } else {
-            w->sums[w->nsums++] = st, st.series = NULL, st.total = NULL;
-        }
-        w->parted[w->nparts++] = bp;
-        if (p->min_time < w->sum.min_time) w->sum.min_time = p->min_time;
-        if (p->max_time > w->sum.max_time) w->sum.max_time = p->max_time;
-        rc = flush(w, err);
-    } else {
-        free(bp.key);
-        free(bp.series);
-    }
-    free(st.series);
-    free(st.total);
-    free(order);
-    return rc == 1 ? 0 : rc;
+    part_job_t j = {.key = key, .p = p, .summary = summary};
+    buf_init(&j.img);
+    prepare_part(&j, w->stack_fps, &w->z);
+    int rc = commit_part(w, &j, err);
+    part_job_free(&j);
+    return rc;
 }
 
 int block_writer_add(block_writer_t *w, const char *key, const segment_t *p, hr_err_t *err) {
@@ -1615,6 +1656,86 @@ int block_writer_commit(block_writer_t *w, block_summary_t *sum, buf_t *image, h
     return 0;
 }
 
+/* A second thread that prepares every other partition of add_by_key while the
+ * writer's thread prepares the one before it: partitions are independent until
+ * appended, so a cut takes about half the time where a core is free. They go in
+ * pairs, so no more than two are in memory at once. */
+typedef struct {
+    pthread_t tid;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    part_job_t *job; /* handed over and not yet prepared; NULL when idle */
+    int quit, stack_fps;
+    zenc_t z;
+} helper_t;
+
+static void *helper_main(void *arg) {
+    helper_t *h = arg;
+    pthread_mutex_lock(&h->mu);
+    for (;;) {
+        while (!h->job && !h->quit) pthread_cond_wait(&h->cv, &h->mu);
+        if (!h->job) break;
+        part_job_t *j = h->job;
+        pthread_mutex_unlock(&h->mu);
+        prepare_part(j, h->stack_fps, &h->z);
+        pthread_mutex_lock(&h->mu);
+        h->job = NULL;
+        pthread_cond_broadcast(&h->cv);
+    }
+    pthread_mutex_unlock(&h->mu);
+    return NULL;
+}
+
+/* A started helper for w, or NULL (one core, or no memory or thread for it): the
+ * partitions are then all prepared on the caller's thread. */
+static helper_t *helper_start(const block_writer_t *w) {
+    if (sysconf(_SC_NPROCESSORS_ONLN) < 2) return NULL;
+    helper_t *h = calloc(1, sizeof *h);
+    if (!h) return NULL;
+    h->stack_fps = w->stack_fps, h->z.level = w->z.level;
+    if (!(h->z.cctx = ZSTD_createCCtx())) return free(h), NULL;
+    pthread_mutex_init(&h->mu, NULL);
+    pthread_cond_init(&h->cv, NULL);
+    if (pthread_create(&h->tid, NULL, helper_main, h)) {
+        pthread_cond_destroy(&h->cv);
+        pthread_mutex_destroy(&h->mu);
+        ZSTD_freeCCtx(h->z.cctx);
+        return free(h), NULL;
+    }
+    return h;
+}
+
+static void helper_stop(helper_t *h) {
+    if (!h) return;
+    pthread_mutex_lock(&h->mu);
+    h->quit = 1;
+    pthread_cond_broadcast(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+    pthread_join(h->tid, NULL);
+    pthread_cond_destroy(&h->cv);
+    pthread_mutex_destroy(&h->mu);
+    ZSTD_freeCCtx(h->z.cctx);
+    free(h);
+}
+
+/* Prepares a and b, b on the helper when there is one. */
+static void prepare_pair(block_writer_t *w, helper_t *h, part_job_t *a, part_job_t *b) {
+    if (h) {
+        pthread_mutex_lock(&h->mu);
+        h->job = b;
+        pthread_cond_broadcast(&h->cv);
+        pthread_mutex_unlock(&h->mu);
+    }
+    prepare_part(a, w->stack_fps, &w->z);
+    if (!h) {
+        prepare_part(b, w->stack_fps, &w->z);
+        return;
+    }
+    pthread_mutex_lock(&h->mu);
+    while (h->job) pthread_cond_wait(&h->cv, &h->mu);
+    pthread_mutex_unlock(&h->mu);
+}
+
 /* Adds every row of s to w, one partition per key, each with only its symbols. The
  * rows are dealt into their partitions in one pass (a counting sort by partition that
  * keeps each partition's rows in series-then-time order). */
@@ -1642,11 +1763,24 @@ static int add_by_key(block_writer_t *w, const segment_t *s, block_key_fn key, v
         if (i && s->profiles[order[i]].series != s->profiles[order[i - 1]].series) run++;
         rows[start[part_of[run] + 1]++] = order[i];
     }
-    for (size_t p = 0; rc == 0 && p < nparts; p++) { /* start[p]..start[p + 1]: p's rows */
-        segment_t *seg = segment_select(s, rows + start[p], start[p + 1] - start[p], err);
-        if (!seg || block_writer_add(w, sk[first[p]].key, seg, err)) rc = -1;
-        segment_free(seg);
+    helper_t *h = rc == 0 && nparts > 1 ? helper_start(w) : NULL;
+    for (size_t p = 0; rc == 0 && p < nparts; p += 2) { /* start[p]..start[p + 1]: p's rows */
+        part_job_t job[2] = {{0}};
+        for (size_t k = 0; k < 2 && p + k < nparts; k++) {
+            job[k] = (part_job_t){.key = sk[first[p + k]].key,
+                                  .src = s,
+                                  .rows = rows + start[p + k],
+                                  .nrows = start[p + k + 1] - start[p + k]};
+            buf_init(&job[k].img);
+        }
+        if (p + 1 < nparts) prepare_pair(w, h, &job[0], &job[1]);
+        else prepare_part(&job[0], w->stack_fps, &w->z);
+        for (size_t k = 0; k < 2 && p + k < nparts; k++) {
+            if (rc == 0) rc = commit_part(w, &job[k], err);
+            part_job_free(&job[k]);
+        }
     }
+    helper_stop(h);
     free(order);
     free(sk);
     free(rows);

@@ -34,7 +34,10 @@
  * stay valid while block_encode runs. */
 typedef const char *(*block_key_fn)(void *ctx, uint32_t series);
 
-/* Encodes s into out, partitioned by key (NULL: one partition ""). 0 or -1. */
+/* Encodes s into out, partitioned by key (NULL: one partition ""). 0 or -1. With two
+ * or more partitions and cores, every other partition is prepared on a thread of its
+ * own (started and joined within the call): s is only read meanwhile, and key is
+ * called on the caller's thread alone. block_write does the same. */
 int block_encode(const segment_t *s, block_key_fn key, void *kctx, int zstd_level, buf_t *out, hr_err_t *err);
 
 /* Writes s to path atomically: path.tmp, fsync, rename, fsync of the directory.
