@@ -835,8 +835,6 @@ static uint32_t *listed_table(const stack_fps_t *f) {
  * listed in f, and with renumber replaces each by its index there. 0, or -1 with err.
  * The decoder has bounded every id by f's stack count. */
 static int stacks_listed(segment_t *s, const stack_fps_t *f, int renumber, const char *key, hr_err_t *err) {
-    /* Every stack listed (a partition naming all of its own): ids[k] == k, nothing to look up. */
-    if (f->count + 1 == f->nstacks) return 0;
     uint32_t *t = listed_table(f);
 #define LISTED(id, at) ((id) == 0 ? 0 : t ? t[id] : local_stack(f->ids, f->count, (id), (at)))
     for (size_t i = 0; i < s->nprofiles; i++) {
