@@ -12,6 +12,7 @@ static int cmp_u32(const void *a, const void *b) {
 enum { RADIX_MIN = 64 };
 
 void sort_u32(uint32_t *v, size_t n) {
+    if (n < 2) return; /* sorted already, and v may be NULL when n is 0 */
     uint32_t *tmp = n >= RADIX_MIN ? malloc(n * sizeof *tmp) : NULL;
     if (!tmp) {
         qsort(v, n, sizeof *v, cmp_u32);
