@@ -5,8 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A unit of the plan: refs [i, end) go to one node together. */
 typedef struct {
-    size_t i;
+    size_t i, end;
     uint64_t bytes;
 } unit_t;
 
@@ -16,6 +17,28 @@ static int by_bytes_desc(const void *a, const void *b) {
     return (x->i > y->i) - (x->i < y->i);
 }
 
+/* With this many blocks per node or more, whole blocks are dealt: a node reads the
+ * footer of every block it has a partition of, so dealing partitions of many small
+ * blocks (a store as cut, a few partitions per block) makes each node read nearly every
+ * footer, a cost that does not divide. With fewer (a compacted store: one block, a
+ * partition per service), partitions are dealt, or one node would get everything. */
+#define BLOCKS_PER_NODE 4
+
+/* The plan's units into u: one per block when there are enough blocks, else one per
+ * partition. Returns their count. refs are sorted, so a block's refs are adjacent. */
+static size_t make_units(const store_part_ref_t *refs, const uint64_t *bytes, size_t n, size_t nodes, unit_t *u) {
+    size_t nblocks = 0;
+    for (size_t i = 0; i < n; i++) nblocks += i == 0 || refs[i].block != refs[i - 1].block;
+    int by_block = nblocks >= BLOCKS_PER_NODE * nodes;
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!by_block || i == 0 || refs[i].block != refs[i - 1].block) u[m++] = (unit_t){i, i, 0};
+        u[m - 1].end = i + 1;
+        u[m - 1].bytes += bytes[i] + 1; /* + 1: empty partitions still spread */
+    }
+    return m;
+}
+
 int split_plan(const store_part_ref_t *refs, const uint64_t *bytes, size_t n, size_t nodes, store_part_ref_t **shares,
                size_t *nshares) {
     unit_t *u = malloc((n + 1) * sizeof *u);
@@ -23,15 +46,15 @@ int split_plan(const store_part_ref_t *refs, const uint64_t *bytes, size_t n, si
     uint32_t *owner = malloc((n + 1) * sizeof *owner);
     int rc = u && load && owner ? 0 : -1;
     for (size_t k = 0; k < nodes; k++) shares[k] = NULL, nshares[k] = 0;
-    for (size_t i = 0; rc == 0 && i < n; i++) u[i] = (unit_t){i, bytes[i]};
-    if (rc == 0) qsort(u, n, sizeof *u, by_bytes_desc);
-    for (size_t j = 0; rc == 0 && j < n; j++) { /* longest processing time first */
+    size_t m = rc == 0 ? make_units(refs, bytes, n, nodes, u) : 0;
+    if (m > 1) qsort(u, m, sizeof *u, by_bytes_desc);
+    for (size_t j = 0; j < m; j++) { /* longest processing time first */
         size_t best = 0;
         for (size_t k = 1; k < nodes; k++)
             if (load[k] < load[best]) best = k;
-        load[best] += u[j].bytes + 1; /* + 1: empty partitions still spread */
-        owner[u[j].i] = (uint32_t)best;
-        nshares[best]++;
+        load[best] += u[j].bytes;
+        for (size_t i = u[j].i; i < u[j].end; i++) owner[i] = (uint32_t)best;
+        nshares[best] += u[j].end - u[j].i;
     }
     for (size_t k = 0; rc == 0 && k < nodes; k++)
         if (!(shares[k] = malloc((nshares[k] + 1) * sizeof **shares))) rc = -1;

@@ -1,8 +1,9 @@
 /* split.h - dividing one merge's block partitions among cluster nodes.
  *
  * A fleet-wide query reads thousands of partitions; in a cluster every query node can
- * decode them. The node asked plans the split (split_plan: each partition to one node,
- * the largest first onto the least loaded, by bytes to decode), asks each live peer
+ * decode them. The node asked plans the split (split_plan: each block, or each partition
+ * when the blocks are too few to spread, to one node, the largest first onto the least
+ * loaded, by bytes to decode), asks each live peer
  * for its share on a thread of its own (split_start: the peer merges those partitions
  * and answers a share, share.h), merges its own share meanwhile, and then collects
  * the peers' answers (split_join). A peer that fails or is unreachable has its
@@ -14,7 +15,7 @@
 #include "query/merge.h"
 
 /* Partitions refs[0..n) (sorted, with their sizes in bytes) divided among `nodes`
- * nodes: shares[k] (malloc'd, sorted) with nshares[k] refs, k = 0 being this node's.
+ * nodes, a block's partitions kept together once there are 4 blocks per node or more: shares[k] (malloc'd, sorted) with nshares[k] refs, k = 0 being this node's.
  * Deterministic for the same input. 0 or -1 (OOM). */
 int split_plan(const store_part_ref_t *refs, const uint64_t *bytes, size_t n, size_t nodes, store_part_ref_t **shares,
                size_t *nshares);

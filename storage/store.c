@@ -586,6 +586,20 @@ int store_part_picked(const store_filter_t *f, int64_t block, size_t p) {
     return !f->only || bsearch(&key, f->only, f->nonly, sizeof key, cmp_part_ref) != NULL;
 }
 
+/* Whether a scan by f reads block m: the tenant's, overlapping the range and, for a
+ * share of a split merge (f->only), holding one of its partitions. A node asked for a
+ * share then reads only its blocks' footers, not every footer in the range. */
+static int block_in_scan(const block_meta_t *m, const char *tenant, const store_filter_t *f) {
+    if (strcmp(m->tenant, tenant) || m->max_time < f->from || m->min_time > f->until) return 0;
+    size_t lo = 0, hi = f->only ? f->nonly : 0; /* the first ref of a block >= m->id */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (f->only[mid].block < m->id) lo = mid + 1;
+        else hi = mid;
+    }
+    return !f->only || (lo < f->nonly && f->only[lo].block == m->id);
+}
+
 int store_part_view(const block_part_t *p, const store_filter_t *f) {
     int whole = p->min_time >= f->from && p->max_time <= f->until;
     if (whole && f->funcs_ok && p->funcs_len) return BLOCK_VIEW_FUNCS;
@@ -662,9 +676,7 @@ static void attach_range(store_t *s, const char *tenant, const store_filter_t *f
     pthread_mutex_lock(&s->cache_mu);
     for (size_t i = 0; i < s->nblocks; i++) {
         const block_t *b = &s->blocks[i];
-        if (!b->ix && !b->bad && !strcmp(b->meta.tenant, tenant) && b->meta.max_time >= f->from &&
-            b->meta.min_time <= f->until)
-            idx[n++] = i;
+        if (!b->ix && !b->bad && block_in_scan(&b->meta, tenant, f)) idx[n++] = i;
     }
     pthread_mutex_unlock(&s->cache_mu);
     if (n > 1) bcache_attach_many(s, idx, n);
@@ -720,7 +732,7 @@ static int scan_locked(store_t *s, const char *tenant, const store_filter_t *f, 
     prefetch_t *pf = f->totals_only ? NULL : store_prefetch_start(s, tenant, f);
     for (size_t i = 0; i < s->nblocks && rc == 0; i++) {
         const block_meta_t *m = &s->blocks[i].meta;
-        if (strcmp(m->tenant, tenant) || m->max_time < f->from || m->min_time > f->until) continue;
+        if (!block_in_scan(m, tenant, f)) continue;
         rc = scan_block(s, i, f, batch, &nb, fn, ctx, err);
     }
     if (nb && rc == 0) rc = bcache_run_batch(s, batch, nb, f->strict, fn, ctx, err); /* queued, not yet pinned */
@@ -737,7 +749,7 @@ static int walk_wanted_parts(store_t *s, const char *tenant, const store_filter_
     attach_range(s, tenant, f);
     for (size_t i = 0; i < s->nblocks; i++) {
         const block_meta_t *m = &s->blocks[i].meta;
-        if (strcmp(m->tenant, tenant) || m->max_time < f->from || m->min_time > f->until) continue;
+        if (!block_in_scan(m, tenant, f)) continue;
         hr_err_t e = {0};
         const block_index_t *ix = footer_of(s, i, &e);
         if (!ix && e.code) return err ? (*err = e, -1) : -1;

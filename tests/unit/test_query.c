@@ -558,6 +558,21 @@ void test_split_and_share(void) {
     CHECK(load[0] <= 110 && load[1] <= 110 && load[2] <= 110 && load[0] + load[1] + load[2] == 295);
     for (int k = 0; k < 3; k++) free(shares[k]);
 
+    /* 24 blocks of 2 partitions: enough blocks that each goes whole to one node (a node
+     * then reads only its blocks' footers), still balanced. */
+    store_part_ref_t many[48];
+    uint64_t mbytes[48];
+    for (int i = 0; i < 48; i++) many[i] = (store_part_ref_t){i / 2 + 1, (uint32_t)(i % 2)}, mbytes[i] = 10;
+    CHECK(split_plan(many, mbytes, 48, 3, shares, n) == 0);
+    CHECK_INT(n[0], 16);
+    CHECK_INT(n[1], 16);
+    CHECK_INT(n[2], 16);
+    for (int k = 0; k < 3; k++) {
+        for (size_t j = 0; j < n[k]; j += 2)
+            CHECK(shares[k][j].block == shares[k][j + 1].block && shares[k][j].part == 0 && shares[k][j + 1].part == 1);
+        free(shares[k]);
+    }
+
     store_t *s = new_store("share");
     put_folded(s, "app.cpu", "main;f;g;f 3\nmain;h 5\nmain 1\n", 100, 100);
     selector_t sel;
