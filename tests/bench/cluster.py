@@ -3,7 +3,7 @@
 servers, a throwaway PostgreSQL (tests/integration/pgserver.py) and a Ceph RADOS Gateway
 (tests/integration/s3server.py), against a single node (no catalog, no object store).
 
-Three measurements, each on its own catalog database and object prefix:
+Four measurements, each on its own catalog database and object prefix:
 
 1. Ingest scaling. Every ingest node is capped with --ingest-rate-limit (--rate-limit, 256KiB
    per tenant per node), so the cap and not the machine's cores is the limit, and flushes every
@@ -35,6 +35,10 @@ Three measurements, each on its own catalog database and object prefix:
    from the object store (delta of hearth_object_fetched_bytes_total) are reported next to the
    catalog's block bytes (SELECT sum(bytes) FROM hearth_blocks) and the queried service's share
    of the uploaded bytes: a reader of only the selected partitions fetches about that share.
+   Last, every service's week as one flame graph, asked of a node alone and split three ways
+   (bench_split: partitions decoded and CPU per node).
+4. The same split over the week's blocks as cut, with compaction off (bench_split_as_cut): a
+   thousand partitions, where the compacted week has one per service.
 
 Output: a Markdown table and tests/out/bench/cluster.json. Every server (hearth nodes, postgres,
 radosgw and its monitor and OSD) is started by this script and stopped by PID. Server logs stay
@@ -425,25 +429,31 @@ def bench_week(a, tmp, pg, gw):
 
 def bench_split(c, nodes, flags, a):
     """4. One fleet-wide query split across nodes: every service's CPU over the week as a flame
-    graph, asked of node n0 cold (all three nodes restarted with their --cache-dir deleted), once
-    with --query-split=false (n0 merges every partition) and once with the default split among the
-    three. Per node: partitions decoded (hearth_block_partition_loads_total) and CPU seconds
-    (/proc) during the query. The nodes are stopped after."""
+    graph, asked of node n0 cold (all three nodes restarted on empty cache folders), once
+    with --query-split=false (n0 merges every partition) and once split among the three
+    (--query-split-min-bytes 0: the week is a few MiB, under the default threshold). Per node:
+    partitions decoded (hearth_block_partition_loads_total) and CPU seconds
+    (process_cpu_seconds_total, exact to the microsecond) during the query. The nodes are stopped
+    after."""
     sel = fleet.CPU + "{}"
     rng = {"from": fleet.BASE, "until": fleet.BASE + a.days * 86400}
     out = {}
     for split in ("false", "true"):
         for n in nodes:
             stop(n)
-            shutil.rmtree(os.path.join(n.data_dir, "cache"), ignore_errors=True)
-        nodes[:] = [c.node(f"n{i}", *flags, "--query-split", split) for i in range(len(nodes))]
+        # Cold: each node starts on an empty cache folder of its own, a new one rather than the
+        # old one deleted: ext4 skips the inodes of files deleted in the last minute when it
+        # makes new ones, so a cache of thousands of range files refilled right after its
+        # deletion spends most of the query's CPU in the kernel's inode search.
+        nodes[:] = [c.node(f"n{i}", *flags, "--query-split", split, "--query-split-min-bytes", "0", "--cache-dir",
+                           os.path.join(n.data_dir, f"cache-cold-{split}")) for i, n in enumerate(nodes)]
         # The catalog's heartbeat rows still name the stopped processes (other ports) for up to
         # 6 s: wait until they have aged out and the new ones are in.
         time.sleep(9)
         assert split == "false" or harness.metric(nodes[0], "hearth_query_peers") == len(nodes) - 1, \
             f"n0 sees {harness.metric(nodes[0], 'hearth_query_peers')} peers"
         loads0 = [harness.metric(n, "hearth_block_partition_loads_total") for n in nodes]
-        cpu0 = [fleet.cpu_seconds(n.proc.pid) for n in nodes]
+        cpu0 = [harness.metric(n, "process_cpu_seconds_total") for n in nodes]
         t0 = time.time()
         st, body = nodes[0].get("/api/v1/query", query=sel, format="flamegraph", **rng)
         ms = (time.time() - t0) * 1000
@@ -454,13 +464,31 @@ def bench_split(c, nodes, flags, a):
         assert split == "false" or ok == len(nodes) - 1, f"{ok} peers' shares added, not {len(nodes) - 1}"
         out[split] = {"ms": ms,
                       "parts": [harness.metric(n, "hearth_block_partition_loads_total") - l for n, l in zip(nodes, loads0)],
-                      "cpu_s": [fleet.cpu_seconds(n.proc.pid) - c0 for n, c0 in zip(nodes, cpu0)],
+                      "cpu_s": [harness.metric(n, "process_cpu_seconds_total") - c0 for n, c0 in zip(nodes, cpu0)],
                       "shares_ok": ok}
     for n in nodes:
         stop(n)
     whole = out["false"]
     out["max_parts_ratio"] = max(out["true"]["parts"]) / max(whole["parts"][0], 1)
     out["max_cpu_ratio"] = max(out["true"]["cpu_s"]) / max(whole["cpu_s"][0], 1e-9)
+    return out
+
+
+def bench_split_as_cut(a, tmp, pg, gw):
+    """5. The split of part 4 over the week's blocks as the ingest nodes cut them (no compaction:
+    hundreds of blocks, a thousand partitions), on a catalog and prefix of its own. Compacted, the
+    week is one block with a partition per service, too few to divide evenly; as cut, the
+    per-partition work dominates and the split's own costs (planning, adding the peers' shares,
+    one rendering) show as what they are."""
+    uploads, _ = week_uploads(a)
+    c = Cluster(tmp, pg, gw, "split")
+    flags = ["--flush-interval", "200ms", "--compact-min-blocks", "0"]
+    nodes = [c.node(f"n{i}", *flags) for i in range(3)]
+    print(f"split: {len(uploads):,} uploads -> 3 cluster nodes, not compacted ...", flush=True)
+    _, bad = push_all(uploads, [n.port for n in nodes], a.week_clients)
+    assert not bad, f"cluster uploads answered {bad}; logs under {tmp}/split-n*/server.log"
+    out = bench_split(c, nodes, flags, a)
+    out["blocks"] = c.blocks()[0]
     return out
 
 
@@ -479,6 +507,8 @@ def report(doc):
         report_latency(m, doc["latency"])
     if "week" in doc:
         report_week(m, doc["week"])
+    if "split_as_cut" in doc:
+        report_split(doc["split_as_cut"], f"over the {doc['split_as_cut']['blocks']} blocks as cut (not compacted)")
 
 
 def report_ingest(m, ing):
@@ -502,6 +532,20 @@ def report_latency(m, lat):
         print(f"| {k} | {v['p50_ms']:.0f} | {v['p95_ms']:.0f} | {v['max_ms']:.0f} |")
     print("\nAn upload is answered once its batch is stored: the latency is the flush interval plus the "
           "write of the block to the object store and its row to the catalog.")
+
+
+def report_split(sp, what):
+    print(f"\n### One fleet-wide query split across three query nodes, {what}\n")
+    print("| n0 asked, cold | wall ms | partitions decoded n0 / n1 / n2 | CPU s n0 / n1 / n2 |")
+    print("|---|---|---|---|")
+    for k, label in (("false", "alone (--query-split=false)"), ("true", "split among the three")):
+        r = sp[k]
+        print(f"| {label} | {r['ms']:.0f} | {' / '.join(f'{x:.0f}' for x in r['parts'])} | "
+              f"{' / '.join(f'{x:.3f}' for x in r['cpu_s'])} |")
+    print(f"\nEvery service's CPU over the week as a flame graph (total equal to the generated sum both ways); "
+          f"the busiest node of the split decoded {100 * sp['max_parts_ratio']:.0f}% of the partitions and used "
+          f"{100 * sp['max_cpu_ratio']:.0f}% of the CPU of the node alone. Wall time on this 2-core machine "
+          f"cannot show the split (the three nodes share the cores).")
 
 
 def report_week(m, wk):
@@ -529,19 +573,8 @@ def report_week(m, wk):
     print(f"Build: cluster uploads {wk['cluster_push_seconds']:.1f} s ({m['week_clients']} clients, "
           f"{wk['cluster_blocks_after_push']} blocks); single node uploads {wk['single_push_seconds']:.1f} s "
           f"(4 clients).")
-    sp = wk.get("split")
-    if sp:
-        print(f"\n### One fleet-wide query split across three query nodes\n")
-        print("| n0 asked, cold | wall ms | partitions decoded n0 / n1 / n2 | CPU s n0 / n1 / n2 |")
-        print("|---|---|---|---|")
-        for k, label in (("false", "alone (--query-split=false)"), ("true", "split among the three")):
-            r = sp[k]
-            print(f"| {label} | {r['ms']:.0f} | {' / '.join(f'{x:.0f}' for x in r['parts'])} | "
-                  f"{' / '.join(f'{x:.2f}' for x in r['cpu_s'])} |")
-        print(f"\nEvery service's CPU over the week as a flame graph (total equal to the generated sum both ways); "
-              f"the busiest node of the split decoded {100 * sp['max_parts_ratio']:.0f}% of the partitions and used "
-              f"{100 * sp['max_cpu_ratio']:.0f}% of the CPU of the node alone. Wall time on this 2-core machine "
-              f"cannot show the split (the three nodes share the cores).")
+    if wk.get("split"):
+        report_split(wk["split"], f"over the {wk['regimes'][-1]['blocks']} compacted block(s)")
     if wk["regimes"][0]["blocks"] == wk["cluster_blocks_after_push"]:
         print(f"WARNING: POST /api/v1/admin/compact on ingest node week-n0 compacted none of the "
               f"{wk['cluster_blocks_after_push']} blocks.")
@@ -567,7 +600,7 @@ def main():
     ap.add_argument("--compact-min-blocks", type=int, default=4, help="of the week's cluster nodes")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--cold-reps", type=int, default=3, help="cold queries, each after a restart (median)")
-    ap.add_argument("--only", default="ingest,latency,week", help="the parts to run (comma-separated)")
+    ap.add_argument("--only", default="ingest,latency,week,split", help="the parts to run (comma-separated)")
     ap.add_argument("--out", default=OUT)
     ap.add_argument("--keep", action="store_true", help="keep the servers' folders (printed)")
     ap.add_argument("--note", default="machine shared with other work: timings are noisy")
@@ -601,6 +634,8 @@ def main():
             doc["latency"] = bench_latency(a, tmp, pg, gw, pool)
         if "week" in parts:
             doc["week"] = bench_week(a, tmp, pg, gw)
+        if "split" in parts:
+            doc["split_as_cut"] = bench_split_as_cut(a, tmp, pg, gw)
         ok = True
     finally:
         errors = stop_all()
