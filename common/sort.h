@@ -10,8 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Sorts v[0..n) ascending (v may be NULL when n is 0). Never fails: without memory for its scratch copy it falls
- * back to qsort, in place. */
+/* Sorts v[0..n) ascending (v may be NULL when n is 0). Never fails: without memory
+ * for its scratch copy it falls back to qsort, in place. */
 void sort_u32(uint32_t *v, size_t n);
 
 #endif

@@ -15,7 +15,8 @@
 #include "query/merge.h"
 
 /* Partitions refs[0..n) (sorted, with their sizes in bytes) divided among `nodes`
- * nodes, a block's partitions kept together once there are 4 blocks per node or more: shares[k] (malloc'd, sorted) with nshares[k] refs, k = 0 being this node's.
+ * nodes, a block's partitions kept together once there are 4 blocks per node or more:
+ * shares[k] (malloc'd, sorted) with nshares[k] refs, k = 0 being this node's.
  * Deterministic for the same input. 0 or -1 (OOM). */
 int split_plan(const store_part_ref_t *refs, const uint64_t *bytes, size_t n, size_t nodes, store_part_ref_t **shares,
                size_t *nshares);

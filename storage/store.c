@@ -586,18 +586,18 @@ int store_part_picked(const store_filter_t *f, int64_t block, size_t p) {
     return !f->only || bsearch(&key, f->only, f->nonly, sizeof key, cmp_part_ref) != NULL;
 }
 
+/* A block id against a ref's block (refs sorted by block, so bsearch finds any of it). */
+static int cmp_ref_block(const void *key, const void *ref) {
+    int64_t b = *(const int64_t *)key, r = ((const store_part_ref_t *)ref)->block;
+    return (b > r) - (b < r);
+}
+
 /* Whether a scan by f reads block m: the tenant's, overlapping the range and, for a
  * share of a split merge (f->only), holding one of its partitions. A node asked for a
  * share then reads only its blocks' footers, not every footer in the range. */
 static int block_in_scan(const block_meta_t *m, const char *tenant, const store_filter_t *f) {
     if (strcmp(m->tenant, tenant) || m->max_time < f->from || m->min_time > f->until) return 0;
-    size_t lo = 0, hi = f->only ? f->nonly : 0; /* the first ref of a block >= m->id */
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (f->only[mid].block < m->id) lo = mid + 1;
-        else hi = mid;
-    }
-    return !f->only || (lo < f->nonly && f->only[lo].block == m->id);
+    return !f->only || bsearch(&m->id, f->only, f->nonly, sizeof *f->only, cmp_ref_block) != NULL;
 }
 
 int store_part_view(const block_part_t *p, const store_filter_t *f) {
