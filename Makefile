@@ -8,6 +8,9 @@ CXXFLAGS_BASE = -std=c++17 -Wall -Wextra -Werror -I.
 # The release build compiles assert() out (-DNDEBUG); the asan, tsan, fuzz and oom
 # builds keep the invariant checks on (CONTRIBUTING.md, "Habits the code keeps").
 OPT      ?= -O2 -g -DNDEBUG
+# The targets that build before they run (test*, run, bench*, fuzz-regress) compile on
+# every core: their sub-make gets -j. A plain `make` stays serial unless asked.
+BUILD_JOBS ?= -j$(shell nproc 2>/dev/null || echo 2)
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
 
@@ -100,18 +103,18 @@ build/asan/oom-tests: $(call objs,$(ASAN_DIR)) $(ASAN_DIR)/tests/unit/unit.o $(p
 PORT     ?= 4040
 DATA_DIR ?= ./data
 run: deps
-	@$(MAKE) --no-print-directory hearth
+	@$(MAKE) $(BUILD_JOBS) --no-print-directory hearth
 	@echo "hearth: starting on http://127.0.0.1:$(PORT)/ (data in $(DATA_DIR)); wait for msg=server.ready"
 	./hearth serve --listen 127.0.0.1:$(PORT) --data-dir $(DATA_DIR)
 
 TESTDATA ?= $(abspath ../shared/testdata)
 test: test-deps
-	$(MAKE) hearth build/rel/unit-tests
+	$(MAKE) $(BUILD_JOBS) hearth build/rel/unit-tests
 	build/rel/unit-tests $(TESTDATA)
 	python3 tests/integration/run.py --binary ./hearth --testdata $(TESTDATA) -j 2
 
 test-asan: test-deps
-	$(MAKE) hearth-asan build/asan/unit-tests
+	$(MAKE) $(BUILD_JOBS) hearth-asan build/asan/unit-tests
 	ASAN_OPTIONS=detect_leaks=1 build/asan/unit-tests $(TESTDATA)
 	ASAN_OPTIONS=detect_leaks=1 python3 tests/integration/run.py --binary ./hearth-asan --testdata $(TESTDATA) --quick --skip _on_swift --skip _on_azure -j 2
 
@@ -120,7 +123,7 @@ test-asan: test-deps
 # (tests/oom/main.c), with leak detection.
 .PHONY: test-oom
 test-oom: test-deps
-	$(MAKE) build/asan/oom-tests
+	$(MAKE) $(BUILD_JOBS) build/asan/oom-tests
 	ASAN_OPTIONS=detect_leaks=1 build/asan/oom-tests $(TESTDATA)
 
 # The unit tests that run threads, then the integration suite, against a
@@ -128,15 +131,15 @@ test-oom: test-deps
 # the test. The browser test is skipped: TSan slows the server past its page timeouts
 # (it runs under the other builds).
 test-tsan: test-deps
-	$(MAKE) hearth-tsan build/tsan/unit-tests
+	$(MAKE) $(BUILD_JOBS) hearth-tsan build/tsan/unit-tests
 	TSAN_OPTIONS="halt_on_error=1 exitcode=66" build/tsan/unit-tests -k at_once -k unlocked $(TESTDATA)
-	TSAN_OPTIONS="halt_on_error=0 exitcode=66" python3 tests/integration/run.py --binary ./hearth-tsan --testdata $(TESTDATA) --skip web_ui --skip _on_swift --skip _on_azure
+	TSAN_OPTIONS="halt_on_error=0 exitcode=66" python3 tests/integration/run.py --binary ./hearth-tsan --testdata $(TESTDATA) --skip web_ui --skip _on_swift --skip _on_azure -j 2
 
 # The server under valgrind memcheck for two cycles (ingest/query/flush/shutdown, and
 # symbolization with Connect merges, a group-by and a diff): any leak or memory error
 # fails it (exit code 3 from valgrind).
 test-valgrind: test-deps
-	$(MAKE) hearth
+	$(MAKE) $(BUILD_JOBS) hearth
 	@printf '#!/bin/sh\nexec valgrind -q --leak-check=full --show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect --error-exitcode=3 --log-file=$(CURDIR)/build/valgrind.log $(CURDIR)/hearth "$$@"\n' > build/hearth-valgrind
 	@chmod +x build/hearth-valgrind
 	python3 tests/integration/run.py --binary build/hearth-valgrind --testdata $(TESTDATA) --valgrind
@@ -156,25 +159,25 @@ V1_COMMIT = 1c7e6af^
 build/hearth-v1:
 	rm -rf build/v1src && mkdir -p build/v1src
 	git archive $(V1_COMMIT) | tar -x -C build/v1src
-	$(MAKE) -C build/v1src hearth
+	$(MAKE) $(BUILD_JOBS) -C build/v1src hearth
 	cp build/v1src/hearth $@
 
 bench: test-deps build/loadgen build/decode_floor build/hearth-v1
-	$(MAKE) hearth
+	$(MAKE) $(BUILD_JOBS) hearth
 	python3 tests/bench/bench.py --binary ./hearth --testdata $(TESTDATA) --reference-v1 build/hearth-v1
 	python3 tests/bench/symbolize.py --binary ./hearth --testdata $(TESTDATA)
 	python3 tests/bench/cluster.py --binary ./hearth
 
 # The cluster benchmark of issue 15 alone (real PostgreSQL and RADOS Gateway; about 6 minutes).
 bench-cluster: test-deps
-	$(MAKE) hearth
+	$(MAKE) $(BUILD_JOBS) hearth
 	python3 tests/bench/cluster.py --binary ./hearth
 
 # The fleet benchmark of issue 12: 1, 20 and 200-service stores, hourly and compacted.
 # FLEET_ARGS passes flags, e.g. FLEET_ARGS="--services 1,20 --days 1" for a quick run.
 FLEET_ARGS ?=
 bench-fleet: test-deps
-	$(MAKE) hearth
+	$(MAKE) $(BUILD_JOBS) hearth
 	python3 tests/bench/fleet.py --binary ./hearth $(FLEET_ARGS)
 
 PREFIX ?= /usr/local
@@ -219,7 +222,7 @@ fuzz: test-deps hearth fuzz-build
 # Replays every input a fuzzer once crashed on, and the edge cases kept beside them
 # (tests/fuzz/regress/TARGET/), for every fuzzer: one without inputs fails. Run by CI.
 fuzz-regress: test-deps
-	$(MAKE) fuzz-build
+	$(MAKE) $(BUILD_JOBS) fuzz-build
 	@for t in $(FUZZ_TARGETS); do \
 	  [ -n "$$(ls tests/fuzz/regress/$$t 2>/dev/null)" ] || { echo "fuzz regressions: $$t has no inputs in tests/fuzz/regress/$$t"; exit 1; }; \
 	  $(FUZZ_DIR)/fuzz_$$t -rss_limit_mb=2048 tests/fuzz/regress/$$t/* 2>$(FUZZ_DIR)/$$t-regress.log \

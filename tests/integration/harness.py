@@ -331,20 +331,26 @@ def load_areas(names):
     return [fn for fn in TESTS if area_of(fn) in names]
 
 
+def run_one(fn):
+    """Runs one test, printing `ok` with its time or `FAIL` with the traceback; True if it passed."""
+    t = time.time()
+    try:
+        fn()
+    except Exception:
+        print(f"FAIL {fn.__name__}\n{traceback.format_exc()}", flush=True)
+        return False
+    print(f"ok   {fn.__name__} ({time.time() - t:.1f}s)", flush=True)
+    return True
+
+
 def run_tests(tests):
-    """Runs each test, printing `ok` or `FAIL` with the traceback, then the summary line
+    """Runs each test of the iterable (run_one), then prints the summary line
     "integration: N passed, M failed". ARGS.tmp is removed unless something failed.
     Returns the exit status."""
     passed = failed = 0
     for fn in tests:
-        t = time.time()
-        try:
-            fn()
-            passed += 1
-            print(f"ok   {fn.__name__} ({time.time() - t:.1f}s)", flush=True)
-        except Exception:
-            failed += 1
-            print(f"FAIL {fn.__name__}\n{traceback.format_exc()}", flush=True)
+        ok = run_one(fn)
+        passed, failed = passed + ok, failed + (not ok)
     if not failed:
         shutil.rmtree(ARGS.tmp, ignore_errors=True)
     else:

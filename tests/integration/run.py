@@ -20,20 +20,33 @@ import threading
 import harness
 
 
-def run_parallel(args, chosen):
-    """The chosen tests in args.j processes at once, test k in process k % j (so each area's
-    tests spread over all of them), each process on its own range of ports. Their lines are
-    printed as they come, prefixed [i]; the summary adds theirs up."""
+NEXT = "@@next"  # a worker's line asking for its next test
+
+
+def run_parallel(args, tests):
+    """The tests in args.j worker processes at once, each on its own range of ports. A
+    worker asks for its next test when it finishes one, so the slow ones do not pile up in
+    one worker; they are handed out in run order. Workers' lines are printed as they
+    come, prefixed [i]; the summary adds theirs up."""
     base = [sys.executable, os.path.abspath(__file__), "--binary", args.binary, "--testdata", args.testdata,
-            "--area", ",".join(chosen), "-k", args.k] + sum([["--skip", x] for x in args.skip], [])
+            "--area", args.area]
     if args.quick:
         base.append("--quick")
     lock, totals, procs = threading.Lock(), [0, 0], []
+    queue = [fn.__name__ for fn in tests]
 
-    def pump(i, p):
+    def pump(i, p, feed):
         for line in p.stdout:
-            m = line.startswith("integration: ")
-            if m:
+            if line.rstrip("\n") == NEXT:
+                with lock:
+                    name = queue.pop(0) if queue else None
+                if name is None:
+                    feed.close()
+                else:
+                    feed.write(name + "\n")
+                    feed.flush()
+                continue
+            if line.startswith("integration: "):
                 n = line.split()
                 with lock:
                     totals[0] += int(n[1])
@@ -44,9 +57,11 @@ def run_parallel(args, chosen):
 
     for i in range(args.j):
         env = dict(os.environ, HEARTH_TEST_PORT_BASE=str(10000 + 4000 * i))
-        p = subprocess.Popen(base + ["--shard", f"{i}/{args.j}"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             text=True, env=env)
-        t = threading.Thread(target=pump, args=(i, p))
+        r, w = os.pipe()  # the worker's queue: test names, one a line
+        p = subprocess.Popen(base + ["--worker-fd", str(r)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True, env=env, pass_fds=(r,))
+        os.close(r)
+        t = threading.Thread(target=pump, args=(i, p, os.fdopen(w, "w")))
         t.start()
         procs.append((p, t))
     rc = 0
@@ -55,6 +70,19 @@ def run_parallel(args, chosen):
         rc |= p.wait() != 0
     print(f"integration: {totals[0]} passed, {totals[1]} failed")
     return 1 if rc or totals[1] else 0
+
+
+def handed_out(fd, tests):
+    """A worker's tests: each one named on fd, asked for (NEXT) when the last is done,
+    until fd closes."""
+    by_name = {fn.__name__: fn for fn in tests}
+    with os.fdopen(fd, "r") as feed:  # not inherited by the servers tests start (Python's default)
+        while True:
+            print(NEXT, flush=True)
+            name = feed.readline().strip()
+            if not name:
+                return
+            yield by_name[name]
 
 
 def main():
@@ -69,26 +97,24 @@ def main():
     ap.add_argument("--area", default=",".join(areas), metavar="NAME[,NAME]",
                     help="run only these areas (default: all): " + ", ".join(areas))
     ap.add_argument("-j", type=int, default=1, help="run the tests in this many processes at once")
-    ap.add_argument("--shard", default="0/1", help=argparse.SUPPRESS)  # I/N: -j's worker I of N
+    ap.add_argument("--worker-fd", type=int, help=argparse.SUPPRESS)  # -j's worker: test names on this fd
     args = ap.parse_args()
     chosen = [a for a in args.area.split(",") if a]
     unknown = [a for a in chosen if a not in areas]
     if unknown or not chosen:
         what = f"unknown area {', '.join(unknown)}" if unknown else "--area names no area"
         ap.error(f"{what}: choose from {', '.join(areas)}")
-    if args.j > 1 and not args.valgrind:
-        sys.exit(run_parallel(args, chosen))
-    harness.configure(binary=os.path.abspath(args.binary), testdata=args.testdata, quick=args.quick,
-                      tmp=tempfile.mkdtemp(prefix="hearth-it-"))
     if args.valgrind:
         from test_operations import valgrind_full_cycle, valgrind_symbolize_and_connect_cycle
         tests = [valgrind_full_cycle, valgrind_symbolize_and_connect_cycle]
     else:
         tests = harness.load_areas(chosen)
     tests = [fn for fn in tests if args.k in fn.__name__ and not any(x in fn.__name__ for x in args.skip)]
-    shard, shards = (int(x) for x in args.shard.split("/"))
-    tests = tests[shard::shards]
-    sys.exit(harness.run_tests(tests))
+    if args.j > 1 and not args.valgrind:
+        sys.exit(run_parallel(args, tests))
+    harness.configure(binary=os.path.abspath(args.binary), testdata=args.testdata, quick=args.quick,
+                      tmp=tempfile.mkdtemp(prefix="hearth-it-"))
+    sys.exit(harness.run_tests(handed_out(args.worker_fd, tests) if args.worker_fd is not None else tests))
 
 
 if __name__ == "__main__":
