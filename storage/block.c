@@ -1734,6 +1734,22 @@ static void prepare_pair(block_writer_t *w, helper_t *h, part_job_t *a, part_job
     pthread_mutex_unlock(&h->mu);
 }
 
+/* Deals s's rows (order: series runs, each in time order; part_of: each run's
+ * partition) into rows, partition by partition, by a counting sort: the first pass
+ * counts each partition's rows, the second places them. Afterwards partition p's rows
+ * are rows[start[p]..start[p + 1]); start has nparts + 2 zeroed slots. */
+static void deal_rows(const segment_t *s, const uint32_t *order, const uint32_t *part_of, size_t nparts, size_t *start,
+                      uint32_t *rows) {
+    for (int place = 0; place < 2; place++) {
+        for (size_t i = 0, run = 0; i < s->nprofiles; i++) {
+            if (i && s->profiles[order[i]].series != s->profiles[order[i - 1]].series) run++;
+            if (place) rows[start[part_of[run] + 1]++] = order[i]; /* start[p + 1]: p's next row */
+            else start[part_of[run] + 2]++;
+        }
+        for (size_t p = 0; !place && p < nparts; p++) start[p + 2] += start[p + 1];
+    }
+}
+
 /* Adds every row of s to w, one partition per key, each with only its symbols. The
  * rows are dealt into their partitions in one pass (a counting sort by partition that
  * keeps each partition's rows in series-then-time order). */
@@ -1752,15 +1768,7 @@ static int add_by_key(block_writer_t *w, const segment_t *s, block_key_fn key, v
         part_of[sk[k].run] = (uint32_t)nparts;
     }
     if (nsk) nparts++;
-    for (size_t i = 0, run = 0; rc == 0 && i < s->nprofiles; i++) { /* rows per partition */
-        if (i && s->profiles[order[i]].series != s->profiles[order[i - 1]].series) run++;
-        start[part_of[run] + 2]++;
-    }
-    for (size_t p = 0; rc == 0 && p < nparts; p++) start[p + 2] += start[p + 1];
-    for (size_t i = 0, run = 0; rc == 0 && i < s->nprofiles; i++) { /* start[p + 1]: p's next row */
-        if (i && s->profiles[order[i]].series != s->profiles[order[i - 1]].series) run++;
-        rows[start[part_of[run] + 1]++] = order[i];
-    }
+    if (rc == 0) deal_rows(s, order, part_of, nparts, start, rows);
     helper_t *h = rc == 0 && nparts > 1 ? helper_start(w) : NULL;
     for (size_t p = 0; rc == 0 && p < nparts; p += 2) { /* start[p]..start[p + 1]: p's rows */
         part_job_t job[2] = {{0}};
