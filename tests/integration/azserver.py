@@ -19,7 +19,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from harness import HERE, free_port
+from harness import HERE, free_port, npm_installed
 
 ACCOUNT = "devstoreaccount1"
 # The key every Azurite has (documented by Microsoft for the emulator; not a secret).
@@ -28,12 +28,7 @@ VERSION = "2021-08-06"
 
 
 def azurite_dir():
-    here = os.path.join(HERE, "azurite")
-    if not os.path.exists(os.path.join(here, "node_modules", ".bin", "azurite-blob")):
-        r = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--silent"], cwd=here, capture_output=True,
-                           text=True, timeout=300)
-        assert r.returncode == 0, f"npm install azurite failed: {r.stderr[-2000:]}"
-    return here
+    return npm_installed(os.path.join(HERE, "azurite"), "node_modules/.bin/azurite-blob", "azurite")
 
 
 class Azurite:

@@ -10,6 +10,7 @@ place by configure() before any test runs, so `from harness import ARGS` in an a
 the values at call time. The benchmarks (tests/bench) reuse Server the same way.
 """
 import argparse
+import fcntl
 import http.client
 import importlib
 import io
@@ -199,14 +200,22 @@ def vm_hwm_mb(pid):
 
 # ---------------------------------------------------------------- test data and uploads
 
+def npm_installed(here, marker, what):
+    """here (a folder with a package.json) once `npm install` has put marker (a path under
+    it) in place. Workers of one run (run.py -j) may ask at the same moment: the first
+    installs under a lock on here/.install.lock, the others wait for it and find the marker."""
+    with open(os.path.join(here, ".install.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not os.path.exists(os.path.join(here, marker)):
+            r = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--silent"], cwd=here,
+                               capture_output=True, text=True, timeout=300)
+            assert r.returncode == 0, f"npm install {what} failed: {r.stderr[-2000:]}"
+    return here
+
+
 def node_agent_dir():
     """tests/integration/node with the real Pyroscope Node.js agent installed (npm, once)."""
-    here = os.path.join(HERE, "node")
-    if not os.path.isdir(os.path.join(here, "node_modules", "@pyroscope", "nodejs")):
-        r = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--silent"], cwd=here,
-                           capture_output=True, text=True, timeout=300)
-        assert r.returncode == 0, f"npm install @pyroscope/nodejs failed: {r.stderr[-2000:]}"
-    return here
+    return npm_installed(os.path.join(HERE, "node"), "node_modules/@pyroscope/nodejs", "@pyroscope/nodejs")
 
 
 def read_testdata(rel):

@@ -12,7 +12,7 @@ import tempfile
 import time
 import urllib.parse
 
-from harness import ARGS, CPU, T0, Server, query, test
+from harness import ARGS, CPU, T0, Server, npm_installed, query, test
 from pprof_ref import pprof_raw
 
 
@@ -37,10 +37,7 @@ def web_ui_in_headless_chromium():
     """The real UI in Debian's Chromium (tests/browser/ui.test.mjs) shows what the API answers."""
     here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "browser")
     assert os.path.exists("/usr/bin/chromium"), "Debian chromium is missing: run deploy/install-deps.sh test"
-    if not os.path.isdir(os.path.join(here, "node_modules", "playwright-core")):
-        r = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--silent"], cwd=here,
-                           capture_output=True, text=True, timeout=300)
-        assert r.returncode == 0, f"npm install playwright-core failed: {r.stderr[-2000:]}"
+    npm_installed(here, "node_modules/playwright-core", "playwright-core")
     files = [os.path.join(ARGS.testdata, "pprof", f"go-runtime-cpu-0{i}.pb.gz") for i in range(6)]
     tenant = "ui-team"
     sel = CPU + '{service_name="shop"}'
