@@ -11,6 +11,9 @@ OPT      ?= -O2 -g -DNDEBUG
 # The targets that build before they run (test*, run, bench*, fuzz-regress) compile on
 # every core: their sub-make gets -j. A plain `make` stays serial unless asked.
 BUILD_JOBS ?= -j$(shell nproc 2>/dev/null || echo 2)
+# Integration test workers (run.py -j). More than the cores: a test spends much of its time
+# waiting on servers it started, so two workers kept 2 cores only about 1.4 busy.
+TEST_JOBS ?= 3
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
 
@@ -111,12 +114,12 @@ TESTDATA ?= $(abspath ../shared/testdata)
 test: test-deps
 	$(MAKE) $(BUILD_JOBS) hearth build/rel/unit-tests
 	build/rel/unit-tests $(TESTDATA)
-	python3 tests/integration/run.py --binary ./hearth --testdata $(TESTDATA) -j 2
+	python3 tests/integration/run.py --binary ./hearth --testdata $(TESTDATA) -j $(TEST_JOBS)
 
 test-asan: test-deps
 	$(MAKE) $(BUILD_JOBS) hearth-asan build/asan/unit-tests
 	ASAN_OPTIONS=detect_leaks=1 build/asan/unit-tests $(TESTDATA)
-	ASAN_OPTIONS=detect_leaks=1 python3 tests/integration/run.py --binary ./hearth-asan --testdata $(TESTDATA) --quick --skip _on_swift --skip _on_azure -j 2
+	ASAN_OPTIONS=detect_leaks=1 python3 tests/integration/run.py --binary ./hearth-asan --testdata $(TESTDATA) --quick --skip _on_swift --skip _on_azure -j $(TEST_JOBS)
 
 # Every allocation of the ingest, cut, compaction and query paths failing in turn, then
 # every file operation of the store-changing paths, once and persistently
@@ -133,7 +136,7 @@ test-oom: test-deps
 test-tsan: test-deps
 	$(MAKE) $(BUILD_JOBS) hearth-tsan build/tsan/unit-tests
 	TSAN_OPTIONS="halt_on_error=1 exitcode=66" build/tsan/unit-tests -k at_once -k unlocked $(TESTDATA)
-	TSAN_OPTIONS="halt_on_error=0 exitcode=66" python3 tests/integration/run.py --binary ./hearth-tsan --testdata $(TESTDATA) --skip web_ui --skip _on_swift --skip _on_azure -j 2
+	TSAN_OPTIONS="halt_on_error=0 exitcode=66" python3 tests/integration/run.py --binary ./hearth-tsan --testdata $(TESTDATA) --skip web_ui --skip _on_swift --skip _on_azure -j $(TEST_JOBS)
 
 # The server under valgrind memcheck for two cycles (ingest/query/flush/shutdown, and
 # symbolization with Connect merges, a group-by and a diff): any leak or memory error

@@ -17,13 +17,16 @@
 #include <sanitizer/asan_interface.h>
 #include <sanitizer/lsan_interface.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include "cli/cli.h"
 #include "ingest/request.h"
@@ -759,6 +762,69 @@ static void run_path(const path_t *p) {
     if (stride > 1) fprintf(stderr, "     every %ld-th allocation of %ld\n", stride, total);
 }
 
+/* The paths run in WORKERS processes at once (forked, so a crash or a leak fails
+ * that process, not the run's bookkeeping), each taking the next path not yet taken
+ * from a counter they share: every path is one core's work, and the long ones
+ * (compaction, OTLP) then overlap instead of running one after another. */
+#define WORKERS 2
+
+typedef struct {
+    _Atomic size_t next; /* the next path to take: PATHS, then IO_PATHS */
+    _Atomic int ok, bad, passed, failed;
+} shared_t;
+
+#define NPATHS (sizeof PATHS / sizeof *PATHS)
+#define NIO_PATHS (sizeof IO_PATHS / sizeof *IO_PATHS)
+
+/* Path i (of PATHS, then IO_PATHS): 1 passed, -1 failed, 0 left out by `only`. */
+static int run_nth(size_t i, const char *only) {
+    const char *name = i < NPATHS ? PATHS[i].name : IO_PATHS[i - NPATHS].name;
+    if (only && !strstr(name, only)) return 0;
+    int before = U.failed;
+    if (i < NPATHS) run_path(&PATHS[i]);
+    else run_io_path(&IO_PATHS[i - NPATHS]);
+    return U.failed == before ? 1 : -1;
+}
+
+/* Worker k: takes paths until none is left, in a directory of its own, then adds
+ * its counts to sh's. */
+static void work(shared_t *sh, const char *only, int k) {
+    size_t len = strlen(U.tmpdir);
+    snprintf(U.tmpdir + len, sizeof U.tmpdir - len, "/w%d", k);
+    must(mkdir(U.tmpdir, 0700) == 0, U.tmpdir);
+    for (size_t i; (i = atomic_fetch_add(&sh->next, 1)) < NPATHS + NIO_PATHS;) {
+        int r = run_nth(i, only);
+        if (r) atomic_fetch_add(r > 0 ? &sh->ok : &sh->bad, 1);
+    }
+    atomic_fetch_add(&sh->passed, U.passed);
+    atomic_fetch_add(&sh->failed, U.failed);
+    U.tmpdir[len] = 0;
+}
+
+/* Runs every path in the workers (here, when none could be forked); the number of
+ * workers that crashed or exited with an error (a leak found at exit). */
+static int run_workers(shared_t *sh, const char *only) {
+    pid_t pid[WORKERS];
+    int started = 0, bad = 0;
+    fflush(NULL);
+    for (int k = 0; k < WORKERS; k++) {
+        if ((pid[started] = fork()) == 0) {
+            work(sh, only, k);
+            exit(0); /* LSan's check at exit runs in each worker */
+        }
+        started += pid[started] > 0;
+    }
+    if (!started) work(sh, only, 0);
+    for (int k = 0; k < started; k++) {
+        int st;
+        if (waitpid(pid[k], &st, 0) != pid[k] || !WIFEXITED(st) || WEXITSTATUS(st)) {
+            fprintf(stderr, "FAIL oom worker %d ended badly (status %d)\n", k, st);
+            bad++;
+        }
+    }
+    return bad;
+}
+
 int main(int argc, char **argv) {
     U.testdata = argc > 1 ? argv[1] : "../shared/testdata";
     const char *only = argc > 2 ? argv[2] : NULL;
@@ -778,23 +844,12 @@ int main(int argc, char **argv) {
     must(o->body != NULL, "the OTLP body");
     NATIVE.body = unit_read(NATIVE.file, &NATIVE.len);
     DEBUG_FILE = unit_read("symbolize/" DEBUG_ID ".debuginfo", &DEBUG_LEN);
-    int ok = 0, bad = 0;
-    for (size_t i = 0; i < sizeof PATHS / sizeof *PATHS; i++) {
-        if (only && !strstr(PATHS[i].name, only)) continue;
-        int before = U.failed;
-        run_path(&PATHS[i]);
-        if (U.failed == before) ok++;
-        else bad++;
-    }
-    for (size_t i = 0; i < sizeof IO_PATHS / sizeof *IO_PATHS; i++) {
-        if (only && !strstr(IO_PATHS[i].name, only)) continue;
-        int before = U.failed;
-        run_io_path(&IO_PATHS[i]);
-        if (U.failed == before) ok++;
-        else bad++;
-    }
+    shared_t *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    must(sh != MAP_FAILED, "mmap");
+    int bad = run_workers(sh, only);
     for (size_t i = 0; i < sizeof UPLOADS / sizeof *UPLOADS; i++) free(UPLOADS[i].body);
     free(NATIVE.body);
     free(DEBUG_FILE);
-    return unit_finish("oom", ok, bad);
+    U.passed = sh->passed, U.failed = sh->failed;
+    return unit_finish("oom", sh->ok, sh->bad + bad);
 }
