@@ -33,7 +33,9 @@ def run_parallel(args, tests):
     if args.quick:
         base.append("--quick")
     lock, totals, procs = threading.Lock(), [0, 0], []
-    queue = [fn.__name__ for fn in tests]
+    queue = [fn.__name__ for fn in tests]  # workers find each test by its name
+    twice = sorted({n for n in queue if queue.count(n) > 1})
+    assert not twice, f"tests share a name, so a worker cannot tell them apart: {twice}"
 
     def pump(i, p, feed):
         for line in p.stdout:
