@@ -430,12 +430,15 @@ static int decode_profile(const pb_profile_t *p, const pprof_opts_t *o, batch_t 
         if (!utf8_valid(p->string_table[i], strlen(p->string_table[i])))
             return hr_fail(err, HR_EUNPROC, "invalid pprof: string %zu is not valid UTF-8", i);
     char(*ids)[512] = calloc(p->n_sample_type, 512);
+    /* The stack trie is left to grow: its size is not known ahead, and its bound (every
+     * sample's frames) is often ten times what shared prefixes leave. */
+    const size_t room[5] = {p->n_string_table, p->n_function, p->n_mapping, p->n_location, 0};
     ctx_t c = {.p = p, .b = b, .normalized = o->addresses_normalized, .err = err};
     c.str_ids = calloc(p->n_string_table, sizeof *c.str_ids);
     c.loc_ids = calloc(p->n_location ? p->n_location : 1, sizeof *c.loc_ids);
     c.off_series = calloc(p->n_string_table, 1);
     int rc = -1;
-    if (!ids || !c.str_ids || !c.loc_ids || !c.off_series || plan_label_keys(&c)) {
+    if (!ids || !c.str_ids || !c.loc_ids || !c.off_series || symtab_reserve(b->sym, room) || plan_label_keys(&c)) {
         hr_fail(err, HR_ENOMEM, "out of memory");
         goto out;
     }
