@@ -430,8 +430,10 @@ static int decode_profile(const pb_profile_t *p, const pprof_opts_t *o, batch_t 
         if (!utf8_valid(p->string_table[i], strlen(p->string_table[i])))
             return hr_fail(err, HR_EUNPROC, "invalid pprof: string %zu is not valid UTF-8", i);
     char(*ids)[512] = calloc(p->n_sample_type, 512);
-    /* The stack trie is left to grow: its size is not known ahead, and its bound (every
-     * sample's frames) is often ten times what shared prefixes leave. */
+    /* The symbol sets sized for the counts the profile declares (symbols are interned
+     * as samples reach them, so this is a bound; a declared entry already cost the
+     * unpacked message more than its 8-byte slot). The stack trie is left to grow: its
+     * bound, every sample's frames, is often ten times what shared prefixes leave. */
     const size_t room[5] = {p->n_string_table, p->n_function, p->n_mapping, p->n_location, 0};
     ctx_t c = {.p = p, .b = b, .normalized = o->addresses_normalized, .err = err};
     c.str_ids = calloc(p->n_string_table, sizeof *c.str_ids);

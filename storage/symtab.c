@@ -133,7 +133,7 @@ static uint64_t hash_location_id(const symtab_t *t, uint32_t id) {
 int symtab_reserve(symtab_t *t, const size_t n[5]) {
     idset_t *sets[5] = {&t->set_strings, &t->set_functions, &t->set_mappings, &t->set_locations, &t->set_stacks};
     for (int k = 0; k < 5; k++)
-        if (idset_reserve(sets[k], sets[k]->len + n[k])) return -1;
+        if (idset_reserve(sets[k], n[k])) return -1;
     return 0;
 }
 

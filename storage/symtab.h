@@ -89,10 +89,12 @@ enum { SYM_FP_STRINGS, SYM_FP_FUNCTIONS, SYM_FP_MAPPINGS, SYM_FP_LOCATIONS, SYM_
 symtab_t *symtab_new(void);
 void symtab_free(symtab_t *t);
 
-/* Makes room in t's lookup sets for n[k] more entries of each kind (in SYM_FP_ order:
- * strings, functions, mappings, locations, stacks), so that interning them grows no
- * set on the way: a decoder that knows its input's counts calls it first. A count may
- * be an upper bound. 0, or -1 (OOM; t unchanged and usable). */
+/* Makes room in t's lookup sets for n[k] entries in all of each kind (in SYM_FP_ order:
+ * strings, functions, mappings, locations, stacks), so that interning up to that many
+ * grows no set on the way: a decoder that knows its input's counts calls it first
+ * (again for each profile of a batch: a set already that large is left alone). A
+ * count may be an upper bound; a slot takes 8 bytes. 0, or -1 (OOM; the sets grown
+ * before the failure keep their room, and t stays usable). */
 int symtab_reserve(symtab_t *t, const size_t n[5]);
 
 /* Intern functions: return the id of an equal entry, adding it if absent, or

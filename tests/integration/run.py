@@ -39,7 +39,11 @@ def run_parallel(args, tests):
 
     def pump(i, p, feed):
         for line in p.stdout:
-            if line.rstrip("\n") == NEXT:
+            text = line.rstrip("\n")
+            if text.endswith(NEXT):  # after any unfinished line a test left on stdout
+                if text != NEXT:
+                    with lock:
+                        print(f"[{i}] {text[:-len(NEXT)]}", flush=True)
                 with lock:
                     name = queue.pop(0) if queue else None
                 if name is None:
