@@ -171,12 +171,12 @@ bench: test-deps build/loadgen build/decode_floor build/hearth-v1
 	python3 tests/bench/symbolize.py --binary ./hearth --testdata $(TESTDATA)
 	python3 tests/bench/cluster.py --binary ./hearth
 
-# The cluster benchmark of issue 15 alone (real PostgreSQL and RADOS Gateway; about 6 minutes).
+# The cluster benchmark alone (real PostgreSQL and RADOS Gateway; about 6 minutes).
 bench-cluster: test-deps
 	$(MAKE) $(BUILD_JOBS) hearth
 	python3 tests/bench/cluster.py --binary ./hearth
 
-# The fleet benchmark of issue 12: 1, 20 and 200-service stores, hourly and compacted.
+# The fleet benchmark: 1, 20 and 200-service stores, hourly and compacted.
 # FLEET_ARGS passes flags, e.g. FLEET_ARGS="--services 1,20 --days 1" for a quick run.
 FLEET_ARGS ?=
 bench-fleet: test-deps

@@ -816,7 +816,7 @@ static int run_workers(shared_t *sh, const char *only) {
     }
     if (!started) work(sh, only, 0);
     for (int k = 0; k < started; k++) {
-        int st;
+        int st = 0;
         if (waitpid(pid[k], &st, 0) != pid[k] || !WIFEXITED(st) || WEXITSTATUS(st)) {
             fprintf(stderr, "FAIL oom worker %d ended badly (status %d)\n", k, st);
             bad++;
