@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 typedef struct {
     uint8_t *data;
@@ -65,6 +66,16 @@ static inline int64_t buf_get_svarint(buf_reader_t *r) {
 }
 uint32_t buf_get_u32le(buf_reader_t *r);
 uint64_t buf_get_u64le(buf_reader_t *r);
+/* The little-endian u64 at p, which the caller checked is in bounds (bulk reads of a
+ * buf_get_raw span). */
+static inline uint64_t buf_le64(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, sizeof v);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    return v;
+}
 /* Returns a pointer into the reader's memory (borrowed) and its length. */
 const uint8_t *buf_get_bytes(buf_reader_t *r, size_t *n);
 const uint8_t *buf_get_raw(buf_reader_t *r, size_t n);

@@ -206,6 +206,10 @@ static void render_storage(const metrics_t *m, const store_stats_t *s, buf_t *o)
            "Partition loads that decoded the partition's symbols; the others found every stack in their "
            "service's shared dictionary by the fingerprints the block stores.",
            s->symbols_decoded);
+    scalar(o, "hearth_block_names_decoded_total", "counter",
+           "Function table loads that decoded the table's names; the others found every name in their "
+           "service's shared dictionary by the fingerprints the block stores.",
+           s->names_decoded);
     family(o, "hearth_catalog_syncs_total", "counter",
            "Cluster mode: block list syncs, read whole or as the changes since the last (the catalog's change log).");
     buf_printf(

@@ -30,7 +30,8 @@ enum {
     SEC_MSAMPLES = 7, /* version 2: pre-merged rows */
     SEC_SPANS = 8,    /* version 2: span samples, when any */
     SEC_FUNCS = 9,    /* version 2: the function table (storage/functab.h), when written */
-    SEC_STACKS = 10   /* version 2: the fingerprints of the stacks rows name, when written */
+    SEC_STACKS = 10,  /* version 2: the fingerprints of the stacks rows name, when written */
+    SEC_NAMES = 11    /* version 2: a function table's names, when stored apart (before FUNCS) */
 };
 /* footer partition flags */
 enum {
@@ -41,7 +42,8 @@ enum {
     PART_SUMMARY = 16,
     PART_TRACES = 32,
     PART_STACKS = 64,
-    PART_KNOWN = 127 /* any other bit: a later format's, refused */
+    PART_NAMES = 128, /* the FUNCS section names its functions by fingerprint; a NAMES section spells them */
+    PART_KNOWN = 255  /* any other bit: a later format's, refused */
 };
 /* decode_part's flags beside the view (block.h's BLOCK_VIEW_DEFER_SYMBOLS, and this one:
  * check the STACKS section against the symbols, as the writer and a whole-block read do). */
@@ -306,8 +308,8 @@ static int encode_part(const segment_t *p, const uint32_t *order, int summary, i
     int64_t *unit = row_units(p, order, p->nprofiles), *munit = m ? row_units(m, morder, m->nprofiles) : NULL;
     int none = 0;
     *ft = m ? functab_build(p->sym, m, &none, err) : NULL;
-    buf_t sec[8];
-    for (int i = 0; i < 8; i++) buf_init(&sec[i]);
+    buf_t sec[9];
+    for (int i = 0; i < 9; i++) buf_init(&sec[i]);
     sym_fp_t *fp = NULL;
     sec[0].oom = !unit || (m && !munit) || (m && !*ft && !none) || (stack_fps && symtab_stack_fps(p->sym, &fp));
     if (!sec[0].oom) { /* (put_sections reports an oom) */
@@ -321,9 +323,12 @@ static int encode_part(const segment_t *p, const uint32_t *order, int summary, i
     }
     int spans = p->nspans && !summary, traces = spans && has_traces(p);
     if (spans) encode_spans(p, order, p->nprofiles, traces, &sec[5]);
-    if (*ft) functab_encode(*ft, &sec[6]);
+    int apart = *ft && stack_fps; /* the blocks of many small partitions name their functions by fingerprint */
+    if (apart) functab_encode_names(*ft, &sec[8]);
+    if (*ft) functab_encode(*ft, apart, &sec[6]);
     *flags = (m ? PART_MERGED : 0) | (spans ? PART_SPANS : 0) | PART_UNITS | (*ft ? PART_FUNCS : 0) |
-             (summary ? PART_SUMMARY : 0) | (traces ? PART_TRACES : 0) | (stack_fps ? PART_STACKS : 0);
+             (summary ? PART_SUMMARY : 0) | (traces ? PART_TRACES : 0) | (stack_fps ? PART_STACKS : 0) |
+             (apart ? PART_NAMES : 0);
     free(fp);
     free(morder);
     free(unit);
@@ -337,9 +342,10 @@ static int encode_part(const segment_t *p, const uint32_t *order, int summary, i
     rc = rc ? rc : put_sections(out, SEC_MPROFILES, sec + 3, 2, z, err);
     rc = rc ? rc : spans ? put_sections(out, SEC_SPANS, sec + 5, 1, z, err) : 0;
     size_t at = out->len;
+    rc = rc ? rc : apart ? put_sections(out, SEC_NAMES, sec + 8, 1, z, err) : 0;
     rc = rc ? rc : *ft ? put_sections(out, SEC_FUNCS, sec + 6, 1, z, err) : 0;
     *funcs_len = out->len - at;
-    for (int i = 0; i < 8; i++) buf_free(&sec[i]); /* what put_sections did not take */
+    for (int i = 0; i < 9; i++) buf_free(&sec[i]); /* what put_sections did not take */
     return rc;
 }
 
@@ -380,7 +386,7 @@ static void footer_part(buf_t *f, const block_part_t *bp) {
     buf_put_uvarint(f, (uint64_t)((bp->merged ? PART_MERGED : 0) | (bp->spans ? PART_SPANS : 0) |
                                   (bp->units ? PART_UNITS : 0) | (bp->funcs_len ? PART_FUNCS : 0) |
                                   (bp->summary ? PART_SUMMARY : 0) | (bp->traces ? PART_TRACES : 0) |
-                                  (bp->stacks ? PART_STACKS : 0)));
+                                  (bp->stacks ? PART_STACKS : 0) | (bp->names ? PART_NAMES : 0)));
     if (bp->funcs_len) buf_put_uvarint(f, bp->funcs_len);
     if (bp->stacks) buf_put_uvarint(f, bp->syms_len);
     buf_put_uvarint(f, bp->nprofiles);
@@ -726,16 +732,36 @@ void block_part_range(const block_part_t *bp, int view, uint64_t *off, uint64_t 
     *len = view == BLOCK_VIEW_FUNCS ? bp->funcs_len : bp->len - bp->funcs_len - skip;
 }
 
-/* A partition's FUNCS section (p..p+n) as a segment holding only its function table. */
-static segment_t *decode_funcs(const uint8_t *p, size_t n, const block_part_t *bp, hr_err_t *err) {
+/* Keeps the NAMES section as stored (its first len bytes of p) in ft for
+ * block_funcs_names. 0 or -1 (OOM, with err). */
+static int keep_names(functab_t *ft, const uint8_t *p, size_t len, hr_err_t *err) {
+    if (!(ft->names_sec = malloc(len ? len : 1))) return hr_fail(err, HR_ENOMEM, "out of memory");
+    memcpy(ft->names_sec, p, len);
+    ft->names_sec_len = len;
+    return 0;
+}
+
+/* A partition's NAMES (when stored apart) and FUNCS sections (p..p+n) as a segment
+ * holding only its function table. With defer, names stored apart stay as stored
+ * (block_funcs_names reads them when a dictionary does not know a fingerprint). */
+static segment_t *decode_funcs(const uint8_t *p, size_t n, const block_part_t *bp, int defer, hr_err_t *err) {
     if (!bp->funcs_len) return hr_fail(err, HR_EINTERNAL, "block: partition `%s` has no function table", bp->key), NULL;
     buf_reader_t r;
     buf_reader_init(&r, p, n);
-    uint8_t *raw = NULL;
-    size_t rawlen = 0;
-    if (get_section(&r, SEC_FUNCS, &raw, &rawlen, err)) return NULL;
-    functab_t *ft = buf_reader_left(&r) ? NULL : functab_decode(raw, rawlen, bp->series, bp->nseries, err);
+    uint8_t *raw = NULL, *names = NULL;
+    size_t rawlen = 0, nameslen = 0;
+    defer = defer && bp->names;
+    int rc = !bp->names ? 0
+             : defer    ? skip_section(&r, SEC_NAMES, err)
+                        : get_section(&r, SEC_NAMES, &names, &nameslen, err);
+    size_t names_sec = n - buf_reader_left(&r);
+    if (rc == 0) rc = get_section(&r, SEC_FUNCS, &raw, &rawlen, err);
+    functab_t *ft =
+        rc || buf_reader_left(&r) ? NULL : functab_decode(raw, rawlen, bp->series, bp->nseries, bp->names, err);
     free(raw);
+    if (ft && (names ? functab_decode_names(ft, names, nameslen, err) : defer && keep_names(ft, p, names_sec, err)))
+        functab_free(ft), ft = NULL;
+    free(names);
     if (!ft && !err->code) hr_fail(err, HR_EUNPROC, "block: partition `%s` has trailing bytes", bp->key);
     segment_t *s = ft ? calloc(1, sizeof *s) : NULL;
     if (!s) {
@@ -915,6 +941,19 @@ static segment_t *decode_symbols(const uint8_t *p, size_t n, const block_part_t 
     return s;
 }
 
+int block_funcs_names(functab_t *ft, hr_err_t *err) {
+    if (!ft->names_sec) return hr_fail(err, HR_EINTERNAL, "block: no function names kept");
+    buf_reader_t r;
+    buf_reader_init(&r, ft->names_sec, ft->names_sec_len);
+    uint8_t *raw = NULL;
+    size_t rawlen = 0;
+    int rc = get_section(&r, SEC_NAMES, &raw, &rawlen, err);
+    if (rc == 0) rc = functab_decode_names(ft, raw, rawlen, err);
+    free(raw);
+    if (rc == 0) free(ft->names_sec), ft->names_sec = NULL, ft->names_sec_len = 0;
+    return rc;
+}
+
 int block_part_symbols(segment_t *s, segment_t *syms, hr_err_t *err) {
     int rc = syms->sym ? 0 : hr_fail(err, HR_EINTERNAL, "block: no symbols read");
     for (size_t k = 1; rc == 0 && k <= s->nstack_fp; k++)
@@ -934,8 +973,8 @@ static segment_t *decode_part(const uint8_t *p, size_t n, const block_part_t *bp
                               hr_err_t *err) {
     int defer = (view & BLOCK_VIEW_DEFER_SYMBOLS) && bp->stacks, verify = (view & VIEW_VERIFY) && bp->stacks;
     if (view & BLOCK_VIEW_SYMBOLS) return decode_symbols(p, n, bp, err);
+    if (VIEW_OF(view) == BLOCK_VIEW_FUNCS) return decode_funcs(p, n, bp, (view & BLOCK_VIEW_DEFER_SYMBOLS) != 0, err);
     view = VIEW_OF(view);
-    if (view == BLOCK_VIEW_FUNCS) return decode_funcs(p, n, bp, err);
     buf_reader_t r;
     buf_reader_init(&r, p, n);
     uint8_t *raw[5] = {0}, *fps = NULL;
@@ -1023,6 +1062,7 @@ static int parse_part(buf_reader_t *r, block_part_t *p, uint64_t limit, hr_err_t
     p->summary = (flags & PART_SUMMARY) != 0;
     p->traces = (flags & PART_TRACES) != 0;
     p->stacks = (flags & PART_STACKS) != 0;
+    p->names = (flags & PART_NAMES) != 0;
     p->funcs_len = flags & PART_FUNCS ? buf_get_uvarint(r) : 0;
     p->syms_len = flags & PART_STACKS ? buf_get_uvarint(r) : 0;
     uint64_t np = buf_get_uvarint(r), ns = buf_get_uvarint(r);
@@ -1034,7 +1074,7 @@ static int parse_part(buf_reader_t *r, block_part_t *p, uint64_t limit, hr_err_t
     if (r->bad || !k || p->off < HEADER_BYTES || p->len > limit || p->off > limit - p->len ||
         nser > buf_reader_left(r) || (nser > np && !p->summary) || np > SIZE_MAX || ns > SIZE_MAX ||
         p->funcs_len >= p->len || ((flags & PART_FUNCS) && (!p->funcs_len || !p->merged)) ||
-        (p->stacks && (!p->syms_len || p->syms_len >= p->len - p->funcs_len)) ||
+        (p->names && !p->funcs_len) || (p->stacks && (!p->syms_len || p->syms_len >= p->len - p->funcs_len)) ||
         (p->summary && (np || ns || !p->merged || p->spans || !nser || p->min_time > p->max_time)) ||
         (p->traces && !p->spans) || (flags & ~(uint64_t)PART_KNOWN))
         return hr_fail(err, HR_EUNPROC, "block: bad footer partition entry");
@@ -1541,7 +1581,7 @@ static int prepare_part(part_job_t *j, int stack_fps, const zenc_t *z) {
         bp->len = j->img.len;
         bp->merged = (flags & PART_MERGED) != 0, bp->spans = (flags & PART_SPANS) != 0;
         bp->units = (flags & PART_UNITS) != 0, bp->summary = j->summary, bp->traces = (flags & PART_TRACES) != 0;
-        bp->stacks = (flags & PART_STACKS) != 0;
+        bp->stacks = (flags & PART_STACKS) != 0, bp->names = (flags & PART_NAMES) != 0;
         bp->nprofiles = j->summary ? 0 : p->nprofiles, bp->nsamples = j->summary ? 0 : p->nsamples;
         bp->min_time = p->min_time, bp->max_time = p->max_time;
         hr_err_t why = {0};

@@ -97,7 +97,9 @@ typedef struct {
     uint64_t syms_len;  /* with it, the bytes of its SYMBOLS section, the first of its range */
     int units;          /* rows carry value units (format/block.md); every block since they exist */
     uint64_t funcs_len; /* bytes of its FUNCS section (the function table, storage/functab.h),
-                         * the last of its range; 0: it has none */
+                         * the last of its range, with the NAMES section before it when names
+                         * is set; 0: it has none */
+    int names;          /* the table names its functions by fingerprint, spelled in NAMES */
     int summary;        /* pre-merged rows only, standing for the partitions in `covers` of
                          * other partitions: nprofiles and nsamples are 0 */
     uint32_t *covers;   /* the summaries (indices in the block's parts) standing for this */
@@ -167,6 +169,8 @@ enum { BLOCK_VIEW_ROWS = 0, BLOCK_VIEW_MERGED = 1, BLOCK_VIEW_FUNCS = 2 };
  * already knows every stack then never reads them (storage/symdict.h); a partition
  * without the section is read whole, as without the flag. */
 #define BLOCK_VIEW_DEFER_SYMBOLS 0x10
+/* (Or'ed into the function table's view, it defers names stored apart the same way:
+ * the table has their fingerprints, and its NAMES section is kept as stored.) */
 /* Instead of a view: the SYMBOLS section of a partition with stack fingerprints
  * alone, as a segment with no rows and sym set (what a deferred read skipped). */
 #define BLOCK_VIEW_SYMBOLS 0x40
@@ -175,6 +179,10 @@ enum { BLOCK_VIEW_ROWS = 0, BLOCK_VIEW_MERGED = 1, BLOCK_VIEW_FUNCS = 2 };
  * 1..nstack_fp, stack_src naming each in s->sym. 0, or -1 with err (HR_EUNPROC: the
  * fingerprints list stacks the table lacks). */
 int block_part_symbols(segment_t *s, segment_t *syms, hr_err_t *err);
+/* Gives ft, a function table read deferred, the names its kept NAMES section spells
+ * (checked against the fingerprints), and frees that section. 0, or -1 with err
+ * (HR_EUNPROC: corrupt; ft unchanged). */
+int block_funcs_names(struct functab *ft, hr_err_t *err);
 /* The bytes of the block a view of partition bp reads: the FUNCS view its function
  * table alone (a segment with no rows and `funcs` set, segment.h), the others every
  * section before it. */

@@ -1,4 +1,5 @@
 /* block_cache.c - decoded block partitions: see store_impl.h. */
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -229,6 +230,10 @@ static segment_t *load(store_t *s, const block_t *b, size_t p, int view, const b
     if (seg->sym) s->symbols_decoded++; /* a block written before stack fingerprints */
     int rc =
         seg->sym && !seg->stack_fp && symtab_fingerprint_stacks(seg->sym) ? -1 : share_symbols(s, b, p, seg, entry);
+    if (rc == 1 && seg->funcs) { /* a function name new to the dictionary: spelled by the kept section */
+        s->names_decoded++;
+        rc = block_funcs_names(seg->funcs, err) ? -2 : share_symbols(s, b, p, seg, entry);
+    }
     if (rc == 1) { /* a stack new to the dictionary: copied from the symbols, read now */
         s->symbols_decoded++;
         segment_t *syms = store_read_part(s, &b->meta, b->ix, p, BLOCK_VIEW_SYMBOLS, NULL, err);
@@ -328,19 +333,21 @@ void bcache_unpin(store_t *s, size_t i, size_t p, int view) {
 
 /* ---- scans ---- */
 
-/* A scan decodes the partitions it wants DECODE_BATCH at a time, in parallel (a cold
- * query over a week of hourly blocks decodes 168 of them), then hands them to fn in
- * block order and unpins them: at most a batch is pinned, so the cache's budget
- * holds however many partitions a query reads. */
+/* A scan decodes the partitions it wants DECODE_BATCH (of function tables
+ * DECODE_BATCH_FUNCS) at a time, in parallel (a cold query over a week of hourly
+ * blocks decodes 168 of them), then hands them to fn in block order and unpins them:
+ * at most a batch is pinned, so the cache's budget holds however many partitions a
+ * query reads. */
 
 typedef struct {
     want_t *w;
-    size_t n, first, step; /* this worker's share: w[first], w[first + step], ... */
+    size_t n;
+    _Atomic size_t next; /* the next partition a decoding thread takes: partitions differ in cost */
 } share_t;
 
 static void *pin_share(void *arg) {
     share_t *sh = arg;
-    for (size_t k = sh->first; k < sh->n; k += sh->step) {
+    for (size_t k; (k = atomic_fetch_add(&sh->next, 1)) < sh->n;) {
         want_t *w = &sh->w[k];
         if (w->windowed) {
             w->seg = bcache_pin_window(w->s, w->block, w->part, &w->win, &w->view, &w->owned, &w->err);
@@ -364,12 +371,10 @@ static void pin_batch(store_t *s, want_t *w, size_t n) {
     pthread_mutex_unlock(&s->cache_mu);
     size_t t = cold < 2 ? 1 : cold < (size_t)s->decode_threads ? cold : (size_t)s->decode_threads;
     pthread_t tid[DECODE_MAX];
-    share_t sh[DECODE_MAX];
-    size_t started = 1; /* shares 1..started-1 run on their own threads */
-    for (size_t i = 0; i < t; i++) sh[i] = (share_t){w, n, i, t};
-    while (started < t && pthread_create(&tid[started], NULL, pin_share, &sh[started]) == 0) started++;
-    for (size_t i = 0; i < t; i++) /* the caller's share, and any whose thread did not start */
-        if (i == 0 || i >= started) pin_share(&sh[i]);
+    share_t sh = {w, n, 0};
+    size_t started = 1; /* threads 1..started-1 run beside the caller */
+    while (started < t && pthread_create(&tid[started], NULL, pin_share, &sh) == 0) started++;
+    pin_share(&sh);
     for (size_t i = 1; i < started; i++) pthread_join(tid[i], NULL);
 }
 

@@ -20,12 +20,15 @@ void functab_free(functab_t *t) {
     free(t->fn);
     free(t->self);
     free(t->total);
+    free(t->fp);
+    free(t->names_sec);
     free(t);
 }
 
 size_t functab_bytes(const functab_t *t) {
     if (!t) return 0;
     return sizeof *t + (t->names ? t->names_len + t->nnames * sizeof *t->name_off : 0) +
+           (t->fp ? t->nnames * sizeof *t->fp : 0) + t->names_sec_len +
            t->nseries * (sizeof *t->series + sizeof *t->all + sizeof *t->first) +
            t->nentries * (sizeof *t->fn + 2 * sizeof *t->self);
 }
@@ -175,13 +178,30 @@ static int64_t times(int64_t v, int64_t unit, int *bad) {
     return r;
 }
 
-void functab_encode(const functab_t *t, buf_t *out) {
+void functab_encode_names(const functab_t *t, buf_t *out) {
     buf_put_uvarint(out, t->nnames);
     for (size_t i = 0; i < t->nnames; i++) {
         const char *s = t->names + t->name_off[i];
         buf_put_bytes(out, s, strlen(s));
     }
+}
+
+/* The names' fingerprints in place of the names (apart). */
+static void encode_fps(const functab_t *t, buf_t *out) {
+    buf_put_uvarint(out, t->nnames);
+    for (size_t i = 0; i < t->nnames; i++) {
+        const char *s = t->names + t->name_off[i];
+        sym_fp_t fp = symtab_string_fp(s, strlen(s));
+        buf_put_u64le(out, fp.a);
+        buf_put_u64le(out, fp.b);
+    }
+}
+
+void functab_encode(const functab_t *t, int apart, buf_t *out) {
+    if (apart) encode_fps(t, out);
+    else functab_encode_names(t, out);
     buf_put_uvarint(out, t->nseries);
+    if (apart) buf_put_uvarint(out, t->nentries); /* so a reader sizes the table exactly */
     for (size_t i = 0; i < t->nseries; i++) {
         int64_t unit = series_unit(t, i);
         buf_put_uvarint(out, (uint64_t)unit);
@@ -226,6 +246,39 @@ static int decode_names(functab_t *t, buf_reader_t *r) {
     return 0;
 }
 
+/* Reads the fingerprints that stand for the names (apart). 0, -1 or -2, as decode_names. */
+static int decode_fps(functab_t *t, buf_reader_t *r) {
+    uint64_t n = buf_get_uvarint(r);
+    if (r->bad || n > buf_reader_left(r) / (2 * sizeof(uint64_t))) return -1;
+    t->nnames = (size_t)n;
+    const uint8_t *p = buf_get_raw(r, t->nnames * 2 * sizeof(uint64_t));
+    if (!p) return -1;
+    if (!(t->fp = malloc((t->nnames + 1) * sizeof *t->fp))) return -2;
+    for (size_t i = 0; i < t->nnames; i++, p += 16) t->fp[i].a = buf_le64(p), t->fp[i].b = buf_le64(p + 8);
+    return 0;
+}
+
+int functab_decode_names(functab_t *t, const uint8_t *p, size_t n, hr_err_t *err) {
+    functab_t names = {0};
+    buf_reader_t r;
+    buf_reader_init(&r, p, n);
+    int rc = t->fp && !t->names ? decode_names(&names, &r) : -1;
+    if (rc == 0 && (buf_reader_left(&r) || names.nnames != t->nnames)) rc = -1;
+    for (size_t i = 0; rc == 0 && i < names.nnames; i++) {
+        const char *s = names.names + names.name_off[i];
+        size_t len = (i + 1 < names.nnames ? names.name_off[i + 1] : names.names_len) - names.name_off[i] - 1;
+        sym_fp_t fp = symtab_string_fp(s, len);
+        if (fp.a != t->fp[i].a || fp.b != t->fp[i].b) rc = -1;
+    }
+    if (rc) {
+        free(names.names), free(names.name_off);
+        if (rc == -2) return hr_fail(err, HR_ENOMEM, "out of memory");
+        return hr_fail(err, HR_EUNPROC, "block: the function table's names do not match their fingerprints");
+    }
+    t->names = names.names, t->name_off = names.name_off, t->names_len = names.names_len;
+    return 0;
+}
+
 /* Gives back the room decoding reserved past the entries (a cached table lives long). */
 static void shrink(functab_t *t) {
     size_t n = t->nentries ? t->nentries : 1;
@@ -234,20 +287,24 @@ static void shrink(functab_t *t) {
     t->fn = fn ? fn : t->fn, t->self = self ? self : t->self, t->total = total ? total : t->total;
 }
 
-functab_t *functab_decode(const uint8_t *p, size_t n, const uint32_t *series, size_t nseries, hr_err_t *err) {
+functab_t *functab_decode(const uint8_t *p, size_t n, const uint32_t *series, size_t nseries, int apart,
+                          hr_err_t *err) {
     buf_reader_t r;
     buf_reader_init(&r, p, n);
     functab_t *t = calloc(1, sizeof *t);
     if (!t) return hr_fail(err, HR_ENOMEM, "out of memory"), NULL;
-    int rc = decode_names(t, &r);
+    int rc = apart ? decode_fps(t, &r) : decode_names(t, &r);
     if (rc == -2) return functab_free(t), hr_fail(err, HR_ENOMEM, "out of memory"), NULL;
     if (rc) return bad(t, err, "names");
     if (buf_get_uvarint(&r) != nseries || r.bad) return bad(t, err, "series count");
     t->nseries = nseries;
-    size_t cap = buf_reader_left(&r) / 3 + 1; /* an entry takes at least 3 bytes */
+    /* Names apart come with the entry count; else room for as many as the bytes could
+     * hold (an entry takes at least 3), given back after. */
+    uint64_t cap = apart ? buf_get_uvarint(&r) : buf_reader_left(&r) / 3;
+    if (r.bad || cap > buf_reader_left(&r) / 3) return bad(t, err, "entry count");
     t->all = malloc((nseries + 1) * sizeof *t->all), t->first = malloc((nseries + 1) * sizeof *t->first);
-    t->fn = malloc(cap * sizeof *t->fn), t->self = malloc(cap * sizeof *t->self);
-    t->total = malloc(cap * sizeof *t->total), t->series = malloc((nseries + 1) * sizeof *t->series);
+    t->fn = malloc((cap + 1) * sizeof *t->fn), t->self = malloc((cap + 1) * sizeof *t->self);
+    t->total = malloc((cap + 1) * sizeof *t->total), t->series = malloc((nseries + 1) * sizeof *t->series);
     if (!t->all || !t->first || !t->fn || !t->self || !t->total || !t->series) {
         functab_free(t);
         return hr_fail(err, HR_ENOMEM, "out of memory"), NULL;
@@ -271,14 +328,16 @@ functab_t *functab_decode(const uint8_t *p, size_t n, const uint32_t *series, si
         }
     }
     if (over) return bad(t, err, "a value overflows");
+    if (apart && t->nentries != cap) return bad(t, err, "entry count");
     t->first[nseries] = t->nentries;
     if (r.bad || buf_reader_left(&r)) return bad(t, err, "trailing bytes");
-    shrink(t);
+    if (!apart) shrink(t);
     return t;
 }
 
 int functab_equal(const functab_t *a, const functab_t *b) {
-    if (a->nnames != b->nnames || a->nseries != b->nseries || a->nentries != b->nentries) return 0;
+    if (!a->names || !b->names || a->nnames != b->nnames || a->nseries != b->nseries || a->nentries != b->nentries)
+        return 0;
     for (size_t i = 0; i < a->nnames; i++)
         if (strcmp(a->names + a->name_off[i], b->names + b->name_off[i])) return 0;
     for (size_t i = 0; i <= a->nseries; i++)

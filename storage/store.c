@@ -639,6 +639,14 @@ static const block_index_t *footer_of(store_t *s, size_t i, hr_err_t *err) {
     return ix;
 }
 
+/* 1 when a batch of n partitions is to be run now: DECODE_BATCH of them, or
+ * DECODE_BATCH_FUNCS while all are function tables. */
+static int batch_full(const want_t *batch, size_t n) {
+    for (size_t k = 0; k < n && n >= DECODE_BATCH; k++)
+        if (batch[k].view != BLOCK_VIEW_FUNCS) return 1;
+    return n == DECODE_BATCH_FUNCS;
+}
+
 /* Queues the block's wanted partitions into the batch (running it when full), or
  * hands fn the block's footer totals when they suffice. A bad block is skipped; one
  * whose footer does not load for a passing reason fails the scan (err). */
@@ -660,7 +668,7 @@ static int scan_block(store_t *s, size_t i, const store_filter_t *f, want_t *bat
         want_t w = {s, i, p, store_part_view(bp, f), NULL, {0}, 0, {f->from, f->until}, 0};
         w.windowed = f->window_ok && w.view == BLOCK_VIEW_ROWS && block_window_narrows(bp, &w.win);
         batch[(*nb)++] = w;
-        if (*nb == DECODE_BATCH) {
+        if (batch_full(batch, *nb)) {
             rc = bcache_run_batch(s, batch, *nb, f->strict, fn, ctx, err);
             *nb = 0;
         }
@@ -726,7 +734,7 @@ static int scan_heads(store_t *s, const head_mark_t *marks, size_t n, const stor
 static int scan_locked(store_t *s, const char *tenant, const store_filter_t *f, const head_mark_t *marks, size_t nmarks,
                        store_segment_fn fn, void *ctx, hr_err_t *err) {
     int rc = 0;
-    want_t batch[DECODE_BATCH];
+    want_t batch[DECODE_BATCH_FUNCS];
     size_t nb = 0;
     attach_range(s, tenant, f);
     prefetch_t *pf = f->totals_only ? NULL : store_prefetch_start(s, tenant, f);
@@ -915,6 +923,7 @@ void store_stats(store_t *s, store_stats_t *out) {
     out->part_loads = s->part_loads;
     out->window_loads = s->window_loads;
     out->symbols_decoded = s->symbols_decoded;
+    out->names_decoded = s->names_decoded;
     pthread_mutex_lock(&s->durable_mu);
     out->syncs_full = s->syncs[0], out->syncs_incremental = s->syncs[1];
     pthread_mutex_unlock(&s->durable_mu);

@@ -209,6 +209,8 @@ typedef struct {
     uint64_t funcs_loads;              /* of which function tables alone (storage/functab.h) */
     uint64_t symbols_decoded;          /* loads that decoded a partition's symbols: the others found
                                         * every stack in their service's dictionary by fingerprint */
+    uint64_t names_decoded;            /* function table loads that decoded names stored apart: the
+                                        * others found every name in the dictionary by fingerprint */
     size_t series;
     uint64_t wal_bytes;
     uint64_t cuts, retention_deleted;

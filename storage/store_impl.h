@@ -50,10 +50,11 @@ typedef struct {
     size_t staged_profiles, staged_samples, staged_spans;
 } head_t;
 
-#define DECODE_BATCH 8  /* partitions pinned at once by a scan */
-#define DECODE_MAX 4    /* threads a scan decodes them on, at most */
-#define ATTACH_MAX 8    /* threads a scan reads unattached footers on (object store round trips) */
-#define PREFETCH_MAX 16 /* threads a cluster scan fetches partitions on */
+#define DECODE_BATCH 8        /* partitions pinned at once by a scan */
+#define DECODE_BATCH_FUNCS 32 /* ... when all are function tables (tens of KB each): fewer hand-offs */
+#define DECODE_MAX 4          /* threads a scan decodes them on, at most */
+#define ATTACH_MAX 8          /* threads a scan reads unattached footers on (object store round trips) */
+#define PREFETCH_MAX 16       /* threads a cluster scan fetches partitions on */
 
 /* One decoded partition of a block, cached under --block-cache-bytes. Loaded ones
  * are on the store's LRU list, least recently pinned first, so eviction takes the
@@ -115,6 +116,7 @@ struct store {
         compactions_lost;
     uint64_t cut_ns;                  /* the cuts' time, summed (store_stats_t.cut_ns) */
     _Atomic uint64_t symbols_decoded; /* partitions whose symbols a cache load decoded (loads hold no lock) */
+    _Atomic uint64_t names_decoded;   /* function tables whose names stored apart a cache load decoded */
     /* Cluster mode (cluster.c): NULL objects means one node with local files. */
     objstore_t *objects;
     objcache_t *ocache;

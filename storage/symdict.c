@@ -15,16 +15,6 @@
 
 #include "storage/functab.h"
 
-/* A name list adopted lately (a function table's, functab.h) and the ids its names got:
- * a service's hourly tables mostly list the same names, so the next one that lists
- * exactly these bytes is mapped by one comparison instead of a lookup per name. */
-typedef struct {
-    char *blob; /* the names, NUL-separated, as functab_t holds them */
-    size_t len, n;
-    uint32_t *map; /* n ids */
-} names_seen_t;
-
-#define NAMES_SEEN 4
 #define PREFETCH_AHEAD 8 /* fingerprint lookups in flight while mapping a partition's stacks */
 
 typedef struct version {
@@ -43,8 +33,9 @@ struct symdict {
     version_t *versions;       /* newest first */
     _Atomic size_t grow_bytes; /* last counted into *bytes */
     _Atomic size_t *bytes;
-    names_seen_t seen[NAMES_SEEN]; /* recent name lists (mu) */
-    size_t seen_next;              /* the slot the next new list replaces */
+    sym_fpmap_t by_name; /* string ids of the function tables' names, by fingerprint
+                                * (symtab_string_fp): a table read with its names deferred
+                                * is mapped by them alone */
 };
 
 static void count(symdict_t *d, size_t add, size_t sub) {
@@ -73,7 +64,7 @@ static int index_new(symdict_t *d) {
         const sym_fp_t *fp = &d->grow->fp[SYM_FP_STACKS][d->indexed];
         if (!by_fp(d, fp) && idset_add(&d->by_fp, fp->a, (uint32_t)d->indexed)) return -1;
     }
-    size_t now = symtab_bytes(d->grow) + idset_bytes(&d->by_fp);
+    size_t now = symtab_bytes(d->grow) + idset_bytes(&d->by_fp) + sym_fpmap_bytes(&d->by_name);
     count(d, now, d->grow_bytes);
     d->grow_bytes = now;
     return 0;
@@ -98,44 +89,15 @@ static void free_version(symdict_t *d, version_t *v) {
     free(v);
 }
 
-static void forget_names(symdict_t *d, names_seen_t *s) {
-    count(d, 0, s->len + s->n * sizeof *s->map);
-    free(s->blob);
-    free(s->map);
-    *s = (names_seen_t){0};
-}
-
-/* The ids of ft's names when a recent table listed exactly the same. mu held. */
-static const uint32_t *seen_names(const symdict_t *d, const functab_t *ft) {
-    for (size_t i = 0; i < NAMES_SEEN; i++) {
-        const names_seen_t *s = &d->seen[i];
-        if (s->blob && s->n == ft->nnames && s->len == ft->names_len && !memcmp(s->blob, ft->names, s->len))
-            return s->map;
-    }
-    return NULL;
-}
-
-/* Remembers ft's names and their ids (nothing on OOM: it is only a shortcut). mu held. */
-static void remember_names(symdict_t *d, const functab_t *ft, const uint32_t *map) {
-    names_seen_t *s = &d->seen[d->seen_next++ % NAMES_SEEN];
-    forget_names(d, s);
-    s->blob = malloc(ft->names_len + 1), s->map = malloc((ft->nnames + 1) * sizeof *s->map);
-    if (!s->blob || !s->map) return forget_names(d, s);
-    memcpy(s->blob, ft->names, ft->names_len);
-    memcpy(s->map, map, ft->nnames * sizeof *map);
-    s->len = ft->names_len, s->n = ft->nnames;
-    count(d, s->len + s->n * sizeof *s->map, 0);
-}
-
 static void destroy(symdict_t *d) {
     for (version_t *v = d->versions, *next; v; v = next) {
         next = v->next;
         free_version(d, v);
     }
     count(d, 0, d->grow_bytes);
-    for (size_t i = 0; i < NAMES_SEEN; i++) forget_names(d, &d->seen[i]);
     symtab_free(d->grow);
     idset_free(&d->by_fp);
+    sym_fpmap_free(&d->by_name);
     pthread_mutex_destroy(&d->mu);
     free(d);
 }
@@ -202,28 +164,46 @@ static int map_stacks(symdict_t *d, const segment_t *seg, uint32_t *map) {
     return rc;
 }
 
+/* Fills map with d's ids of ft's names by their fingerprints. 0, or 1 when one is not
+ * known (map then partly filled). mu held. */
+static int known_names(const symdict_t *d, const functab_t *ft, uint32_t *map) {
+    for (size_t i = 0; i < ft->nnames && i < PREFETCH_AHEAD; i++) sym_fpmap_prefetch(&d->by_name, ft->fp[i]);
+    for (size_t i = 0; i < ft->nnames; i++) {
+        if (i + PREFETCH_AHEAD < ft->nnames) sym_fpmap_prefetch(&d->by_name, ft->fp[i + PREFETCH_AHEAD]);
+        if (!(map[i] = sym_fpmap_get(&d->by_name, ft->fp[i]))) return 1;
+    }
+    return 0;
+}
+
+/* Interns ft's names into grow, filling map, and indexes those that came with
+ * fingerprints by them (a table written before fingerprints has none to match). 0 or
+ * -1 (OOM: grow may then hold some of the names, which is harmless). mu held. */
+static int intern_names(symdict_t *d, const functab_t *ft, uint32_t *map) {
+    for (size_t i = 0; i < ft->nnames; i++) {
+        const char *s = ft->names + ft->name_off[i];
+        if ((map[i] = symtab_string(d->grow, s, strlen(s))) == SYM_NONE) return -1;
+        uint32_t *slot = ft->fp && map[i] ? sym_fpmap_slot(&d->by_name, ft->fp[i]) : NULL;
+        if (ft->fp && map[i] && !slot) return -1;
+        if (slot) *slot = map[i];
+    }
+    return index_new(d);
+}
+
 /* symdict_adopt for a function table: its names become strings of grow. */
 static int adopt_names(symdict_t *d, segment_t *seg) {
     functab_t *ft = seg->funcs;
     uint32_t *map = malloc((ft->nnames + 1) * sizeof *map);
     if (!map) return -1;
     pthread_mutex_lock(&d->mu);
-    int rc = 0;
-    const uint32_t *known = seen_names(d, ft);
-    if (known) memcpy(map, known, ft->nnames * sizeof *map);
-    for (size_t i = 0; !known && i < ft->nnames && rc == 0; i++) {
-        const char *s = ft->names + ft->name_off[i];
-        if ((map[i] = symtab_string(d->grow, s, strlen(s))) == SYM_NONE) rc = -1;
-    }
-    if (rc == 0 && !known) rc = index_new(d);
-    if (rc == 0 && !known) remember_names(d, ft, map);
+    int rc = ft->fp ? known_names(d, ft, map) : 1;
+    if (rc == 1) rc = ft->names ? intern_names(d, ft, map) : 1; /* without names: the caller reads them */
     size_t need = d->grow->nstrings;
     if (rc == 0) d->refs++;
     pthread_mutex_unlock(&d->mu);
     if (rc == 0) {
         for (size_t e = 0; e < ft->nentries; e++) ft->fn[e] = map[ft->fn[e]];
-        free(ft->names), free(ft->name_off);
-        ft->names = NULL, ft->name_off = NULL;
+        free(ft->names), free(ft->name_off), free(ft->fp), free(ft->names_sec);
+        ft->names = NULL, ft->name_off = NULL, ft->fp = NULL, ft->names_sec = NULL, ft->names_sec_len = 0;
         seg->dict = d;
         seg->dict_strings = need;
     }

@@ -51,7 +51,9 @@ size_t symdict_refs(symdict_t *d);
  * Rows are then no longer sorted by stack id within a profile (merges do not need it;
  * block encoding never sees such a segment). For a function table (seg->funcs, no sym)
  * its names become d's strings instead: seg->dict_strings is then the dictionary's
- * strings its ids need, and the table's own names are freed.
+ * strings its ids need, and the table's own names are freed. A table read with its
+ * names deferred (block.h) is mapped by their fingerprints; 1 when one is new to d:
+ * the caller reads the names (block_funcs_names) and calls again.
  * 0, 1 (above), or -1 on OOM (seg unchanged). */
 int symdict_adopt(symdict_t *d, segment_t *seg);
 

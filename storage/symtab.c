@@ -291,11 +291,12 @@ static sym_fp_t fp_mix(sym_fp_t h, uint64_t va, uint64_t vb) {
 static sym_fp_t fp_of(sym_fp_t h, sym_fp_t v) { return fp_mix(h, v.a, v.b); }
 static sym_fp_t fp_num(sym_fp_t h, uint64_t v) { return fp_mix(h, v, v); }
 
-static sym_fp_t fp_string(const symtab_t *t, uint32_t i) {
-    const char *s = symtab_str(t, i);
-    sym_fp_t h = {hash_bytes(s, t->slen[i], 0x5354), hash_bytes(s, t->slen[i], 0x9e3779b97f4a7c15ULL)};
-    return fp_num(h, t->slen[i]);
+sym_fp_t symtab_string_fp(const char *s, size_t n) {
+    sym_fp_t h = {hash_bytes(s, n, 0x5354), hash_bytes(s, n, 0x9e3779b97f4a7c15ULL)};
+    return fp_num(h, n);
 }
+
+static sym_fp_t fp_string(const symtab_t *t, uint32_t i) { return symtab_string_fp(symtab_str(t, i), t->slen[i]); }
 
 static sym_fp_t fp_function(const symtab_t *t, uint32_t i) {
     const sym_function_t *f = &t->functions[i];

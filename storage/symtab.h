@@ -133,6 +133,11 @@ int symtab_fingerprint(symtab_t *t);
  * read them. 0 or -1 (OOM). */
 int symtab_fingerprint_stacks(symtab_t *t);
 
+/* The fingerprint of the n bytes at s as a string of any symtab (fp[SYM_FP_STRINGS]'s):
+ * part of the block format, as function tables name their functions by it
+ * (format/block.md, FUNCS). */
+sym_fp_t symtab_string_fp(const char *s, size_t n);
+
 /* The fingerprints of every stack of t (t->nstacks of them, in a new array *out the
  * caller frees), computed without touching t: a block writer's partition, which it
  * only reads. 0 or -1 (OOM). */
@@ -155,6 +160,11 @@ typedef struct {
 uint32_t *sym_fpmap_slot(sym_fpmap_t *m, sym_fp_t fp);
 /* The id of fp, or 0 when absent. */
 uint32_t sym_fpmap_get(const sym_fpmap_t *m, sym_fp_t fp);
+/* Starts loading fp's first slot into the cache: a caller with many lookups to make
+ * issues it some lookups ahead. */
+static inline void sym_fpmap_prefetch(const sym_fpmap_t *m, sym_fp_t fp) {
+    if (m->cap) __builtin_prefetch(&m->slots[fp.a & (m->cap - 1)]);
+}
 size_t sym_fpmap_bytes(const sym_fpmap_t *m);
 void sym_fpmap_free(sym_fpmap_t *m);
 

@@ -499,6 +499,39 @@ def pprof_merge(srv, files, name):
 
 
 @test
+def a_cold_top_table_spells_a_services_names_once():
+    """Cut blocks name a function table's functions by fingerprint (their names apart): on a
+    fresh server, the first of a service's partitions reads its names and the next ones with
+    the same names are mapped by the fingerprints alone. A partition with a name the
+    dictionary lacks reads its own; the answer is go tool pprof's either way."""
+    files = cpu_paths(2)
+    same = [files[0]] * 3  # one file three times: three partitions of one name list
+    with Server(extra=["--compact-min-blocks", "0"]) as srv:
+        for i, f in enumerate(same + [files[1]]):
+            push(srv, f, "alpha", T0 + 3600 * i)  # an hour apart: a block each
+            assert srv.request("POST", "/api/v1/admin/flush", b"")[0] == 200
+        want3 = pprof_top(pprof_merge(srv, same, "same.pb.gz"), 1, "nanoseconds")
+        want4 = pprof_top(pprof_merge(srv, same + [files[1]], "all.pb.gz"), 1, "nanoseconds")
+
+        def top(until):
+            got = query(srv, CPU, **{"until": until})
+            return {f["name"]: (f["self"], f["total"]) for f in got["functions"]}
+
+        want1 = pprof_top(files[0], 1, "nanoseconds")
+        srv.stop()
+        srv.start()  # a cold cache and empty dictionaries
+        # One partition at a time, so that no two read the same names at once (they may).
+        for until, want, loads, spelled in ((T0 + 3600 - 1, want1, 1, 1), (T0 + 3 * 3600 - 1, want3, 3, 1),
+                                            (T0 + 4 * 3600, want4, 4, 2)):
+            assert top(until) == want
+            assert metric(srv, "hearth_block_function_table_loads_total") == loads
+            assert metric(srv, "hearth_block_names_decoded_total") == spelled, (until, metric(srv, "hearth_block_names_decoded_total"))
+        data_dir = srv.data_dir
+    r = cli("check", data_dir)  # every name checked against its fingerprint
+    assert r.returncode == 0, r.stdout
+
+
+@test
 def top_table_from_function_tables_matches_go_tool_pprof():
     """The fleet's top table over whole block partitions is read from their function tables
     (no stacks), and agrees with `go tool pprof -top` function by function: on its own, mixed

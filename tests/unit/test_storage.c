@@ -247,6 +247,65 @@ static const char *ft_entry(const functab_t *t, size_t i, const char *name, int6
     return NULL;
 }
 
+/* A function table f with its names apart (fingerprints in FUNCS, the names in bytes
+ * of their own), decoded as a deferred read has it: fingerprints, no names. */
+static segment_t *apart_table(const functab_t *t, buf_t *names, hr_err_t *err) {
+    buf_t enc;
+    buf_init(&enc);
+    functab_encode(t, 1, &enc);
+    buf_init(names);
+    functab_encode_names(t, names);
+    segment_t *f = calloc(1, sizeof *f);
+    if (f) f->funcs = functab_decode(enc.data, enc.len, t->series, t->nseries, 1, err);
+    buf_free(&enc);
+    return f;
+}
+
+/* Names stored apart: a dictionary maps a table by its names' fingerprints alone once
+ * it has seen them, asks for the names (1) before, and names that do not match their
+ * fingerprints are refused. */
+void test_functab_names_by_fingerprint(void) {
+    const char *a[] = {"main", "work", "leaf"}, *b[] = {"main", "idle"};
+    segment_t *m = segment_new();
+    uint32_t st[2] = {make_stack(m->sym, a, 3), make_stack(m->sym, b, 2)};
+    int64_t v[2] = {5, 1};
+    segment_add(m, 1, 1000, 0, st, v, 2);
+    hr_err_t err = {0};
+    int none = 0;
+    functab_t *t = functab_build(m->sym, m, &none, &err);
+    _Atomic size_t bytes = 0;
+    symdict_t *d = symdict_new(&bytes);
+    buf_t names, names2;
+    segment_t *f1 = t ? apart_table(t, &names, &err) : NULL, *f2 = t ? apart_table(t, &names2, &err) : NULL;
+    CHECK(d && f1 && f1->funcs && f1->funcs->fp && !f1->funcs->names &&
+          f1->funcs->nnames == 5);                                    /* "?" too: function 0 */
+    CHECK(f1 && f1->funcs && symdict_adopt(d, f1) == 1 && !f1->dict); /* not known yet: names wanted */
+    /* Another table's names are refused, and the table keeps waiting for its own. */
+    const char *c[] = {"?", "idle", "leaf", "main", "other"}; /* the same count, one name another */
+    buf_t wrong;
+    buf_init(&wrong);
+    buf_put_uvarint(&wrong, 5);
+    for (int i = 0; i < 5; i++) buf_put_bytes(&wrong, c[i], strlen(c[i]));
+    CHECK(f1 && f1->funcs && functab_decode_names(f1->funcs, wrong.data, wrong.len, &err) == -1 &&
+          err.code == HR_EUNPROC && !f1->funcs->names);
+    CHECK(f1 && f1->funcs && functab_decode_names(f1->funcs, names.data, names.len, &err) == 0 && f1->funcs->names);
+    CHECK(f1 && f1->funcs && symdict_adopt(d, f1) == 0 && f1->dict == d);
+    /* The second copy adopts without its names: every fingerprint is known now. */
+    CHECK(f2 && f2->funcs && !f2->funcs->names && symdict_adopt(d, f2) == 0 && f2->dict == d);
+    int same = f1 && f2 && f1->funcs && f2->funcs && f1->funcs->nentries == f2->funcs->nentries;
+    for (size_t e = 0; same && e < f1->funcs->nentries; e++) same = f1->funcs->fn[e] == f2->funcs->fn[e];
+    CHECK(same);
+    const symtab_t *ver = same ? symdict_acquire(d, 0, f2->dict_strings) : NULL;
+    CHECK(ver && !strcmp(symtab_str(ver, f2->funcs->fn[0]), "idle")); /* ascending: idle, leaf, main, work */
+    if (ver) symdict_release(d, ver);
+    buf_free(&names), buf_free(&names2), buf_free(&wrong);
+    segment_free(f1), segment_free(f2);
+    functab_free(t);
+    segment_free(m);
+    for (int i = 0; i < 3; i++) symdict_unref(d); /* the two adoptions' references, and ours */
+    CHECK_INT(bytes, 0);
+}
+
 /* A function table sums self at the leaf and total once per stack however often a
  * name recurs, per series; it round-trips through its encoding, refuses damaged
  * bytes, is not written over address-only frames, and its names re-number into a
@@ -269,13 +328,13 @@ void test_functab_sums_per_series(void) {
     CHECK(t && !ft_entry(t, 1, "a", &self, &total) && t->all[0] == 5 && t->all[1] == 7);
     buf_t enc;
     buf_init(&enc);
-    if (t) functab_encode(t, &enc);
-    functab_t *back = functab_decode(enc.data, enc.len, t ? t->series : NULL, 2, &err);
+    if (t) functab_encode(t, 0, &enc);
+    functab_t *back = functab_decode(enc.data, enc.len, t ? t->series : NULL, 2, 0, &err);
     CHECK(back && t && functab_equal(t, back));
-    CHECK(!functab_decode(enc.data, enc.len - 1, t ? t->series : NULL, 2, &err) && err.code == HR_EUNPROC);
-    CHECK(!functab_decode(enc.data, enc.len, t ? t->series : NULL, 3, &err)); /* another series count */
-    if (enc.len > 2) enc.data[1] ^= 0x7f;                                     /* a name's length */
-    CHECK(!functab_decode(enc.data, enc.len, t ? t->series : NULL, 2, &err));
+    CHECK(!functab_decode(enc.data, enc.len - 1, t ? t->series : NULL, 2, 0, &err) && err.code == HR_EUNPROC);
+    CHECK(!functab_decode(enc.data, enc.len, t ? t->series : NULL, 3, 0, &err)); /* another series count */
+    if (enc.len > 2) enc.data[1] ^= 0x7f;                                        /* a name's length */
+    CHECK(!functab_decode(enc.data, enc.len, t ? t->series : NULL, 2, 0, &err));
     /* Names re-numbered into a dictionary: ids are its strings. */
     _Atomic size_t bytes = 0;
     symdict_t *d = symdict_new(&bytes);

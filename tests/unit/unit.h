@@ -73,6 +73,7 @@ int unit_finish(const char *suite, int ok, int bad);
     X(test_symdict_maps_the_stacks_samples_name)                                                                       \
     X(test_block_stack_fingerprints_defer_symbols)                                                                     \
     X(test_functab_sums_per_series)                                                                                    \
+    X(test_functab_names_by_fingerprint)                                                                               \
     X(test_block_roundtrip)                                                                                            \
     X(test_block_corruption)                                                                                           \
     X(test_block_empty_stack_and_verify)                                                                               \
