@@ -16,7 +16,11 @@
  * go to such a segment.
  *
  * Appends are group-committed: concurrent writers each write their record, and one
- * fsync covers every record written before it. */
+ * fsync covers every record written before it. Under WAL_FSYNC_ALWAYS the segment is
+ * kept filled with zeros ahead of its records (records overwrite allocated blocks, so
+ * a sync flushes data, not the file system's journal); a zero tail reads as the end
+ * of the segment, is no torn write, and stays as room after a crash. A clean close or
+ * a rotation cuts it off. */
 #ifndef HEARTH_WAL_H
 #define HEARTH_WAL_H
 

@@ -12,6 +12,7 @@
 #include "storage/symdict.h"
 #include "storage/symtab.h"
 #include "storage/wal.h"
+#include "common/fsutil.h"
 #include "tests/unit/unit.h"
 
 /* Interns the stack "f0;f1;...;f(n-1)" (root first) into t. */
@@ -923,6 +924,55 @@ void test_wal_torn_tail(void) {
     CHECK_INT(ws.records, 2);
     CHECK_STR(seen.seen[1], "after");
     wal_close(w);
+}
+
+/* Under WAL_FSYNC_ALWAYS a segment holds zeros ahead of its records. A crash image
+ * (the segment as it stands before a clean close) replays every record and counts no
+ * torn tail, keeps the zeros as room for the next records, and a clean close leaves
+ * the records alone; a torn record in front of the zeros is still a torn tail. */
+void test_wal_zeros_ahead(void) {
+    char dir[512], crash[512], path[600], cpath[600];
+    unit_tmpdir("wal4", dir, sizeof dir);
+    unit_tmpdir("wal4crash", crash, sizeof crash);
+    snprintf(path, sizeof path, "%s/00000001.wal", dir);
+    snprintf(cpath, sizeof cpath, "%s/00000001.wal", crash);
+    hr_err_t err = {0};
+    wal_scan_t ws;
+    wal_seen_t seen = {0};
+    wal_t *w = wal_open(dir, WAL_FSYNC_ALWAYS, &err);
+    wal_replay(w, 0, collect_record, &seen, &ws, &err);
+    const char *recs[] = {"first", "second", "third"};
+    for (int i = 0; i < 3; i++) CHECK(wal_append(w, recs[i], strlen(recs[i]), &err) == 0);
+    uint64_t records = wal_segment_bytes(w);
+    uint8_t *img = NULL;
+    size_t n = 0;
+    CHECK(fs_read_file(path, 1 << 24, &img, &n, &err) == 0 && n > records); /* zeros follow */
+    size_t nonzero = 0;
+    for (size_t i = records; img && i < n; i++) nonzero += img[i] != 0;
+    CHECK_INT(nonzero, 0);
+    CHECK(img && fs_write_atomic(cpath, img, n, &err) == 0);
+    wal_close(w);
+    struct stat st;
+    CHECK(stat(path, &st) == 0 && (uint64_t)st.st_size == records); /* a clean close drops them */
+    CHECK(wal_verify(crash, &ws, &err) == 0 && ws.records == 3 && ws.torn_bytes == 0);
+    w = wal_open(crash, WAL_FSYNC_ALWAYS, &err);
+    CHECK(wal_replay(w, 0, collect_record, &seen, &ws, &err) == 0 && ws.records == 3 && ws.torn_bytes == 0);
+    CHECK(stat(cpath, &st) == 0 && (size_t)st.st_size == n); /* the room stays */
+    CHECK(wal_append(w, "fourth", 6, &err) == 0 && wal_segment_bytes(w) > records);
+    wal_close(w);
+    memset(&seen, 0, sizeof seen);
+    w = wal_open(crash, WAL_FSYNC_ALWAYS, &err);
+    CHECK(wal_replay(w, 0, collect_record, &seen, &ws, &err) == 0 && ws.records == 4);
+    CHECK_STR(seen.seen[3], "fourth");
+    wal_close(w);
+    /* A record torn in front of the zeros: truncated, as any torn tail. */
+    if (img && n > records + 8) memcpy(img + records, "HWAL\x40\0\0\0", 8);
+    CHECK(img && fs_write_atomic(cpath, img, n, &err) == 0);
+    w = wal_open(crash, WAL_FSYNC_ALWAYS, &err);
+    CHECK(wal_replay(w, 0, NULL, NULL, &ws, &err) == 0 && ws.records == 3 && ws.torn_bytes == n - records);
+    CHECK(stat(cpath, &st) == 0 && (uint64_t)st.st_size == records);
+    wal_close(w);
+    free(img);
 }
 
 /* One flipped byte inside a segment loses exactly the record it hit: replay skips

@@ -86,6 +86,7 @@ int unit_finish(const char *suite, int ok, int bad);
     X(test_wal_replay)                                                                                                 \
     X(test_wal_replay_stop)                                                                                            \
     X(test_wal_torn_tail)                                                                                              \
+    X(test_wal_zeros_ahead)                                                                                            \
     X(test_wal_corrupt_middle)                                                                                         \
     X(test_store_cut_and_reopen)                                                                                       \
     X(test_failed_cut_keeps_its_frozen_heads)                                                                          \
