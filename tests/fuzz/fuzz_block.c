@@ -49,7 +49,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
     window_reads(data, n);
     symtab_free(symtab_decode(data, n, &err));
     static const uint32_t series[4] = {1, 2, 3, 4};
-    functab_free(functab_decode(data, n, series, n ? data[0] % 5 : 0, &err)); /* a FUNCS section */
+    size_t nseries = n ? data[0] % 5 : 0;
+    functab_free(functab_decode(data, n, series, nseries, 0, &err));      /* a FUNCS section, names inline */
+    functab_t *apart = functab_decode(data, n, series, nseries, 1, &err); /* ... names by fingerprint */
+    if (apart) functab_decode_names(apart, data, n, &err);                /* and a NAMES section for them */
+    functab_free(apart);
     share_t s;
     share_decode(data, n, &s, &err); /* a peer's merge share */
     share_destroy(&s);
