@@ -153,6 +153,8 @@ static void render_queries(const metrics_t *m, buf_t *o) {
     buf_printf(o, "hearth_query_split_shares_total{outcome=\"ok\"} %llu\n", (unsigned long long)m->shares_ok);
     buf_printf(o, "hearth_query_split_shares_total{outcome=\"failed\"} %llu\n", (unsigned long long)m->shares_failed);
     scalar(o, "hearth_query_peers", "gauge", "Other live query nodes this node's merges are split among.", m->peers);
+    scalar(o, "hearth_query_peer_refreshes_total", "counter",
+           "Times this node read its live query peers from the catalog (every 2 s, cluster mode).", m->peer_refreshes);
     scalar(o, "hearth_query_shares_served_total", "counter", "Shares of other nodes' merges this node merged.",
            m->shares_served);
     scalar(o, "hearth_query_share_partitions_total", "counter",

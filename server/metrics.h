@@ -61,6 +61,7 @@ typedef struct {
     atomic_ullong shares_ok, shares_failed;   /* split merges: peers' shares added / merged here instead */
     atomic_ullong shares_served, share_parts; /* shares this node merged for a peer, and their partitions */
     atomic_ullong peers;                      /* live query peers a merge may be split among */
+    atomic_ullong peer_refreshes;             /* times the peers were read from the catalog */
     metrics_hist_t query_latency;
     metrics_hist_t ingest_stage[STAGE_COUNT]; /* by metrics_stage_t */
     atomic_ullong wal_replayed, wal_replay_skipped, wal_corrupt;

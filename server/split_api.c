@@ -41,6 +41,7 @@ void app_peers_refresh(app_t *a) {
     a->peers = v, a->npeers = n;
     pthread_mutex_unlock(&a->peers_mu);
     a->metrics.peers = n;
+    a->metrics.peer_refreshes++; /* after the list is swapped: a reader of both sees the list it counts */
     free_list(old, nold);
 }
 

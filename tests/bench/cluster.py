@@ -427,6 +427,28 @@ def bench_week(a, tmp, pg, gw):
     return out
 
 
+def wait_peers(c, nodes):
+    """Waits until nodes[0] splits among exactly the other nodes as they are now: the catalog's
+    rows name each node's new address (restarted nodes keep their names and take new ports), and
+    nodes[0] has re-read its peers since (hearth_query_peer_refreshes_total, every 2 s)."""
+    want = {f"{c.name}-n{i}": f"127.0.0.1:{n.port}" for i, n in enumerate(nodes)}
+    t0 = time.time()
+    while True:
+        rows = dict(c.pg.psql("SELECT name, listen FROM hearth_nodes WHERE target IN ('all', 'query')"
+                              " AND heartbeat > now() - interval '6 s'",
+                              db=c.name))
+        if all(rows.get(k) == v for k, v in want.items()) and len(rows) == len(want):
+            break
+        assert time.time() - t0 < 30, f"catalog rows {rows}, want {want}"
+        time.sleep(0.2)
+    seen = harness.metric(nodes[0], "hearth_query_peer_refreshes_total")
+    while harness.metric(nodes[0], "hearth_query_peer_refreshes_total") <= seen:
+        assert time.time() - t0 < 30, "n0 did not re-read its peers"
+        time.sleep(0.2)
+    peers = harness.metric(nodes[0], "hearth_query_peers")
+    assert peers == len(nodes) - 1, f"n0 sees {peers} peers"
+
+
 def bench_split(c, nodes, flags, a):
     """4. One fleet-wide query split across nodes: every service's CPU over the week as a flame
     graph, asked of node n0 cold (all three nodes restarted on empty cache folders), once
@@ -447,11 +469,8 @@ def bench_split(c, nodes, flags, a):
         # deletion spends most of the query's CPU in the kernel's inode search.
         nodes[:] = [c.node(f"n{i}", *flags, "--query-split", split, "--query-split-min-bytes", "0", "--cache-dir",
                            os.path.join(n.data_dir, f"cache-cold-{split}")) for i, n in enumerate(nodes)]
-        # The catalog's heartbeat rows still name the stopped processes (other ports) for up to
-        # 6 s: wait until they have aged out and the new ones are in.
-        time.sleep(9)
-        assert split == "false" or harness.metric(nodes[0], "hearth_query_peers") == len(nodes) - 1, \
-            f"n0 sees {harness.metric(nodes[0], 'hearth_query_peers')} peers"
+        if split == "true":
+            wait_peers(c, nodes)
         loads0 = [harness.metric(n, "hearth_block_partition_loads_total") for n in nodes]
         cpu0 = [harness.metric(n, "process_cpu_seconds_total") for n in nodes]
         t0 = time.time()

@@ -426,6 +426,7 @@ def cluster_split_query_answers_like_one_node_and_survives_a_dead_peer():
             want = checked_reference(ref, rd)
         a, b, dead = nodes
         wait_peers(a, 2)
+        assert metric(a, "hearth_query_peer_refreshes_total") >= 1  # what a script waits on (docs/cluster.md)
         served = [metric(n, "hearth_query_shares_served_total") for n in (b, dead)]
         ok = metric(a, 'hearth_query_split_shares_total{outcome="ok"}')
         assert_same(want, answers(a, rd), f"node a, split three ways ({c.logs()})")
