@@ -196,6 +196,11 @@ static void render_storage(const metrics_t *m, const store_stats_t *s, buf_t *o)
         "Bytes of decoded block partitions and their services' shared symbol dictionaries held (--block-cache-bytes).",
         s->cached_bytes);
     scalar(o, "hearth_block_dict_bytes", "gauge", "Of those, the shared symbol dictionaries.", s->dict_bytes);
+    scalar(
+        o, "hearth_block_footer_loads_total", "counter",
+        "Block footers (partition indexes) read and attached, once per block: at start on one node; in a cluster, when "
+        "a cut, a compaction or a query (its share of a split one) first needs it.",
+        s->footer_loads);
     scalar(o, "hearth_block_partition_loads_total", "counter",
            "Block partitions decoded into the cache (its misses; least recently used go first).", s->part_loads);
     scalar(o, "hearth_block_function_table_loads_total", "counter",

@@ -14,9 +14,9 @@ static int unreadable(hr_code_t code) { return code == HR_EUNPROC || code == HR_
 
 /* Gives b the footer ix read for it (NULL: the read failed with e). cache_mu held. */
 static void install(store_t *s, block_t *b, block_index_t *ix, hr_err_t *e, hr_err_t *err) {
-    (void)s;
     if (ix && (b->parts = calloc(CACHE_SLOTS * ix->nparts + 1, sizeof *b->parts))) {
         b->ix = ix;
+        s->footer_loads++;
         return;
     }
     if (ix) hr_fail(e, HR_ENOMEM, "out of memory");

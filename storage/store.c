@@ -125,7 +125,11 @@ store_t *store_open(const store_config_t *cfg, hr_err_t *err) {
     for (size_t i = 0; i < n; i++) s->blocks[i] = (block_t){.meta = metas[i]};
     s->nblocks = n;
     free(metas);
-    for (size_t i = 0; i < n; i++) bcache_attach(s, &s->blocks[i], NULL); /* footers only: no partition is decoded */
+    /* One node reads its footers now (local files: blocks_corrupt is right from the
+     * start). A cluster node reads a footer from the object store when a scan first
+     * needs it (attach_range, footer_of): a query node that joins a large catalog
+     * fetches nothing up front, and a share of a split merge reads only its blocks'. */
+    for (size_t i = 0; !s->objects && i < n; i++) bcache_attach(s, &s->blocks[i], NULL);
     remove_all_orphans(s);
     return s;
 fail:
@@ -920,6 +924,7 @@ void store_stats(store_t *s, store_stats_t *out) {
     for (const part_cache_t *c = s->lru_oldest; c; c = c->newer) out->parts_cached++;
     out->cached_bytes = s->cached_bytes + s->dict_bytes;
     out->dict_bytes = s->dict_bytes;
+    out->footer_loads = s->footer_loads;
     out->part_loads = s->part_loads;
     out->window_loads = s->window_loads;
     out->symbols_decoded = s->symbols_decoded;

@@ -204,6 +204,7 @@ typedef struct {
     size_t blocks, block_bytes, blocks_corrupt;
     size_t parts_cached, cached_bytes; /* decoded block partitions held, and their bytes */
     size_t dict_bytes;                 /* of cached_bytes, the services' shared symbol dictionaries */
+    uint64_t footer_loads;             /* block footers read and attached (once per block known) */
     uint64_t part_loads;               /* partitions decoded into the cache (its misses) */
     uint64_t window_loads;             /* partitions decoded in part: the rows of a short range inside them */
     uint64_t funcs_loads;              /* of which function tables alone (storage/functab.h) */

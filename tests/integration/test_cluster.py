@@ -445,6 +445,38 @@ def cluster_split_query_answers_like_one_node_and_survives_a_dead_peer():
 
 
 @test
+def cluster_split_share_reads_only_its_blocks_footers():
+    """Over many small blocks (as an ingest node cuts them) a split query deals whole blocks, so
+    each peer reads the footers of its own share's blocks and leaves the others' unread: the
+    footer reads, like the partitions decoded, divide among the nodes. The node asked plans the
+    split, so it reads every footer; the answer is the same total as unsplit."""
+    totals = ref_totals()
+    with Cluster() as c:
+        a = c.node("a", "ingest")
+        n = 15  # blocks: past split.c's 4 per node for 3 nodes, so whole blocks are dealt
+        for i in range(n):
+            push_ok(a, cpu_files(6)[i % 6], f"svc{i % 5}", T0 + i)
+        assert c.block_count() == n, f"{c.block_count()} blocks after {n} acknowledged pushes"
+        split = ["--query-split-min-bytes", "0"]
+        q = [c.node(f"q{k}", "query", split) for k in range(3)]
+        wait_peers(q[0], 2)
+        before = [metric(x, "hearth_block_footer_loads_total") for x in q]
+        assert before == [0, 0, 0], f"footers read before any query: {before}"
+        st, body = q[0].get("/api/v1/query", query=CPU + "{}", format="top", **SPAN)
+        assert st == 200, (st, body[:300])
+        want = sum(totals[i % 6] for i in range(n))
+        assert json.loads(body)["total"] == want, (json.loads(body)["total"], want)
+        assert metric(q[0], 'hearth_query_split_shares_total{outcome="ok"}') == 2
+        read = [metric(x, "hearth_block_footer_loads_total") for x in q]
+        assert read[0] == n, f"the node asked read {read[0]} footers, want all {n} (it plans)"
+        assert all(0 < r < n for r in read[1:]), f"peers read {read[1:]} footers of {n}: each only its share's"
+        parts = [metric(x, "hearth_block_partition_loads_total") for x in q]
+        # Each block here holds one partition (one service per upload) and is dealt whole to one
+        # node: the peers' footers are the blocks they decoded, none of the asked node's share.
+        assert read[1:] == parts[1:] and sum(parts) == n, f"footers read {read}, partitions decoded {parts}"
+
+
+@test
 def cluster_upload_to_one_node_is_read_at_once_through_another():
     totals = ref_totals()
     with Cluster() as c:
