@@ -26,6 +26,21 @@ typedef struct {
     uint64_t used;
 } entry_t;
 
+/* Layout on disk: one data file per object (named by the key's hash), holding each
+ * cached range at the range's own offset (a sparse file: the gaps take no space), and
+ * one journal for the whole cache listing the ranges added and removed, replayed at
+ * open. A file per range would cost an inode per partition: creating thousands of
+ * them right after thousands were deleted (a refilled cache) spends most of a cold
+ * query's CPU in ext4's inode allocator, which passes over recently freed inodes. */
+#define JOURNAL "journal"
+#define REMOVED (1ULL << 63) /* in a record's n: the range was dropped */
+
+/* A journal record: key hash, offset, length (| REMOVED), and a check over those, so
+ * a record torn by a crash (or any garbage) is told from a real one. */
+typedef struct {
+    uint64_t k1, k2, off, n, check;
+} record_t;
+
 struct objcache {
     objstore_t *os;
     char dir[2048];
@@ -39,7 +54,8 @@ struct objcache {
     uint64_t failed_fetches; /* HR_EIO fetches: a waiter that saw one fails too, not retries */
     uint64_t clock, bytes;
     uint64_t hits, misses, fetched;
-    unsigned seq; /* temporary file names */
+    int journal;      /* O_APPEND descriptor, -1: not kept (ranges then live for this run only) */
+    uint64_t records; /* in the journal: it is written afresh when they far outnumber the ranges */
 };
 
 static void key_hash(const char *key, uint64_t *k1, uint64_t *k2) {
@@ -47,17 +63,71 @@ static void key_hash(const char *key, uint64_t *k1, uint64_t *k2) {
     *k2 = hash_bytes(key, strlen(key), 0x9e3779b97f4a7c15ULL);
 }
 
-static void entry_path(const objcache_t *c, const entry_t *e, char *out, size_t cap) {
-    snprintf(out, cap, "%s/%016" PRIx64 "%016" PRIx64 ".%" PRIx64 ".%" PRIx64, c->dir, e->k1, e->k2, e->off, e->n);
+static void data_path(const objcache_t *c, uint64_t k1, uint64_t k2, char *out, size_t cap) {
+    snprintf(out, cap, "%s/%016" PRIx64 "%016" PRIx64, c->dir, k1, k2);
 }
 
-/* Removes entry i (its file too); mu held. */
-static void drop(objcache_t *c, size_t i) {
+static uint64_t record_check(const record_t *r) { return hash_bytes(r, 4 * sizeof(uint64_t), 0x6a6f75726e616cULL); }
+
+/* Appends a record of e (removed or added) to the journal; mu held. A failed write
+ * only means the range is not known to the next run. */
+static void journal_put(objcache_t *c, const entry_t *e, int removed) {
+    if (c->journal < 0) return;
+    record_t r = {e->k1, e->k2, e->off, e->n | (removed ? REMOVED : 0), 0};
+    r.check = record_check(&r);
+    c->records++;
+    if (write(c->journal, &r, sizeof r) != (ssize_t)sizeof r) {
+        log_warn("objcache.journal_failed", "dir=%s err=\"%s\" (cached ranges are kept for this run only)", c->dir,
+                 strerror(errno));
+        close(c->journal);
+        c->journal = -1;
+    }
+}
+
+static int same_key(const entry_t *a, const entry_t *b) { return a->k1 == b->k1 && a->k2 == b->k2; }
+
+static int cmp_off(const void *a, const void *b) {
+    const entry_t *x = a, *y = b;
+    return (x->off > y->off) - (x->off < y->off);
+}
+
+/* Frees the bytes of range e that no other range of its object (cached, or being
+ * fetched: its bytes may be landing) covers, punching holes in the data file; removes
+ * the file when no range of the object is left. mu held. */
+static void release(objcache_t *c, const entry_t *e) {
+    entry_t *keep = malloc((c->nv + c->nfl + 1) * sizeof *keep);
+    size_t nk = 0;
+    for (size_t i = 0; keep && i < c->nv; i++)
+        if (same_key(&c->v[i], e)) keep[nk++] = c->v[i];
+    for (size_t i = 0; keep && i < c->nfl; i++)
+        if (same_key(&c->fl[i], e)) keep[nk++] = c->fl[i];
     char path[2200];
-    entry_path(c, &c->v[i], path, sizeof path);
-    unlink(path);
-    c->bytes -= c->v[i].n;
+    data_path(c, e->k1, e->k2, path, sizeof path);
+    if (keep && nk == 0) {
+        unlink(path);
+    } else if (keep) {
+        qsort(keep, nk, sizeof *keep, cmp_off);
+        int fd = open(path, O_WRONLY | O_CLOEXEC);
+        uint64_t at = e->off, end = e->off + e->n; /* the part of e not yet known covered */
+        for (size_t i = 0; fd >= 0 && i <= nk && at < end; i++) {
+            uint64_t lo = i < nk ? keep[i].off : end, hi = i < nk ? keep[i].off + keep[i].n : end;
+            if (lo > at)
+                (void)fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)at,
+                                (off_t)((lo < end ? lo : end) - at));
+            if (hi > at) at = hi;
+        }
+        if (fd >= 0) close(fd);
+    } /* out of memory: the bytes stay until the object's last range goes */
+    free(keep);
+}
+
+/* Removes entry i (its bytes, and its line in the journal); mu held. */
+static void drop(objcache_t *c, size_t i) {
+    entry_t e = c->v[i];
+    c->bytes -= e.n;
     c->v[i] = c->v[--c->nv];
+    release(c, &e);
+    journal_put(c, &e, 1);
 }
 
 static void evict_locked(objcache_t *c) {
@@ -69,31 +139,95 @@ static void evict_locked(objcache_t *c) {
     }
 }
 
-/* Takes in the ranges an earlier run left (oldest file first in line); other files
- * (temporaries of a crash) are removed. */
+/* The ranges of the journal an earlier run left, replayed in order; each kept when its
+ * object's data file is there and long enough. NULL and 0 when there is none. */
+static entry_t *replay(objcache_t *c, size_t *n) {
+    char path[2200];
+    snprintf(path, sizeof path, "%s/" JOURNAL, c->dir);
+    uint8_t *data = NULL;
+    size_t len = 0;
+    entry_t *v = NULL;
+    size_t cap = 0;
+    *n = 0;
+    if (fs_read_file(path, SIZE_MAX / 2, &data, &len, NULL)) return NULL;
+    for (size_t at = 0; at + sizeof(record_t) <= len; at += sizeof(record_t)) {
+        record_t r;
+        memcpy(&r, data + at, sizeof r);
+        if (r.check != record_check(&r)) break; /* torn at a crash: what follows is not trusted */
+        entry_t e = {r.k1, r.k2, r.off, r.n & ~REMOVED, 0};
+        ssize_t i = -1;
+        for (size_t k = 0; k < *n && i < 0; k++)
+            if (same_key(&v[k], &e) && v[k].off == e.off && v[k].n == e.n) i = (ssize_t)k;
+        if (r.n & REMOVED) {
+            if (i >= 0) v[i] = v[--*n];
+        } else if (i < 0 && VEC_RESERVE(v, cap, *n + 1) == 0) {
+            v[(*n)++] = e;
+        }
+    }
+    free(data);
+    return v;
+}
+
+/* 1 when name is an object's data file that some entry of v[0..n) names. */
+static int named(const char *name, const entry_t *v, size_t n) {
+    uint64_t k1, k2;
+    if (strlen(name) != 32 || sscanf(name, "%16" SCNx64 "%16" SCNx64, &k1, &k2) != 2) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (v[i].k1 == k1 && v[i].k2 == k2) return 1;
+    return 0;
+}
+
+/* Writes a fresh journal holding exactly the entries, and opens it for appending. */
+static void journal_restart(objcache_t *c) {
+    char path[2200], tmp[2300];
+    snprintf(path, sizeof path, "%s/" JOURNAL, c->dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (c->journal >= 0) close(c->journal);
+    c->journal = fd;
+    c->records = 0;
+    for (size_t i = 0; i < c->nv; i++) journal_put(c, &c->v[i], 0);
+    if (c->journal >= 0) close(c->journal);
+    c->journal = -1;
+    if (fd < 0 || rename(tmp, path) != 0) {
+        unlink(tmp);
+        log_warn("objcache.journal_failed", "dir=%s err=\"%s\" (cached ranges are kept for this run only)", c->dir,
+                 strerror(errno));
+        return;
+    }
+    c->journal = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+}
+
+/* Takes in the ranges an earlier run left (the least recently written objects first in
+ * line for eviction); every other file (an older layout's, a crash's leftovers) is
+ * removed. */
 static void load_existing(objcache_t *c) {
-    DIR *d = opendir(c->dir);
-    if (!d) return;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (de->d_name[0] == '.') continue;
-        char path[2400];
-        snprintf(path, sizeof path, "%s/%s", c->dir, de->d_name);
-        entry_t e = {0};
+    size_t n;
+    entry_t *v = replay(c, &n);
+    for (size_t i = 0; i < n; i++) {
+        char path[2200];
         struct stat st;
-        int ok = strlen(de->d_name) > 32 &&
-                 sscanf(de->d_name, "%16" SCNx64 "%16" SCNx64 ".%" SCNx64 ".%" SCNx64, &e.k1, &e.k2, &e.off, &e.n) == 4;
-        if (!ok || stat(path, &st) != 0 || (uint64_t)st.st_size != e.n || VEC_RESERVE(c->v, c->cap, c->nv + 1)) {
-            unlink(path);
+        data_path(c, v[i].k1, v[i].k2, path, sizeof path);
+        if (stat(path, &st) != 0 || (uint64_t)st.st_size < v[i].off + v[i].n) {
+            v[i--] = v[--n]; /* its file is gone or short: the range is not there */
             continue;
         }
-        e.used = (uint64_t)st.st_mtime; /* older runs' ranges first; reads this run count past them */
-        if (e.used > c->clock) c->clock = e.used;
-        c->v[c->nv++] = e;
-        c->bytes += e.n;
+        v[i].used = (uint64_t)st.st_mtime; /* older runs' ranges first; reads this run count past them */
+        if (v[i].used > c->clock) c->clock = v[i].used;
+        c->bytes += v[i].n;
     }
-    closedir(d);
+    c->v = v, c->nv = c->cap = n;
+    DIR *d = opendir(c->dir);
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        if (de->d_name[0] == '.' || !strcmp(de->d_name, JOURNAL) || named(de->d_name, v, n)) continue;
+        char path[2400];
+        snprintf(path, sizeof path, "%s/%s", c->dir, de->d_name);
+        unlink(path);
+    }
+    if (d) closedir(d);
     c->clock++;
+    journal_restart(c);
     evict_locked(c);
 }
 
@@ -102,6 +236,7 @@ objcache_t *objcache_open(objstore_t *os, const char *dir, uint64_t budget, hr_e
     if (!c) return hr_fail(err, HR_ENOMEM, "out of memory"), NULL;
     c->os = os;
     c->budget = budget;
+    c->journal = -1;
     snprintf(c->dir, sizeof c->dir, "%s", dir);
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->landed, NULL);
@@ -115,6 +250,7 @@ objcache_t *objcache_open(objstore_t *os, const char *dir, uint64_t budget, hr_e
 
 void objcache_free(objcache_t *c) {
     if (!c) return;
+    if (c->journal >= 0) close(c->journal);
     free(c->v);
     free(c->fl);
     pthread_cond_destroy(&c->landed);
@@ -130,13 +266,14 @@ static ssize_t find_in(const entry_t *v, size_t n, const entry_t *k) {
 
 static ssize_t find(const objcache_t *c, const entry_t *k) { return find_in(c->v, c->nv, k); }
 
-/* Reads a cached range's file: 0, or -1 when it is gone or short (wiped meanwhile). */
-static int read_file(const char *path, uint64_t n, uint8_t *out) {
+/* Reads a cached range from its object's data file: 0, or -1 when it is gone or short
+ * (wiped meanwhile). */
+static int read_range(const char *path, uint64_t off, uint64_t n, uint8_t *out) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return -1;
     uint64_t got = 0;
     while (got < n) {
-        ssize_t k = pread(fd, out + got, (size_t)(n - got), (off_t)got);
+        ssize_t k = pread(fd, out + got, (size_t)(n - got), (off_t)(off + got));
         if (k < 0 && errno == EINTR) continue;
         if (k <= 0) break;
         got += (uint64_t)k;
@@ -145,21 +282,26 @@ static int read_file(const char *path, uint64_t n, uint8_t *out) {
     return got == n ? 0 : -1;
 }
 
-/* Keeps a fetched range: written to a temporary file and renamed, so a reader never
- * sees half of one. A failure (a full disk) only costs the cache a copy. mu not held. */
+/* Writes a fetched range into its object's data file (at its own offset), then makes it
+ * known. A reader finds it only once it is known, so never half of one; a failure (a
+ * full disk) only costs the cache a copy. The caller's claim on e keeps eviction from
+ * punching those bytes meanwhile. mu not held. */
 static void store_range(objcache_t *c, entry_t *e, const uint8_t *p) {
-    char path[2200], tmp[2300];
-    entry_path(c, e, path, sizeof path);
-    pthread_mutex_lock(&c->mu);
-    unsigned seq = c->seq++;
-    pthread_mutex_unlock(&c->mu);
-    snprintf(tmp, sizeof tmp, "%s/.tmp%u", c->dir, seq);
+    char path[2200];
+    data_path(c, e->k1, e->k2, path, sizeof path);
     hr_err_t err = {0};
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    int ok = fd >= 0 && fs_write_all(fd, p, (size_t)e->n, tmp, &err) == 0;
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0 && errno == ENOENT && fs_mkdirs(c->dir, NULL) == 0) /* the folder was wiped */
+        fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    int ok = fd >= 0;
+    for (uint64_t at = 0; ok && at < e->n;) {
+        ssize_t k = pwrite(fd, p + at, (size_t)(e->n - at), (off_t)(e->off + at));
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) ok = 0, hr_fail(&err, HR_EIO, "%s: %s", path, k < 0 ? strerror(errno) : "short write");
+        else at += (uint64_t)k;
+    }
     if (fd >= 0) close(fd);
-    if (!ok || rename(tmp, path) != 0) {
-        unlink(tmp);
+    if (!ok) {
         log_warn("objcache.write_failed", "dir=%s err=\"%s\"", c->dir, err.msg[0] ? err.msg : strerror(errno));
         return;
     }
@@ -168,8 +310,10 @@ static void store_range(objcache_t *c, entry_t *e, const uint8_t *p) {
         e->used = c->clock++;
         c->v[c->nv++] = *e;
         c->bytes += e->n;
+        journal_put(c, e, 0);
     }
     evict_locked(c);
+    if (c->records > 4 * c->nv + 4096) journal_restart(c); /* mostly removals by now */
     pthread_mutex_unlock(&c->mu);
 }
 
@@ -233,14 +377,14 @@ int objcache_read(objcache_t *c, const char *key, uint64_t off, uint64_t n, uint
     entry_t e = {.off = off, .n = n};
     key_hash(key, &e.k1, &e.k2);
     char path[2200];
-    entry_path(c, &e, path, sizeof path);
+    data_path(c, e.k1, e.k2, path, sizeof path);
     pthread_mutex_lock(&c->mu);
     int found = find_or_claim(c, &e);
     pthread_mutex_unlock(&c->mu);
     if (found == FOUND_FAILED)
         return hr_fail(err, HR_EIO, "the object store failed a fetch of block object %s meanwhile", key);
     if (found == FOUND_CACHED) {
-        if (read_file(path, n, out) == 0) {
+        if (read_range(path, off, n, out) == 0) {
             pthread_mutex_lock(&c->mu);
             c->hits++;
             pthread_mutex_unlock(&c->mu);
@@ -275,11 +419,16 @@ int objcache_has(objcache_t *c, const char *key, uint64_t off, uint64_t n) {
 }
 
 void objcache_forget(objcache_t *c, const char *key) {
-    uint64_t k1, k2;
-    key_hash(key, &k1, &k2);
+    entry_t e = {0};
+    key_hash(key, &e.k1, &e.k2);
     pthread_mutex_lock(&c->mu);
     for (size_t i = c->nv; i-- > 0;)
-        if (c->v[i].k1 == k1 && c->v[i].k2 == k2) drop(c, i);
+        if (same_key(&c->v[i], &e)) {
+            journal_put(c, &c->v[i], 1);
+            c->bytes -= c->v[i].n;
+            c->v[i] = c->v[--c->nv];
+        }
+    release(c, &(entry_t){e.k1, e.k2, 0, UINT64_MAX / 2, 0}); /* all of it, but what fetches in flight write */
     pthread_mutex_unlock(&c->mu);
 }
 

@@ -2,16 +2,18 @@
  *
  * Cluster nodes read blocks from the object store a byte range at a time (a block's
  * header, tail, footer, and the partitions a query selects). Blocks are immutable
- * objects, so a range once fetched never changes: each is kept as a file of its own
- * in the cache directory, named by a hash of (key, offset, length), and reused until
- * the least recently read ranges are evicted to stay under the budget. The cache is
+ * objects, so a range once fetched never changes: it is kept in its object's file in
+ * the cache directory (one sparse file per object, named by a hash of the key, each
+ * range at its own offset), listed in the directory's journal, and reused until the
+ * least recently read ranges are evicted to stay under the budget (their bytes
+ * punched out of the file, the file removed with its last range). The cache is
  * only ever a copy: deleting the directory (even while the node runs) changes no
  * answer, only the next reads' cost. Cached bytes are not checked here; block
  * decoding checks every section's CRC, and a caller that finds a cached range corrupt
  * drops the key's ranges (objcache_forget) and reads again.
  *
  * Thread safety: every call may come from any thread (one mutex over the entry list;
- * no I/O is done under it). A range is fetched once however many threads want it at
+ * the journal's small writes and the hole punching of evictions are done under it; ranges' bytes are read and written outside it). A range is fetched once however many threads want it at
  * the same time: the others wait for that fetch and read the cached copy. */
 #ifndef HEARTH_OBJCACHE_H
 #define HEARTH_OBJCACHE_H

@@ -240,6 +240,8 @@ static void render_storage(const metrics_t *m, const store_stats_t *s, buf_t *o)
            s->ocache_fetched_bytes);
     scalar(o, "hearth_object_cache_bytes", "gauge", "Bytes in the disk cache of block ranges (--cache-bytes).",
            s->ocache_bytes);
+    scalar(o, "hearth_object_cache_ranges", "gauge",
+           "Block byte ranges in the disk cache (kept in one sparse file per block).", s->ocache_ranges);
     scalar(o, "hearth_series", "gauge", "Series in the index.", s->series);
     scalar(o, "hearth_wal_segment_bytes", "gauge", "Bytes in the current WAL segment.", s->wal_bytes);
     scalar(o, "hearth_wal_replayed_records_total", "counter", "WAL records replayed at start.", m->wal_replayed);

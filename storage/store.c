@@ -948,5 +948,6 @@ void store_stats(store_t *s, store_stats_t *out) {
         objcache_stats(s->ocache, &oc);
         out->ocache_hits = oc.hits, out->ocache_misses = oc.misses;
         out->ocache_fetched_bytes = oc.fetched_bytes, out->ocache_bytes = oc.bytes;
+        out->ocache_ranges = oc.entries;
     }
 }

@@ -218,7 +218,7 @@ typedef struct {
     uint64_t cut_ns;                        /* time the cuts took to write, verify and commit their blocks */
     uint64_t compactions, compacted_blocks; /* runs done, blocks they replaced */
     /* cluster mode: object ranges read from the cache and from the store */
-    uint64_t ocache_hits, ocache_misses, ocache_fetched_bytes, ocache_bytes;
+    uint64_t ocache_hits, ocache_misses, ocache_fetched_bytes, ocache_bytes, ocache_ranges;
     uint64_t compactions_lost;              /* runs another node's compaction or retention overtook */
     uint64_t syncs_full, syncs_incremental; /* cluster: block list syncs read whole, from the change log */
 } store_stats_t;

@@ -763,8 +763,10 @@ def cluster_wiped_cache_changes_no_answer():
             rd = reads(ref, services)
             want = checked_reference(ref, rd)
         assert_same(want, answers(a, rd), "node a with its cache filled")
-        cached = sum(len(fs) for _, _, fs in os.walk(a.cache))
-        assert cached, f"nothing in the cache dir {a.cache} after the queries"
+        cached = metric(a, "hearth_object_cache_ranges")
+        files = sorted(f for _, _, fs in os.walk(a.cache) for f in fs)
+        # One file per block holds its ranges, plus the journal: not a file per range.
+        assert 0 < len(files) - 1 < cached and "journal" in files, (cached, files)
         a.stop()
         shutil.rmtree(a.cache)
         a.start()
@@ -776,9 +778,63 @@ def cluster_wiped_cache_changes_no_answer():
         assert all(st == 200 for st, _ in got), [st for st, _ in got]
         assert len({body for _, body in got}) == 1, "concurrent cold queries answered differently"
         misses = metric(a, "hearth_object_cache_misses_total")
-        ranges = sum(len(fs) for _, _, fs in os.walk(a.cache))
-        assert 0 < misses == ranges, f"{misses:.0f} fetches for {ranges} cached ranges: a range was fetched twice"
+        ranges = metric(a, "hearth_object_cache_ranges")
+        assert 0 < misses == ranges, f"{misses:.0f} fetches for {ranges:.0f} cached ranges: a range was fetched twice"
         assert_same(want, answers(a, rd), "node a with its cache wiped")
+
+
+def cache_files(node):
+    """{name: bytes the file holds on disk (allocated blocks, so punched holes take none)}."""
+    return {f: os.stat(os.path.join(node.cache, f)).st_blocks * 512 for f in os.listdir(node.cache)}
+
+
+@test
+def cluster_disk_cache_keeps_ranges_across_restarts_and_evicts_within_budget():
+    """The disk cache keeps a block's ranges in one file and lists them in its journal: a
+    restarted node answers from it without fetching again, a torn journal record and an older
+    layout's files are dropped at start, and under a small budget evicted ranges give their disk
+    space back (holes punched, a file removed with its last range), whatever the order of reads."""
+    want = ref_totals()
+    with Cluster() as c:
+        a = c.node("a", "ingest")
+        for i, p in enumerate(cpu_files(6)):
+            push_ok(a, p, f"dc{i}", T0)
+        q = c.node("q", "query", ["--block-cache-bytes", "0"])  # every query reads the disk cache
+        for i in range(6):
+            assert total(q, f"dc{i}") == want[i]
+        ranges, misses = metric(q, "hearth_object_cache_ranges"), metric(q, "hearth_object_cache_misses_total")
+        assert 0 < ranges == misses, (ranges, misses)
+        full = metric(q, "hearth_object_cache_bytes")
+        q.stop()
+        with open(os.path.join(q.cache, "journal"), "ab") as f:
+            f.write(os.urandom(40))  # a record torn or garbled at a crash
+        stray = os.path.join(q.cache, "%032x.0.10" % 7)  # a range file of the older layout
+        open(stray, "wb").write(b"0123456789")
+        q.start()
+        assert metric(q, "hearth_object_cache_ranges") == ranges and not os.path.exists(stray)
+        for i in range(6):
+            assert total(q, f"dc{i}") == want[i]
+        assert metric(q, "hearth_object_cache_misses_total") == 0, "a restarted node fetched ranges it had cached"
+        assert metric(q, "hearth_object_cache_hits_total") >= ranges
+        # A budget of an eighth (footers and two or three partitions): reads evict, and the files
+        # hold no more than what is kept.
+        q.stop()
+        budget = int(full // 8)
+        q.extra += ["--cache-bytes", str(budget)]
+        q.start()
+        fetched = []
+        for rnd in range(2):
+            for i in (range(6) if rnd == 0 else (0, 5, 1, 4, 2, 3)):
+                assert total(q, f"dc{i}") == want[i]
+                kept = metric(q, "hearth_object_cache_bytes")
+                files = cache_files(q)
+                data = sum(b for f, b in files.items() if f != "journal")
+                # Allocation rounds each range out to 4 KiB blocks at both ends.
+                slack = 2 * 4096 * metric(q, "hearth_object_cache_ranges")
+                assert kept <= budget and data <= kept + slack, (budget, kept, data, slack, files)
+            fetched.append(metric(q, "hearth_object_cache_misses_total"))
+        assert fetched[1] > fetched[0], f"no range evicted under a budget of {budget} bytes: fetches {fetched}"
+        assert len(cache_files(q)) - 1 <= metric(q, "hearth_object_cache_ranges")
 
 
 @test
