@@ -12,7 +12,8 @@
 /* 1 when a block that failed to load with code is corrupt or gone, not passing. */
 static int unreadable(hr_code_t code) { return code == HR_EUNPROC || code == HR_ENOTFOUND; }
 
-/* Gives b the footer ix read for it (NULL: the read failed with e). cache_mu held. */
+/* Gives b the footer ix read for it (NULL: the read failed with e). cache_mu held, or b
+ * not yet visible to other threads (a cut's new blocks). */
 static void install(store_t *s, block_t *b, block_index_t *ix, hr_err_t *e, hr_err_t *err) {
     if (ix && (b->parts = calloc(CACHE_SLOTS * ix->nparts + 1, sizeof *b->parts))) {
         b->ix = ix;

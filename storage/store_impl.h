@@ -112,9 +112,10 @@ struct store {
     idset_t dict_set;                      /* dicts by (tenant, key) */
     part_cache_t *lru_oldest, *lru_newest; /* the loaded partitions (cache_mu) */
     int decode_threads; /* partitions a scan decodes at once: the machine's cores, up to DECODE_MAX */
-    uint64_t footer_loads, part_loads, funcs_loads, window_loads, cuts, retention_deleted, compactions,
-        compacted_blocks, compactions_lost;
+    uint64_t part_loads, funcs_loads, window_loads, cuts, retention_deleted, compactions, compacted_blocks,
+        compactions_lost;
     uint64_t cut_ns;                  /* the cuts' time, summed (store_stats_t.cut_ns) */
+    _Atomic uint64_t footer_loads;    /* footers attached (a cut attaches its new blocks' without cache_mu) */
     _Atomic uint64_t symbols_decoded; /* partitions whose symbols a cache load decoded (loads hold no lock) */
     _Atomic uint64_t names_decoded;   /* function tables whose names stored apart a cache load decoded */
     /* Cluster mode (cluster.c): NULL objects means one node with local files. */
