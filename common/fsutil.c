@@ -51,6 +51,21 @@ int fs_write_all(int fd, const void *p, size_t n, const char *path, hr_err_t *er
     return 0;
 }
 
+int fs_pwrite_all(int fd, const void *p, size_t n, uint64_t off) {
+    const uint8_t *b = p;
+    while (n) {
+        ssize_t k = pwrite(fd, b, n, (off_t)off);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) {
+            if (k == 0) errno = ENOSPC;
+            return -1;
+        }
+        b += k, off += (uint64_t)k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
 int fs_commit_tmp(int fd, const char *tmp, const char *path, hr_err_t *err) {
     int rc = fsync(fd) == 0 ? 0 : hr_fail(err, HR_EIO, "fsync %s: %s", tmp, strerror(errno));
     close(fd);

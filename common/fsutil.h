@@ -13,6 +13,9 @@ int fs_mkdirs(const char *path, hr_err_t *err);
 int fs_write_atomic(const char *path, const void *p, size_t n, hr_err_t *err);
 /* Writes all n bytes to fd (path names it in errors). 0, or -1 (HR_EIO). */
 int fs_write_all(int fd, const void *p, size_t n, const char *path, hr_err_t *err);
+/* Writes all n bytes to fd at off. 0, or -1 with errno set (ENOSPC for a write that makes
+ * no progress): callers that only log or fall back need no hr_err_t. */
+int fs_pwrite_all(int fd, const void *p, size_t n, uint64_t off);
 /* Finishes a file written at tmp through fd: fsync, close, rename over path, fsync of
  * the directory. fd is closed either way; on failure tmp is removed. 0 or -1. */
 int fs_commit_tmp(int fd, const char *tmp, const char *path, hr_err_t *err);

@@ -91,6 +91,18 @@ static int cmp_off(const void *a, const void *b) {
     return (x->off > y->off) - (x->off < y->off);
 }
 
+static int same_range(const entry_t *a, const entry_t *b) { return same_key(a, b) && a->off == b->off && a->n == b->n; }
+
+/* Orders entries by object, then range, then `used`. */
+static int cmp_entry(const void *a, const void *b) {
+    const entry_t *x = a, *y = b;
+    if (x->k1 != y->k1) return x->k1 < y->k1 ? -1 : 1;
+    if (x->k2 != y->k2) return x->k2 < y->k2 ? -1 : 1;
+    if (x->off != y->off) return x->off < y->off ? -1 : 1;
+    if (x->n != y->n) return x->n < y->n ? -1 : 1;
+    return (x->used > y->used) - (x->used < y->used);
+}
+
 /* Frees the bytes of range e that no other range of its object (cached, or being
  * fetched: its bytes may be landing) covers, punching holes in the data file; removes
  * the file when no range of the object is left. mu held. */
@@ -139,42 +151,47 @@ static void evict_locked(objcache_t *c) {
     }
 }
 
-/* The ranges of the journal an earlier run left, replayed in order; each kept when its
- * object's data file is there and long enough. NULL and 0 when there is none. */
+/* The ranges the journal an earlier run left holds at its end, sorted by object; NULL
+ * and 0 when there is none. Each range's last record says whether it is there: the
+ * records are sorted by range and position (`used` holds position << 1 | removed while
+ * they are), and each run of one range's records keeps its last, if an addition. */
 static entry_t *replay(objcache_t *c, size_t *n) {
     char path[2200];
     snprintf(path, sizeof path, "%s/" JOURNAL, c->dir);
     uint8_t *data = NULL;
-    size_t len = 0;
-    entry_t *v = NULL;
-    size_t cap = 0;
+    size_t len = 0, m = 0, nrec;
     *n = 0;
     if (fs_read_file(path, SIZE_MAX / 2, &data, &len, NULL)) return NULL;
-    for (size_t at = 0; at + sizeof(record_t) <= len; at += sizeof(record_t)) {
+    nrec = len / sizeof(record_t);
+    entry_t *v = malloc((nrec + 1) * sizeof *v);
+    for (; v && m < nrec; m++) {
         record_t r;
-        memcpy(&r, data + at, sizeof r);
+        memcpy(&r, data + m * sizeof r, sizeof r);
         if (r.check != record_check(&r)) break; /* torn at a crash: what follows is not trusted */
-        entry_t e = {r.k1, r.k2, r.off, r.n & ~REMOVED, 0};
-        ssize_t i = -1;
-        for (size_t k = 0; k < *n && i < 0; k++)
-            if (same_key(&v[k], &e) && v[k].off == e.off && v[k].n == e.n) i = (ssize_t)k;
-        if (r.n & REMOVED) {
-            if (i >= 0) v[i] = v[--*n];
-        } else if (i < 0 && VEC_RESERVE(v, cap, *n + 1) == 0) {
-            v[(*n)++] = e;
-        }
+        v[m] = (entry_t){r.k1, r.k2, r.off, r.n & ~REMOVED, (uint64_t)m << 1 | (r.n & REMOVED ? 1 : 0)};
     }
     free(data);
+    if (!v) return NULL;
+    qsort(v, m, sizeof *v, cmp_entry);
+    for (size_t i = 0; i < m; i++) {
+        int last = i + 1 == m || !same_range(&v[i], &v[i + 1]);
+        if (last && !(v[i].used & 1)) v[(*n)++] = (entry_t){v[i].k1, v[i].k2, v[i].off, v[i].n, 0};
+    }
     return v;
 }
 
-/* 1 when name is an object's data file that some entry of v[0..n) names. */
+/* 1 when name is an object's data file that some entry of v[0..n) (sorted by object)
+ * names. */
 static int named(const char *name, const entry_t *v, size_t n) {
-    uint64_t k1, k2;
-    if (strlen(name) != 32 || sscanf(name, "%16" SCNx64 "%16" SCNx64, &k1, &k2) != 2) return 0;
-    for (size_t i = 0; i < n; i++)
-        if (v[i].k1 == k1 && v[i].k2 == k2) return 1;
-    return 0;
+    entry_t k = {0};
+    if (strlen(name) != 32 || sscanf(name, "%16" SCNx64 "%16" SCNx64, &k.k1, &k.k2) != 2) return 0;
+    size_t lo = 0, hi = n;
+    while (lo < hi) { /* the first entry not before k's object */
+        size_t mid = (lo + hi) / 2;
+        if (v[mid].k1 < k.k1 || (v[mid].k1 == k.k1 && v[mid].k2 < k.k2)) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < n && same_key(&v[lo], &k);
 }
 
 /* Writes a fresh journal holding exactly the entries, and opens it for appending. */
@@ -202,20 +219,23 @@ static void journal_restart(objcache_t *c) {
  * line for eviction); every other file (an older layout's, a crash's leftovers) is
  * removed. */
 static void load_existing(objcache_t *c) {
-    size_t n;
+    size_t n, kept = 0;
     entry_t *v = replay(c, &n);
+    struct stat st;
+    int have = 0; /* st is v[i]'s object's data file (entries are sorted by object) */
     for (size_t i = 0; i < n; i++) {
-        char path[2200];
-        struct stat st;
-        data_path(c, v[i].k1, v[i].k2, path, sizeof path);
-        if (stat(path, &st) != 0 || (uint64_t)st.st_size < v[i].off + v[i].n) {
-            v[i--] = v[--n]; /* its file is gone or short: the range is not there */
-            continue;
+        if (i == 0 || !same_key(&v[i], &v[i - 1])) {
+            char path[2200];
+            data_path(c, v[i].k1, v[i].k2, path, sizeof path);
+            have = stat(path, &st) == 0;
         }
-        v[i].used = (uint64_t)st.st_mtime; /* older runs' ranges first; reads this run count past them */
-        if (v[i].used > c->clock) c->clock = v[i].used;
-        c->bytes += v[i].n;
+        if (!have || (uint64_t)st.st_size < v[i].off + v[i].n) continue; /* its file is gone or short */
+        v[kept] = v[i];
+        v[kept].used = (uint64_t)st.st_mtime; /* older runs' ranges first; reads this run count past them */
+        if (v[kept].used > c->clock) c->clock = v[kept].used;
+        c->bytes += v[kept++].n;
     }
+    n = kept;
     c->v = v, c->nv = c->cap = n;
     DIR *d = opendir(c->dir);
     struct dirent *de;
@@ -289,22 +309,13 @@ static int read_range(const char *path, uint64_t off, uint64_t n, uint8_t *out) 
 static void store_range(objcache_t *c, entry_t *e, const uint8_t *p) {
     char path[2200];
     data_path(c, e->k1, e->k2, path, sizeof path);
-    hr_err_t err = {0};
     int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0 && errno == ENOENT && fs_mkdirs(c->dir, NULL) == 0) /* the folder was wiped */
         fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-    int ok = fd >= 0;
-    for (uint64_t at = 0; ok && at < e->n;) {
-        ssize_t k = pwrite(fd, p + at, (size_t)(e->n - at), (off_t)(e->off + at));
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) ok = 0, hr_fail(&err, HR_EIO, "%s: %s", path, k < 0 ? strerror(errno) : "short write");
-        else at += (uint64_t)k;
-    }
+    int ok = fd >= 0 && fs_pwrite_all(fd, p, (size_t)e->n, e->off) == 0;
+    if (!ok) log_warn("objcache.write_failed", "file=%s err=\"%s\"", path, strerror(errno));
     if (fd >= 0) close(fd);
-    if (!ok) {
-        log_warn("objcache.write_failed", "dir=%s err=\"%s\"", c->dir, err.msg[0] ? err.msg : strerror(errno));
-        return;
-    }
+    if (!ok) return;
     pthread_mutex_lock(&c->mu);
     if (find(c, e) < 0 && VEC_RESERVE(c->v, c->cap, c->nv + 1) == 0) {
         e->used = c->clock++;
@@ -369,6 +380,9 @@ static int fetch(objcache_t *c, entry_t *e, const char *key, uint8_t *out, hr_er
     pthread_mutex_lock(&c->mu);
     if (rc && err->code == HR_EIO) c->failed_fetches++; /* the store failing, not a gone key */
     unclaim(c, e);
+    /* Not kept (failed, over the budget, or evicted at once): the claim kept evictions of
+     * the object's other ranges from freeing what it covered, so free that now. */
+    if (find(c, e) < 0) release(c, e);
     pthread_mutex_unlock(&c->mu);
     return rc;
 }

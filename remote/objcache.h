@@ -13,8 +13,10 @@
  * drops the key's ranges (objcache_forget) and reads again.
  *
  * Thread safety: every call may come from any thread (one mutex over the entry list;
- * the journal's small writes and the hole punching of evictions are done under it; ranges' bytes are read and written outside it). A range is fetched once however many threads want it at
- * the same time: the others wait for that fetch and read the cached copy. */
+ * the journal's small writes and evictions' hole punching are done under it, ranges'
+ * bytes are read and written outside it). A range is fetched once however many
+ * threads want it at the same time: the others wait for that fetch and read the
+ * cached copy. */
 #ifndef HEARTH_OBJCACHE_H
 #define HEARTH_OBJCACHE_H
 

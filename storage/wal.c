@@ -246,21 +246,6 @@ static void zero_ahead(wal_t *w, off_t need) {
     }
 }
 
-/* Writes all n bytes at off. 0, or -1 with errno set (ENOSPC for a short write). */
-static int pwrite_all(int fd, const uint8_t *p, size_t n, off_t off) {
-    while (n) {
-        ssize_t k = pwrite(fd, p, n, off);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) {
-            if (k == 0) errno = ENOSPC;
-            return -1;
-        }
-        p += k, off += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
 int wal_replay(wal_t *w, uint32_t after, wal_replay_fn fn, void *ctx, wal_scan_t *st, hr_err_t *err) {
     uint32_t *segs;
     size_t n;
@@ -313,7 +298,7 @@ int wal_append(wal_t *w, const void *payload, size_t len, hr_err_t *err) {
     off_t start = (off_t)w->seg_bytes, end = start + FRAME_HDR + (off_t)len;
     if (w->policy == WAL_FSYNC_ALWAYS && end > w->zeroed) zero_ahead(w, end);
     for (int i = 0, at = 0; i < 2; at += (int)parts[i++].n) {
-        if (pwrite_all(w->fd, parts[i].b, parts[i].n, start + at) == 0) continue;
+        if (fs_pwrite_all(w->fd, parts[i].b, parts[i].n, start + at) == 0) continue;
         int e = errno;
         /* Leave no partial record behind: later appends must stay readable. */
         if (ftruncate(w->fd, start) != 0) { /* replay's torn-tail check still covers it */

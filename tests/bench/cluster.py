@@ -465,8 +465,7 @@ def bench_split(c, nodes, flags, a):
             stop(n)
         # Cold: each node starts on an empty cache folder of its own, a new one rather than the
         # old one deleted: ext4 skips the inodes of files deleted in the last minute when it
-        # makes new ones, so a cache of thousands of range files refilled right after its
-        # deletion spends most of the query's CPU in the kernel's inode search.
+        # makes new ones, and a refilled cache makes a file per block (remote/objcache.h).
         nodes[:] = [c.node(f"n{i}", *flags, "--query-split", split, "--query-split-min-bytes", "0", "--cache-dir",
                            os.path.join(n.data_dir, f"cache-cold-{split}")) for i, n in enumerate(nodes)]
         if split == "true":

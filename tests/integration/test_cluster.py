@@ -835,6 +835,11 @@ def cluster_disk_cache_keeps_ranges_across_restarts_and_evicts_within_budget():
             fetched.append(metric(q, "hearth_object_cache_misses_total"))
         assert fetched[1] > fetched[0], f"no range evicted under a budget of {budget} bytes: fetches {fetched}"
         assert len(cache_files(q)) - 1 <= metric(q, "hearth_object_cache_ranges")
+        # The evictions are in the journal too: a restart replays additions and removals alike.
+        kept = (metric(q, "hearth_object_cache_ranges"), metric(q, "hearth_object_cache_bytes"))
+        q.stop()
+        q.start()
+        assert (metric(q, "hearth_object_cache_ranges"), metric(q, "hearth_object_cache_bytes")) == kept
 
 
 @test
