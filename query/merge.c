@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "catalog/index.h"
 #include "common/hash.h"
 #include "common/log.h"
 #include "common/timeparse.h"
@@ -22,13 +23,16 @@
 /* A merge reads the store in up to four passes, each with the least it needs:
  * COUNT (gauges): rows per series, for the averaging weights, from block footers;
  * TOTALS: totals, timeline, span and profile count, from footers too (or, with a call
- *   site, from the samples: then it also does STACKS' work and STACKS is skipped);
+ *   site, from the samples: then it also does STACKS' work and STACKS is skipped); a
+ *   split merge that deals whole blocks deals them here, and the peers answer the
+ *   totals of theirs, so this node reads only its own blocks' footers;
  * STACKS: the per-stack sums, from the partitions of the selected series, taking a
  *   partition's pre-merged rows when the range covers it (a split merge: this node's
  *   share of them, the peers being asked for theirs meanwhile);
  * REMOTE (a split merge; a scan of its own once the others are done and their lock is
  *   released, the peers' shares added meanwhile): the partitions of the peers that
- *   failed, merged here. */
+ *   failed, merged here (after a TOTALS pass over them when the peers were to answer
+ *   their totals). */
 typedef enum { PASS_COUNT = 1, PASS_TOTALS, PASS_STACKS, PASS_REMOTE } pass_t;
 
 /* The per-stack sums of the partitions that share one dictionary (storage/symdict.h:
@@ -58,6 +62,8 @@ typedef struct {
     hr_err_t *errs;
     store_part_ref_t *retry;
     size_t nretry;
+    int planned; /* split or not, decided (at the totals pass or the stacks pass) */
+    int totals;  /* dealt at the totals pass: the peers answer their totals too */
 } split_state_t;
 
 typedef struct {
@@ -65,6 +71,8 @@ typedef struct {
     merge_result_t *r;
     store_t *st;
     store_filter_t *filters; /* the passes' filters: begin_pass narrows a split merge's */
+    size_t nfilters;
+    int retrying; /* the scan of failed peers' shares */
     uint8_t *bits;
     uint32_t nbits;
     pass_t pass, passes[4]; /* the current pass, and the passes in order */
@@ -512,41 +520,103 @@ static void split_oom(scan_ctx_t *c) {
 /* STACKS of a split merge: plans the shares, asks the peers for theirs and narrows
  * this pass to this node's own (and the heads). Everything finish_split needs is
  * allocated here, before any peer is asked. */
-static void start_split(scan_ctx_t *c, store_filter_t *f) {
+/* The share of the tenant's series that the merge selects: what a plan by whole blocks
+ * scales the blocks' bytes by to guess what the merge decodes (series are not all the
+ * same size, so it is a guess, for --query-split-min-bytes only). */
+static double selected_share(const scan_ctx_t *c) {
+    index_snapshot_t snap;
+    hr_err_t e = {0};
+    size_t picked = 0;
+    for (uint32_t i = 0; i < c->nbits; i++) picked += c->bits[i] != 0;
+    double share = index_snapshot(store_index(c->st), c->q->tenant, &snap, &e) == 0 && snap.n > picked
+                       ? (double)picked / (double)snap.n
+                       : 1.0;
+    index_snapshot_free(&snap);
+    return share;
+}
+
+/* What the merge may read, as units to deal (split.h): whole blocks from the catalog's
+ * list when there are enough of them, so no footer is read to plan and each node reads
+ * only its own blocks' footers; else (only at the stacks pass: at_totals returns 1
+ * then, to wait for it) the partitions the footers name. *total: the bytes it decodes,
+ * or a guess of them. 0, 1, -1 (OOM) or -2 (a footer did not load: e). */
+static int plan_units(scan_ctx_t *c, const store_filter_t *f, int at_totals, store_part_ref_t **refs, uint64_t **bytes,
+                      size_t *n, uint64_t *total, hr_err_t *e) {
+    *total = 0;
+    if (store_plan_blocks_locked(c->st, c->q->tenant, f, refs, bytes, n)) return -1;
+    if (split_by_blocks(*n, 1 + c->q->remote->npeers)) {
+        for (size_t i = 0; i < *n; i++) *total += (*bytes)[i];
+        *total = (uint64_t)((double)*total * selected_share(c));
+        return 0;
+    }
+    free(*refs), free(*bytes);
+    *refs = NULL, *bytes = NULL;
+    if (at_totals) return 1;
+    if (store_plan_locked(c->st, c->q->tenant, f, refs, bytes, n, e)) return -2;
+    for (size_t i = 0; i < *n; i++) *total += (*bytes)[i];
+    return 0;
+}
+
+/* Passes k.. of the scan read only refs[0..n) of the blocks (and the heads). */
+static void narrow(scan_ctx_t *c, size_t k, const store_part_ref_t *refs, size_t n) {
+    for (; k < c->nfilters; k++) c->filters[k].only = refs, c->filters[k].nonly = n;
+}
+
+/* At the totals pass (when whole blocks can be dealt: the peers then answer their
+ * totals too) or else at the stacks pass: plans the shares, asks the peers for theirs
+ * and narrows this pass and the next to this node's own (and the heads). Everything
+ * finish_split needs is allocated here, before any peer is asked. */
+static void start_split(scan_ctx_t *c, size_t k) {
     split_state_t *sp = &c->sp;
     store_part_ref_t *refs = NULL;
-    uint64_t *bytes = NULL;
+    uint64_t *bytes = NULL, total = 0;
     size_t n = 0;
-    sp->nodes = 1 + c->q->remote->npeers;
-    sp->shares = calloc(sp->nodes, sizeof *sp->shares), sp->nshares = calloc(sp->nodes, sizeof *sp->nshares);
-    sp->ok = calloc(sp->nodes, sizeof *sp->ok), sp->body = calloc(sp->nodes, sizeof *sp->body);
-    sp->errs = calloc(sp->nodes, sizeof *sp->errs);
     hr_err_t e = {0};
-    int rc = !sp->shares || !sp->nshares || !sp->ok || !sp->body || !sp->errs ? -1 : 0;
-    if (rc == 0 && store_plan_locked(c->st, c->q->tenant, f, &refs, &bytes, &n, &e)) rc = -2;
-    uint64_t total = 0;
-    for (size_t i = 0; rc == 0 && i < n; i++) total += bytes[i];
+    int at_totals = c->pass == PASS_TOTALS;
+    int rc = plan_units(c, &c->filters[k], at_totals, &refs, &bytes, &n, &total, &e);
+    if (rc == 1) return; /* planned at the stacks pass */
+    sp->planned = 1;
     if (rc == 0 && total < c->q->remote->min_bytes) { /* small: merged here, as if not split */
         free(refs);
         free(bytes);
         return;
     }
-    f->only = NO_PARTS, f->nonly = 0; /* until the plan stands (a failed split reads nothing) */
+    sp->nodes = 1 + c->q->remote->npeers;
+    sp->totals = at_totals;
+    sp->shares = calloc(sp->nodes, sizeof *sp->shares), sp->nshares = calloc(sp->nodes, sizeof *sp->nshares);
+    sp->ok = calloc(sp->nodes, sizeof *sp->ok), sp->body = calloc(sp->nodes, sizeof *sp->body);
+    sp->errs = calloc(sp->nodes, sizeof *sp->errs);
+    if (rc == 0 && (!sp->shares || !sp->nshares || !sp->ok || !sp->body || !sp->errs)) rc = -1;
+    narrow(c, k, NO_PARTS, 0); /* until the plan stands (a failed split reads nothing) */
     if (rc) return free(refs), free(bytes), rc == -2 ? split_fail(c, &e) : split_oom(c);
     rc = split_plan(refs, bytes, n, sp->nodes, sp->shares, sp->nshares);
     free(refs);
     free(bytes);
+    merge_share_ask_t ask = {c->filters[c->nfilters - 1].funcs_ok, at_totals, c->q->step};
     if (rc || !(sp->retry = malloc((n + 1) * sizeof *sp->retry))) return split_oom(c);
-    if (!(sp->run = split_start(c->q->remote, sp->shares, sp->nshares, f->funcs_ok))) return split_oom(c);
-    f->only = sp->shares[0], f->nonly = sp->nshares[0];
+    if (!(sp->run = split_start(c->q->remote, sp->shares, sp->nshares, &ask))) return split_oom(c);
+    narrow(c, k, sp->shares[0], sp->nshares[0]);
     c->r->split.parts_here = sp->nshares[0];
     c->r->split.parts_sent = n - sp->nshares[0];
+}
+
+/* A share's totals, timeline and span into r (a share dealt at the totals pass). */
+static int add_share_totals(merge_result_t *r, const share_t *s, hr_err_t *err) {
+    if (!s->has_totals || s->nbuckets != r->nbuckets)
+        return hr_fail(err, HR_EUNPROC, "a peer's share has no totals for this timeline");
+    if (s->profiles && (!r->profiles || s->first_ns < r->first_ns)) r->first_ns = s->first_ns;
+    if (s->profiles && (!r->profiles || s->end_ns > r->end_ns)) r->end_ns = s->end_ns;
+    r->profiles += s->profiles;
+    r->total += (double)s->total;
+    for (size_t b = 0; b < r->nbuckets; b++) r->timeline[b] += (double)s->timeline[b];
+    return 0;
 }
 
 /* Adds a peer's share (its stacks by fingerprint, its functions by name). 0 or -1. */
 static int add_share(scan_ctx_t *c, const buf_t *body, hr_err_t *err) {
     share_t s;
     int rc = share_decode(body->data, body->len, &s, err);
+    if (rc == 0 && c->sp.totals) rc = add_share_totals(c->r, &s, err);
     double *acc = rc == 0 ? malloc((s.sym->nstacks + 1) * sizeof *acc) : NULL;
     if (rc == 0 && (!acc || symtab_fingerprint_stacks(s.sym))) rc = hr_fail(err, HR_ENOMEM, "out of memory");
     for (size_t i = 0; rc == 0 && i < s.sym->nstacks; i++) acc[i] = (double)s.self[i];
@@ -612,8 +682,11 @@ static void begin_pass(void *ctx, size_t k) {
     /* A peer's share, or the shares of failed peers merged here after the scan that planned
      * them: every partition must still be there, or the answer would be smaller. */
     if (k == 0 && c->q->parts && !store_has_parts_locked(c->st, c->q->parts, c->q->nparts)) c->missing = 1;
-    if (c->pass == PASS_REMOTE && !store_has_parts_locked(c->st, c->sp.retry, c->sp.nretry)) c->missing = 1;
-    if (c->q->remote && c->pass == PASS_STACKS) start_split(c, &c->filters[k]);
+    if (k == 0 && c->retrying && !store_has_parts_locked(c->st, c->sp.retry, c->sp.nretry)) c->missing = 1;
+    /* Dealt at the totals pass unless each step's mean is wanted (the peers would need
+     * their profile counts per step too): the stacks pass deals it then. */
+    int totals_ok = c->pass == PASS_TOTALS && !c->q->average_timeline;
+    if (c->q->remote && !c->sp.planned && (totals_ok || c->pass == PASS_STACKS)) start_split(c, k);
 }
 
 static int scan_one(void *ctx, const segment_t *seg) {
@@ -673,6 +746,22 @@ static int init_result(const merge_query_t *q, merge_result_t *r, hr_err_t *err)
     return 0;
 }
 
+/* The partitions of the peers that failed, merged here after the scan: their stacks
+ * (f[n - 1]'s pass) and, when the peers were to answer their totals, their totals
+ * (f[n - 2]'s) first. */
+static int merge_retry(scan_ctx_t *c, const store_filter_t *f, size_t n, hr_err_t *err) {
+    store_filter_t again[2];
+    size_t m = 0;
+    assert(!c->sp.totals || (n >= 2 && c->passes[n - 2] == PASS_TOTALS));
+    if (c->sp.totals) again[m] = f[n - 2], c->passes[m++] = PASS_TOTALS;
+    again[m] = f[n - 1], c->passes[m++] = PASS_REMOTE;
+    for (size_t k = 0; k < m; k++) again[k].only = c->sp.retry, again[k].nonly = c->sp.nretry, again[k].no_heads = 1;
+    c->filters = again, c->nfilters = m, c->retrying = 1;
+    int rc = store_scan_passes(c->st, c->q->tenant, again, m, begin_pass, scan_one, c, err);
+    c->filters = NULL, c->nfilters = 0;
+    return rc;
+}
+
 /* merge_run, and with split (NULL for none) the same totals split by group. */
 static int merge_exec(store_t *st, const merge_query_t *q, merge_result_t *r, const merge_split_t *split,
                       hr_err_t *err) {
@@ -690,7 +779,7 @@ static int merge_exec(store_t *st, const merge_query_t *q, merge_result_t *r, co
     size_t n = 0;
     if (r->gauge)
         c.passes[n] = PASS_COUNT, f[n++] = (store_filter_t){q->from, q->until, c.bits, c.nbits, .totals_only = 1};
-    if (!q->parts)
+    if (!q->parts || q->share_totals)
         c.passes[n] = PASS_TOTALS,
         f[n++] = (store_filter_t){q->from, q->until, c.bits, c.nbits, .totals_only = !filtered};
     /* Function tables are sums per series and name: no gauge averaging, no filter. */
@@ -707,7 +796,7 @@ static int merge_exec(store_t *st, const merge_query_t *q, merge_result_t *r, co
     c.q = q = &local;
     for (size_t k = 0; q->parts && k < n; k++)
         f[k].only = q->parts, f[k].nonly = q->nparts, f[k].no_heads = 1, f[k].strict = 1;
-    c.filters = f;
+    c.filters = f, c.nfilters = n;
     int rc = 0;
     if (q->average_timeline && r->nbuckets && !(c.in_bucket = calloc(r->nbuckets, sizeof *c.in_bucket)))
         rc = hr_fail(err, HR_ENOMEM, "out of memory");
@@ -716,12 +805,7 @@ static int merge_exec(store_t *st, const merge_query_t *q, merge_result_t *r, co
         rc = hr_fail(err, HR_ENOMEM, "out of memory");
     if (rc == 0) rc = store_scan_passes(st, q->tenant, f, n, begin_pass, scan_one, &c, err);
     finish_split(&c);
-    if (rc == 0 && !c.split_failed && c.sp.nretry) { /* failed peers' partitions, merged here */
-        store_filter_t retry = f[n - 1];
-        retry.only = c.sp.retry, retry.nonly = c.sp.nretry, retry.no_heads = 1;
-        c.passes[0] = PASS_REMOTE;
-        rc = store_scan_passes(st, q->tenant, &retry, 1, begin_pass, scan_one, &c, err);
-    }
+    if (rc == 0 && !c.split_failed && c.sp.nretry) rc = merge_retry(&c, f, n, err);
     if (c.overflow) rc = hr_fail(err, HR_EINVAL, "the function sums of this selection exceed int64; narrow the range");
     else if (c.missing)
         rc = hr_fail(err, HR_EIO,

@@ -62,23 +62,31 @@ void trace_ids_sort(uint64_t *v, size_t n);
 /* 1 when trace (hi, lo) is one of the sorted ids v[0..2n). */
 int trace_ids_has(const uint64_t *v, size_t n, uint64_t hi, uint64_t lo);
 
+/* What a peer is asked to merge its share for, besides the stacks' sums. */
+typedef struct {
+    int functions; /* merge_query_t.functions */
+    int totals;    /* the share's totals, timeline (of `step`) and span too: it was dealt
+                    * before the totals pass, so this node reads none of its footers */
+    int64_t step;
+} merge_share_ask_t;
+
 /* The other query nodes of a cluster, for a merge split across them (split.h). fetch
  * asks peer `peer` (0..npeers) to merge the block partitions refs[0..n) of the merge's
- * selection and range (functions: merge_query_t.functions) and puts its answer, a share
- * (share.h), in out. 0, or -1 with err: those partitions are then merged here. Called
- * on a thread of its own, at most once per peer and merge. */
+ * selection and range and puts its answer, a share (share.h), in out. 0, or -1 with
+ * err: those partitions are then merged here. Called on a thread of its own, at most
+ * once per peer and merge. */
 typedef struct {
     size_t npeers;
     uint64_t min_bytes; /* a merge reading fewer bytes of partitions stays here: asking peers
                          * costs round trips that a small merge does not win back */
-    int (*fetch)(void *ctx, size_t peer, const store_part_ref_t *refs, size_t n, int functions, buf_t *out,
-                 hr_err_t *err);
+    int (*fetch)(void *ctx, size_t peer, const store_part_ref_t *refs, size_t n, const merge_share_ask_t *ask,
+                 buf_t *out, hr_err_t *err);
     void *ctx;
 } merge_remote_t;
 
 /* What a split merge did (merge_result_t.split), for metrics and logs. */
 typedef struct {
-    size_t parts_here, parts_sent;   /* partitions merged here / sent to peers */
+    size_t parts_here, parts_sent;   /* partitions (or whole blocks) merged here / sent to peers */
     size_t shares_ok, shares_failed; /* peers' answers; a failed share is merged here */
     uint64_t peer_parts_decoded, peer_cpu_us;
 } merge_split_stats_t;
@@ -108,6 +116,7 @@ typedef struct {
                                     * (sorted), no head, stacks only; one this node does not
                                     * know fails the merge (HR_EIO), never answers less */
     size_t nparts;
+    int share_totals;   /* with parts: their totals, timeline and span are wanted too */
     int functions;      /* only per-function sums are wanted (the top table): block
                                   * partitions wholly in range may be read as their function
                                   * tables (storage/functab.h), summed into the result's fn_*;

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char MAGIC[4] = {'H', 'S', 'H', '1'};
+static const char MAGIC[4] = {'H', 'S', 'H', '2'};
 
-void share_encode(const merge_result_t *r, uint64_t parts_decoded, uint64_t cpu_us, buf_t *out) {
+void share_encode(const merge_result_t *r, int totals, uint64_t parts_decoded, uint64_t cpu_us, buf_t *out) {
     buf_t sym;
     buf_init(&sym);
     symtab_encode(r->sym, &sym);
@@ -30,10 +30,32 @@ void share_encode(const merge_result_t *r, uint64_t parts_decoded, uint64_t cpu_
     buf_put_svarint(out, r->fn_all);
     buf_put_uvarint(out, parts_decoded);
     buf_put_uvarint(out, cpu_us);
+    buf_put_uvarint(out, totals ? 1 : 0);
+    if (!totals) return;
+    buf_put_svarint(out, llround(r->total));
+    buf_put_uvarint(out, r->profiles);
+    buf_put_svarint(out, r->first_ns);
+    buf_put_svarint(out, r->end_ns);
+    buf_put_uvarint(out, r->nbuckets);
+    for (size_t i = 0; i < r->nbuckets; i++) buf_put_svarint(out, llround(r->timeline[i]));
 }
 
 static int bad(hr_err_t *err, const char *what) {
     return hr_fail(err, HR_EUNPROC, "a peer's merge share is malformed: %s", what);
+}
+
+/* The totals section, after the flag said one follows. 0 or -1. */
+static int decode_totals(buf_reader_t *r, share_t *out, hr_err_t *err) {
+    out->has_totals = 1;
+    out->total = buf_get_svarint(r);
+    out->profiles = buf_get_uvarint(r);
+    out->first_ns = buf_get_svarint(r);
+    out->end_ns = buf_get_svarint(r);
+    uint64_t nb = buf_get_uvarint(r);
+    if (r->bad || nb > buf_reader_left(r)) return bad(err, "timeline length");
+    if (!(out->timeline = malloc((nb + 1) * sizeof *out->timeline))) return hr_fail(err, HR_ENOMEM, "out of memory");
+    for (out->nbuckets = 0; out->nbuckets < nb; out->nbuckets++) out->timeline[out->nbuckets] = buf_get_svarint(r);
+    return 0;
 }
 
 int share_decode(const uint8_t *p, size_t n, share_t *out, hr_err_t *err) {
@@ -64,6 +86,9 @@ int share_decode(const uint8_t *p, size_t n, share_t *out, hr_err_t *err) {
     out->fn_all = buf_get_svarint(&r);
     out->parts_decoded = buf_get_uvarint(&r);
     out->cpu_us = buf_get_uvarint(&r);
+    uint64_t totals = buf_get_uvarint(&r);
+    if (r.bad || totals > 1) return bad(err, "totals flag");
+    if (totals && decode_totals(&r, out, err)) return -1;
     if (r.bad || buf_reader_left(&r)) return bad(err, "trailing bytes");
     return 0;
 }
@@ -74,5 +99,6 @@ void share_destroy(share_t *s) {
     free(s->fn);
     free(s->fself);
     free(s->ftotal);
+    free(s->timeline);
     memset(s, 0, sizeof *s);
 }

@@ -8,12 +8,17 @@
  * gives. Only sums travel (a gauge's per-series averaging needs every partition's row
  * counts, so gauges are never split): values are exact integers.
  *
- * The request is JSON (`{"query","from","until","functions","parts":[[block,part]...]}`,
- * POST /api/v1/internal/merge-share); the answer is this binary layout:
- *   "HSH1" | uvarint symtab length | symtab_encode bytes | uvarint stacks |
+ * The request is JSON (`{"query","from","until","functions","totals","step",
+ * "parts":[[block,part]...]}`, where `[block]` names every partition of the block that
+ * the query selects, POST /api/v1/internal/merge-share); the answer is this binary
+ * layout:
+ *   "HSH2" | uvarint symtab length | symtab_encode bytes | uvarint stacks |
  *   svarint sum per stack | uvarint functions | per function: uvarint string id,
  *   svarint self, svarint total | svarint the function tables' whole sum |
- *   uvarint partitions decoded | uvarint CPU microseconds (what the share cost). */
+ *   uvarint partitions decoded | uvarint CPU microseconds (what the share cost) |
+ *   uvarint 1 when totals follow, else 0 | with totals: svarint total, uvarint
+ *   profiles, svarint first ns, svarint end ns, uvarint timeline points, svarint sum
+ *   per point (merge_result_t's; asked for with `"totals":true`). */
 #ifndef HEARTH_SHARE_H
 #define HEARTH_SHARE_H
 
@@ -27,10 +32,16 @@ typedef struct {
     size_t nfn;
     int64_t fn_all;
     uint64_t parts_decoded, cpu_us;
+    int has_totals; /* then the share's totals: */
+    int64_t total, first_ns, end_ns;
+    uint64_t profiles;
+    int64_t *timeline; /* nbuckets of them */
+    size_t nbuckets;
 } share_t;
 
-/* Appends r (a merge of sums: not a gauge) and the work it cost. */
-void share_encode(const merge_result_t *r, uint64_t parts_decoded, uint64_t cpu_us, buf_t *out);
+/* Appends r (a merge of sums: not a gauge), its totals when `totals`, and the work it
+ * cost. */
+void share_encode(const merge_result_t *r, int totals, uint64_t parts_decoded, uint64_t cpu_us, buf_t *out);
 /* Reads share_encode's bytes into out (share_destroy it, also after a failure),
  * validating every id. 0, or -1 with err (HR_EUNPROC). */
 int share_decode(const uint8_t *p, size_t n, share_t *out, hr_err_t *err);

@@ -24,12 +24,14 @@ static int by_bytes_desc(const void *a, const void *b) {
  * partition per service), partitions are dealt, or one node would get everything. */
 #define BLOCKS_PER_NODE 4
 
+int split_by_blocks(size_t nblocks, size_t nodes) { return nblocks >= BLOCKS_PER_NODE * nodes; }
+
 /* The plan's units into u: one per block when there are enough blocks, else one per
  * partition. Returns their count. refs are sorted, so a block's refs are adjacent. */
 static size_t make_units(const store_part_ref_t *refs, const uint64_t *bytes, size_t n, size_t nodes, unit_t *u) {
     size_t nblocks = 0;
     for (size_t i = 0; i < n; i++) nblocks += i == 0 || refs[i].block != refs[i - 1].block;
-    int by_block = nblocks >= BLOCKS_PER_NODE * nodes;
+    int by_block = split_by_blocks(nblocks, nodes);
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         if (!by_block || i == 0 || refs[i].block != refs[i - 1].block) u[m++] = (unit_t){i, i, 0};
@@ -71,7 +73,8 @@ typedef struct {
     size_t peer;
     const store_part_ref_t *refs;
     size_t n;
-    int functions, asked, ok;
+    merge_share_ask_t ask;
+    int asked, ok;
     pthread_t tid;
     buf_t body;
     hr_err_t err;
@@ -84,18 +87,18 @@ struct split_run {
 
 static void *run_job(void *arg) {
     job_t *j = arg;
-    j->ok = j->rm->fetch(j->rm->ctx, j->peer, j->refs, j->n, j->functions, &j->body, &j->err) == 0;
+    j->ok = j->rm->fetch(j->rm->ctx, j->peer, j->refs, j->n, &j->ask, &j->body, &j->err) == 0;
     return NULL;
 }
 
 split_run_t *split_start(const merge_remote_t *rm, store_part_ref_t *const *shares, const size_t *nshares,
-                         int functions) {
+                         const merge_share_ask_t *ask) {
     split_run_t *s = calloc(1, sizeof *s + rm->npeers * sizeof(job_t));
     if (!s) return NULL;
     s->njobs = rm->npeers;
     for (size_t p = 0; p < rm->npeers; p++) {
         job_t *j = &s->jobs[p];
-        *j = (job_t){.rm = rm, .peer = p, .refs = shares[p + 1], .n = nshares[p + 1], .functions = functions, .ok = 1};
+        *j = (job_t){.rm = rm, .peer = p, .refs = shares[p + 1], .n = nshares[p + 1], .ask = *ask, .ok = 1};
         buf_init(&j->body);
         if (!j->n) continue;
         j->asked = pthread_create(&j->tid, NULL, run_job, j) == 0;

@@ -158,7 +158,7 @@ static void render_queries(const metrics_t *m, buf_t *o) {
     scalar(o, "hearth_query_shares_served_total", "counter", "Shares of other nodes' merges this node merged.",
            m->shares_served);
     scalar(o, "hearth_query_share_partitions_total", "counter",
-           "Block partitions those shares named (merged here for a peer).", m->share_parts);
+           "Block partitions (or whole blocks) those shares named (merged here for a peer).", m->share_parts);
     family(o, "hearth_query_duration_seconds", "histogram", "Query latency.");
     render_hist(o, "hearth_query_duration_seconds", "", &m->query_latency);
 }

@@ -52,14 +52,17 @@ void app_peers_free(app_t *a) {
 
 /* ---- asking ---- */
 
-static int fetch(void *ctx, size_t peer, const store_part_ref_t *refs, size_t n, int functions, buf_t *out,
-                 hr_err_t *err) {
+static int fetch(void *ctx, size_t peer, const store_part_ref_t *refs, size_t n, const merge_share_ask_t *ask,
+                 buf_t *out, hr_err_t *err) {
     app_remote_t *r = ctx;
     buf_t body;
     buf_init(&body);
-    buf_printf(&body, "%s,\"functions\":%s,\"parts\":[", r->body_head, functions ? "true" : "false");
-    for (size_t i = 0; i < n; i++)
-        buf_printf(&body, "%s[%lld,%u]", i ? "," : "", (long long)refs[i].block, refs[i].part);
+    buf_printf(&body, "%s,\"functions\":%s,\"totals\":%s,\"step\":%lld,\"parts\":[", r->body_head,
+               ask->functions ? "true" : "false", ask->totals ? "true" : "false", (long long)ask->step);
+    for (size_t i = 0; i < n; i++) {
+        buf_printf(&body, "%s[%lld", i ? "," : "", (long long)refs[i].block);
+        buf_printf(&body, refs[i].part == STORE_WHOLE_BLOCK ? "]" : ",%u]", refs[i].part);
+    }
     buf_printf(&body, "]}");
     char url[600];
     snprintf(url, sizeof url, "http://%s/api/v1/internal/merge-share", r->peers[peer]);
@@ -136,19 +139,23 @@ void app_remote_end(app_remote_t *r, const merge_result_t *m) {
 
 /* ---- answering ---- */
 
-/* The request's partitions, sorted; NULL with a 400 in resp. */
+/* The request's partitions ([block, part], or [block] for the block's every wanted
+ * partition), sorted; NULL with a 400 in resp. */
 static store_part_ref_t *parse_parts(json_t *v, size_t *n, http_resp_t *resp) {
     *n = json_array_size(v);
     store_part_ref_t *refs = json_is_array(v) ? malloc((*n + 1) * sizeof *refs) : NULL;
     if (!refs) return http_error(resp, json_is_array(v) ? 500 : 400, "`parts` must be an array"), NULL;
     for (size_t i = 0; i < *n; i++) {
-        json_t *b = json_array_get(json_array_get(v, i), 0), *p = json_array_get(json_array_get(v, i), 1);
-        if (!json_is_integer(b) || !json_is_integer(p) || json_integer_value(p) < 0 ||
-            json_integer_value(p) > UINT32_MAX) {
+        json_t *e = json_array_get(v, i), *b = json_array_get(e, 0), *p = json_array_get(e, 1);
+        int whole = json_array_size(e) == 1;
+        if (!json_is_integer(b) || json_array_size(e) > 2 ||
+            (!whole &&
+             (!json_is_integer(p) || json_integer_value(p) < 0 || json_integer_value(p) >= STORE_WHOLE_BLOCK))) {
             free(refs);
-            return http_error(resp, 400, "`parts` must list [block id, partition] pairs"), NULL;
+            return http_error(resp, 400, "`parts` must list [block id, partition] pairs or [block id]"), NULL;
         }
-        refs[i] = (store_part_ref_t){json_integer_value(b), (uint32_t)json_integer_value(p)};
+        refs[i] =
+            (store_part_ref_t){json_integer_value(b), whole ? STORE_WHOLE_BLOCK : (uint32_t)json_integer_value(p)};
     }
     store_part_refs_sort(refs, *n);
     return refs;
@@ -166,9 +173,11 @@ void api_merge_share(app_t *a, http_req_t *req, http_resp_t *resp) {
     json_t *doc = json_loadb((const char *)req->body.data, req->body.len, 0, &je);
     const char *qs = json_string_value(json_object_get(doc, "query"));
     json_t *from = json_object_get(doc, "from"), *until = json_object_get(doc, "until");
-    if (!qs || !json_is_integer(from) || !json_is_integer(until)) {
+    json_t *step = json_object_get(doc, "step");
+    if (!qs || !json_is_integer(from) || !json_is_integer(until) || (step && !json_is_integer(step))) {
         json_decref(doc);
-        return http_error(resp, 400, "a merge share needs `query`, `from` and `until` (ns) and `parts`");
+        return http_error(resp, 400,
+                          "a merge share needs `query`, `from` and `until` (ns), `parts` and an integer `step`");
     }
     size_t n;
     store_part_ref_t *refs = parse_parts(json_object_get(doc, "parts"), &n, resp);
@@ -186,6 +195,8 @@ void api_merge_share(app_t *a, http_req_t *req, http_resp_t *resp) {
                        .parts = refs,
                        .nparts = n,
                        .deadline_ns = app_query_deadline(a, req),
+                       .step = json_integer_value(step),
+                       .share_totals = json_is_true(json_object_get(doc, "totals")),
                        .functions = json_is_true(json_object_get(doc, "functions")),
                        .mem = &hold};
     merge_result_t m;
@@ -198,7 +209,7 @@ void api_merge_share(app_t *a, http_req_t *req, http_resp_t *resp) {
     buf_init(&out);
     if (rc == 0) {
         store_stats(a->store, &after);
-        share_encode(&m, after.part_loads - before.part_loads, cpu_us() - cpu0, &out);
+        share_encode(&m, q.share_totals, after.part_loads - before.part_loads, cpu_us() - cpu0, &out);
         a->metrics.shares_served++;
         a->metrics.share_parts += n;
         http_reply(resp, 200, "application/octet-stream", &out);

@@ -585,9 +585,26 @@ void store_part_refs_sort(store_part_ref_t *refs, size_t n) {
     if (n) qsort(refs, n, sizeof *refs, cmp_part_ref); /* an empty share may have no array: qsort wants one */
 }
 
+/* Sorts refs[0..n) as store_part_refs_sort does, bytes[] kept in step. 0 or -1 (OOM). */
+static int sort_plan(store_part_ref_t *refs, uint64_t *bytes, size_t n) {
+    typedef struct {
+        store_part_ref_t ref; /* first: cmp_part_ref reads it */
+        uint64_t bytes;
+    } planned_t;
+    planned_t *v = malloc((n + 1) * sizeof *v);
+    if (!v) return -1;
+    for (size_t i = 0; i < n; i++) v[i] = (planned_t){refs[i], bytes[i]};
+    if (n) qsort(v, n, sizeof *v, cmp_part_ref);
+    for (size_t i = 0; i < n; i++) refs[i] = v[i].ref, bytes[i] = v[i].bytes;
+    free(v);
+    return 0;
+}
+
 int store_part_picked(const store_filter_t *f, int64_t block, size_t p) {
-    store_part_ref_t key = {block, (uint32_t)p};
-    return !f->only || bsearch(&key, f->only, f->nonly, sizeof key, cmp_part_ref) != NULL;
+    store_part_ref_t key = {block, (uint32_t)p}, whole = {block, STORE_WHOLE_BLOCK};
+    if (!f->only) return 1;
+    return bsearch(&key, f->only, f->nonly, sizeof key, cmp_part_ref) ||
+           bsearch(&whole, f->only, f->nonly, sizeof key, cmp_part_ref);
 }
 
 /* A block id against a ref's block (refs sorted by block, so bsearch finds any of it). */
@@ -794,9 +811,22 @@ int store_plan_locked(store_t *s, const char *tenant, const store_filter_t *f, s
                       uint64_t **bytes, size_t *n, hr_err_t *err) {
     plan_t pl = {.f = f};
     int rc = walk_wanted_parts(s, tenant, f, plan_part, &pl, err);
-    store_part_refs_sort(pl.refs, pl.n);
+    if (rc == 0 && sort_plan(pl.refs, pl.bytes, pl.n)) rc = hr_fail(err, HR_ENOMEM, "out of memory");
     *refs = pl.refs, *bytes = pl.bytes, *n = pl.n; /* the caller frees them, whatever rc */
     return rc;
+}
+
+int store_plan_blocks_locked(store_t *s, const char *tenant, const store_filter_t *f, store_part_ref_t **refs,
+                             uint64_t **bytes, size_t *n) {
+    *refs = malloc((s->nblocks + 1) * sizeof **refs), *bytes = malloc((s->nblocks + 1) * sizeof **bytes), *n = 0;
+    if (!*refs || !*bytes) return -1; /* the caller frees them, whatever rc */
+    for (size_t i = 0; i < s->nblocks; i++) {
+        const block_meta_t *m = &s->blocks[i].meta;
+        if (!block_in_scan(m, tenant, f)) continue;
+        (*refs)[*n] = (store_part_ref_t){m->id, STORE_WHOLE_BLOCK};
+        (*bytes)[(*n)++] = m->bytes > 0 ? (uint64_t)m->bytes : 0;
+    }
+    return sort_plan(*refs, *bytes, *n);
 }
 
 /* A wanted partition into the analysis; a->blocks counts each block once (the walk
@@ -848,6 +878,7 @@ int store_has_parts_locked(store_t *s, const store_part_ref_t *refs, size_t n) {
     for (size_t k = 0; k < n; k++) {
         size_t i = 0;
         while (i < s->nblocks && s->blocks[i].meta.id != refs[k].block) i++;
+        if (refs[k].part == STORE_WHOLE_BLOCK && i < s->nblocks) continue; /* its footer is read by the scan */
         hr_err_t e = {0};
         const block_index_t *ix = i < s->nblocks ? footer_of(s, i, &e) : NULL;
         if (!ix || refs[k].part >= ix->nparts) return 0;

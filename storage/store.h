@@ -115,11 +115,15 @@ int store_apply_retention(store_t *s, int64_t now_ns, hr_err_t *err);
  * meanwhile. Returns 1 if it compacted a run, 0 if none was due, -1 on error. */
 int store_compact(store_t *s, hr_err_t *err);
 
-/* One partition of one block: the unit a query split across cluster nodes divides. */
+/* One partition of one block, or a whole block: the units a query split across
+ * cluster nodes divides. */
 typedef struct {
     int64_t block; /* its catalog id */
-    uint32_t part; /* its index in the block's footer */
+    uint32_t part; /* its index in the block's footer, or STORE_WHOLE_BLOCK */
 } store_part_ref_t;
+/* A ref's part standing for every partition of the block that the filter wants: a
+ * share planned from the catalog's block list alone, before any footer is read. */
+#define STORE_WHOLE_BLOCK UINT32_MAX
 
 /* What a scan needs, so it decodes only that: a time range, optionally a set of
  * series, and whether the rows' totals suffice (no stacks: time series, profile
@@ -170,6 +174,11 @@ int store_scan_passes(store_t *s, const char *tenant, const store_filter_t *f, s
  * by block and part. 0, or -1 with err (a footer that does not load). */
 int store_plan_locked(store_t *s, const char *tenant, const store_filter_t *f, store_part_ref_t **refs,
                       uint64_t **bytes, size_t *n, hr_err_t *err);
+/* The same from the catalog's block list alone, reading no footer: a STORE_WHOLE_BLOCK
+ * ref per block a scan with filter f may read, with the block's size in bytes (every
+ * series in it, so an upper bound on what f decodes of it). -1 only when out of memory. */
+int store_plan_blocks_locked(store_t *s, const char *tenant, const store_filter_t *f, store_part_ref_t **refs,
+                             uint64_t **bytes, size_t *n);
 /* What a query with filter f would read, without reading it (Grafana's AnalyzeQuery):
  * the block partitions holding a wanted series (their counts and compressed bytes
  * come from the footers, and cover every series of those partitions, so they bound
@@ -184,7 +193,8 @@ int store_analyze(store_t *s, const char *tenant, const store_filter_t *f, store
 /* Sorts refs by block and part, as store_filter_t.only wants them. */
 void store_part_refs_sort(store_part_ref_t *refs, size_t n);
 /* 1 when every one of refs[0..n) names a partition of a block this node knows (after
- * its last sync), so a scan restricted to them misses none. From a store_pass_fn. */
+ * its last sync), or a whole block it knows, so a scan restricted to them misses none.
+ * From a store_pass_fn. */
 int store_has_parts_locked(store_t *s, const store_part_ref_t *refs, size_t n);
 
 index_t *store_index(store_t *s);

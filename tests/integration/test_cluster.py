@@ -446,16 +446,25 @@ def cluster_split_query_answers_like_one_node_and_survives_a_dead_peer():
 
 @test
 def cluster_split_share_reads_only_its_blocks_footers():
-    """Over many small blocks (as an ingest node cuts them) a split query deals whole blocks, so
-    each peer reads the footers of its own share's blocks and leaves the others' unread: the
-    footer reads, like the partitions decoded, divide among the nodes. The node asked plans the
-    split, so it reads every footer; the answer is the same total as unsplit."""
+    """Over many small blocks (as an ingest node cuts them) a split query deals whole blocks from
+    the catalog's block list, so each node, the one asked included, reads the footers of its own
+    share's blocks and leaves the others' unread: the footer reads, like the partitions decoded,
+    divide among the nodes, and add up to one read per block (the peers answer their blocks'
+    totals and timelines too). Flame graphs with their timelines, top tables and pprof are a
+    single node's bytes, also when a peer dies and the node asked merges its blocks itself."""
     totals = ref_totals()
+    n = 15  # blocks: past split.c's 4 per node for 3 nodes, so whole blocks are dealt
+    ups = [(cpu_files(6)[i % 6], f"svc{i % 5}", T0 + i * 20) for i in range(n)]
+    rd = {f"{fmt}": ("GET", "/api/v1/query", {"query": CPU + "{}", "format": fmt, **SPAN})
+          for fmt in ("flamegraph", "top", "pprof")}
+    rd["render svc1"] = ("GET", "/pyroscope/render", {"query": CPU + '{service_name="svc1"}', "from": T0 - 10,
+                                                       "until": T0 + 400, "format": "json"})
+    with reference(ups) as ref:
+        single = checked_reference(ref, rd)
     with Cluster() as c:
         a = c.node("a", "ingest")
-        n = 15  # blocks: past split.c's 4 per node for 3 nodes, so whole blocks are dealt
-        for i in range(n):
-            push_ok(a, cpu_files(6)[i % 6], f"svc{i % 5}", T0 + i)
+        for path, name, at in ups:
+            push_ok(a, path, name, at)
         assert c.block_count() == n, f"{c.block_count()} blocks after {n} acknowledged pushes"
         split = ["--query-split-min-bytes", "0"]
         q = [c.node(f"q{k}", "query", split) for k in range(3)]
@@ -468,12 +477,19 @@ def cluster_split_share_reads_only_its_blocks_footers():
         assert json.loads(body)["total"] == want, (json.loads(body)["total"], want)
         assert metric(q[0], 'hearth_query_split_shares_total{outcome="ok"}') == 2
         read = [metric(x, "hearth_block_footer_loads_total") for x in q]
-        assert read[0] == n, f"the node asked read {read[0]} footers, want all {n} (it plans)"
-        assert all(0 < r < n for r in read[1:]), f"peers read {read[1:]} footers of {n}: each only its share's"
+        assert all(0 < r < n for r in read) and sum(read) == n, f"footers read {read} of {n}: each only its share's"
         parts = [metric(x, "hearth_block_partition_loads_total") for x in q]
         # Each block here holds one partition (one service per upload) and is dealt whole to one
-        # node: the peers' footers are the blocks they decoded, none of the asked node's share.
-        assert read[1:] == parts[1:] and sum(parts) == n, f"footers read {read}, partitions decoded {parts}"
+        # node: each node's footers are the blocks it decoded, none of another's share.
+        assert read == parts, f"footers read {read}, partitions decoded {parts}"
+        assert_same(single, answers(q[0], rd), f"q0, split by blocks ({c.logs()})")
+        # A dead peer (its heartbeat kept fresh, as in the seconds after a crash): q0 merges
+        # that peer's blocks itself, their totals and timelines included.
+        q[2].proc.kill()
+        q[2].proc.wait()
+        c.psql(f"UPDATE hearth_nodes SET heartbeat = now() + interval '1 minute' WHERE name = '{q[2].name}'")
+        assert_same(single, answers(q[0], rd), f"q0 with a dead peer ({c.logs()})")
+        assert metric(q[0], 'hearth_query_split_shares_total{outcome="failed"}') > 0
 
 
 @test

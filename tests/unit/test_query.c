@@ -583,13 +583,24 @@ void test_split_and_share(void) {
     CHECK(merge_run(s, &q, &m, &err) == 0);
     buf_t b;
     buf_init(&b);
-    share_encode(&m, 7, 42, &b);
+    share_encode(&m, 0, 7, 42, &b);
     share_t sh;
     CHECK(share_decode(b.data, b.len, &sh, &err) == 0);
     int64_t sum = 0;
     for (size_t i = 0; sh.sym && i < sh.sym->nstacks; i++) sum += sh.self[i];
     CHECK(sh.sym && sh.sym->nstacks == m.sym->nstacks && sum == 90000000 && (double)sum == m.total);
-    CHECK(sh.parts_decoded == 7 && sh.cpu_us == 42);
+    CHECK(sh.parts_decoded == 7 && sh.cpu_us == 42 && !sh.has_totals);
+    share_destroy(&sh);
+    merge_result_destroy(&m);
+    /* With its totals: the total, profile count, span and each timeline step's sum. */
+    q.step = 50 * S;
+    CHECK(merge_run(s, &q, &m, &err) == 0);
+    b.len = 0;
+    share_encode(&m, 1, 7, 42, &b);
+    CHECK(share_decode(b.data, b.len, &sh, &err) == 0);
+    CHECK(sh.has_totals && (double)sh.total == m.total && sh.profiles == m.profiles && sh.profiles == 1);
+    CHECK(sh.first_ns == m.first_ns && sh.end_ns == m.end_ns && sh.nbuckets == m.nbuckets && m.nbuckets == 5);
+    for (size_t i = 0; i < sh.nbuckets; i++) CHECK((double)sh.timeline[i] == m.timeline[i]);
     share_destroy(&sh);
     CHECK(share_decode(b.data, b.len - 1, &sh, &err) == -1 && err.code == HR_EUNPROC);
     share_destroy(&sh);
