@@ -517,9 +517,6 @@ static void split_oom(scan_ctx_t *c) {
     split_fail(c, &e);
 }
 
-/* STACKS of a split merge: plans the shares, asks the peers for theirs and narrows
- * this pass to this node's own (and the heads). Everything finish_split needs is
- * allocated here, before any peer is asked. */
 /* The share of the tenant's series that the merge selects: what a plan by whole blocks
  * scales the blocks' bytes by to guess what the merge decodes (series are not all the
  * same size, so it is a guess, for --query-split-min-bytes only). */
