@@ -11,7 +11,7 @@ import random
 import threading
 import time
 
-from harness import CPU, T0, Server, connect_json, metric, sanitized, test, vm_hwm_mb
+from harness import CPU, T0, Server, connect_json, metric, test, vm_hwm_mb
 
 # Each made glibc's regcomp take gigabytes (or exponential time): RE2 refuses them.
 ATTACKS = ['a{0,32767}', '(a{0,255}){0,255}', '(a)\\1', '((a{0,30}){0,30}){0,30}', '(\\pL{1000})']
@@ -119,9 +119,10 @@ def regex_slow_query_does_not_stall_ingest():
         # The overlap is real only if the query ran for a while: it matched SLOW_SERIES slow values.
         assert query_secs > 0.5, f"the slow query took only {query_secs:.2f}s: the test proves nothing"
         worst = max(lat)
-        # An ingest that waited for the query would take about as long as it. Under a
-        # sanitizer, the machine's load sets the absolute latency; only that ratio is checked.
-        bound = query_secs / 3 if sanitized() else min(max(0.5, 10 * quiet), query_secs / 3)
+        # An ingest that waited for the query would take about as long as it, so only that
+        # ratio is checked: an absolute bound measured the machine's load instead (a parallel
+        # suite with a browser running took one ingest to 0.66 s beside a 5.5 s query).
+        bound = query_secs / 3
         assert len(lat) >= 3 and worst < bound, \
             f"ingest took up to {worst:.2f}s ({len(lat)} ingests, {quiet:.3f}s when quiet) " \
             f"during a {query_secs:.2f}s query"
