@@ -113,8 +113,9 @@ typedef struct {
                                    * divided among this node and the peers (sums only: gauges,
                                    * filters and restricted merges are never split) */
     const store_part_ref_t *parts; /* non-NULL: a peer's share: only these block partitions
-                                    * (sorted), no head, stacks only; one this node does not
-                                    * know fails the merge (HR_EIO), never answers less */
+                                    * (sorted), no head, stacks only (and totals with
+                                    * share_totals); one this node does not know fails the
+                                    * merge (HR_EIO), never answers less */
     size_t nparts;
     int share_totals;   /* with parts: their totals, timeline and span are wanted too */
     int functions;      /* only per-function sums are wanted (the top table): block

@@ -401,6 +401,15 @@ def wait_peers(srv, n, timeout=20):
                lambda: f"{srv.name} to see {n} peers (it sees {metric(srv, 'hearth_query_peers')})")
 
 
+def kill_keeping_heartbeat(c, node):
+    """Kills node and keeps its heartbeat fresh for a minute, as in the seconds after a crash, so
+    the others still ask it (and fail): a slow machine (a TSan build in two processes) must not
+    age it out first."""
+    node.proc.kill()
+    node.proc.wait()
+    c.psql(f"UPDATE hearth_nodes SET heartbeat = now() + interval '1 minute' WHERE name = '{node.name}'")
+
+
 @test
 def cluster_split_query_answers_like_one_node_and_survives_a_dead_peer():
     """A merge asked of one node is divided among the three live query nodes, each merging its share
@@ -435,11 +444,7 @@ def cluster_split_query_answers_like_one_node_and_survives_a_dead_peer():
         assert all(g > s for g, s in zip(got, served)), (served, got)
         assert metric(a, 'hearth_query_split_shares_total{outcome="failed"}') == 0
         # A dead peer: its heartbeat is still fresh, so a asks it, fails and merges its share.
-        # The heartbeat is kept fresh for the rest of the test, as in the seconds after a
-        # crash: a slow machine (a TSan build in two processes) must not age it out first.
-        dead.proc.kill()
-        dead.proc.wait()
-        c.psql(f"UPDATE hearth_nodes SET heartbeat = now() + interval '1 minute' WHERE name = '{dead.name}'")
+        kill_keeping_heartbeat(c, dead)
         assert_same(want, answers(a, rd), f"node a with a dead peer ({c.logs()})")
         assert metric(a, 'hearth_query_split_shares_total{outcome="failed"}') > 0
 
@@ -483,11 +488,8 @@ def cluster_split_share_reads_only_its_blocks_footers():
         # node: each node's footers are the blocks it decoded, none of another's share.
         assert read == parts, f"footers read {read}, partitions decoded {parts}"
         assert_same(single, answers(q[0], rd), f"q0, split by blocks ({c.logs()})")
-        # A dead peer (its heartbeat kept fresh, as in the seconds after a crash): q0 merges
-        # that peer's blocks itself, their totals and timelines included.
-        q[2].proc.kill()
-        q[2].proc.wait()
-        c.psql(f"UPDATE hearth_nodes SET heartbeat = now() + interval '1 minute' WHERE name = '{q[2].name}'")
+        # A dead peer: q0 merges that peer's blocks itself, their totals and timelines included.
+        kill_keeping_heartbeat(c, q[2])
         assert_same(single, answers(q[0], rd), f"q0 with a dead peer ({c.logs()})")
         assert metric(q[0], 'hearth_query_split_shares_total{outcome="failed"}') > 0
 
